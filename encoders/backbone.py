@@ -1,0 +1,140 @@
+"""Shared backbone: a small causal transformer (RMSNorm, RoPE, SDPA, GELU MLP), nanoGPT-sized.
+
+Every encoder that uses a backbone uses this one, built from the suite's ``backbone`` section, so
+the comparison between encoders is a comparison of what goes *into* the backbone (bytes, conv
+features, BPE tokens, patches), not of the sequence model itself.
+
+    x (B, N, dim) -> Backbone -> (B, N, dim)      # N: bytes, tokens or patches
+
+Causal: position n attends to positions <= n only (``is_causal=True`` in SDPA).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+@dataclass(frozen=True, kw_only=True)
+class BackboneConfig:
+    """Shape of the shared transformer; ``mlp_ratio`` x dim hidden units in each MLP."""
+
+    layers: int = 2
+    dim: int = 64
+    heads: int = 4
+    mlp_ratio: int = 4
+    dropout: float = 0.0
+    rope_base: float = 10000.0
+
+
+class RMSNorm(nn.Module):
+    """Root-mean-square norm over the last axis: (..., dim) -> (..., dim)."""
+
+    def __init__(self, dim: int, eps: float = 1e-6) -> None:
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(dim))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        # Normalise in fp32 so bf16 activations keep their scale.
+        xf = x.float()
+        y = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.eps)
+        return y.to(x.dtype) * self.weight
+
+
+def rope_cache(n: int, head_dim: int, base: float, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    """cos, sin tables of shape (n, head_dim // 2) for rotary position embeddings."""
+    inv = 1.0 / (base ** (torch.arange(0, head_dim, 2, device=device, dtype=torch.float32) / head_dim))
+    t = torch.arange(n, device=device, dtype=torch.float32)
+    freqs = torch.outer(t, inv)
+    return freqs.cos(), freqs.sin()
+
+
+def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """Rotate pairs of channels. x: (B, H, N, hd); cos/sin: (N, hd/2)."""
+    x1, x2 = x[..., 0::2], x[..., 1::2]
+    c, s = cos.to(x.dtype), sin.to(x.dtype)
+    out = torch.stack((x1 * c - x2 * s, x1 * s + x2 * c), dim=-1)
+    return out.flatten(-2)
+
+
+class CausalSelfAttention(nn.Module):
+    """Multi-head causal self-attention through SDPA (flash / memory-efficient kernels on GPU)."""
+
+    def __init__(self, cfg: BackboneConfig) -> None:
+        super().__init__()
+        if cfg.dim % cfg.heads:
+            raise ValueError(f"backbone.dim={cfg.dim} is not divisible by backbone.heads={cfg.heads}")
+        self.heads = cfg.heads
+        self.qkv = nn.Linear(cfg.dim, 3 * cfg.dim, bias=False)
+        self.proj = nn.Linear(cfg.dim, cfg.dim, bias=False)
+        self.dropout = cfg.dropout
+
+    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+        B, N, C = x.shape
+        q, k, v = self.qkv(x).split(C, dim=2)
+        # (B, N, C) -> (B, H, N, hd)
+        q, k, v = (t.view(B, N, self.heads, C // self.heads).transpose(1, 2) for t in (q, k, v))
+        q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+        y = F.scaled_dot_product_attention(
+            q, k, v, is_causal=True, dropout_p=self.dropout if self.training else 0.0
+        )
+        return self.proj(y.transpose(1, 2).reshape(B, N, C))
+
+
+class Block(nn.Module):
+    """Pre-norm transformer block: x + attn(norm(x)), then x + mlp(norm(x))."""
+
+    def __init__(self, cfg: BackboneConfig) -> None:
+        super().__init__()
+        self.norm1 = RMSNorm(cfg.dim)
+        self.attn = CausalSelfAttention(cfg)
+        self.norm2 = RMSNorm(cfg.dim)
+        hidden = cfg.mlp_ratio * cfg.dim
+        self.fc = nn.Linear(cfg.dim, hidden, bias=False)
+        self.out = nn.Linear(hidden, cfg.dim, bias=False)
+
+    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+        x = x + self.attn(self.norm1(x), cos, sin)
+        return x + self.out(F.gelu(self.fc(self.norm2(x))))
+
+
+class Backbone(nn.Module):
+    """Stack of causal transformer blocks with a final RMSNorm: (B, N, dim) -> (B, N, dim)."""
+
+    def __init__(self, cfg: BackboneConfig) -> None:
+        super().__init__()
+        self.cfg = cfg
+        self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.layers))
+        self.norm = RMSNorm(cfg.dim)
+        for name, p in self.named_parameters():
+            if p.dim() == 2:
+                # GPT-2 style init; residual projections scaled down with depth.
+                std = 0.02 / math.sqrt(2 * cfg.layers) if name.endswith(("proj.weight", "out.weight")) else 0.02
+                nn.init.normal_(p, mean=0.0, std=std)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        cos, sin = rope_cache(x.shape[1], self.cfg.dim // self.cfg.heads, self.cfg.rope_base, x.device)
+        for blk in self.blocks:
+            x = blk(x, cos, sin)
+        return self.norm(x)
+
+    def flops(self, batch: int, n: int) -> float:
+        """Forward FLOPs (2 per multiply-add) for a (batch, n) sequence batch: matmuls + attention."""
+        return backbone_flops(self.cfg, batch, n)
+
+
+def backbone_flops(cfg: BackboneConfig, batch: int, n: int) -> float:
+    """Analytic forward FLOPs of the backbone on ``batch`` sequences of length ``n``.
+
+    Counts the linear layers (qkv, proj, MLP) and the two attention matmuls at full (non-causal)
+    cost, as torch's FLOP counter does for SDPA; norms, RoPE and softmax are ignored (< 1 %).
+    """
+    d, h = cfg.dim, cfg.mlp_ratio * cfg.dim
+    per_token_linear = 2 * (3 * d * d + d * d + 2 * d * h)
+    attn = 2 * 2 * n * n * d  # QK^T and AV, per sequence
+    return float(cfg.layers * batch * (n * per_token_linear + attn))

@@ -1,0 +1,220 @@
+"""The one interface every encoder implements, so one training loop and one scoring function serve all.
+
+Vocabulary (units):
+  * a **window** is a byte string the harness cuts from a document (at most ``context_bytes``);
+    the first ``score_from`` bytes are context only, bytes ``[score_from, len)`` are *scored*.
+  * a **prediction unit** is what the model puts a distribution on: one byte (bytes, FuzzyTok,
+    BLT) or one token (BPE). Its NLL is in **nats**.
+  * a **segment** is what the encoder's sequence model steps over: bytes, tokens or patches.
+
+The harness never divides by tokens: it sums unit NLLs and divides by UTF-8 bytes. An encoder
+returns, for every scored byte, exactly one unit that covers it (``UnitNLL`` spans tile the scored
+bytes of each window; the harness checks this), so BPB = ΣNLL / (ln 2 · Σ bytes) whatever the unit.
+
+Life cycle, driven by ``harness``:
+  1. ``Encoder(config, backbone)`` — build from a frozen config dataclass (``Config`` class attr).
+  2. ``fit(ctx)`` — optional stage on the training split (BPE merges, BLT entropy model). It may
+     train a sub-model with ``ctx.train`` (the harness's one training loop).
+  3. training: ``collate(windows, score_from)`` → ``.to(device)`` → ``forward(batch)`` → loss =
+     ``nll.sum() / scored bytes``.
+  4. scoring: the same calls under ``torch.no_grad()``; per-byte NLL comes from ``UnitNLL.byte_nll``.
+  5. ``predict_logprobs`` for the causality probe.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field, fields, is_dataclass
+from typing import Any, ClassVar
+
+import torch
+from torch import nn
+
+from encoders.backbone import BackboneConfig
+
+BOS = 256  # input id of the beginning-of-window symbol for byte-level encoders (inputs: 257 ids)
+
+
+@dataclass
+class TensorBatch:
+    """A collated batch: named tensors (moved by ``to``) plus plain-Python metadata (kept on CPU).
+
+    Encoders put whatever they need in ``tensors`` (e.g. ``ids`` (B, T) long, ``mask`` (B, T) bool)
+    and in ``meta`` (e.g. the token byte spans); the harness only calls ``to`` and ``scored_bytes``.
+    """
+
+    tensors: dict[str, torch.Tensor]
+    meta: dict[str, Any] = field(default_factory=dict)
+    scored_bytes: int = 0  # Σ over windows of len(window) - score_from
+
+    def to(self, device: torch.device | str) -> TensorBatch:
+        return TensorBatch(
+            {k: v.to(device, non_blocking=True) for k, v in self.tensors.items()},
+            self.meta,
+            self.scored_bytes,
+        )
+
+    def __getitem__(self, key: str) -> torch.Tensor:
+        return self.tensors[key]
+
+
+@dataclass
+class UnitNLL:
+    """NLL of every scored prediction unit in a batch.
+
+    nll:    (U,) float, nats, differentiable during training.
+    window: (U,) long, index of the window in the batch.
+    start:  (U,) long, first byte of the unit, offset inside its window.
+    end:    (U,) long, one past the last byte. Spans of one window tile [score_from, len) exactly.
+    segments: per window, the byte lengths of the encoder's segments (tokens / patches) that start
+        inside the scored span — bytes/token and patch-size statistics come from these.
+    """
+
+    nll: torch.Tensor
+    window: torch.Tensor
+    start: torch.Tensor
+    end: torch.Tensor
+    segments: list[list[int]] | None = None
+
+    def byte_nll(self, lengths: Sequence[int], score_from: Sequence[int]) -> list[torch.Tensor]:
+        """Spread each unit's NLL evenly over its bytes.
+
+        Returns per window a (len - score_from,) float64 tensor of nats per scored byte, summing
+        (to fp64 rounding) to the NLL of that window's units. Raises if the units do not tile the
+        scored bytes exactly once — a unit missing or counted twice would bias BPB silently.
+        """
+        n_scored = torch.tensor([ln - s for ln, s in zip(lengths, score_from)], dtype=torch.long)
+        offset = torch.cumsum(n_scored, 0) - n_scored  # (W,) first flat index of each window
+        sf = torch.tensor(list(score_from), dtype=torch.long)
+        win, st, en = self.window.cpu().long(), self.start.cpu().long(), self.end.cpu().long()
+        length = en - st  # (U,)
+        if bool((length <= 0).any()):
+            raise AssertionError("encoder returned an empty or negative unit span")
+        first = offset[win] + st - sf[win]  # (U,) flat index of each unit's first byte
+        idx = torch.repeat_interleave(first, length) + (
+            torch.arange(int(length.sum())) - torch.repeat_interleave(torch.cumsum(length, 0) - length, length)
+        )
+        share = torch.repeat_interleave(self.nll.detach().double().cpu() / length, length)
+        total = int(n_scored.sum())
+        if bool((idx < 0).any()) or bool((idx >= total).any()):
+            raise AssertionError("encoder returned a unit outside the scored span of its window")
+        flat = torch.zeros(total, dtype=torch.float64).index_add_(0, idx, share)
+        count = torch.zeros(total, dtype=torch.int64).index_add_(0, idx, torch.ones_like(idx))
+        if total and not bool((count == 1).all()):
+            raise AssertionError(
+                "encoder units do not tile the scored bytes exactly once "
+                f"(per-byte coverage min={int(count.min())}, max={int(count.max())})"
+            )
+        return list(flat.split(n_scored.tolist()))
+
+
+def collate_bytes(windows: Sequence[bytes], score_from: Sequence[int]) -> TensorBatch:
+    """Byte-level collation shared by byte encoders.
+
+    tensors: ``inputs`` (B, T) long — BOS then the window's bytes shifted right by one, so
+    position t sees bytes < t only; ``targets`` (B, T) long — the window's bytes, -1 where padded
+    or not scored (t < score_from). T = longest window.
+    """
+    T = max((len(w) for w in windows), default=0)
+    B = len(windows)
+    inputs = torch.full((B, T), BOS, dtype=torch.long)
+    targets = torch.full((B, T), -1, dtype=torch.long)
+    for i, (w, s) in enumerate(zip(windows, score_from)):
+        if not w:
+            continue
+        t = torch.frombuffer(bytearray(w), dtype=torch.uint8).long()
+        inputs[i, 1 : len(w)] = t[:-1]
+        targets[i, s : len(w)] = t[s:]
+    scored = sum(len(w) - s for w, s in zip(windows, score_from))
+    return TensorBatch({"inputs": inputs, "targets": targets}, {}, scored)
+
+
+def byte_unit_nll(logits: torch.Tensor, targets: torch.Tensor) -> UnitNLL:
+    """Per-byte NLL from next-byte logits.
+
+    logits: (B, T, 256) — logits[b, t] predicts byte t of window b.
+    targets: (B, T) long, -1 where not scored. Returns one unit per scored byte.
+    """
+    mask = targets >= 0
+    b, t = mask.nonzero(as_tuple=True)
+    logp = torch.log_softmax(logits[b, t].float(), dim=-1)  # (U, 256)
+    nll = -logp.gather(1, targets[b, t].unsqueeze(1)).squeeze(1)
+    return UnitNLL(nll=nll, window=b, start=t, end=t + 1)
+
+
+@dataclass
+class FitContext:
+    """What the harness hands an encoder's ``fit`` stage. Encoders never see suites or files."""
+
+    train_docs: Callable[[], Iterator[bytes]]  # the training split, documents in training order
+    train_bytes: int  # the suite's byte budget for the main model
+    context_bytes: int
+    seed: int
+    device: torch.device
+    # Run the harness's one training loop on a sub-model (e.g. BLT's entropy model) for n bytes.
+    # Returns the loop's stats: {"bytes", "flops", "seconds", "final_loss", ...}.
+    train: Callable[[Encoder, int], dict[str, Any]]
+    log: Callable[[str], None] = print
+
+
+class Encoder(nn.Module):
+    """Base class of all encoders. Subclasses set ``Config`` (a frozen dataclass) and implement
+    ``collate``, ``forward``, ``flops`` and ``predict_logprobs``; ``fit``/``describe`` are optional.
+
+    ``backbone`` is the suite's shared backbone config, or None when the encoder runs without one.
+    """
+
+    Config: ClassVar[type]
+    unit: ClassVar[str] = "byte"  # name of the prediction unit, for token perplexity: byte | token
+    segment: ClassVar[str] = "byte"  # name of the segment the sequence model steps over
+
+    def __init__(self, config: Any, backbone: BackboneConfig | None) -> None:
+        super().__init__()
+        self.config = config
+        self.backbone_config = backbone
+
+    # -- optional stage before training -------------------------------------------------------
+    def fit(self, ctx: FitContext) -> dict[str, Any]:
+        """Fit non-gradient parts on the training split. Returns facts for run.json
+        (must include ``bytes`` read and ``flops`` spent, 0 when nothing is fitted)."""
+        return {"bytes": 0, "flops": 0.0, "seconds": 0.0}
+
+    # -- training and scoring -----------------------------------------------------------------
+    def collate(self, windows: Sequence[bytes], score_from: Sequence[int]) -> TensorBatch:
+        """Turn byte windows into tensors on CPU. ``score_from[i]`` is where scoring starts."""
+        raise NotImplementedError
+
+    def forward(self, batch: TensorBatch) -> UnitNLL:  # type: ignore[override]
+        """NLL (nats) of every scored unit; differentiable."""
+        raise NotImplementedError
+
+    def flops(self, batch: TensorBatch) -> float:
+        """Analytic forward FLOPs of ``forward(batch)`` (2 per multiply-add), from module shapes.
+        Training FLOPs are counted as 3x forward by the harness."""
+        raise NotImplementedError
+
+    def predict_logprobs(self, data: bytes, positions: Sequence[int]) -> dict[int, torch.Tensor]:
+        """For the causality probe: log-probabilities (V,) of the unit that starts at byte ``p``,
+        as computed with the whole of ``data`` fed to the model. Positions where no unit starts
+        (e.g. inside a BPE token) are left out of the result."""
+        raise NotImplementedError
+
+    # -- facts for run.json -------------------------------------------------------------------
+    def describe(self) -> dict[str, Any]:
+        """Encoder-specific facts for run.json (receptive field, vocab size, threshold, ...)."""
+        return {}
+
+    def embedding_parameters(self) -> int:
+        """Parameters in lookup tables (nn.Embedding), reported as the embedding share."""
+        return sum(m.weight.numel() for m in self.modules() if isinstance(m, nn.Embedding))
+
+
+def config_to_dict(cfg: Any) -> Any:
+    """Frozen config dataclasses (nested) -> plain JSON-able dicts, for run.json and cache keys."""
+    if is_dataclass(cfg) and not isinstance(cfg, type):
+        return {f.name: config_to_dict(getattr(cfg, f.name)) for f in fields(cfg)}
+    if isinstance(cfg, (list, tuple)):
+        return [config_to_dict(v) for v in cfg]
+    if isinstance(cfg, dict):
+        return {str(k): config_to_dict(v) for k, v in cfg.items()}
+    return cfg

@@ -1,0 +1,55 @@
+"""Analyses: split the scored bytes of each document into buckets and sum NLL per bucket.
+
+An analysis is a frozen config dataclass registered by name (suite key ``analyses: [{name: ...}]``).
+The harness calls ``fit`` once per run (training documents and the trained encoders, so an analysis
+may use e.g. the suite's BPE tokenizer to define buckets the same way for every encoder), then
+``rows`` for every scored document of every cell. Rows are aggregated into ``buckets.csv``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from harness.sources.base import Document
+
+
+@dataclass(frozen=True)
+class BucketRow:
+    """One bucket's share of one document: words counted, bytes and NLL (nats) summed."""
+
+    bucket: str
+    n_words: int
+    n_bytes: int
+    nll_nats: float
+
+
+@dataclass(frozen=True, kw_only=True)
+class Analysis:
+    """Base class. ``datasets``: eval-set names it applies to (empty = all)."""
+
+    datasets: tuple[str, ...] = ()
+
+    def fit(self, train_docs: Sequence[Document], encoders: dict[str, Any]) -> None:  # noqa: B027
+        """Called once before scoring with the training documents and {label: trained Encoder}."""
+
+    def rows(self, doc: Document, scored: bytes, byte_nll: np.ndarray) -> list[BucketRow]:
+        """Buckets for one scored span. scored: the exact bytes scored (clean text in clean_target
+        mode; the perturbed text in full mode); byte_nll: (len(scored),) float64 nats per byte."""
+        raise NotImplementedError
+
+
+ANALYSES: dict[str, type[Analysis]] = {}
+BUILTIN_MODULES: list[str] = ["harness.analyses.morphology"]
+
+
+def register_analysis(name: str) -> Callable[[type], type]:
+    def deco(cls: type) -> type:
+        ANALYSES[name] = cls
+        cls.registry_name = name
+        return cls
+
+    return deco

@@ -1,0 +1,68 @@
+"""Data sources: where documents come from. A source yields ``Document``s; the harness splits them.
+
+A source is a frozen config dataclass (its YAML parameters) registered under a name, with
+``documents()`` yielding raw bytes. Sources never crash on undecodable bytes: documents are bytes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Document:
+    """One document. ``id`` is stable across runs (it seeds the split and perturbations).
+
+    language: ISO 639-1/3 code or None; script: ISO 15924 code or None (detected when missing).
+    """
+
+    id: str
+    data: bytes
+    language: str | None = None
+    script: str | None = None
+    meta: dict[str, Any] = field(default_factory=dict, compare=False)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Source:
+    """Base class of source configs. ``language`` applies to every document lacking one."""
+
+    language: str | None = None
+
+    def documents(self, ctx: SourceContext) -> Iterator[Document]:
+        raise NotImplementedError
+
+    def prepare(self, ctx: SourceContext) -> None:  # noqa: B027 - optional
+        """Fetch / build whatever the source needs into ``ctx.cache_dir`` (idempotent)."""
+
+    def provenance(self, ctx: SourceContext) -> dict[str, Any]:
+        """Facts for run.json: package names, versions, licences, paths."""
+        return {}
+
+
+@dataclass
+class SourceContext:
+    """Run-time facts a source may use: where the suite file lives (relative paths resolve from
+    there), the cache directory, and a progress callback."""
+
+    base_dir: Path
+    cache_dir: Path
+    log: Callable[[str], None] = print
+
+
+SOURCES: dict[str, type[Source]] = {}
+BUILTIN_MODULES: list[str] = ["harness.sources.files", "harness.sources.stdlib", "harness.sources.debian"]
+
+
+def register_source(name: str) -> Callable[[type], type]:
+    def deco(cls: type) -> type:
+        SOURCES[name] = cls
+        cls.registry_name = name
+        return cls
+
+    return deco
+
+

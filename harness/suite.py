@@ -1,0 +1,142 @@
+"""The suite schema: frozen dataclasses that a YAML suite is validated into (see harness.config).
+
+Every field here is a documented YAML key; unknown keys are rejected by the loader. Defaults are
+visible in one place. ``tokbench validate SUITE`` prints the resolved suite.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from encoders.backbone import BackboneConfig
+
+SCHEMA_VERSION = 1
+
+
+@dataclass(frozen=True, kw_only=True)
+class SourceSpec:
+    """One data source: ``source`` is a registered source name (``files``, ``stdlib``, ``debian``,
+    or ``"module:Class"``); ``params`` are validated into that source's config dataclass.
+
+    name: label of the eval set in results (eval entries must have one); language: ISO 639 code
+    applied to documents that have none; part: train | valid | test | all (which split part to use;
+    default: the test part when this source is the training source, else all).
+    """
+
+    source: str
+    name: str | None = None
+    language: str | None = None
+    part: Literal["train", "valid", "test", "all"] | None = None
+    params: dict[str, Any] = field(default_factory=dict)
+    # resolved source config object (filled by the loader)
+    config: Any = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class DataConfig:
+    """train: the one training source; eval: the evaluation sets. split: fractions of documents
+    going to valid and test (by a stable hash of each document id)."""
+
+    train: SourceSpec
+    eval: tuple[SourceSpec, ...]
+    valid_fraction: float = 0.05
+    test_fraction: float = 0.1
+
+
+@dataclass(frozen=True, kw_only=True)
+class BudgetConfig:
+    """Training budget, identical for every encoder.
+
+    train_bytes: UTF-8 bytes of training text each model sees (under match=bytes).
+    context_bytes: window length in bytes, for training and scoring, for every encoder.
+    batch_bytes: bytes per optimizer step (batch = batch_bytes // context_bytes windows).
+    lr, weight_decay, betas, grad_clip: AdamW settings. warmup_bytes: linear warm-up;
+    schedule: cosine | constant | linear decay to min_lr_ratio * lr.
+    match: bytes — every encoder sees train_bytes; flops — every encoder trains until the FLOPs
+    the ``flops_reference`` encoder spends on train_bytes (fit stages included).
+    """
+
+    train_bytes: int = 1_000_000
+    context_bytes: int = 256
+    batch_bytes: int = 8192
+    lr: float = 3e-3
+    min_lr_ratio: float = 0.1
+    warmup_bytes: int = 50_000
+    schedule: Literal["cosine", "constant", "linear"] = "cosine"
+    weight_decay: float = 0.1
+    beta1: float = 0.9
+    beta2: float = 0.95
+    grad_clip: float = 1.0
+    match: Literal["bytes", "flops"] = "bytes"
+    flops_reference: str | None = None
+    dtype: Literal["float32", "bfloat16"] = "float32"
+
+
+@dataclass(frozen=True, kw_only=True)
+class EncoderSpec:
+    """One encoder entry after sweep expansion. label is unique (``bpe-4096``)."""
+
+    name: str
+    label: str
+    config: Any  # the encoder's frozen config dataclass
+    backbone: BackboneConfig | None
+    params: dict[str, Any] = field(default_factory=dict)  # as written, for run.json
+
+
+@dataclass(frozen=True, kw_only=True)
+class PerturbationSpec:
+    """One perturbation at one severity after expansion. id: user id or the name; params: the
+    resolved dataclass fields (without lang) — they are part of the rng seed."""
+
+    name: str
+    id: str
+    severity: float
+    params: dict[str, Any]
+    cls: Any = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class EvalConfig:
+    """modes: full (score perturbed text) and/or clean_target (perturb a prefix, score the clean
+    continuation). max_docs: per eval set (None = all). stride_bytes: rolling-window stride for
+    long documents (default context_bytes // 2). context_fraction / target_bytes: clean_target's cut
+    and scored length. sample_docs: documents per cell whose per-byte NLL is stored in samples.jsonl.
+    batch_windows: windows per scoring batch."""
+
+    modes: tuple[Literal["full", "clean_target"], ...] = ("full", "clean_target")
+    max_docs: int | None = 50
+    stride_bytes: int | None = None
+    context_fraction: float = 0.5
+    target_bytes: int = 64
+    min_doc_bytes: int = 16
+    sample_docs: int = 3
+    batch_windows: int = 32
+
+
+@dataclass(frozen=True, kw_only=True)
+class AnalysisSpec:
+    """A per-word analysis over per-byte NLL (e.g. ``morphology``) with its parameters."""
+
+    name: str
+    params: dict[str, Any] = field(default_factory=dict)
+    config: Any = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Suite:
+    """A whole suite. ``raw`` is the resolved mapping (after include and --set), for run.json."""
+
+    name: str
+    seeds: tuple[int, ...]
+    data: DataConfig
+    budget: BudgetConfig
+    backbone: BackboneConfig
+    encoders: tuple[EncoderSpec, ...]
+    perturbations: tuple[PerturbationSpec, ...] = ()
+    eval: EvalConfig = EvalConfig()
+    analyses: tuple[AnalysisSpec, ...] = ()
+    description: str = ""
+    schema_version: int = SCHEMA_VERSION
+    raw: dict[str, Any] = field(default_factory=dict, compare=False)
+    path: str = ""
