@@ -1,0 +1,226 @@
+"""Data: load sources, split them deterministically, fingerprint the parts, cut windows.
+
+Split: a document goes to valid / test / train by a stable hash (sha256) of its id, so adding or
+removing other documents never moves it. ``data.train`` uses the train part; an eval entry whose
+source equals the training source uses its test part; any other eval source is used whole.
+
+Windows: documents are cut into windows of at most ``context_bytes`` bytes, preferring a cut just
+before a whitespace byte that follows a non-whitespace byte (a GPT-2-style pre-token boundary, so
+BPE sees whole words), else at a UTF-8 character boundary. Every encoder gets the same windows.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness.sources.base import Document, SourceContext
+
+_WS = frozenset(b" \t\n\r\x0b\x0c")
+
+
+def stable_unit(*parts: object) -> float:
+    """A number in [0, 1) from sha256 of the parts — never Python's salted ``hash()``."""
+    h = hashlib.sha256("\x1f".join(str(p) for p in parts).encode("utf-8", "surrogatepass")).digest()
+    return int.from_bytes(h[:8], "big") / 2**64
+
+
+def split_of(doc_id: str, valid_fraction: float, test_fraction: float) -> str:
+    """'train' | 'valid' | 'test' for a document id (stable across runs and machines)."""
+    u = stable_unit("split", doc_id)
+    if u < test_fraction:
+        return "test"
+    if u < test_fraction + valid_fraction:
+        return "valid"
+    return "train"
+
+
+def fingerprint(docs: Sequence[Document]) -> str:
+    """sha256 over (id, bytes) of the documents in order: identifies a data part in run.json and
+    in the model cache key."""
+    h = hashlib.sha256()
+    for d in docs:
+        h.update(d.id.encode("utf-8", "surrogatepass"))
+        h.update(b"\0")
+        h.update(hashlib.sha256(d.data).digest())
+    return h.hexdigest()
+
+
+@dataclass
+class DataPart:
+    """Documents of one source part, with their fingerprint and facts for run.json."""
+
+    name: str
+    part: str
+    docs: list[Document]
+    language: str | None = None
+    provenance: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def n_bytes(self) -> int:
+        return sum(len(d.data) for d in self.docs)
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "part": self.part,
+            "n_docs": len(self.docs),
+            "n_bytes": self.n_bytes,
+            "fingerprint": fingerprint(self.docs),
+            "language": self.language,
+            "provenance": self.provenance,
+        }
+
+
+def load_source(spec: Any, ctx: SourceContext) -> tuple[list[Document], dict[str, Any]]:
+    """All documents of a suite source entry (``SourceSpec``), with its provenance.
+
+    Documents without a language get the entry's ``language``; duplicate ids are an error (they
+    would collide in the split and in perturbation seeds)."""
+    src = spec.config
+    src.prepare(ctx)
+    docs: list[Document] = []
+    seen: set[str] = set()
+    for d in src.documents(ctx):
+        if d.id in seen:
+            raise ValueError(f"source '{spec.source}': duplicate document id '{d.id}'")
+        seen.add(d.id)
+        lang = d.language or spec.language
+        if lang != d.language:
+            d = Document(id=d.id, data=d.data, language=lang, script=d.script, meta=d.meta)
+        docs.append(d)
+    if not docs:
+        raise ValueError(f"source '{spec.source}'{' (' + spec.name + ')' if spec.name else ''}: no documents")
+    return docs, src.provenance(ctx)
+
+
+def select_part(docs: list[Document], part: str, valid_fraction: float, test_fraction: float) -> list[Document]:
+    if part == "all":
+        return list(docs)
+    return [d for d in docs if split_of(d.id, valid_fraction, test_fraction) == part]
+
+
+# ---------------------------------------------------------------------------------------------
+# Windows
+
+
+def is_boundary(data: bytes, i: int) -> bool:
+    """True if a cut before byte i keeps words whole: i == 0, i == len, or data[i] is whitespace
+    following a non-whitespace byte."""
+    if i <= 0 or i >= len(data):
+        return True
+    return data[i] in _WS and data[i - 1] not in _WS
+
+
+def char_boundary(data: bytes, i: int) -> int:
+    """The largest UTF-8 character boundary <= i (continuation bytes 0b10xxxxxx are skipped,
+    at most 3 back; invalid bytes count as their own characters)."""
+    j = i
+    while 0 < j < len(data) and (data[j] & 0xC0) == 0x80 and i - j < 3:
+        j -= 1
+    return j
+
+
+def cut_before(data: bytes, limit: int, lo: int) -> int:
+    """Best cut position in (lo, limit]: the last word boundary in the last half of the range,
+    else the last UTF-8 character boundary. Always > lo so progress is guaranteed."""
+    limit = min(limit, len(data))
+    if limit >= len(data):
+        return len(data)
+    floor = lo + max(1, (limit - lo) // 2)
+    for i in range(limit, floor - 1, -1):
+        if is_boundary(data, i):
+            return i
+    j = char_boundary(data, limit)
+    return j if j > lo else limit
+
+
+def cut_after(data: bytes, pos: int, hi: int) -> int:
+    """Smallest word boundary in [pos, hi), else the smallest char boundary >= pos."""
+    for i in range(pos, hi):
+        if is_boundary(data, i):
+            return i
+    j = pos
+    while j < len(data) and (data[j] & 0xC0) == 0x80 and j - pos < 3:
+        j += 1
+    return j
+
+
+@dataclass(frozen=True)
+class Window:
+    """A scoring window over one document: bytes [start, end) are fed to the model, bytes
+    [score_start, end) are scored. ``score_from`` = score_start - start."""
+
+    start: int
+    score_start: int
+    end: int
+
+    @property
+    def score_from(self) -> int:
+        return self.score_start - self.start
+
+
+def rolling_windows(data: bytes, context: int, stride: int) -> list[Window]:
+    """Windows covering ``data`` so that every byte is scored exactly once.
+
+    The first window scores from byte 0 with no context; each later window scores the next
+    ``stride`` bytes (cut at a boundary) and takes as context up to ``context - scored`` bytes
+    before them, starting at a boundary."""
+    n = len(data)
+    out: list[Window] = []
+    if n == 0:
+        return out
+    end = cut_before(data, context, 0)
+    out.append(Window(0, 0, end))
+    while end < n:
+        s = end
+        e = cut_before(data, s + stride, s)
+        start = cut_after(data, max(0, e - context), s)
+        out.append(Window(start, s, e))
+        end = e
+    return out
+
+
+def training_windows(docs: Sequence[Document], n_bytes: int, context: int, seed: int) -> Iterator[bytes]:
+    """The training stream: documents shuffled by ``seed`` (re-shuffled each epoch), joined by a
+    blank line, cut into windows of <= ``context`` bytes, exactly ``n_bytes`` bytes in total.
+
+    Identical for every encoder with the same seed and data: this is what "trained identically"
+    means at the data level."""
+    if not docs:
+        raise ValueError("training split is empty")
+    emitted = 0
+    epoch = 0
+    buf = b""
+    while emitted < n_bytes:
+        order = sorted(docs, key=lambda d: stable_unit("order", seed, epoch, d.id))
+        for d in order:
+            buf += d.data + b"\n\n"
+            pos = 0  # consume buf by offset: slicing off the head each window would be quadratic
+            while len(buf) - pos >= context and emitted < n_bytes:
+                view = buf[pos : pos + context + 1]
+                cut = cut_before(view, min(context, n_bytes - emitted), 0)
+                yield view[:cut]
+                emitted += cut
+                pos += cut
+            buf = buf[pos:]
+            if emitted >= n_bytes:
+                return
+        epoch += 1
+        if epoch > 10_000:
+            raise ValueError("training data too small for the byte budget")
+
+
+def shuffled(items: list[Any], seed: int) -> list[Any]:
+    r = random.Random(seed)
+    items = list(items)
+    r.shuffle(items)
+    return items
+
+
+def resolve_paths(base: Path, p: str) -> Path:
+    q = Path(p).expanduser()
+    return q if q.is_absolute() else base / q

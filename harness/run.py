@@ -1,0 +1,526 @@
+"""``tokbench run``: suite → data → encoders trained by one loop → perturbed scoring → results → report.
+
+    run_suite(load_suite("suites/smoke.yaml"), RunOptions())
+
+Everything finished is kept: models and cells are written atomically as they finish, and a
+re-run of the same command skips them (a killed run resumes; new perturbations do not retrain).
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from tqdm import tqdm
+
+from encoders.base import Encoder, FitContext, config_to_dict
+from harness import plugins
+from harness.data import DataPart, fingerprint, load_source, select_part, stable_unit, training_windows
+from harness.metrics import CellTotals, cell_metrics, count_words
+from harness.provenance import git_sha, hardware, package_versions, tokbench_version
+from harness.results import (
+    BUCKET_COLUMNS,
+    RESULT_COLUMNS,
+    RunDir,
+    atomic_torch_save,
+    atomic_write_json,
+    stable_hash,
+    write_csv,
+    write_jsonl,
+)
+from harness.score import ScoreItem, plan_clean_target, plan_full, score_items, split_for_target
+from harness.sources.base import Document, SourceContext
+from harness.suite import SCHEMA_VERSION, EncoderSpec, PerturbationSpec, Suite
+from harness.train import Checkpointer, train_encoder
+from perturbations.base import Perturbation
+
+CLEAN = PerturbationSpec(name="identity", id="clean", severity=0.0, params={})
+TEXT_LIMIT = 20_000  # characters of each text kept in samples.jsonl
+
+
+@dataclass
+class RunOptions:
+    """Command-line options of ``tokbench run``."""
+
+    out: Path | None = None
+    device: str = "auto"
+    limit: int | None = None
+    dry_run: bool = False
+    report: bool = True
+    progress: bool = True
+    cache_dir: Path | None = None
+    checkpoint_seconds: float = 120.0
+    log: Callable[[str], None] = field(default=lambda s: print(s, file=sys.stderr))
+
+
+def pick_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name == "cuda" and not torch.cuda.is_available():
+        raise ValueError("--device cuda: no CUDA device is available")
+    return torch.device(name)
+
+
+def default_cache_dir() -> Path:
+    import os
+
+    return Path(os.environ.get("TOKBENCH_CACHE", Path.home() / ".cache" / "tokbench"))
+
+
+def decode(data: bytes) -> str:
+    """Bytes → str losslessly: invalid UTF-8 bytes become lone surrogates (surrogateescape)."""
+    return data.decode("utf-8", "surrogateescape")
+
+
+def encode(text: str) -> bytes:
+    """str → bytes, inverting ``decode``; surrogates a perturbation made itself pass through."""
+    try:
+        return text.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "surrogatepass")
+
+
+def dominant_script(docs: list[Document]) -> str | None:
+    """The dataset's script: the byte-weighted majority script if it covers ≥ 80 %, else Mixd."""
+    try:
+        from harness.sources.script import detect_script
+    except ImportError:
+        return None
+    weights: Counter[str] = Counter()
+    for d in docs:
+        weights[d.script or detect_script(decode(d.data))] += len(d.data)
+    if not weights:
+        return None
+    script, w = weights.most_common(1)[0]
+    return script if w >= 0.8 * sum(weights.values()) else "Mixd"
+
+
+def dataset_language(docs: list[Document], default: str | None) -> str:
+    langs = {d.language for d in docs}
+    if len(langs) == 1:
+        return next(iter(langs)) or default or ""
+    return "mul"
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+class Runner:
+    """One run of one suite. Public entry: ``run()``."""
+
+    def __init__(self, suite: Suite, opts: RunOptions) -> None:
+        self.suite = suite
+        self.opts = opts
+        self.log = opts.log
+        self.device = pick_device(opts.device)
+        self.rd = RunDir(opts.out or Path("runs") / suite.name)
+        self.ctx = SourceContext(
+            base_dir=Path(suite.path).resolve().parent if suite.path else Path.cwd(),
+            cache_dir=opts.cache_dir or default_cache_dir(),
+            log=self.log,
+        )
+        self.budget = suite.budget
+        self.timings: dict[str, float] = {}
+        self.encoder_facts: dict[str, dict[str, Any]] = {}
+        self.data_facts: dict[str, Any] = {}
+
+    # -- data ---------------------------------------------------------------------------------
+    def load_data(self) -> tuple[DataPart, list[DataPart]]:
+        s = self.suite.data
+        t0 = time.perf_counter()
+        cache: dict[str, tuple[list[Document], dict[str, Any]]] = {}
+
+        def docs_of(spec: Any) -> tuple[list[Document], dict[str, Any]]:
+            key = stable_hash({"source": spec.source, "config": config_to_dict(spec.config), "lang": spec.language})
+            if key not in cache:
+                cache[key] = load_source(spec, self.ctx)
+            return cache[key]
+
+        train_key = stable_hash({"source": s.train.source, "config": config_to_dict(s.train.config), "lang": s.train.language})
+        all_train, prov = docs_of(s.train)
+        train_docs = select_part(all_train, s.train.part or "train", s.valid_fraction, s.test_fraction)
+        if not train_docs:
+            raise ValueError("data.train: the train part of the source is empty (too few documents?)")
+        train = DataPart("train", s.train.part or "train", train_docs, s.train.language, prov)
+        train_hashes = {stable_hash(d.data.hex()) for d in train_docs} if len(train_docs) < 200_000 else set()
+        evals = []
+        for spec in s.eval:
+            docs, prov = docs_of(spec)
+            same = stable_hash({"source": spec.source, "config": config_to_dict(spec.config), "lang": spec.language}) == train_key
+            part = spec.part or ("test" if same else "all")
+            chosen = select_part(docs, part, s.valid_fraction, s.test_fraction)
+            chosen = [d for d in chosen if len(d.data) >= self.suite.eval.min_doc_bytes]
+            # No evaluated document may also be a training document (same bytes).
+            overlap = [d for d in chosen if stable_hash(d.data.hex()) in train_hashes]
+            chosen = [d for d in chosen if stable_hash(d.data.hex()) not in train_hashes]
+            chosen.sort(key=lambda d: stable_unit("eval", d.id))
+            limit = min(x for x in (self.suite.eval.max_docs, self.opts.limit, 10**12) if x is not None)
+            chosen = chosen[:limit]
+            if not chosen:
+                raise ValueError(f"data.eval '{spec.name}': no documents left (part={part}, min_doc_bytes={self.suite.eval.min_doc_bytes})")
+            ep = DataPart(spec.name or spec.source, part, chosen, spec.language, prov)
+            evals.append(ep)
+            self.data_facts[f"eval:{ep.name}"] = {**ep.summary(), "dropped_train_overlap": len(overlap)}
+        self.data_facts["train"] = {**train.summary(), "source": s.train.source}
+        self.timings["data_seconds"] = time.perf_counter() - t0
+        return train, evals
+
+    # -- models -------------------------------------------------------------------------------
+    def model_key(self, spec: EncoderSpec, seed: int, train_fp: str, extra: dict[str, Any] | None = None) -> str:
+        return stable_hash({
+            "encoder": spec.name, "config": config_to_dict(spec.config),
+            "backbone": config_to_dict(spec.backbone), "budget": asdict(self.budget),
+            "train": train_fp, "seed": seed, "version": tokbench_version(), **(extra or {}),
+        }) + f"-{spec.label}-s{seed}"
+
+    def build(self, spec: EncoderSpec, seed: int) -> Encoder:
+        cls = plugins.resolve("encoder", spec.name)
+        torch.manual_seed(seed)  # same seed → same initial weights for identical shapes
+        return cls(spec.config, spec.backbone)
+
+    def fit_context(self, train: DataPart, seed: int, label: str) -> FitContext:
+        def sub_train(sub: Encoder, n_bytes: int) -> dict[str, Any]:
+            sub.fit(self.fit_context(train, seed, label + "/sub"))
+            windows = training_windows(train.docs, n_bytes, self.budget.context_bytes, seed)
+            return train_encoder(sub, windows, n_bytes, self.budget, self.device,
+                                 progress=self._bar(f"{label} (fit sub-model)", n_bytes))
+
+        return FitContext(
+            train_docs=lambda: (d.data for d in train.docs),
+            train_bytes=self.budget.train_bytes,
+            context_bytes=self.budget.context_bytes,
+            seed=seed,
+            device=self.device,
+            train=sub_train,
+            log=self.log,
+        )
+
+    def _bar(self, desc: str, total: int) -> Callable[[int, int, float], None] | None:
+        if not self.opts.progress:
+            return None
+        bar = tqdm(total=total, desc=desc, unit="B", unit_scale=True, leave=False, file=sys.stderr, mininterval=1.0)
+
+        def update(seen: int, n: int, loss: float) -> None:
+            bar.update(seen - bar.n)
+            bar.set_postfix_str(f"loss {loss:.3f} bpb", refresh=False)
+            if seen >= n:
+                bar.close()
+
+        return update
+
+    def get_model(self, spec: EncoderSpec, seed: int, train: DataPart, flops_target: float | None) -> tuple[Encoder, dict[str, Any]]:
+        """Load the cached model, or build, fit and train it (resuming a partial checkpoint)."""
+        train_fp = fingerprint(train.docs)
+        key = self.model_key(spec, seed, train_fp, {"flops_target": flops_target} if flops_target else None)
+        path, meta_path = self.rd.model_path(key), self.rd.model_meta_path(key)
+        enc = self.build(spec, seed)
+        if path.exists() and meta_path.exists():
+            import json
+
+            meta = json.loads(meta_path.read_text())
+            state = torch.load(path, map_location="cpu", weights_only=True)
+            prepare = getattr(enc, "prepare_load", None)
+            if callable(prepare):
+                prepare(state)
+            enc.load_state_dict(state)
+            enc.to(self.device).eval()
+            self.log(f"[model] {spec.label} seed {seed}: loaded from cache {path.name}")
+            return enc, meta
+        self.log(f"[model] {spec.label} seed {seed}: fit + train on {self.budget.train_bytes:,} bytes ({self.device})")
+        enc.to(self.device)
+        t0 = time.perf_counter()
+        fit = enc.fit(self.fit_context(train, seed, spec.label)) or {}
+        fit.setdefault("seconds", time.perf_counter() - t0)
+        n_bytes = self.budget.train_bytes
+        if flops_target is not None:
+            # match: flops — train until this encoder has spent the reference's FLOPs (fit included).
+            probe = list(training_windows(train.docs, self.budget.batch_bytes, self.budget.context_bytes, seed))
+            b = enc.collate(probe, [0] * len(probe))
+            per_byte = 3.0 * enc.flops(b) / max(1, b.scored_bytes)
+            n_bytes = max(self.budget.context_bytes, int((flops_target - float(fit.get("flops", 0.0))) / per_byte))
+        windows = training_windows(train.docs, n_bytes, self.budget.context_bytes, seed)
+        stats = train_encoder(
+            enc, windows, n_bytes, self.budget, self.device,
+            checkpoint=Checkpointer(self.rd.partial_path(key), self.opts.checkpoint_seconds),
+            progress=self._bar(f"train {spec.label} s{seed}", n_bytes),
+        )
+        total = sum(p.numel() for p in enc.parameters())
+        emb = enc.embedding_parameters()
+        meta = {
+            "key": key,
+            "fit": fit,
+            "train": stats,
+            "params_total": total,
+            "params_embedding": emb,
+            "params_non_embedding": total - emb,
+            "flops_per_byte_train": stats["flops"] / max(1, stats["bytes"]),
+            "flops_per_byte_infer": stats["flops"] / 3.0 / max(1, stats["bytes"]),
+            "total_flops": stats["flops"] + float(fit.get("flops", 0.0)),
+            "describe": enc.describe(),
+        }
+        atomic_torch_save(enc.state_dict(), path)
+        atomic_write_json(meta_path, meta)
+        self.log(
+            f"[model] {spec.label} seed {seed}: {stats['bytes']:,} bytes in {stats['seconds']:.1f}s, "
+            f"final loss {stats['final_loss_bpb']:.3f} bpb"
+        )
+        return enc, meta
+
+    # -- perturbations ------------------------------------------------------------------------
+    def perturbation_instances(self, train: DataPart) -> dict[str, Any]:
+        """One instance per perturbation id (fitted once on training text); severity set per call."""
+        out: dict[str, Any] = {}
+        texts: list[str] | None = None
+        for spec in self.suite.perturbations:
+            if spec.id in out:
+                continue
+            inst = spec.cls(severity=spec.severity, **{k: v for k, v in spec.params.items() if k not in ('severity', 'lang')})
+            if type(inst).fit is not Perturbation.fit:
+                if texts is None:
+                    texts = [decode(d.data) for d in train.docs]
+                inst.fit(texts)
+            out[spec.id] = inst
+        return out
+
+    def perturbed(self, inst: Any, spec: PerturbationSpec, seed: int, doc: Document, text: str) -> str:
+        from harness.perturb import rng_for
+
+        if spec.id == "clean":
+            return text
+        inst.severity = spec.severity
+        inst.lang = doc.language
+        params = {k: v for k, v in spec.params.items() if k != "lang"}
+        return inst.perturb(text, rng_for(seed, spec.id, {**params, "severity": spec.severity}, doc.id))
+
+    # -- the run ------------------------------------------------------------------------------
+    def run_json(self, status: str, extra: dict[str, Any] | None = None) -> dict[str, Any]:
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "tokbench_version": tokbench_version(),
+            "status": status,
+            "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "command": " ".join(sys.argv),
+            "suite": self.suite.raw,
+            "suite_path": self.suite.path,
+            "git_sha": git_sha(),
+            "packages": package_versions(),
+            "hardware": hardware(self.device),
+            "data": self.data_facts,
+            "encoders": self.encoder_facts,
+            "timings": self.timings,
+            **(extra or {}),
+        }
+
+    def run(self) -> Path:
+        t_start = time.perf_counter()
+        train, evals = self.load_data()
+        self.rd.root.mkdir(parents=True, exist_ok=True)
+        atomic_write_json(self.rd.root / "run.json", self.run_json("running"))
+        from perturbations.measure import edit_rate
+
+        perts = self.perturbation_instances(train)
+        analyses = [plugins.resolve("analysis", a.name) and a.config for a in self.suite.analyses]
+        specs_p = [CLEAN] + [p for p in self.suite.perturbations]
+        modes = self.suite.eval.modes
+        ev = self.suite.eval
+        stride = ev.stride_bytes or max(1, self.budget.context_bytes // 2)
+        lang_script = {e.name: (dataset_language(e.docs, e.language), dominant_script(e.docs)) for e in evals}
+        cell_keys: list[str] = []
+        t_train = t_score = 0.0
+        for seed in self.suite.seeds:
+            # ---- train (or load) every encoder for this seed
+            models: dict[str, tuple[Encoder, dict[str, Any], EncoderSpec]] = {}
+            t0 = time.perf_counter()
+            flops_target = None
+            order = list(self.suite.encoders)
+            if self.budget.match == "flops":
+                ref = self.budget.flops_reference or order[0].label
+                order.sort(key=lambda s: s.label != ref)
+            for spec in order:
+                enc, meta = self.get_model(spec, seed, train, flops_target)
+                if self.budget.match == "flops" and flops_target is None:
+                    flops_target = float(meta["total_flops"])
+                models[spec.label] = (enc, meta, spec)
+                facts = self.encoder_facts.setdefault(spec.label, {"name": spec.name, "config": config_to_dict(spec.config),
+                                                                   "backbone": config_to_dict(spec.backbone), "seeds": {}})
+                facts["seeds"][str(seed)] = meta
+                for k in ("params_total", "params_embedding", "params_non_embedding", "flops_per_byte_train",
+                          "flops_per_byte_infer", "describe"):
+                    facts[k] = meta[k]
+            t_train += time.perf_counter() - t0
+            for a in analyses:
+                a.fit(train.docs, {label: m[0] for label, m in models.items()})
+            # ---- score every cell
+            t0 = time.perf_counter()
+            n_cells = len(evals) * len(specs_p) * len(modes) * len(models)
+            bar = tqdm(total=n_cells, desc=f"score seed {seed}", unit="cell", leave=False, file=sys.stderr,
+                       disable=not self.opts.progress, mininterval=1.0)
+            for ep in evals:
+                fp = fingerprint(ep.docs)
+                texts = [decode(d.data) for d in ep.docs]
+                for pspec in specs_p:
+                    inst = perts.get(pspec.id)
+                    plans: dict[str, list[tuple[Document, ScoreItem, str, str, int, float, int] | None]] = {}
+                    for mode in modes:
+                        keys = {label: self.cell_key(m[1]["key"], fp, pspec, mode, seed) for label, m in models.items()}
+                        todo = [label for label, k in keys.items() if self.rd.load_cell(k) is None]
+                        cell_keys.extend(keys.values())
+                        if not todo:
+                            bar.update(len(keys))
+                            continue
+                        if mode not in plans:
+                            plans[mode] = self.plan(ep, texts, pspec, inst, seed, mode, stride, edit_rate)
+                        for label in todo:
+                            enc, meta, spec = models[label]
+                            cell = self.score_cell(enc, spec, meta, ep, pspec, mode, seed, plans[mode], lang_script[ep.name], analyses)
+                            cell["row"]["fingerprint"] = fp
+                            self.rd.save_cell(keys[label], cell)
+                        bar.update(len(keys))
+            bar.close()
+            t_score += time.perf_counter() - t0
+            del models
+        self.timings.update({"train_seconds": t_train, "score_seconds": t_score})
+        self.assemble(cell_keys)
+        self.timings["total_seconds"] = time.perf_counter() - t_start
+        atomic_write_json(self.rd.root / "run.json", self.run_json("finished"))
+        if self.opts.report:
+            self.render_report()
+        return self.rd.root
+
+    def cell_key(self, model_key: str, fp: str, pspec: PerturbationSpec, mode: str, seed: int) -> str:
+        ev = self.suite.eval
+        return stable_hash({
+            "model": model_key, "data": fp, "perturbation": pspec.name, "id": pspec.id, "severity": pspec.severity,
+            "params": pspec.params, "mode": mode, "seed": seed, "context": self.budget.context_bytes,
+            "stride": ev.stride_bytes, "fraction": ev.context_fraction, "target": ev.target_bytes,
+            "sample_docs": ev.sample_docs, "analyses": [config_to_dict(a.config) for a in self.suite.analyses],
+        })
+
+    def plan(self, ep: DataPart, texts: list[str], pspec: PerturbationSpec, inst: Any, seed: int, mode: str,
+             stride: int, edit_rate: Callable[[str, str], float]) -> list[Any]:
+        """Perturb and cut every document of an eval set once per (perturbation, mode); the plan
+        is shared by all encoders, so they score exactly the same bytes."""
+        ev = self.suite.eval
+        out: list[Any] = []
+        for doc, text in zip(ep.docs, texts):
+            if mode == "full":
+                ptext = self.perturbed(inst, pspec, seed, doc, text)
+                pbytes = encode(ptext)
+                item = plan_full(pbytes, self.budget.context_bytes, stride)
+                er = edit_rate(text, ptext) if pspec.id != "clean" else 0.0
+                out.append((doc, item, text, ptext, len(doc.data), er, count_words(text)))
+            else:
+                prefix, cont = split_for_target(text, ev.context_fraction)
+                pprefix = self.perturbed(inst, pspec, seed, doc, prefix)
+                item = plan_clean_target(encode(pprefix), encode(cont), self.budget.context_bytes, ev.target_bytes)
+                if item is None:
+                    out.append(None)
+                    continue
+                target = item.scored_bytes
+                er = edit_rate(prefix, pprefix) if pspec.id != "clean" else 0.0
+                out.append((doc, item, text, pprefix + decode(target), len(target), er, count_words(decode(target))))
+        return out
+
+    def score_cell(self, enc: Encoder, spec: EncoderSpec, meta: dict[str, Any], ep: DataPart, pspec: PerturbationSpec,
+                   mode: str, seed: int, plan: list[Any], lang_script: tuple[str, str | None], analyses: list[Any]) -> dict[str, Any]:
+        ev = self.suite.eval
+        live = [p for p in plan if p is not None]
+        scores = score_items(enc, [p[1] for p in live], self.device, ev.batch_windows, self.budget.dtype == "bfloat16")
+        totals = CellTotals()
+        samples = []
+        buckets: dict[tuple[str, str], list[float]] = defaultdict(lambda: [0, 0, 0.0])
+        keys = {"encoder": spec.label, "encoder_name": spec.name, "seed": seed, "dataset": ep.name,
+                "language": lang_script[0], "script": lang_script[1] or "", "perturbation": pspec.name,
+                "perturbation_id": pspec.id, "severity": pspec.severity, "mode": mode}
+        for i, ((doc, item, text, ptext, n_clean, er, n_words), sc) in enumerate(zip(live, scores)):
+            scored = item.scored_bytes
+            totals.add(sc.nll, len(scored), n_clean, sc.n_units, n_words, sc.segments, er)
+            row = {**keys, "doc_id": doc.id, "doc_language": doc.language, "nll_nats": sc.nll, "n_bytes": len(scored),
+                   "n_bytes_clean": n_clean, "n_tokens": sc.n_units, "n_words": n_words, "edit_rate": er,
+                   "text": text[:TEXT_LIMIT], "text_perturbed": ptext[:TEXT_LIMIT],
+                   "truncated": len(text) > TEXT_LIMIT or len(ptext) > TEXT_LIMIT}
+            if i < ev.sample_docs:
+                row["scored_text"] = decode(scored)
+                row["byte_nll"] = [round(float(x), 5) for x in sc.byte_nll]
+                row["segments"] = sc.segments
+            samples.append(row)
+            for a in analyses:
+                if a.datasets and ep.name not in a.datasets:
+                    continue
+                for r in a.rows(doc, scored, sc.byte_nll):
+                    b = buckets[(a.registry_name, r.bucket)]
+                    b[0] += r.n_words
+                    b[1] += r.n_bytes
+                    b[2] += r.nll_nats
+        m = cell_metrics(totals, lang_script[1])
+        row = {**keys, **m, "token_unit": enc.unit}
+        brows = [{**keys, "analysis": a, "bucket": b, "n_words": v[0], "n_bytes": v[1], "nll_nats": v[2],
+                  "bpb": v[2] / (math.log(2) * v[1]) if v[1] else math.nan} for (a, b), v in sorted(buckets.items())]
+        return {"row": row, "samples": samples, "buckets": brows}
+
+    def assemble(self, cell_keys: list[str]) -> None:
+        """results.csv / samples.jsonl / buckets.csv from this suite's cells, in a stable order."""
+        rows, samples, buckets = [], [], []
+        seen: set[str] = set()
+        for k in cell_keys:
+            if k in seen:
+                continue
+            seen.add(k)
+            cell = self.rd.load_cell(k)
+            if cell is None:
+                raise RuntimeError(f"cell {k} is missing after scoring")
+            rows.append(cell["row"])
+            samples.extend(cell["samples"])
+            buckets.extend(cell.get("buckets", []))
+        write_csv(self.rd.root / "results.csv", rows, RESULT_COLUMNS)
+        write_jsonl(self.rd.root / "samples.jsonl", samples)
+        if buckets:
+            write_csv(self.rd.root / "buckets.csv", buckets, BUCKET_COLUMNS)
+        self.rows = rows
+
+    def render_report(self) -> None:
+        try:
+            from reports import render_run
+        except ImportError as e:  # reports has no torch dependency, but may be mid-install
+            self.log(f"[report] skipped: {e}")
+            return
+        path = render_run(self.rd.root)
+        self.log(f"[report] {path}")
+
+
+def iter_cells(suite: Suite) -> Iterator[tuple[str, str, str, float, str]]:
+    """(encoder label, dataset, perturbation id, severity, mode) of every cell, for --dry-run."""
+    for e in suite.encoders:
+        for d in suite.data.eval:
+            for p in [CLEAN, *suite.perturbations]:
+                for m in suite.eval.modes:
+                    yield e.label, d.name or d.source, p.id, p.severity, m
+
+
+def summary_table(rows: list[dict[str, Any]]) -> str:
+    """A short terminal table: clean BPB per encoder and dataset, and the worst ΔBPB under
+    perturbation (clean_target mode if scored, else full)."""
+    if not rows:
+        return "(no results)"
+    by: dict[tuple[str, str, str], dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    for r in rows:
+        by[(r["encoder"], r["dataset"], r["mode"])][r["perturbation_id"] + f"@{r['severity']}"].append(r["bpb"])
+    lines = [f"{'encoder':<22} {'dataset':<16} {'mode':<13} {'clean bpb':>9} {'worst Δbpb':>10}  worst perturbation"]
+    for (enc, ds, mode), cells in sorted(by.items()):
+        clean = np.mean(cells.get("clean@0.0", [math.nan]))
+        worst, wname = -math.inf, ""
+        for k, v in cells.items():
+            if not k.startswith("clean@") and np.mean(v) - clean > worst:
+                worst, wname = float(np.mean(v) - clean), k
+        ws = f"{worst:+.3f}" if math.isfinite(worst) else "-"
+        lines.append(f"{enc:<22} {ds:<16} {mode:<13} {clean:9.3f} {ws:>10}  {wname}")
+    return "\n".join(lines)

@@ -1,0 +1,91 @@
+"""``files``: documents from local files, directories or globs, read as bytes (any encoding)."""
+
+from __future__ import annotations
+
+import glob
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from harness.sources.base import Document, Source, SourceContext, register_source
+
+_PARA = re.compile(rb"\r?\n[ \t]*\r?\n+")
+
+
+@register_source("files")
+@dataclass(frozen=True, kw_only=True)
+class FilesSource(Source):
+    """Local text files.
+
+    paths: files, directories (read recursively, sorted) or glob patterns; relative paths are
+    resolved from the suite file's directory, then from the working directory.
+    docs: how a file is cut into documents — ``file`` (one per file), ``paragraph`` (split at blank
+    lines) or ``line`` (one per non-empty line).
+    extensions: when a directory is given, only files with these suffixes (empty = all files).
+    Bytes are never decoded here, so undecodable files cannot crash a run.
+    """
+
+    paths: tuple[str, ...]
+    docs: Literal["file", "paragraph", "line"] = "paragraph"
+    extensions: tuple[str, ...] = ()
+
+    def _files(self, ctx: SourceContext) -> list[tuple[Path, str]]:
+        out: list[tuple[Path, str]] = []
+        for p in self.paths:
+            found: list[Path] = []
+            for base in (ctx.base_dir, Path.cwd()):
+                cand = Path(p).expanduser()
+                cand = cand if cand.is_absolute() else base / cand
+                if any(ch in p for ch in "*?["):
+                    found = [Path(m) for m in sorted(glob.glob(str(cand), recursive=True)) if Path(m).is_file()]
+                elif cand.is_dir():
+                    found = sorted(
+                        f for f in cand.rglob("*")
+                        if f.is_file() and (not self.extensions or f.suffix in self.extensions)
+                    )
+                elif cand.is_file():
+                    found = [cand]
+                if found:
+                    root = cand if cand.is_dir() else cand.parent
+                    if any(ch in p for ch in "*?["):
+                        root = base
+                    out.extend((f, _rel(f, root, p)) for f in found)
+                    break
+            if not found:
+                raise ValueError(
+                    f"files source: path '{p}' matches no file (looked in {ctx.base_dir} and {Path.cwd()})"
+                )
+        return out
+
+    def documents(self, ctx: SourceContext) -> Iterator[Document]:
+        for f, rel in self._files(ctx):
+            data = f.read_bytes()
+            if self.docs == "file":
+                pieces = [data]
+            elif self.docs == "line":
+                pieces = data.splitlines()
+            else:
+                pieces = _PARA.split(data)
+            k = 0
+            for piece in pieces:
+                piece = piece.strip(b"\r\n") if self.docs != "file" else piece
+                if not piece.strip():
+                    continue
+                yield Document(id=f"{rel}#{k}", data=piece, language=self.language)
+                k += 1
+
+    def provenance(self, ctx: SourceContext) -> dict[str, Any]:
+        return {"files": [rel for _, rel in self._files(ctx)]}
+
+
+def _rel(f: Path, root: Path, pattern: str) -> str:
+    """A machine-independent id prefix for a file: its path relative to what the user named."""
+    try:
+        r = f.relative_to(root).as_posix()
+    except ValueError:
+        r = f.name
+    if Path(pattern).is_absolute() or r == f.name:
+        return r if r != "." else f.name
+    return r

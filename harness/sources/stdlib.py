@@ -1,0 +1,107 @@
+"""``stdlib``: English text harvested from the running Python's standard library (docstrings and
+comment blocks). Zero-install: it is the embedded default data of the smoke suite.
+
+Documents are docstrings and runs of comment lines of at least ``min_bytes`` bytes, in sorted module
+order, id ``module.py:line``. The text depends on the Python version; run.json records it.
+"""
+
+from __future__ import annotations
+
+import ast
+import io
+import sys
+import sysconfig
+import tokenize
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from harness.sources.base import Document, Source, SourceContext, register_source
+
+_SKIP_DIRS = {"test", "tests", "idlelib", "site-packages", "dist-packages", "lib2to3", "ensurepip", "turtledemo", "__pycache__", "tkinter", "pydoc_data"}
+
+
+@register_source("stdlib")
+@dataclass(frozen=True, kw_only=True)
+class StdlibSource(Source):
+    """Docstrings and comments of the Python standard library.
+
+    min_bytes: shortest block kept; max_bytes: stop after this many bytes (None = all, ~5-10 MB);
+    kinds: which blocks to take (docstring, comment).
+    """
+
+    language: str | None = "en"
+    min_bytes: int = 200
+    max_bytes: int | None = None
+    kinds: tuple[str, ...] = ("docstring", "comment")
+
+    def documents(self, ctx: SourceContext) -> Iterator[Document]:
+        root = Path(sysconfig.get_paths()["stdlib"])
+        total = 0
+        for path in _modules(root):
+            rel = path.relative_to(root).as_posix()
+            for line, text in _blocks(path, self.kinds):
+                data = text.encode("utf-8", "surrogateescape")
+                if len(data) < self.min_bytes:
+                    continue
+                yield Document(id=f"{rel}:{line}", data=data, language=self.language)
+                total += len(data)
+                if self.max_bytes is not None and total >= self.max_bytes:
+                    return
+
+    def provenance(self, ctx: SourceContext) -> dict[str, Any]:
+        return {"python": sys.version.split()[0], "stdlib": sysconfig.get_paths()["stdlib"], "licence": "PSF-2.0"}
+
+
+def _modules(root: Path) -> list[Path]:
+    out = []
+    for p in sorted(root.rglob("*.py")):
+        parts = set(p.relative_to(root).parts[:-1])
+        if parts & _SKIP_DIRS or p.name.startswith("test_"):
+            continue
+        out.append(p)
+    return out
+
+
+def _blocks(path: Path, kinds: tuple[str, ...]) -> list[tuple[int, str]]:
+    """(line, text) of docstrings and comment runs of one module, in line order."""
+    try:
+        src = path.read_text(encoding="utf-8")
+    except (UnicodeDecodeError, OSError):
+        return []
+    out: list[tuple[int, str]] = []
+    if "docstring" in kinds:
+        try:
+            tree = ast.parse(src)
+        except (SyntaxError, ValueError):
+            tree = None
+        if tree is not None:
+            for node in ast.walk(tree):
+                if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+                    doc = ast.get_docstring(node, clean=True)
+                    if doc:
+                        out.append((getattr(node, "lineno", 1), doc))
+    if "comment" in kinds:
+        run: list[str] = []
+        start = prev = 0
+        try:
+            for tok in tokenize.generate_tokens(io.StringIO(src).readline):
+                if tok.type != tokenize.COMMENT:
+                    continue
+                line = tok.start[0]
+                text = tok.string.lstrip("#").strip()
+                if run and line != prev + 1:
+                    out.append((start, "\n".join(run)))
+                    run = []
+                if not run:
+                    start = line
+                if text and not text.startswith(("!", "-*-", "type:", "noqa", "pragma")):
+                    run.append(text)
+                prev = line
+        except (tokenize.TokenError, SyntaxError, IndentationError):
+            pass
+        if run:
+            out.append((start, "\n".join(run)))
+    out.sort(key=lambda x: x[0])
+    return [(ln, t) for ln, t in out if t.strip()]

@@ -1,0 +1,171 @@
+"""The one training loop. Every encoder — and every sub-model an encoder fits (BLT's entropy
+model) — is trained by ``train_encoder``: same windows in the same order, same AdamW, same
+schedule, same loss normalisation (ΣNLL / Σ scored bytes, nats per byte).
+
+    stats = train_encoder(encoder, windows, n_bytes, budget, device)
+
+Resumable: with a ``Checkpointer`` the loop saves model + optimizer + position every
+``every_seconds`` and a restarted run continues where it stopped (the window stream is
+deterministic, so it is replayed and skipped).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import resource
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from itertools import islice
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from encoders.base import Encoder
+from harness.results import atomic_torch_save
+from harness.suite import BudgetConfig
+
+LN2 = math.log(2.0)
+
+
+def lr_at(budget: BudgetConfig, seen: int, total: int) -> float:
+    """Learning rate after ``seen`` of ``total`` training bytes: linear warm-up over
+    warmup_bytes, then cosine / linear decay to min_lr_ratio·lr, or constant."""
+    if budget.warmup_bytes > 0 and seen < budget.warmup_bytes:
+        return budget.lr * (seen + 1) / budget.warmup_bytes
+    if budget.schedule == "constant" or total <= budget.warmup_bytes:
+        return budget.lr
+    frac = min(1.0, (seen - budget.warmup_bytes) / max(1, total - budget.warmup_bytes))
+    lo = budget.min_lr_ratio * budget.lr
+    if budget.schedule == "linear":
+        return budget.lr - (budget.lr - lo) * frac
+    return lo + 0.5 * (budget.lr - lo) * (1.0 + math.cos(math.pi * frac))
+
+
+def make_optimizer(model: nn.Module, budget: BudgetConfig) -> torch.optim.Optimizer:
+    """AdamW; weight decay on matrices only (not on norms, biases or embeddings' 1-D params)."""
+    decay, no_decay = [], []
+    for p in model.parameters():
+        if p.requires_grad:
+            (decay if p.dim() >= 2 else no_decay).append(p)
+    groups = [{"params": decay, "weight_decay": budget.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+    return torch.optim.AdamW(groups, lr=budget.lr, betas=(budget.beta1, budget.beta2), foreach=False)
+
+
+@dataclass
+class Checkpointer:
+    """Periodic resumable checkpoints at ``path`` (written atomically)."""
+
+    path: Path
+    every_seconds: float = 120.0
+
+
+def batched(it: Iterable[bytes], size: int) -> Iterator[list[bytes]]:
+    it = iter(it)
+    while chunk := list(islice(it, size)):
+        yield chunk
+
+
+def peak_memory(device: torch.device) -> int:
+    """Peak bytes: CUDA allocator peak on GPU; the process's max RSS on CPU (process-wide)."""
+    if device.type == "cuda":
+        return int(torch.cuda.max_memory_allocated(device))
+    return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
+
+
+def train_encoder(
+    encoder: Encoder,
+    windows: Iterable[bytes],
+    n_bytes: int,
+    budget: BudgetConfig,
+    device: torch.device,
+    *,
+    max_flops: float | None = None,
+    checkpoint: Checkpointer | None = None,
+    progress: Callable[[int, int, float], None] | None = None,
+) -> dict[str, Any]:
+    """Train ``encoder`` in place on ``windows`` (byte strings of <= context_bytes) until
+    ``n_bytes`` bytes (or ``max_flops`` training FLOPs, if given) have been consumed.
+
+    Loss per step: Σ unit NLL (nats) / Σ scored bytes. Training FLOPs = 3 × forward FLOPs.
+    Returns stats for run.json: bytes, steps, flops, seconds, bytes_per_s, peak_mem_bytes,
+    final_loss_bpb (mean of the last 10 steps, bits/byte) and a loss curve of ~100 points.
+    """
+    encoder.to(device)
+    encoder.train()
+    opt = make_optimizer(encoder, budget)
+    per_step = max(1, budget.batch_bytes // budget.context_bytes)
+    seen, steps, flops, elapsed = 0, 0, 0.0, 0.0
+    curve: list[tuple[int, float]] = []
+    recent: list[float] = []
+    if checkpoint is not None and checkpoint.path.exists():
+        state = torch.load(checkpoint.path, map_location=device, weights_only=True)
+        encoder.load_state_dict(state["model"])
+        opt.load_state_dict(state["optimizer"])
+        seen, steps, flops, elapsed = int(state["seen"]), int(state["steps"]), float(state["flops"]), float(state["elapsed"])
+        curve = [(int(a), float(b)) for a, b in state["curve"]]
+    skip = steps  # batches already consumed by the interrupted run
+    autocast = (
+        torch.autocast("cuda", dtype=torch.bfloat16)
+        if budget.dtype == "bfloat16" and device.type == "cuda"
+        else torch.autocast("cpu", enabled=False)
+    )
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+    t0 = time.perf_counter() - elapsed
+    last_ckpt = time.perf_counter()
+    curve_every = max(1, n_bytes // 100)
+    for i, chunk in enumerate(batched(windows, per_step)):
+        if i < skip:
+            continue
+        if seen >= n_bytes or (max_flops is not None and flops >= max_flops):
+            break
+        batch = encoder.collate(chunk, [0] * len(chunk))
+        step_flops = 3.0 * encoder.flops(batch)
+        for g in opt.param_groups:
+            g["lr"] = lr_at(budget, seen, n_bytes)
+        batch = batch.to(device)
+        with autocast:
+            units = encoder(batch)
+            loss = units.nll.sum() / batch.scored_bytes
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        if budget.grad_clip > 0:
+            torch.nn.utils.clip_grad_norm_(encoder.parameters(), budget.grad_clip)
+        opt.step()
+        lv = float(loss.detach()) / LN2
+        if not math.isfinite(lv):
+            raise FloatingPointError(f"training loss is {lv} at step {steps}; lower budget.lr")
+        seen += batch.scored_bytes
+        steps += 1
+        flops += step_flops
+        recent = (recent + [lv])[-10:]
+        if not curve or seen - curve[-1][0] >= curve_every:
+            curve.append((seen, lv))
+        if progress is not None:
+            progress(seen, n_bytes, lv)
+        if checkpoint is not None and time.perf_counter() - last_ckpt > checkpoint.every_seconds:
+            atomic_torch_save(
+                {"model": encoder.state_dict(), "optimizer": opt.state_dict(), "seen": seen, "steps": steps,
+                 "flops": flops, "elapsed": time.perf_counter() - t0, "curve": curve},
+                checkpoint.path,
+            )
+            last_ckpt = time.perf_counter()
+    seconds = time.perf_counter() - t0
+    encoder.eval()
+    if checkpoint is not None and checkpoint.path.exists():
+        os.unlink(checkpoint.path)
+    return {
+        "bytes": seen,
+        "steps": steps,
+        "flops": flops,
+        "seconds": seconds,
+        "bytes_per_s": seen / seconds if seconds > 0 else math.nan,
+        "peak_mem_bytes": peak_memory(device),
+        "peak_mem_kind": "cuda_allocated" if device.type == "cuda" else "process_max_rss",
+        "final_loss_bpb": sum(recent) / len(recent) if recent else math.nan,
+        "loss_curve": curve,
+    }
