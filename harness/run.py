@@ -8,6 +8,7 @@ re-run of the same command skips them (a killed run resumes; new perturbations d
 
 from __future__ import annotations
 
+import copy
 import math
 import sys
 import time
@@ -24,6 +25,8 @@ from tqdm import tqdm
 
 from encoders.base import Encoder, FitContext, config_to_dict
 from harness import plugins
+from harness.config import build_perturbation
+from harness.perturb import apply
 from harness.data import DataPart, fingerprint, load_source, select_part, stable_unit, training_windows
 from harness.metrics import CellTotals, cell_metrics, count_words
 from harness.provenance import git_sha, hardware, package_versions, tokbench_version
@@ -276,30 +279,32 @@ class Runner:
         return enc, meta
 
     # -- perturbations ------------------------------------------------------------------------
-    def perturbation_instances(self, train: DataPart) -> dict[str, Any]:
-        """One instance per perturbation id (fitted once on training text); severity set per call."""
-        out: dict[str, Any] = {}
+    def perturbation_instances(self, train: DataPart) -> dict[tuple[str, float], Any]:
+        """One instance per (perturbation id, severity). ``fit`` runs once per id on the training
+        text; the other severities are shallow copies that share what it learned."""
+        out: dict[tuple[str, float], Any] = {}
+        fitted: dict[str, Any] = {}
         texts: list[str] | None = None
         for spec in self.suite.perturbations:
-            if spec.id in out:
-                continue
-            inst = spec.cls(severity=spec.severity, **{k: v for k, v in spec.params.items() if k not in ('severity', 'lang')})
+            inst = build_perturbation(spec)
             if type(inst).fit is not Perturbation.fit:
-                if texts is None:
-                    texts = [decode(d.data) for d in train.docs]
-                inst.fit(texts)
-            out[spec.id] = inst
+                if spec.id not in fitted:
+                    if texts is None:
+                        texts = [decode(d.data) for d in train.docs]
+                    inst.fit(texts)
+                    fitted[spec.id] = inst
+                else:
+                    inst = copy.copy(fitted[spec.id])
+                    object.__setattr__(inst, "severity", spec.severity)
+            out[(spec.id, spec.severity)] = inst
         return out
 
     def perturbed(self, inst: Any, spec: PerturbationSpec, seed: int, doc: Document, text: str) -> str:
-        from harness.perturb import rng_for
-
+        """The perturbed text of one document; its rng depends only on (seed, id, params, doc id)."""
         if spec.id == "clean":
             return text
-        inst.severity = spec.severity
-        inst.lang = doc.language
-        params = {k: v for k, v in spec.params.items() if k != "lang"}
-        return inst.perturb(text, rng_for(seed, spec.id, {**params, "severity": spec.severity}, doc.id))
+        params = {**{k: v for k, v in spec.params.items() if k != "lang"}, "severity": spec.severity}
+        return apply(inst, text, seed, spec.id, params, doc.id, doc.language)
 
     # -- the run ------------------------------------------------------------------------------
     def run_json(self, status: str, extra: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -368,7 +373,7 @@ class Runner:
                 fp = fingerprint(ep.docs)
                 texts = [decode(d.data) for d in ep.docs]
                 for pspec in specs_p:
-                    inst = perts.get(pspec.id)
+                    inst = perts.get((pspec.id, pspec.severity))
                     plans: dict[str, list[tuple[Document, ScoreItem, str, str, int, float, int] | None]] = {}
                     for mode in modes:
                         keys = {label: self.cell_key(m[1]["key"], fp, pspec, mode, seed) for label, m in models.items()}

@@ -16,15 +16,19 @@ SCHEMA_VERSION = 1
 
 @dataclass(frozen=True, kw_only=True)
 class SourceSpec:
-    """One data source: ``source`` is a registered source name (``files``, ``stdlib``, ``debian``,
-    or ``"module:Class"``); ``params`` are validated into that source's config dataclass.
+    """One data source entry (``data.train`` or an item of ``data.eval``). Keys other than these
+    four are the source's own parameters (``params``), validated into its config dataclass
+    (``config``).
 
-    name: label of the eval set in results (eval entries must have one); language: ISO 639 code
-    applied to documents that have none; part: train | valid | test | all (which split part to use;
-    default: the test part when this source is the training source, else all).
+    source: a registered source name (``files``, ``stdlib``, a Debian corpus, an entry point) or
+    ``"package.module:Class"``; ``files`` when omitted.
+    name: label of the eval set in results (every eval entry needs one, unique).
+    language: ISO 639 code applied to documents that have none.
+    part: train | valid | test | all — which split part to use; default: the test part when this
+    source is the training source, else all.
     """
 
-    source: str
+    source: str = "files"
     name: str | None = None
     language: str | None = None
     part: Literal["train", "valid", "test", "all"] | None = None
@@ -35,8 +39,14 @@ class SourceSpec:
 
 @dataclass(frozen=True, kw_only=True)
 class DataConfig:
-    """train: the one training source; eval: the evaluation sets. split: fractions of documents
-    going to valid and test (by a stable hash of each document id)."""
+    """Training and evaluation data.
+
+    train: the one training source (its train part is used).
+    eval: the evaluation sets, a list of source entries with unique names.
+    valid_fraction: fraction of each source's documents in the valid part (by a stable hash of
+    each document id).
+    test_fraction: fraction of documents in the test part; the rest is the train part.
+    """
 
     train: SourceSpec
     eval: tuple[SourceSpec, ...]
@@ -51,10 +61,17 @@ class BudgetConfig:
     train_bytes: UTF-8 bytes of training text each model sees (under match=bytes).
     context_bytes: window length in bytes, for training and scoring, for every encoder.
     batch_bytes: bytes per optimizer step (batch = batch_bytes // context_bytes windows).
-    lr, weight_decay, betas, grad_clip: AdamW settings. warmup_bytes: linear warm-up;
-    schedule: cosine | constant | linear decay to min_lr_ratio * lr.
+    lr: peak AdamW learning rate.
+    min_lr_ratio: the schedule decays to min_lr_ratio * lr.
+    warmup_bytes: training bytes of linear warm-up from 0 to lr.
+    schedule: cosine | constant | linear — decay after warm-up.
+    weight_decay, beta1, beta2: AdamW settings.
+    grad_clip: maximum global gradient norm (0 = no clipping).
     match: bytes — every encoder sees train_bytes; flops — every encoder trains until the FLOPs
     the ``flops_reference`` encoder spends on train_bytes (fit stages included).
+    flops_reference: label of the encoder whose FLOPs set the budget under match=flops (null =
+    the first encoder).
+    dtype: float32 | bfloat16 — compute dtype of training and scoring (bfloat16 on GPU only).
     """
 
     train_bytes: int = 1_000_000
@@ -98,11 +115,19 @@ class PerturbationSpec:
 
 @dataclass(frozen=True, kw_only=True)
 class EvalConfig:
-    """modes: full (score perturbed text) and/or clean_target (perturb a prefix, score the clean
-    continuation). max_docs: per eval set (None = all). stride_bytes: rolling-window stride for
-    long documents (default context_bytes // 2). context_fraction / target_bytes: clean_target's cut
-    and scored length. sample_docs: documents per cell whose per-byte NLL is stored in samples.jsonl.
-    batch_windows: windows per scoring batch."""
+    """How every cell is scored.
+
+    modes: full (score the perturbed text) and/or clean_target (perturb a prefix, score the clean
+    continuation).
+    max_docs: documents per eval set (null = all).
+    stride_bytes: rolling-window stride for long documents (null = context_bytes // 2).
+    context_fraction: clean_target cuts each document at the first whitespace at or after this
+    fraction of its characters.
+    target_bytes: clean_target scores this many bytes of the clean continuation.
+    min_doc_bytes: eval documents shorter than this (in bytes) are skipped.
+    sample_docs: documents per cell whose per-byte NLL is stored in samples.jsonl.
+    batch_windows: windows per scoring batch.
+    """
 
     modes: tuple[Literal["full", "clean_target"], ...] = ("full", "clean_target")
     max_docs: int | None = 50
@@ -125,7 +150,21 @@ class AnalysisSpec:
 
 @dataclass(frozen=True, kw_only=True)
 class Suite:
-    """A whole suite. ``raw`` is the resolved mapping (after include and --set), for run.json."""
+    """A whole suite. ``raw`` is the resolved mapping (after include and --set), for run.json;
+    ``path`` the suite file.
+
+    name: the suite's name; the default run directory is ``runs/<name>/``.
+    seeds: training seeds; every encoder is trained and scored once per seed.
+    data: training and eval data.
+    budget: training budget, identical for every encoder.
+    backbone: the shared transformer.
+    encoders: the encoders to train and compare.
+    perturbations: the perturbations to score under (the clean baseline is added automatically).
+    eval: scoring settings.
+    analyses: per-word analyses over per-byte NLL.
+    description: free text, kept in run.json with the rest of the suite.
+    schema_version: suite format version; a suite may state it, and it must match this tokbench.
+    """
 
     name: str
     seeds: tuple[int, ...]

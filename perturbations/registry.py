@@ -11,7 +11,17 @@ from __future__ import annotations
 from collections.abc import Callable
 
 # Modules whose import registers the built-in perturbations.
-BUILTIN_MODULES: list[str] = ["perturbations.builtin"]
+BUILTIN_MODULES: list[str] = [
+    "perturbations.builtin",
+    "perturbations.typo",
+    "perturbations.unicode",
+    "perturbations.case",
+    "perturbations.space",
+    "perturbations.repeat",
+    "perturbations.layout",
+    "perturbations.translit",
+    "perturbations.morphology",
+]
 
 REGISTRY: dict[str, type] = {}
 

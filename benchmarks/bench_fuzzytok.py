@@ -1,0 +1,355 @@
+"""FuzzyTok kernel benchmarks on one CUDA GPU (not a test: numbers go to BENCHMARKS.md).
+
+    python benchmarks/bench_fuzzytok.py [--quick] [--out DIR] [--parts check,peak,layer,stack,memory]
+
+Parts:
+  check   Triton vs fp64 reference, fp32 (TF32 dots) and bf16: outputs, dx, dW, db; single convs and
+          blocks (fused and per layer). Relative error ‖got − ref‖ / ‖ref‖.
+  peak    bf16 8192³ matmul through torch: the TFLOP/s ceiling the ratios use.
+  layer   one conv layer, bf16, C ∈ {64,128,256,512} × K ∈ {3,7} × d ∈ {1,2,4} × B·T ∈ {128k, 256k}:
+          forward of ours / cuDNN (F.conv1d on pre-padded NCT input) / a naive Triton kernel, and
+          backward dx, dW of ours / cuDNN (aten.convolution_backward). Median of do_bench.
+  stack   9-layer stack (3 blocks × dilations 1,2,4; K=3, C=256, GELU + residual, bf16,
+          B·T = 131072) forward+backward: PyTorch/cuDNN reference, ours per layer, ours fused block.
+  memory  peak training memory (fwd+bwd) of that stack at 1k, 8k, 64k context (batch 8): reference,
+          ours fused, and the shared transformer backbone (2 layers, dim 256, SDPA) on the same input.
+
+TFLOP/s count 2 FLOPs per multiply-add of the convolution proper (dx and dW: one conv each).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import sys
+import time
+from functools import partial
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+import triton  # noqa: E402
+from triton.testing import do_bench  # noqa: E402
+
+from encoders.backbone import Backbone, BackboneConfig  # noqa: E402
+from encoders.fuzzytok import kernels as kn  # noqa: E402
+from encoders.fuzzytok.ops import conv_block, dilated_causal_conv  # noqa: E402
+from encoders.fuzzytok.reference import conv_block_ref, dilated_causal_conv_ref  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from fuzzytok_naive import naive_conv_forward  # noqa: E402
+
+RESULTS: dict = {}
+
+
+def log(msg: str) -> None:
+    print(msg, flush=True)
+
+
+def bench(fn, warmup: int = 10, rep: int = 50, grad_to_none=None) -> float:  # noqa: ANN001
+    """Median milliseconds of fn() over CUDA events."""
+    return float(do_bench(fn, warmup=warmup, rep=rep, grad_to_none=grad_to_none, return_mode="median"))
+
+
+def rel(a: torch.Tensor, b: torch.Tensor) -> float:
+    a, b = a.detach().double(), b.detach().double()
+    if not torch.isfinite(a).all():
+        return float("nan")
+    return float((a - b).norm() / b.norm().clamp_min(1e-30))
+
+
+# -- check -----------------------------------------------------------------------------------------
+
+
+def part_check(quick: bool) -> None:
+    dev = "cuda"
+    tol = {torch.float32: 3e-3, torch.bfloat16: 2e-2}
+    rows = []
+    fails = 0
+    conv_cases = [(2, 1000, 96, 80, 3, 2, True), (3, 517, 256, 256, 7, 4, False), (1, 4099, 64, 64, 3, 1, True),
+                  (2, 300, 512, 128, 1, 1, True), (1, 77, 13, 5, 4, 9, True)]
+    # ReLU is checked exactly on CPU (tests/encoders): against an fp64 reference, TF32/bf16 rounding
+    # flips the sign of pre-activations near 0 and with it the whole derivative, which fails any
+    # relative-norm tolerance without any kernel error.
+    block_cases = [(2, 1500, 256, 3, (1, 2, 4), "gelu"), (1, 999, 128, 7, (1, 2, 4), "silu"),
+                   (2, 700, 72, 3, (1, 2, 4, 8, 16), "gelu")]
+    for dtype in (torch.float32, torch.bfloat16):
+        for B, T, ci, co, K, d, has_b in conv_cases:
+            g = torch.Generator(device=dev).manual_seed(T + ci)
+            x = torch.randn(B, T, ci, device=dev, generator=g).to(dtype).requires_grad_()
+            w = (torch.randn(co, ci, K, device=dev, generator=g) / (ci * K) ** 0.5).to(dtype).requires_grad_()
+            b = torch.randn(co, device=dev, generator=g).to(dtype).requires_grad_() if has_b else None
+            ins = [x, w] + ([b] if has_b else [])
+            y = dilated_causal_conv(x, w, b, d, impl="triton")
+            dy = torch.randn(y.shape, device=dev, generator=g).to(dtype)
+            got = [y, *torch.autograd.grad(y, ins, dy)]
+            ins64 = [t.detach().double().requires_grad_() for t in ins]
+            y64 = dilated_causal_conv_ref(ins64[0], ins64[1], ins64[2] if has_b else None, d)
+            want = [y64, *torch.autograd.grad(y64, ins64, dy.double())]
+            errs = [rel(a, c) for a, c in zip(got, want)]
+            ok = all(e <= tol[dtype] for e in errs)
+            fails += not ok
+            rows.append(dict(kind="conv", dtype=str(dtype), shape=[B, T, ci, co, K, d, has_b], errs=errs, ok=ok))
+            log(f"check conv  {str(dtype):15s} B{B} T{T} Ci{ci} Co{co} K{K} d{d} bias={has_b}: "
+                + " ".join(f"{n}={e:.1e}" for n, e in zip(["y", "dx", "dW", "db"], errs)) + ("" if ok else "  FAIL"))
+        for B, T, C, K, dils, act in block_cases:
+            g = torch.Generator(device=dev).manual_seed(T + C)
+            L = len(dils)
+            x = torch.randn(B, T, C, device=dev, generator=g).to(dtype).requires_grad_()
+            w = (0.5 * torch.randn(L, C, C, K, device=dev, generator=g) / (C * K) ** 0.5).to(dtype).requires_grad_()
+            b = (0.1 * torch.randn(L, C, device=dev, generator=g)).to(dtype).requires_grad_()
+            ins64 = [t.detach().double().requires_grad_() for t in (x, w, b)]
+            y64 = conv_block_ref(*ins64, dils, act)
+            dy = torch.randn(y64.shape, device=dev, generator=g).to(dtype)
+            want = [y64, *torch.autograd.grad(y64, ins64, dy.double())]
+            for fused in (True, False):
+                y = conv_block(x, w, b, dils, act, impl="triton", fused=fused)
+                got = [y, *torch.autograd.grad(y, [x, w, b], dy)]
+                errs = [rel(a, c) for a, c in zip(got, want)]
+                ok = all(e <= tol[dtype] for e in errs)
+                fails += not ok
+                rows.append(dict(kind="block", fused=fused, dtype=str(dtype), shape=[B, T, C, K, list(dils), act],
+                                 errs=errs, ok=ok))
+                log(f"check block {str(dtype):15s} B{B} T{T} C{C} K{K} d{dils} {act} fused={fused}: "
+                    + " ".join(f"{n}={e:.1e}" for n, e in zip(["y", "dx", "dW", "db"], errs)) + ("" if ok else "  FAIL"))
+    RESULTS["check"] = dict(rows=rows, failures=fails, tolerance={str(k): v for k, v in tol.items()})
+    # These small shapes must not choose the tiles that the timed shapes then reuse.
+    for fn in (kn._conv_kernel, kn._conv_dw_kernel, kn._block_kernel):
+        fn.cache.clear()
+    log(f"check: {fails} failures")
+
+
+# -- peak ------------------------------------------------------------------------------------------
+
+
+def part_peak(quick: bool) -> float:
+    n = 8192
+    a = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
+    ms = bench(lambda: a @ b, warmup=50, rep=300)
+    tf = 2 * n**3 / ms / 1e9
+    RESULTS["peak"] = dict(n=n, ms=ms, tflops=tf)
+    log(f"peak: bf16 {n}^3 matmul {ms:.3f} ms = {tf:.0f} TFLOP/s")
+    return tf
+
+
+# -- layer -----------------------------------------------------------------------------------------
+
+
+def _layer_row(B: int, T: int, C: int, K: int, d: int, dt: torch.dtype, peak: float) -> dict:
+    flop = 2 * B * T * C * C * K
+    x = torch.randn(B, T, C, device="cuda", dtype=dt)
+    wt = (torch.randn(C, C, K, device="cuda") / (C * K) ** 0.5).to(dt)
+    gy = torch.randn(B, T, C, device="cuda", dtype=dt)
+    w_f = kn.gemm_weight(wt, False, dt)
+    w_t = kn.gemm_weight(wt, True, dt)
+    pad = (K - 1) * d
+    xp = F.pad(x.transpose(1, 2), (pad, 0)).contiguous()  # (B, C, T + pad), cuDNN's layout
+    gyc = gy.transpose(1, 2).contiguous()  # (B, C, T)
+    t = {}
+    t["fwd_ours"] = bench(lambda: kn.launch_conv(x, w_f, None, d))
+    t["fwd_cudnn"] = bench(lambda: F.conv1d(xp, wt, None, dilation=d))
+    t["fwd_naive"] = bench(lambda: naive_conv_forward(x, w_f, d))
+    t["dx_ours"] = bench(lambda: kn.launch_conv(gy, w_t, None, d, transpose=True))
+    t["dx_cudnn"] = bench(lambda: torch.ops.aten.convolution_backward(
+        gyc, xp, wt, None, [1], [0], [d], False, [0], 1, [True, False, False]))
+    t["dW_ours"] = bench(lambda: kn.conv_weight_grad(x, gy, d, K))
+    t["dW_cudnn"] = bench(lambda: torch.ops.aten.convolution_backward(
+        gyc, xp, wt, None, [1], [0], [d], False, [0], 1, [False, True, False]))
+    tf = {k: flop / v / 1e9 for k, v in t.items()}
+    row = dict(B=B, T=T, C=C, K=K, d=d, flop=flop, ms=t, tflops=tf,
+               ours_over_peak={k: tf[f"{k}_ours"] / peak for k in ("fwd", "dx", "dW")},
+               ours_over_cudnn={k: t[f"{k}_cudnn"] / t[f"{k}_ours"] for k in ("fwd", "dx", "dW")})
+    log(f"{C:4d} {K:2d} {d:2d} {B * T:7d} | {tf['fwd_ours']:8.0f} {tf['fwd_cudnn']:6.0f} "
+        f"{tf['fwd_naive']:6.0f} | {tf['dx_ours']:7.0f} {tf['dx_cudnn']:6.0f} | "
+        f"{tf['dW_ours']:7.0f} {tf['dW_cudnn']:6.0f}   "
+        f"{row['ours_over_peak']['fwd']:.2f} {row['ours_over_peak']['dx']:.2f} "
+        f"{row['ours_over_peak']['dW']:.2f}; x{row['ours_over_cudnn']['fwd']:.2f}")
+    return row
+
+
+def part_layer(quick: bool, peak: float) -> None:
+    torch.backends.cudnn.benchmark = True
+    dt = torch.bfloat16
+    Cs = [128, 256] if quick else [64, 128, 256, 512]
+    Ks = [3, 7]
+    Ds = [1, 4] if quick else [1, 2, 4]
+    BTs = [(32, 4096)] if quick else [(32, 4096), (64, 4096)]
+    rows = []
+    log(f"{'C':>4} {'K':>2} {'d':>2} {'B*T':>7} | {'fwd ours':>8} {'cudnn':>6} {'naive':>6} | "
+        f"{'dx ours':>7} {'cudnn':>6} | {'dW ours':>7} {'cudnn':>6}   TFLOP/s; ours/peak fwd dx dW; ours/cudnn fwd")
+    for B, T in BTs:
+        for C in Cs:
+            for K in Ks:
+                for d in Ds:
+                    rows.append(_layer_row(B, T, C, K, d, dt, peak))
+    RESULTS["layer"] = rows
+    RESULTS["autotune"] = {
+        name: {str(k): str(v) for k, v in fn.cache.items()}
+        for name, fn in (("conv", kn._conv_kernel), ("dw", kn._conv_dw_kernel), ("block", kn._block_kernel))
+    }
+
+
+# -- stack -----------------------------------------------------------------------------------------
+
+
+def _stack_params(C: int, K: int, dils: tuple[int, ...], blocks: int, dt: torch.dtype) -> list:
+    g = torch.Generator(device="cuda").manual_seed(0)
+    L = len(dils)
+    ps = []
+    for _ in range(blocks):
+        w = (torch.randn(L, C, C, K, device="cuda", generator=g) / (C * K) ** 0.5 / 3).to(dt).requires_grad_()
+        b = torch.zeros(L, C, device="cuda", dtype=dt).requires_grad_()
+        ps.append((w, b))
+    return ps
+
+
+def _stack(x: torch.Tensor, ps: list, dils: tuple[int, ...], impl: str) -> torch.Tensor:
+    if impl == "cudnn_nct":  # PyTorch at its best: x kept (B, C, T) as cuDNN wants, no transposes
+        for w, b in ps:
+            for i, d in enumerate(dils):
+                pad = (w.shape[3] - 1) * d
+                x = x + F.gelu(F.conv1d(F.pad(x, (pad, 0)), w[i], b[i], dilation=d))
+        return x
+    for w, b in ps:
+        if impl == "torch":
+            x = conv_block_ref(x, w, b, dils, "gelu")
+        else:
+            x = conv_block(x, w, b, dils, "gelu", impl="triton", fused=impl == "fused")
+    return x
+
+
+def _stack_step(x: torch.Tensor, dy: torch.Tensor, ps: list, dils: tuple[int, ...], impl: str) -> None:
+    if impl == "backbone":
+        ps(x).backward(dy)  # ps is the backbone module here
+    else:
+        _stack(x, ps, dils, impl).backward(dy)
+
+
+def part_stack(quick: bool, peak: float) -> None:
+    dt = torch.bfloat16
+    C, K, dils, blocks = 256, 3, (1, 2, 4), 3
+    B, T = 32, 4096
+    ps = _stack_params(C, K, dils, blocks, dt)
+    x = torch.randn(B, T, C, device="cuda", dtype=dt).requires_grad_()
+    dy = torch.randn(B, T, C, device="cuda", dtype=dt)
+    params = [x] + [p for wb in ps for p in wb]
+    flop_fwd = 2 * B * T * C * C * K * len(dils) * blocks
+    x_nct = x.detach().transpose(1, 2).contiguous().requires_grad_()
+    dy_nct = dy.transpose(1, 2).contiguous()
+    # Correctness at the timed shape, against the reference stack in bf16 (same rounding points).
+    y_ref = _stack(x, ps, dils, "torch")
+    g_ref = torch.autograd.grad(y_ref, params, dy)
+    check = {}
+    for impl in ("layers", "fused"):
+        y = _stack(x, ps, dils, impl)
+        g = torch.autograd.grad(y, params, dy)
+        check[impl] = dict(y=rel(y, y_ref), dx=rel(g[0], g_ref[0]),
+                           dW=max(rel(a, b) for a, b in zip(g[1::2], g_ref[1::2])),
+                           db=max(rel(a, b) for a, b in zip(g[2::2], g_ref[2::2])))
+        log(f"stack check {impl}: " + " ".join(f"{k}={v:.1e}" for k, v in check[impl].items()))
+    del y_ref, g_ref, y, g
+    rows = {}
+    for impl in ("cudnn_nct", "torch", "layers", "fused"):
+        xi, dyi = (x_nct, dy_nct) if impl == "cudnn_nct" else (x, dy)
+        fwd = bench(partial(_stack, xi, ps, dils, impl))
+        fb = bench(partial(_stack_step, xi, dyi, ps, dils, impl), grad_to_none=[xi] + params[1:])
+        rows[impl] = dict(fwd_ms=fwd, fwd_bwd_ms=fb, fwd_tflops=flop_fwd / fwd / 1e9, fwd_bwd_tflops=3 * flop_fwd / fb / 1e9)
+        log(f"stack {impl:7s}: fwd {fwd:.3f} ms ({flop_fwd / fwd / 1e9:.0f} TFLOP/s), "
+            f"fwd+bwd {fb:.3f} ms ({3 * flop_fwd / fb / 1e9:.0f} TFLOP/s model FLOPs)")
+    best_torch = min(rows["torch"]["fwd_bwd_ms"], rows["cudnn_nct"]["fwd_bwd_ms"])
+    for impl in ("layers", "fused"):
+        rows[impl]["fwd_bwd_over_torch"] = rows[impl]["fwd_bwd_ms"] / best_torch
+        log(f"stack {impl}: fwd+bwd = {rows[impl]['fwd_bwd_over_torch']:.2f} x the faster PyTorch/cuDNN stack")
+    RESULTS["stack"] = dict(B=B, T=T, C=C, K=K, dilations=list(dils), blocks=blocks, rows=rows, peak=peak,
+                            check=check)
+
+
+# -- memory ----------------------------------------------------------------------------------------
+
+
+def _peak_training_bytes(fn, inputs: list) -> int:  # noqa: ANN001
+    """Peak bytes allocated during fwd+bwd above what was allocated before it."""
+    for t in inputs:
+        t.grad = None
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    base = torch.cuda.memory_allocated()
+    fn()
+    torch.cuda.synchronize()
+    return torch.cuda.max_memory_allocated() - base
+
+
+def part_memory(quick: bool) -> None:
+    dt = torch.bfloat16
+    C, K, dils, blocks, B = 256, 3, (1, 2, 4), 3, 8
+    ps = _stack_params(C, K, dils, blocks, dt)
+    bb = Backbone(BackboneConfig(layers=2, dim=C, heads=4)).cuda().to(dt)
+    rows = []
+    for T in (1024, 8192, 65536):
+        x = torch.randn(B, T, C, device="cuda", dtype=dt).requires_grad_()
+        dy = torch.randn(B, T, C, device="cuda", dtype=dt)
+        ins = [x] + [p for wb in ps for p in wb] + list(bb.parameters())
+        row = dict(T=T, B=B, act_tensor_bytes=x.numel() * x.element_size())
+        for impl in ("torch", "fused", "layers"):
+            row[impl] = _peak_training_bytes(partial(_stack_step, x, dy, ps, dils, impl), ins)
+        x_nct = x.detach().transpose(1, 2).contiguous().requires_grad_()
+        dy_nct = dy.transpose(1, 2).contiguous()
+        row["cudnn_nct"] = _peak_training_bytes(partial(_stack_step, x_nct, dy_nct, ps, dils, "cudnn_nct"),
+                                                [x_nct] + ins[1:])
+        del x_nct, dy_nct
+        row["backbone_sdpa"] = _peak_training_bytes(partial(_stack_step, x, dy, bb, dils, "backbone"), ins)
+        row["fused_over_torch"] = row["fused"] / row["torch"]
+        rows.append(row)
+        log(f"memory T={T:6d} B={B}: torch {row['torch'] / 2**20:8.0f} MiB, fused {row['fused'] / 2**20:8.0f} MiB "
+            f"({row['fused_over_torch']:.2f}x), cudnn_nct {row['cudnn_nct'] / 2**20:8.0f} MiB, layers {row['layers'] / 2**20:8.0f} MiB, "
+            f"backbone(2x256, SDPA) {row['backbone_sdpa'] / 2**20:8.0f} MiB; one (B,T,C) tensor = "
+            f"{row['act_tensor_bytes'] / 2**20:.0f} MiB")
+
+    RESULTS["memory"] = rows
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="fewer layer shapes")
+    ap.add_argument("--out", default=os.environ.get("OUT", "."), help="folder for bench_fuzzytok.json")
+    ap.add_argument("--parts", default="check,peak,layer,stack,memory")
+    args = ap.parse_args()
+    if not torch.cuda.is_available():
+        raise SystemExit("bench_fuzzytok.py needs a CUDA GPU")
+    parts = args.parts.split(",")
+    RESULTS["env"] = dict(
+        date=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        gpu=torch.cuda.get_device_name(), torch=torch.__version__, triton=triton.__version__,
+        cuda=torch.version.cuda, cudnn=torch.backends.cudnn.version(), command=" ".join(sys.argv),
+    )
+    log(json.dumps(RESULTS["env"]))
+    t0 = time.time()
+    peak = 0.0
+    out = Path(args.out) / "bench_fuzzytok.json"
+    for part in parts:
+        t = time.time()
+        if part == "check":
+            part_check(args.quick)
+        elif part == "peak":
+            peak = part_peak(args.quick)
+        elif part == "layer":
+            part_layer(args.quick, peak or part_peak(args.quick))
+        elif part == "stack":
+            part_stack(args.quick, peak)
+        elif part == "memory":
+            part_memory(args.quick)
+        else:
+            raise SystemExit(f"--parts: unknown part {part!r}")
+        RESULTS.setdefault("seconds", {})[part] = time.time() - t
+        out.write_text(json.dumps(RESULTS, indent=1))  # after every part: a timeout keeps the rest
+        log(f"[{part} done in {time.time() - t:.0f} s, total {time.time() - t0:.0f} s]")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,390 @@
+"""``blt``: a small Byte Latent Transformer with entropy patching.
+
+    stream (B, T+1) = BOS + window bytes
+      -> byte + hash n-gram embeddings -> local encoder (causal)      u (B, T+1, D)
+      -> patches of bytes (entropy / space / static boundaries)
+      -> cross-attention pooling: patch p's query (max of its bytes) attends to its bytes only
+      -> latent transformer = the shared backbone, causal over patches     g (B, N, L)
+      -> local decoder: the state predicting byte t (u at stream position t: bytes < t)
+         cross-attends to latent states of patches that end before byte t, then local layers
+      -> 256-way next-byte head                                              (B, T, 256)
+
+Causality, the reason behind every index below. Byte t's prediction may use bytes < t only.
+  * u at stream position t sees stream[0..t] = BOS + bytes < t; u at position t+1 encodes byte t.
+  * Whether byte t starts a patch depends on bytes < t (see ``patching``).
+  * Patch p = bytes [s, e): its pooled vector depends on bytes < e and on its boundaries, which
+    depend on bytes < e as well; the latent state g_p also on earlier patches.
+  * So byte t may use g_p iff e <= t, i.e. p < (patch of byte t). ``layers.decoder_mask``.
+Without a backbone (``backbone: null``) there is no latent transformer: the decoder attends to
+the pooled patch vectors directly, a local-only model.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import torch
+from torch import nn
+
+from encoders.backbone import Backbone, BackboneConfig, backbone_flops
+from encoders.base import (
+    BOS,
+    Encoder,
+    FitContext,
+    TensorBatch,
+    UnitNLL,
+    byte_unit_nll,
+    collate_bytes,
+)
+from encoders.blt.layers import CrossAttention, decoder_mask, max_pool_patches, pooling_mask
+from encoders.blt.ngrams import hash_ngram_ids
+from encoders.blt.patching import (
+    entropy_nats,
+    fit_threshold,
+    mean_patch_size,
+    patch_ids,
+    patch_sizes,
+    patch_starts,
+    space_patch_starts,
+    static_patch_starts,
+)
+from encoders.byte_baseline import ByteConfig, ByteEncoder
+from encoders.registry import register
+
+ENTROPY_TRAIN_FRACTION = 0.2  # entropy model bytes = this × train_bytes when entropy_train_bytes is null
+
+
+@dataclass(frozen=True, kw_only=True)
+class BltConfig:
+    """BLT encoder settings (YAML keys under an encoder ``params:``).
+
+    patching: entropy (BLT) | space (patch after whitespace) | static (fixed size).
+    threshold: θ in nats for entropy patching; null = auto: fit on training windows so patches
+        average ``target_patch_size`` bytes. static patching uses round(target_patch_size) bytes.
+    monotonic: approximate-monotonicity rule (H_t − H_{t−1} > θ) instead of H_t > θ.
+    max_patch_bytes: cap on patch length (all patchings), null = none.
+    ngram_sizes, ngram_table_size: hash n-gram embeddings, one table of that many rows per n.
+    local_dim/local_heads/encoder_layers/decoder_layers: the byte-level local transformers.
+    entropy_dim/entropy_layers/entropy_heads: the entropy model (a ``bytes`` encoder); it is
+        trained in ``fit`` on entropy_train_bytes bytes (null = 0.2 × the suite's train_bytes).
+    threshold_fit_bytes: training bytes used to fit θ and to measure patch sizes in ``fit``.
+    """
+
+    patching: Literal["entropy", "space", "static"] = "entropy"
+    threshold: float | None = None
+    target_patch_size: float = 4.0
+    monotonic: bool = False
+    max_patch_bytes: int | None = None
+    ngram_sizes: tuple[int, ...] = (3, 4, 5, 6, 7, 8)
+    ngram_table_size: int = 4096
+    local_dim: int = 64
+    local_heads: int = 4
+    encoder_layers: int = 1
+    decoder_layers: int = 1
+    entropy_dim: int = 64
+    entropy_layers: int = 2
+    entropy_heads: int = 4
+    entropy_train_bytes: int | None = None
+    threshold_fit_bytes: int = 262_144
+
+    def __post_init__(self) -> None:
+        def bad(key: str, value: Any, need: str) -> ValueError:
+            return ValueError(f"blt: {key}={value!r} is invalid: {need}")
+
+        if self.patching not in ("entropy", "space", "static"):
+            raise bad("patching", self.patching, "use entropy, space or static")
+        if not self.target_patch_size >= 1:
+            raise bad("target_patch_size", self.target_patch_size, "must be >= 1 byte")
+        if self.max_patch_bytes is not None and self.max_patch_bytes < 1:
+            raise bad("max_patch_bytes", self.max_patch_bytes, "must be >= 1 or null")
+        if any(n < 1 for n in self.ngram_sizes):
+            raise bad("ngram_sizes", self.ngram_sizes, "every n must be >= 1")
+        for key in ("ngram_table_size", "local_dim", "local_heads", "entropy_dim", "entropy_heads", "threshold_fit_bytes"):
+            if getattr(self, key) < 1:
+                raise bad(key, getattr(self, key), "must be >= 1")
+        for key in ("encoder_layers", "decoder_layers", "entropy_layers"):
+            if getattr(self, key) < 0:
+                raise bad(key, getattr(self, key), "must be >= 0")
+        if self.local_dim % self.local_heads:
+            raise bad("local_dim", self.local_dim, f"must be divisible by local_heads={self.local_heads}")
+        if self.entropy_layers and self.entropy_dim % self.entropy_heads:
+            raise bad("entropy_dim", self.entropy_dim, f"must be divisible by entropy_heads={self.entropy_heads}")
+        if self.entropy_train_bytes is not None and self.entropy_train_bytes < 1:
+            raise bad("entropy_train_bytes", self.entropy_train_bytes, "must be >= 1 or null")
+
+
+def collate_stream(windows: Sequence[bytes], score_from: Sequence[int]) -> TensorBatch:
+    """BLT collation: ``collate_bytes`` tensors plus the full byte stream.
+
+    tensors: ``stream`` (B, T+1) long — BOS, then all bytes of the window, BOS on padding;
+    ``targets`` (B, T) long — bytes, -1 where padded or not scored; ``lengths`` (B,) long;
+    ``score_from`` (B,) long. ``stream[:, :T]`` equals collate_bytes' ``inputs``.
+    """
+    base = collate_bytes(windows, score_from)
+    B, T = base["targets"].shape
+    stream = torch.full((B, T + 1), BOS, dtype=torch.long)
+    stream[:, :T] = base["inputs"]
+    for i, w in enumerate(windows):  # the last byte of each window, which `inputs` drops
+        if w:
+            stream[i, len(w)] = w[-1]
+    tensors = {
+        "stream": stream,
+        "targets": base["targets"],
+        "lengths": torch.tensor([len(w) for w in windows], dtype=torch.long),
+        "score_from": torch.tensor(list(score_from), dtype=torch.long),
+    }
+    return TensorBatch(tensors, {}, base.scored_bytes)
+
+
+def chunk_documents(docs: Iterator[bytes], size: int, max_bytes: int) -> list[bytes]:
+    """Consecutive ``size``-byte windows of the documents, until ``max_bytes`` bytes are taken."""
+    out: list[bytes] = []
+    taken = 0
+    for doc in docs:
+        for i in range(0, len(doc), size):
+            w = doc[i : i + size]
+            out.append(w)
+            taken += len(w)
+            if taken >= max_bytes:
+                return out
+    return out
+
+
+@register("blt")
+class BltEncoder(Encoder):
+    """Byte Latent Transformer: entropy-patched bytes -> shared backbone over patches -> bytes."""
+
+    Config = BltConfig
+    unit = "byte"
+    segment = "patch"
+
+    def __init__(self, config: BltConfig, backbone: BackboneConfig | None) -> None:
+        super().__init__(config, backbone)
+        c = config
+        D = c.local_dim
+        self.latent_dim = backbone.dim if backbone is not None else D
+        self.enc_cfg = BackboneConfig(layers=c.encoder_layers, dim=D, heads=c.local_heads)
+        self.dec_cfg = BackboneConfig(layers=c.decoder_layers, dim=D, heads=c.local_heads)
+        self.embed = nn.Embedding(257, D)  # 256 = BOS (and padding)
+        self.ngram_embed = nn.ModuleList(nn.Embedding(c.ngram_table_size, D) for _ in c.ngram_sizes)
+        self.local_encoder = Backbone(self.enc_cfg)
+        self.pool = CrossAttention(D, D, c.local_heads)
+        self.up = nn.Linear(D, self.latent_dim, bias=False) if backbone is not None else None
+        self.latent = Backbone(backbone) if backbone is not None else None
+        self.null_patch = nn.Parameter(torch.zeros(self.latent_dim))  # "no patch yet" decoder slot
+        self.dec_xattn = CrossAttention(D, self.latent_dim, c.local_heads)
+        self.local_decoder = Backbone(self.dec_cfg)
+        self.head = nn.Linear(D, 256, bias=False)
+        for emb in (self.embed, *self.ngram_embed):
+            nn.init.normal_(emb.weight, std=0.02)
+        for p in (self.head.weight, self.null_patch, *([self.up.weight] if self.up is not None else [])):
+            nn.init.normal_(p, std=0.02)
+        self.entropy_model: ByteEncoder | None = None
+        if c.patching == "entropy":
+            ecfg = BackboneConfig(layers=c.entropy_layers, dim=c.entropy_dim, heads=c.entropy_heads)
+            self.entropy_model = ByteEncoder(ByteConfig(dim=c.entropy_dim), ecfg if c.entropy_layers else None)
+        self.threshold: float | None = c.threshold
+        self.fit_stats: dict[str, Any] = {}
+
+    @classmethod
+    def sanity_config(cls) -> BltConfig:
+        """Small settings for ``tokbench sanity``: the probes test wiring, not quality."""
+        return BltConfig(
+            local_dim=32, local_heads=2, ngram_sizes=(3, 4, 5), ngram_table_size=1024,
+            entropy_dim=32, entropy_layers=1, entropy_heads=2, threshold_fit_bytes=65_536,
+        )
+
+    # -- patching -----------------------------------------------------------------------------
+    @torch.no_grad()
+    def entropies(self, inputs: torch.Tensor) -> torch.Tensor:
+        """inputs (B, T) = BOS + bytes shifted right -> H (B, T) nats, H_t from bytes < t.
+        Always fp32 (autocast off) so patches are the same in training and scoring."""
+        assert self.entropy_model is not None
+        dev = next(self.entropy_model.parameters()).device
+        with torch.autocast(device_type=dev.type, enabled=False):
+            return entropy_nats(self.entropy_model.logits(inputs.to(dev))).to(inputs.device)
+
+    def patch_starts(self, stream: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        """stream (B, T+1), lengths (B,) -> starts (B, T) bool, False on padding, True at byte 0."""
+        c = self.config
+        B, T = stream.shape[0], stream.shape[1] - 1
+        if c.patching == "entropy":
+            if self.threshold is None:
+                raise RuntimeError("blt: threshold is auto but fit() has not run (no threshold fitted yet)")
+            starts = patch_starts(self.entropies(stream[:, :T]), self.threshold, c.monotonic, c.max_patch_bytes)
+        elif c.patching == "space":
+            starts = space_patch_starts(stream[:, 1:], c.max_patch_bytes)
+        else:
+            starts = static_patch_starts(B, T, self.static_size, stream.device)
+        valid = torch.arange(T, device=stream.device)[None, :] < lengths[:, None].to(stream.device)
+        return starts & valid
+
+    @property
+    def static_size(self) -> int:
+        size = max(1, round(self.config.target_patch_size))
+        return min(size, self.config.max_patch_bytes) if self.config.max_patch_bytes else size
+
+    def _cached_starts(self, batch: TensorBatch) -> torch.Tensor:
+        """Patch starts of a batch, computed once: ``flops`` (called on the CPU batch before the
+        step) and ``forward`` share them through ``batch.meta`` (the same dict after ``.to``)."""
+        key = (id(self), self.threshold)
+        hit = batch.meta.get("blt_starts")
+        if hit is not None and hit[0] == key:
+            return hit[1].to(batch["stream"].device)
+        starts = self.patch_starts(batch["stream"], batch["lengths"])
+        batch.meta["blt_starts"] = (key, starts)
+        return starts
+
+    # -- model --------------------------------------------------------------------------------
+    def logits(self, batch: TensorBatch) -> tuple[torch.Tensor, torch.Tensor]:
+        """-> (logits (B, T, 256) for byte t from bytes < t, starts (B, T) bool)."""
+        stream, lengths = batch["stream"], batch["lengths"]
+        B, T = stream.shape[0], stream.shape[1] - 1
+        starts = self._cached_starts(batch)
+        valid = torch.arange(T, device=stream.device)[None, :] < lengths[:, None]
+        pid = patch_ids(starts)  # (B, T)
+        N = max(1, int(starts.sum(1).max())) if T else 1
+
+        x = self.embed(stream)  # (B, T+1, D)
+        for n, emb in zip(self.config.ngram_sizes, self.ngram_embed):
+            x = x + emb(hash_ngram_ids(stream, n, self.config.ngram_table_size))
+        u = self.local_encoder(x)  # (B, T+1, D); u[:, t] sees bytes < t
+
+        byte_states = u[:, 1:]  # (B, T, D): state of byte t (bytes <= t)
+        q0 = max_pool_patches(byte_states, pid, valid, N)  # (B, N, D)
+        z = q0 + self.pool(q0, byte_states, pooling_mask(pid, valid, N))
+        if self.latent is not None and self.up is not None:
+            z = self.latent(self.up(z))  # (B, N, L), causal over patches
+        memory = torch.cat([self.null_patch.to(z.dtype).expand(B, 1, -1), z], dim=1)  # (B, N+1, L)
+
+        h = u[:, :T]  # (B, T, D): predicts byte t from bytes < t
+        h = h + self.dec_xattn(h, memory, decoder_mask(pid, N))
+        return self.head(self.local_decoder(h)), starts
+
+    def forward(self, batch: TensorBatch) -> UnitNLL:  # type: ignore[override]
+        logits, starts = self.logits(batch)
+        units = byte_unit_nll(logits, batch["targets"])
+        units.segments = patch_sizes(starts, batch["lengths"], batch["score_from"])
+        return units
+
+    def collate(self, windows: Sequence[bytes], score_from: Sequence[int]) -> TensorBatch:
+        return collate_stream(windows, score_from)
+
+    def flops(self, batch: TensorBatch) -> float:
+        """Analytic forward FLOPs (2 per MAC) for this batch at its padded sizes: entropy model,
+        local encoder over T+1 positions, pooling over N patches, latent backbone, decoder, head.
+        Embedding lookups, norms, softmax and max pooling are not counted (< 1 %)."""
+        B, T = batch["targets"].shape
+        N = max(1, int(self._cached_starts(batch).sum(1).max())) if T else 1
+        D, L = self.config.local_dim, self.latent_dim
+        f = 0.0
+        if self.entropy_model is not None:
+            f += self.entropy_model.flops(TensorBatch({"inputs": batch["stream"][:, :T]}))
+        f += backbone_flops(self.enc_cfg, B, T + 1)
+        f += self.pool.flops(B, N, T)
+        if self.latent is not None and self.backbone_config is not None:
+            f += 2.0 * B * N * D * L + backbone_flops(self.backbone_config, B, N)
+        f += self.dec_xattn.flops(B, T, N + 1)
+        f += backbone_flops(self.dec_cfg, B, T)
+        return f + 2.0 * B * T * D * 256
+
+    @torch.no_grad()
+    def predict_logprobs(self, data: bytes, positions: Sequence[int]) -> dict[int, torch.Tensor]:
+        dev = next(self.parameters()).device
+        logits, _ = self.logits(collate_stream([data], [0]).to(dev))
+        logp = torch.log_softmax(logits[0].float(), dim=-1)
+        return {p: logp[p].cpu() for p in positions if 0 <= p < len(data)}
+
+    # -- fit: entropy model, threshold, patch statistics -------------------------------------
+    def fit(self, ctx: FitContext) -> dict[str, Any]:
+        """Train the entropy model with the harness loop (entropy patching), fit θ when auto,
+        and measure patch sizes on training windows. Returns bytes/FLOPs to add to BLT's budget."""
+        c = self.config
+        t0 = time.perf_counter()
+        out: dict[str, Any] = {"bytes": 0, "flops": 0.0, "seconds": 0.0}
+        if self.entropy_model is not None:
+            n = c.entropy_train_bytes or max(1, int(ENTROPY_TRAIN_FRACTION * ctx.train_bytes))
+            ctx.log(f"blt: training the entropy model on {n} bytes")
+            self.entropy_model.requires_grad_(True)
+            stats = ctx.train(self.entropy_model, n)
+            self.entropy_model.requires_grad_(False).eval()  # frozen: the main optimizer skips it
+            for p in self.entropy_model.parameters():
+                p.grad = None  # the sub-loop's last gradients are stale from here on
+            out["bytes"] = int(stats["bytes"])
+            out["flops"] = float(stats["flops"])
+            out["entropy_model"] = {
+                "params": sum(p.numel() for p in self.entropy_model.parameters()),
+                **{k: stats[k] for k in ("bytes", "flops", "seconds", "final_loss_bpb") if k in stats},
+            }
+        windows = chunk_documents(ctx.train_docs(), ctx.context_bytes, c.threshold_fit_bytes)
+        if not windows:
+            raise ValueError("blt: the training split is empty; cannot fit patching")
+        batch = collate_stream(windows, [0] * len(windows))
+        T = batch["targets"].shape[1]
+        valid = torch.arange(T)[None, :] < batch["lengths"][:, None]
+        if self.entropy_model is not None:
+            H = torch.cat([self.entropies(batch["stream"][i : i + 64, :T]).cpu() for i in range(0, len(windows), 64)])
+            out["flops"] += self.entropy_model.flops(TensorBatch({"inputs": batch["stream"][:, :T]}))
+            if self.threshold is None:
+                self.threshold, achieved = fit_threshold(H, valid, c.target_patch_size, c.monotonic, c.max_patch_bytes)
+                ctx.log(f"blt: threshold {self.threshold:.4f} nats -> {achieved:.3f} bytes/patch (target {c.target_patch_size})")
+            starts = patch_starts(H, self.threshold, c.monotonic, c.max_patch_bytes) & valid
+        else:
+            starts = self.patch_starts(batch["stream"], batch["lengths"])
+        sizes = torch.tensor([s for w in patch_sizes(starts, batch["lengths"]) for s in w], dtype=torch.float64)
+        self.fit_stats = {
+            "threshold_fit_bytes": int(valid.sum()),
+            "mean_patch_bytes_train": mean_patch_size(starts, valid),
+            "patch_bytes_quantiles_train": {
+                str(q): float(torch.quantile(sizes, q)) for q in (0.1, 0.25, 0.5, 0.75, 0.9, 0.99)
+            },
+            "max_patch_bytes_train": int(sizes.max()),
+        }
+        out.update(self.fit_stats)
+        if "entropy_model" in out:
+            self.fit_stats["entropy_model"] = dict(out["entropy_model"])
+        out["threshold"] = self.threshold
+        out["seconds"] = time.perf_counter() - t0
+        return out
+
+    # -- facts and state ----------------------------------------------------------------------
+    def describe(self) -> dict[str, Any]:
+        c = self.config
+        d: dict[str, Any] = {
+            "patching": c.patching,
+            "threshold_nats": self.threshold,
+            "threshold_rule": "H_t - H_{t-1} > θ" if c.monotonic else "H_t > θ",
+            "target_patch_size": c.target_patch_size,
+            "static_patch_bytes": self.static_size if c.patching == "static" else None,
+            "max_patch_bytes": c.max_patch_bytes,
+            "latent": "backbone" if self.latent is not None else "none (local-only)",
+            "local_params": sum(
+                p.numel() for n, p in self.named_parameters() if not n.startswith(("latent.", "entropy_model."))
+            ),
+            "vocab_size": 256,
+            **self.fit_stats,
+        }
+        if self.entropy_model is not None:
+            # forward FLOPs per byte of the entropy model at a 1 x 256 window
+            one = TensorBatch({"inputs": torch.zeros(1, 256, dtype=torch.long)})
+            d["entropy_model_params"] = sum(p.numel() for p in self.entropy_model.parameters())
+            d["entropy_model_flops_per_byte"] = self.entropy_model.flops(one) / 256
+        return d
+
+    def get_extra_state(self) -> dict[str, Any]:
+        # float('nan') stands for "no threshold" so the state holds plain floats only.
+        return {
+            "threshold": math.nan if self.threshold is None else float(self.threshold),
+            "fit_stats": self.fit_stats,
+        }
+
+    def set_extra_state(self, state: dict[str, Any]) -> None:
+        th = float(state["threshold"])
+        self.threshold = None if math.isnan(th) else th
+        self.fit_stats = dict(state.get("fit_stats", {}))
+        if self.entropy_model is not None and self.threshold is not None:
+            self.entropy_model.requires_grad_(False)

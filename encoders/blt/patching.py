@@ -1,0 +1,146 @@
+"""Patch boundaries for BLT: where a new patch starts, from entropies (nats), spaces or a fixed size.
+
+All functions work on a batch of windows: ``(B, T)`` tensors, position ``t`` = byte ``t`` of the
+window. A result ``starts`` is a bool ``(B, T)`` tensor, True where byte ``t`` opens a new patch;
+byte 0 always does. Causality contract: whether byte ``t`` starts a patch depends on bytes ``< t``
+only (entropy ``H_t`` is the entropy model's uncertainty about byte ``t`` *before* seeing it; with
+space patching byte ``t`` starts a patch because byte ``t-1`` is whitespace, never because byte
+``t`` is), so patching a prefix never looks at what follows it.
+"""
+
+from __future__ import annotations
+
+import torch
+
+# ASCII whitespace: \t \n \v \f \r and space (what bytes.isspace() accepts).
+WHITESPACE = (9, 10, 11, 12, 13, 32)
+
+
+def entropy_nats(logits: torch.Tensor) -> torch.Tensor:
+    """Entropy in nats of the softmax over the last axis: (..., V) -> (...), computed in fp32."""
+    logp = torch.log_softmax(logits.float(), dim=-1)
+    return -(logp.exp() * logp).sum(-1)
+
+
+def limit_patch_length(starts: torch.Tensor, max_patch_bytes: int) -> torch.Tensor:
+    """Add starts so that no patch is longer than ``max_patch_bytes`` bytes.
+
+    Same result as the sequential rule "byte t starts a patch if the open patch already holds
+    max_patch_bytes bytes", computed without a loop: after each start s the forced starts are
+    s + k·max_patch_bytes until the next start. starts: bool (B, T) with starts[:, 0] True.
+    """
+    if max_patch_bytes < 1:
+        raise ValueError(f"max_patch_bytes must be >= 1, got {max_patch_bytes}")
+    T = starts.shape[1]
+    pos = torch.arange(T, device=starts.device).expand_as(starts)
+    last = torch.where(starts, pos, torch.zeros_like(pos)).cummax(dim=1).values  # (B, T) last start <= t
+    return starts | ((pos - last) % max_patch_bytes == 0)
+
+
+def patch_starts(
+    entropies: torch.Tensor,
+    threshold: float,
+    monotonic: bool = False,
+    max_patch_bytes: int | None = None,
+) -> torch.Tensor:
+    """Entropy patching. entropies: (B, T) float, H_t in nats from bytes < t -> starts (B, T) bool.
+
+    Global rule (``monotonic=False``): byte t starts a patch when H_t > threshold.
+    Approximate-monotonicity rule: byte t >= 1 starts a patch when H_t - H_{t-1} > threshold.
+    Byte 0 always starts a patch; ``max_patch_bytes`` then caps patch lengths.
+    """
+    if entropies.dim() != 2:
+        raise ValueError(f"entropies must be (B, T), got shape {tuple(entropies.shape)}")
+    if monotonic:
+        starts = torch.zeros(entropies.shape, dtype=torch.bool, device=entropies.device)
+        starts[:, 1:] = (entropies[:, 1:] - entropies[:, :-1]) > threshold
+    else:
+        starts = entropies > threshold
+    starts[:, :1] = True
+    if max_patch_bytes is not None:
+        starts = limit_patch_length(starts, max_patch_bytes)
+    return starts
+
+
+def space_patch_starts(data: torch.Tensor, max_patch_bytes: int | None = None) -> torch.Tensor:
+    """Space patching. data: (B, T) long bytes -> starts (B, T): byte t starts a patch when byte
+    t-1 is ASCII whitespace (so a run of spaces gives one-byte patches), and byte 0 always."""
+    ws = torch.isin(data, torch.tensor(WHITESPACE, device=data.device))
+    starts = torch.zeros(data.shape, dtype=torch.bool, device=data.device)
+    starts[:, 1:] = ws[:, :-1]
+    starts[:, :1] = True
+    if max_patch_bytes is not None:
+        starts = limit_patch_length(starts, max_patch_bytes)
+    return starts
+
+
+def static_patch_starts(batch: int, length: int, size: int, device: torch.device | str = "cpu") -> torch.Tensor:
+    """Static patching: fixed ``size``-byte patches, starts (batch, length) True at t % size == 0."""
+    if size < 1:
+        raise ValueError(f"static patch size must be >= 1, got {size}")
+    return (torch.arange(length, device=device) % size == 0).expand(batch, length).clone()
+
+
+def patch_ids(starts: torch.Tensor) -> torch.Tensor:
+    """Index of the patch holding each byte: starts (B, T) bool -> (B, T) long, 0-based."""
+    return starts.long().cumsum(dim=1) - 1
+
+
+def patch_sizes(starts: torch.Tensor, lengths: torch.Tensor, score_from: torch.Tensor | None = None) -> list[list[int]]:
+    """Byte lengths of the patches of each window (those starting at or after ``score_from``).
+
+    starts (B, T) bool, lengths (B,) long (bytes of each window; positions past it are padding),
+    score_from (B,) long or None (= 0). The last patch of a window ends at its length.
+    """
+    starts, lengths = starts.cpu(), lengths.cpu()
+    sf = score_from.cpu() if score_from is not None else torch.zeros_like(lengths)
+    out: list[list[int]] = []
+    for b in range(starts.shape[0]):  # loop over windows, not bytes
+        n = int(lengths[b])
+        pos = starts[b, :n].nonzero().squeeze(1)
+        ends = torch.cat([pos[1:], torch.tensor([n])])
+        keep = pos >= int(sf[b])
+        out.append((ends - pos)[keep].tolist())
+    return out
+
+
+def mean_patch_size(starts: torch.Tensor, valid: torch.Tensor) -> float:
+    """Mean bytes per patch over all windows: Σ bytes / Σ patches. starts, valid: (B, T) bool."""
+    return float(valid.sum()) / max(1, int((starts & valid).sum()))
+
+
+def fit_threshold(
+    entropies: torch.Tensor,
+    valid: torch.Tensor,
+    target_patch_size: float,
+    monotonic: bool = False,
+    max_patch_bytes: int | None = None,
+) -> tuple[float, float]:
+    """Pick θ so that entropy patching of these windows gives ``target_patch_size`` bytes per patch.
+
+    entropies: (B, T) nats; valid: (B, T) bool (False on padding). The mean patch size is a
+    non-decreasing step function of θ that only changes at observed values of H_t (or of
+    H_t - H_{t-1} under the monotonic rule), so a binary search over those sorted values finds
+    the closest achievable size exactly. Returns (θ, achieved mean patch size).
+    """
+    if target_patch_size < 1:
+        raise ValueError(f"target_patch_size must be >= 1, got {target_patch_size}")
+    scores = entropies[:, 1:] - entropies[:, :-1] if monotonic else entropies[:, 1:]
+    cand = torch.unique(scores[valid[:, 1:]].float())  # sorted ascending
+    if cand.numel() == 0:
+        raise ValueError("cannot fit a patch threshold: the training windows hold fewer than 2 bytes")
+
+    def size_at(k: int) -> float:
+        return mean_patch_size(patch_starts(entropies, float(cand[k]), monotonic, max_patch_bytes), valid)
+
+    lo, hi = 0, cand.numel() - 1  # invariant: the answer index lies in [lo, hi]
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if size_at(mid) < target_patch_size:
+            lo = mid + 1
+        else:
+            hi = mid
+    # lo: first index whose size >= target (or the last one); its left neighbour may be closer.
+    best = min({lo, max(0, lo - 1)}, key=lambda k: abs(size_at(k) - target_patch_size))
+    # θ = the value itself: values equal to θ do not start a patch (strict >).
+    return float(cand[best]), size_at(best)

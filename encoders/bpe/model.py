@@ -1,0 +1,268 @@
+"""The ``bpe`` encoder: BPE token ids (B, N) -> embedding (B, N, dim) -> shared backbone -> (B, N, V) head.
+
+The baseline every tokenizer-free encoder is compared against. Merges are learned in ``fit`` on the
+suite's training split (or read from a local ``.tiktoken`` file), then frozen; the network trains
+with the harness's one loop on the same byte windows as the byte encoders, and its token NLL is
+summed per window and divided by the window's bytes, so BPB is comparable.
+
+Shapes: ``V`` = vocabulary size (token ids 0..V-1, the head's outputs), input id ``V`` = BOS
+(embedding has V + 1 rows). N = tokens in the longest window of a batch (<= context bytes).
+
+Construction order (the harness builds the optimizer after ``fit``): all parameters are created in
+``__init__`` — the embedding and head are sized from ``vocab_size`` (or from the rank file when
+``file`` is given) — so ``fit`` only learns merges and never re-creates parameters. A corpus too
+small to reach ``vocab_size`` leaves the top ids unused (``describe()['vocab_trained']``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from encoders.backbone import Backbone, BackboneConfig, backbone_flops
+from encoders.base import Encoder, FitContext, TensorBatch, UnitNLL
+from encoders.bpe.tokenizer import BpeTokenizer, merge_key, resolve_pattern
+from encoders.registry import register
+
+
+@dataclass(frozen=True, kw_only=True)
+class BpeConfig:
+    """vocab_size: tokens including the 256 single bytes (ignored when ``file`` is given).
+    pattern: pre-tokenizer regex, by name (``gpt2``, ``cl100k``) or as a regex.
+    file: a local ``.tiktoken`` rank file (e.g. cl100k_base) to use instead of training merges;
+    absolute or relative to the working directory. Never downloaded.
+    dim: embedding width when the encoder runs without a backbone (else the backbone's).
+    min_frequency: a pair must occur this often in the training sample to be merged.
+    fit_bytes: bytes of the training split the merges are learned on (None: the suite's
+    ``train_bytes``; set it to cap merge training on very large budgets)."""
+
+    vocab_size: int = 512
+    pattern: str = "gpt2"
+    file: str | None = None
+    dim: int = 64
+    min_frequency: int = 2
+    fit_bytes: int | None = None
+
+
+@register("bpe")
+class BpeEncoder(Encoder):
+    """Token embedding -> shared backbone -> V-way next-token head (a token bigram model without
+    a backbone). One prediction unit per BPE token, covering that token's bytes."""
+
+    Config = BpeConfig
+    unit = "token"
+    segment = "token"
+
+    def __init__(self, config: BpeConfig, backbone: BackboneConfig | None) -> None:
+        super().__init__(config, backbone)
+        resolve_pattern(config.pattern)  # a bad regex fails at construction, naming the pattern
+        self.tokenizer: BpeTokenizer | None = None
+        self.fit_facts: dict[str, Any] = {}  # key, fingerprint, bytes_per_token_train, ...
+        if config.file is not None:
+            self.tokenizer = BpeTokenizer.from_file(Path(config.file).expanduser(), config.pattern)
+            V = self.tokenizer.n_vocab
+        else:
+            if config.vocab_size < 256:
+                raise ValueError(
+                    f"bpe.vocab_size={config.vocab_size} is below 256 (the single bytes)"
+                )
+            V = config.vocab_size
+        if config.fit_bytes is not None and config.fit_bytes <= 0:
+            raise ValueError(f"bpe.fit_bytes={config.fit_bytes} must be positive")
+        dim = backbone.dim if backbone is not None else config.dim
+        self.V, self.bos, self.dim = V, V, dim
+        self.embed = nn.Embedding(V + 1, dim)  # row V = BOS
+        self.backbone = Backbone(backbone) if backbone is not None else None
+        self.head = nn.Linear(dim, V, bias=False)
+        nn.init.normal_(self.embed.weight, std=0.02)
+        nn.init.normal_(self.head.weight, std=0.02)
+
+    # -- merges -----------------------------------------------------------------------------------
+    def fit(self, ctx: FitContext) -> dict[str, Any]:
+        """Learn merges on the first ``fit_bytes`` (default ``ctx.train_bytes``) bytes of the
+        training split; reuse them if this model already holds merges for the same corpus
+        fingerprint, vocab size and pattern. Returns bytes read, flops (0: no gradient work),
+        seconds, and bytes/token on that sample."""
+        t0 = time.perf_counter()
+        cfg = self.config
+        budget = ctx.train_bytes if cfg.fit_bytes is None else min(cfg.fit_bytes, ctx.train_bytes)
+        sample: list[bytes] = []
+        n = 0
+        h = hashlib.sha256()
+        for doc in ctx.train_docs():
+            if n >= budget:
+                break
+            d = doc[: budget - n]
+            sample.append(d)
+            n += len(d)
+            h.update(len(d).to_bytes(8, "little"))
+            h.update(d)
+        fingerprint = h.hexdigest()
+        if cfg.file is not None:
+            key = "file:" + hashlib.sha256(Path(cfg.file).expanduser().read_bytes()).hexdigest()
+        else:
+            key = merge_key(fingerprint, cfg.vocab_size, cfg.pattern)
+        cached = self.tokenizer is not None and self.fit_facts.get("key") == key
+        if self.tokenizer is None or (cfg.file is None and not cached):
+            ctx.log(f"bpe: learning {cfg.vocab_size} tokens on {n:,} bytes")
+            self.tokenizer = BpeTokenizer.train(
+                sample, cfg.vocab_size, cfg.pattern, cfg.min_frequency
+            )
+        tok = self.tokenizer
+        n_tokens = sum(len(tok.encode(d)) for d in sample)
+        self.fit_facts = {
+            "key": key,
+            "fingerprint": fingerprint,
+            "sample_bytes": n,
+            "bytes_per_token_train": n / n_tokens if n_tokens else 0.0,
+        }
+        return {
+            "bytes": n,
+            "flops": 0.0,
+            "seconds": time.perf_counter() - t0,
+            "cached": cached,
+            "vocab_trained": len(tok.ranks),
+            "bytes_per_token_train": self.fit_facts["bytes_per_token_train"],
+        }
+
+    def get_extra_state(self) -> dict[str, Any]:
+        """Merges and fit facts as plain types (``torch.load(weights_only=True)`` reads them)."""
+        if self.tokenizer is None:
+            return {}
+        return {"version": 1, "tokenizer": self.tokenizer.state(), "facts": dict(self.fit_facts)}
+
+    def set_extra_state(self, state: dict[str, Any]) -> None:
+        if not state:
+            return
+        tok = BpeTokenizer.from_state(state["tokenizer"])
+        if tok.n_vocab > self.V:
+            raise ValueError(
+                f"checkpoint BPE vocabulary ({tok.n_vocab}) exceeds the model's ({self.V})"
+            )
+        self.tokenizer = tok
+        self.fit_facts = dict(state["facts"])
+
+    def _tok(self) -> BpeTokenizer:
+        if self.tokenizer is None:
+            raise RuntimeError(
+                "bpe encoder has no merges yet: call fit() (or load a checkpoint) first"
+            )
+        return self.tokenizer
+
+    # -- training and scoring ---------------------------------------------------------------------
+    def collate(self, windows: Sequence[bytes], score_from: Sequence[int]) -> TensorBatch:
+        """Tokenize ``window[:score_from]`` and ``window[score_from:]`` separately (no token
+        straddles ``score_from``, and the context's tokens never depend on scored bytes).
+
+        tensors (all (B, N) long, N = most tokens in a window): ``inputs`` — BOS then the tokens
+        shifted right (padding BOS); ``targets`` — token ids, -1 for context tokens and padding;
+        ``start``/``end`` — byte span of each scored token in its window (-1 elsewhere).
+        meta ``segments``: per window, byte lengths of the scored tokens.
+        """
+        tok = self._tok()
+        rows = []
+        for w, s in zip(windows, score_from):
+            ctx_ids = tok.encode(w[:s])
+            tgt_ids, spans = tok.encode_with_offsets(w[s:])
+            rows.append((ctx_ids, tgt_ids, [(s + a, s + b) for a, b in spans]))
+        B = len(rows)
+        N = max((len(c) + len(t) for c, t, _ in rows), default=0)
+        inputs = torch.full((B, N), self.bos, dtype=torch.long)
+        targets = torch.full((B, N), -1, dtype=torch.long)
+        start = torch.full((B, N), -1, dtype=torch.long)
+        end = torch.full((B, N), -1, dtype=torch.long)
+        segments: list[list[int]] = []
+        for i, (c, t, spans) in enumerate(rows):
+            ids = c + t
+            if ids:
+                inputs[i, 1 : len(ids)] = torch.tensor(ids[:-1], dtype=torch.long)
+            if t:
+                k = len(c)
+                targets[i, k : len(ids)] = torch.tensor(t, dtype=torch.long)
+                sp = torch.tensor(spans, dtype=torch.long)  # (len(t), 2)
+                start[i, k : len(ids)] = sp[:, 0]
+                end[i, k : len(ids)] = sp[:, 1]
+            segments.append([b - a for a, b in spans])
+        scored = sum(len(w) - s for w, s in zip(windows, score_from))
+        tensors = {"inputs": inputs, "targets": targets, "start": start, "end": end}
+        return TensorBatch(tensors, {"segments": segments}, scored)
+
+    def hidden(self, inputs: torch.Tensor) -> torch.Tensor:
+        """inputs (B, N) long -> (B, N, dim); position n sees inputs <= n, i.e. tokens < n."""
+        x = self.embed(inputs)
+        return self.backbone(x) if self.backbone is not None else x
+
+    def forward(self, batch: TensorBatch) -> UnitNLL:  # type: ignore[override]
+        """NLL (nats) of each scored token; the head runs on scored positions only: (U, dim) -> (U, V)."""
+        targets = batch["targets"]
+        h = self.hidden(batch["inputs"])
+        b, t = (targets >= 0).nonzero(as_tuple=True)
+        logits = self.head(h[b, t])  # (U, V)
+        nll = F.cross_entropy(logits.float(), targets[b, t], reduction="none")
+        return UnitNLL(
+            nll=nll,
+            window=b,
+            start=batch["start"][b, t],
+            end=batch["end"][b, t],
+            segments=batch.meta.get("segments"),
+        )
+
+    def flops(self, batch: TensorBatch) -> float:
+        """Head 2·U·dim·V on the U scored tokens + backbone on (B, N); the lookup is free."""
+        B, N = batch["inputs"].shape
+        U = int((batch["targets"] >= 0).sum())
+        f = 2.0 * U * self.dim * self.V
+        if self.backbone_config is not None:
+            f += backbone_flops(self.backbone_config, B, N)
+        return f
+
+    @torch.no_grad()
+    def predict_logprobs(self, data: bytes, positions: Sequence[int]) -> dict[int, torch.Tensor]:
+        """(V,) log-probs of the token starting at byte p, with BOS + every token of ``data`` fed in.
+
+        Reported only where the tokenization of all of ``data`` has a token starting at p *and*
+        its tokens before p equal the tokenization of ``data[:p]`` alone. Where they differ, BPE's
+        own look-ahead (the regex's ``\\s+(?!\\S)``, merges inside a pre-token) made the context
+        tokens depend on bytes >= p; leaving those positions out keeps the probe a test of the
+        model: any remaining change when bytes >= p change is a leak in the network.
+        """
+        tok = self._tok()
+        ids, spans = tok.encode_with_offsets(data)
+        index = {a: i for i, (a, _) in enumerate(spans)}
+        dev = self.head.weight.device
+        inputs = torch.tensor([[self.bos, *ids]], dtype=torch.long, device=dev)  # (1, len + 1)
+        logp = torch.log_softmax(self.head(self.hidden(inputs)[0]).float(), dim=-1)  # (len + 1, V)
+        out: dict[int, torch.Tensor] = {}
+        for p in positions:
+            i = index.get(p)
+            if i is not None and tok.encode(data[:p]) == ids[:i]:
+                out[p] = logp[i].cpu()
+        return out
+
+    # -- facts for run.json -----------------------------------------------------------------------
+    def describe(self) -> dict[str, Any]:
+        total = sum(p.numel() for p in self.parameters())
+        emb = self.embedding_parameters()
+        head = self.head.weight.numel()
+        tok = self.tokenizer
+        return {
+            "vocab_size": self.V,
+            "vocab_trained": len(tok.ranks) if tok is not None else None,
+            "bos_id": self.bos,
+            "pattern": self.config.pattern,
+            "file": self.config.file,
+            "bytes_per_token_train": self.fit_facts.get("bytes_per_token_train"),
+            "merge_key": self.fit_facts.get("key"),
+            "params_embedding": emb,
+            "params_head": head,
+            "embedding_share": emb / total if total else 0.0,
+            "embedding_and_head_share": (emb + head) / total if total else 0.0,
+        }

@@ -1,0 +1,428 @@
+"""Triton kernels for FuzzyTok's dilated causal convolutions, and the launchers that call them.
+
+Layout: activations are channels-last ``(B, T, C)`` and contiguous, so one tile of rows is a
+dense ``(BLOCK_T, BLOCK_C)`` block and each tap of the convolution is one ``tl.dot`` of that block
+with a ``(C_in, C_out)`` weight slice (an implicit GEMM). Causal masking is done on row indices in
+registers: rows before the start (or past the end) are masked loads that read zeros, and the row
+index is clamped to 0 first so no pointer is ever formed from a negative offset.
+
+    y[b, t, o] = bias[o] + Σ_k Σ_i W[o, i, k] · x[b, t − (K−1−k)·d, i]      (zero for t − … < 0)
+
+Three kernels:
+  * ``_conv_kernel``  — forward (causal taps) or input-gradient (anti-causal taps: dx is the
+    transposed convolution of dy) with a fused epilogue: bias, activation, residual, or the
+    activation's derivative times an incoming gradient (``MODE``).
+  * ``_conv_dw_kernel`` — weight gradient: per tap, ``dW_k = X_shiftedᵀ · G`` reduced over the
+    B·T rows, split over row chunks into fp32 partial sums (deterministic, no atomics).
+  * ``_block_kernel`` — one residual block ``h ← h + act(conv_d(h) + b)`` for all its dilations in
+    a single launch. A program owns a window of ``BLOCK_T`` rows and emits its last
+    ``BLOCK_T − halo`` of them; the first ``halo`` rows are recomputed by the neighbouring window
+    (halo recomputation), so the block's intermediates never leave the program. They pass
+    between layers through a per-program scratch tile (``BLOCK_T × C``; persistent grid, so the
+    whole scratch is a few MB and stays in L2) because Triton cannot shift rows of a register
+    tile.
+
+Accumulation is fp32 whatever the input dtype (bf16 or fp32; an fp32 ``tl.dot`` uses TF32 on GPU).
+Without a GPU the kernels run only in Triton's interpreter (``TRITON_INTERPRET=1``); this module
+then enables it before the kernels are defined, and autotuning keeps a single config. The kernels
+call no ``@jit`` helper of ``triton.language.standard`` (``tl.zeros``, ``tl.cdiv``, …): those are
+built when Triton is first imported — often by torch, before this module could enable the
+interpreter — and would then refuse to run inside an interpreted kernel.
+"""
+
+from __future__ import annotations
+
+import os
+
+import torch
+
+if not torch.cuda.is_available():
+    # Triton reads TRITON_INTERPRET when a kernel is *defined*; with no GPU the interpreter is the
+    # only way these kernels can run (CPU CI checks them against the reference this way).
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+
+import triton  # noqa: E402
+import triton.language as tl  # noqa: E402
+
+INTERPRET = os.environ.get("TRITON_INTERPRET", "0") == "1"
+
+ACTIVATIONS = {"none": 0, "gelu": 1, "relu": 2, "silu": 3}
+
+# Epilogue modes of _conv_kernel.
+MODE_PLAIN = 0  # y = acc + bias
+MODE_LAYER = 1  # y = res + act(acc + bias)              (a residual layer's forward)
+MODE_ACTGRAD = 2  # y = res · act'(acc + bias)           (res = dy: gradient at the pre-activation)
+MODE_ADD = 3  # y = acc + res                            (input gradient of a residual layer)
+
+
+def _configs(entries: list[tuple[int, ...]], names: tuple[str, ...]) -> list[triton.Config]:
+    out = []
+    for e in entries:
+        *blocks, warps, stages = e
+        out.append(triton.Config(dict(zip(names, blocks)), num_warps=warps, num_stages=stages))
+    return out
+
+
+# Short lists (every config compiles for every key); one small config under the interpreter,
+# where the default benchmarker cannot run and smaller tiles are faster to emulate.
+_FWD_NAMES = ("BLOCK_T", "BLOCK_N", "BLOCK_C")
+_FWD_CONFIGS = (
+    _configs([(32, 32, 32, 1, 1)], _FWD_NAMES)
+    if INTERPRET
+    else _configs(
+        [(128, 128, 64, 8, 3), (128, 256, 64, 8, 3), (256, 128, 64, 8, 3), (128, 64, 64, 4, 4),
+         (64, 128, 64, 4, 4)],
+        _FWD_NAMES,
+    )
+)
+_DW_NAMES = ("BLOCK_T", "BLOCK_M", "BLOCK_N")
+_DW_CONFIGS = (
+    _configs([(32, 32, 32, 1, 1)], _DW_NAMES)
+    if INTERPRET
+    else _configs(
+        [(64, 128, 128, 8, 3), (64, 64, 128, 4, 3), (128, 64, 64, 4, 3), (64, 128, 256, 8, 3)],
+        _DW_NAMES,
+    )
+)
+_BLOCK_CONFIGS = (
+    _configs([(32, 32, 32, 1, 1)], _FWD_NAMES)
+    if INTERPRET
+    else _configs(
+        [(128, 128, 64, 8, 3), (128, 64, 64, 4, 3), (64, 128, 64, 4, 3), (128, 256, 64, 8, 3)],
+        _FWD_NAMES,
+    )
+)
+# The dW kernel splits the reduction over row chunks of this many rows (a multiple of every
+# BLOCK_T above) so that even C = 64 fills the GPU with programs.
+_DW_CHUNK_UNIT = 128
+
+
+def _prune_block_configs(configs: list[triton.Config], named_args: dict, **kwargs: object) -> list:
+    """Keep block-kernel configs whose window is at least twice the halo (≤ 50 % recompute)."""
+    halo = named_args["HALO"]
+    keep = [c for c in configs if c.kwargs["BLOCK_T"] >= 2 * halo]
+    return keep or [max(configs, key=lambda c: c.kwargs["BLOCK_T"])]
+
+
+@triton.jit
+def _act(z, ACT: tl.constexpr):
+    if ACT == 1:  # exact GELU (erf), as torch.nn.functional.gelu
+        out = 0.5 * z * (1.0 + tl.math.erf(z * 0.7071067811865476))
+    elif ACT == 2:
+        out = tl.maximum(z, 0.0)
+    elif ACT == 3:
+        out = z / (1.0 + tl.exp(-z))
+    else:
+        out = z
+    return out
+
+
+@triton.jit
+def _act_grad(z, ACT: tl.constexpr):
+    if ACT == 1:
+        cdf = 0.5 * (1.0 + tl.math.erf(z * 0.7071067811865476))
+        out = cdf + z * tl.exp(-0.5 * z * z) * 0.3989422804014327
+    elif ACT == 2:
+        out = tl.where(z > 0.0, 1.0, 0.0)
+    elif ACT == 3:
+        s = 1.0 / (1.0 + tl.exp(-z))
+        out = s * (1.0 + z * (1.0 - s))
+    else:
+        out = tl.full(z.shape, 1.0, tl.float32)
+    return out
+
+
+@triton.jit
+def _taps(acc, src, rows, lo, hi, w, cols, CI: tl.constexpr, CO: tl.constexpr, dil,
+          K: tl.constexpr, DIR: tl.constexpr, BLOCK_C: tl.constexpr):
+    """acc (BT, BN) += Σ_k src[rows + DIR·(K−1−k)·dil, :] @ w[k, :, cols].
+
+    src: base of a contiguous (rows, CI) matrix; rows outside [lo, hi) read as zeros.
+    w: contiguous (K, CI, CO) weights.
+    """
+    cin = tl.arange(0, BLOCK_C)
+    NC: tl.constexpr = (CI + BLOCK_C - 1) // BLOCK_C
+    # One flat loop over (tap, channel block) so the software pipeline spans all K·NC steps
+    # instead of restarting for every tap.
+    for kc in range(K * NC):
+        k = kc // NC
+        ci = (kc % NC) * BLOCK_C + cin
+        s = rows + DIR * (K - 1 - k) * dil
+        valid = (s >= lo) & (s < hi)
+        s = tl.where(valid, s, 0)
+        xt = tl.load(src + s[:, None] * CI + ci[None, :],
+                     mask=valid[:, None] & (ci[None, :] < CI), other=0.0)
+        wt = tl.load(w + k * CI * CO + ci[:, None] * CO + cols[None, :],
+                     mask=(ci[:, None] < CI) & (cols[None, :] < CO), other=0.0)
+        acc = tl.dot(xt, wt, acc)
+    return acc
+
+
+@triton.autotune(configs=_FWD_CONFIGS, key=["CI", "CO", "K"])
+@triton.jit
+def _conv_kernel(x_ptr, w_ptr, b_ptr, r_ptr, y_ptr, T, dil,
+                 CI: tl.constexpr, CO: tl.constexpr, K: tl.constexpr, DIR: tl.constexpr, HAS_BIAS: tl.constexpr, MODE: tl.constexpr,
+                 ACT: tl.constexpr, BLOCK_T: tl.constexpr, BLOCK_N: tl.constexpr,
+                 BLOCK_C: tl.constexpr):
+    """One (BLOCK_T rows × BLOCK_N output channels) tile of y (B, T, CO) from x (B, T, CI).
+
+    DIR = −1: causal taps (forward); DIR = +1: anti-causal taps (input gradient, with w holding
+    the transposed weight). Epilogue by MODE (see the MODE_* constants).
+    """
+    pid_t = tl.program_id(0)
+    pid_n = tl.program_id(1)
+    b = tl.program_id(2).to(tl.int64)
+    rows = pid_t * BLOCK_T + tl.arange(0, BLOCK_T)
+    cols = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    acc = tl.full((BLOCK_T, BLOCK_N), 0.0, tl.float32)
+    acc = _taps(acc, x_ptr + b * T * CI, rows, 0, T, w_ptr, cols, CI, CO, dil, K, DIR, BLOCK_C)
+
+    z = acc
+    if HAS_BIAS:
+        z += tl.load(b_ptr + cols, mask=cols < CO, other=0.0).to(tl.float32)[None, :]
+    mask = (rows[:, None] < T) & (cols[None, :] < CO)
+    off = b * T * CO + rows[:, None] * CO + cols[None, :]
+    if MODE == 1:
+        res = tl.load(r_ptr + off, mask=mask, other=0.0).to(tl.float32)
+        z = res + _act(z, ACT)
+    elif MODE == 2:
+        res = tl.load(r_ptr + off, mask=mask, other=0.0).to(tl.float32)
+        z = res * _act_grad(z, ACT)
+    elif MODE == 3:
+        res = tl.load(r_ptr + off, mask=mask, other=0.0).to(tl.float32)
+        z = z + res
+    tl.store(y_ptr + off, z.to(y_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.autotune(configs=_DW_CONFIGS, key=["CI", "CO", "K"])
+@triton.jit
+def _conv_dw_kernel(x_ptr, g_ptr, p_ptr, T, dil, n_chunks,
+                    CI: tl.constexpr, CO: tl.constexpr, K: tl.constexpr, CHUNK: tl.constexpr,
+                    BLOCK_T: tl.constexpr, BLOCK_M: tl.constexpr,
+                    BLOCK_N: tl.constexpr):
+    """Partial weight gradient p[s, k, i, o] = Σ_{t in chunk s} x[b, t − (K−1−k)·dil, i] · g[b, t, o].
+
+    Program axis 2 enumerates (chunk s, tap k); chunk s covers rows [c·CHUNK, (c+1)·CHUNK) of
+    batch row b = s // n_chunks. Summing p over s gives dW in (K, CI, CO) layout.
+    Loop bounds are compile-time constants (channel counts and CHUNK are constexpr): Triton 3.6's
+    interpreter cannot loop over run-time scalars with NumPy ≥ 2.4.
+    """
+    pid_m = tl.program_id(0)
+    pid_n = tl.program_id(1)
+    pid_s = tl.program_id(2)
+    k = pid_s % K
+    s = pid_s // K
+    b = (s // n_chunks).to(tl.int64)
+    c = s % n_chunks
+    ci = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    co = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    shift = (K - 1 - k) * dil
+    t_start = c * CHUNK
+    x_base = x_ptr + b * T * CI
+    g_base = g_ptr + b * T * CO
+    acc = tl.full((BLOCK_M, BLOCK_N), 0.0, tl.float32)
+    for j in range(CHUNK // BLOCK_T):
+        t = t_start + j * BLOCK_T + tl.arange(0, BLOCK_T)
+        in_chunk = t < T
+        src = t - shift
+        valid = in_chunk & (src >= 0)
+        src = tl.where(valid, src, 0)
+        xt = tl.load(x_base + src[None, :] * CI + ci[:, None],
+                     mask=valid[None, :] & (ci[:, None] < CI), other=0.0)  # (BLOCK_M, BLOCK_T)
+        gt = tl.load(g_base + t[:, None] * CO + co[None, :],
+                     mask=in_chunk[:, None] & (co[None, :] < CO), other=0.0)  # (BLOCK_T, BLOCK_N)
+        acc = tl.dot(xt, gt, acc)
+    off = (s * K + k).to(tl.int64) * CI * CO + ci[:, None] * CO + co[None, :]
+    tl.store(p_ptr + off, acc, mask=(ci[:, None] < CI) & (co[None, :] < CO))
+
+
+@triton.autotune(configs=_BLOCK_CONFIGS, key=["C", "K", "HALO"],
+                 prune_configs_by={"early_config_prune": _prune_block_configs})
+@triton.jit
+def _block_kernel(x_ptr, w_ptr, b_ptr, d_ptr, y_ptr, s_ptr, B, T, HALO,
+                  C: tl.constexpr, L: tl.constexpr, K: tl.constexpr, ACT: tl.constexpr, HAS_BIAS: tl.constexpr,
+                  BLOCK_T: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_C: tl.constexpr):
+    """A residual block of L layers h ← h + act(conv_{d_l}(h) + b_l), one launch, persistent grid.
+
+    x, y: (B, T, C); w: (L, K, C, C) as (layer, tap, in, out); b: (L, C); d: (L,) int32
+    dilations; s: scratch, 2 tiles of (BLOCK_T, C) per program. HALO = (K−1)·Σ_{l≥1} d_l rows at
+    the start of each window are recomputed (only layer 0 reads x directly with its own shifts).
+    """
+    pid = tl.program_id(0)
+    nprog = tl.num_programs(0)
+    useful = BLOCK_T - HALO
+    n_t = (T + useful - 1) // useful
+    n_tiles = B * n_t
+    i = tl.arange(0, BLOCK_T)
+    buf_a = s_ptr + pid.to(tl.int64) * 2 * BLOCK_T * C
+    buf_b = buf_a + BLOCK_T * C
+    tile = pid
+    while tile < n_tiles:  # a while loop: Triton 3.6's interpreter can't range() run-time bounds
+        bi = (tile // n_t).to(tl.int64)
+        r = (tile % n_t) * useful - HALO + i  # global row of each window row
+        x_base = x_ptr + bi * T * C
+        for layer in tl.static_range(L):
+            dil = tl.load(d_ptr + layer)
+            w_l = w_ptr + layer * K * C * C
+            if layer == 0:
+                src = x_base
+                src_rows = r
+                hi = T
+            elif layer % 2 == 1:
+                src = buf_a
+                src_rows = i
+                hi = BLOCK_T
+            else:
+                src = buf_b
+                src_rows = i
+                hi = BLOCK_T
+            for n0 in range(0, C, BLOCK_N):
+                cols = n0 + tl.arange(0, BLOCK_N)
+                cmask = cols < C
+                acc = tl.full((BLOCK_T, BLOCK_N), 0.0, tl.float32)
+                acc = _taps(acc, src, src_rows, 0, hi, w_l, cols, C, C, dil, K, -1, BLOCK_C)
+                if HAS_BIAS:
+                    acc += tl.load(b_ptr + layer * C + cols, mask=cmask, other=0.0).to(tl.float32)[None, :]
+                row_ok = (src_rows >= 0) & (src_rows < hi)
+                res = tl.load(src + tl.where(row_ok, src_rows, 0)[:, None] * C + cols[None, :],
+                              mask=row_ok[:, None] & cmask[None, :], other=0.0).to(tl.float32)
+                h = res + _act(acc, ACT)
+                if layer == L - 1:
+                    keep = (i >= HALO) & (r < T)
+                    tl.store(y_ptr + bi * T * C + tl.where(keep, r, 0)[:, None] * C + cols[None, :],
+                             h.to(y_ptr.dtype.element_ty), mask=keep[:, None] & cmask[None, :])
+                else:
+                    # Rows before the sequence start must read as zeros in the next layer's taps.
+                    h = tl.where((r >= 0)[:, None], h, 0.0)
+                    if layer % 2 == 0:
+                        dst = buf_a
+                    else:
+                        dst = buf_b
+                    tl.store(dst + i[:, None] * C + cols[None, :], h.to(dst.dtype.element_ty),
+                             mask=cmask[None, :])
+            # The next layer reads rows other threads of this program wrote.
+            tl.debug_barrier()
+        tile += nprog
+
+
+# ------------------------------------------------------------------------------------------------
+# Launchers. All take and return contiguous channels-last tensors; weights in torch's Conv1d
+# layout (C_out, C_in, K).
+
+
+def _check(x: torch.Tensor, weight: torch.Tensor) -> None:
+    if x.dim() != 3 or weight.dim() != 3 or x.shape[2] != weight.shape[1]:
+        raise ValueError(
+            f"dilated_causal_conv: x must be (B, T, C_in) and weight (C_out, C_in, K); "
+            f"got x {tuple(x.shape)}, weight {tuple(weight.shape)}"
+        )
+    if x.device.type != "cuda" and not INTERPRET:
+        raise ValueError(
+            f"the Triton path needs a CUDA tensor (got {x.device}); use impl='torch' or set TRITON_INTERPRET=1"
+        )
+
+
+def conv_forward(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, dilation: int,
+                 *, mode: int = MODE_PLAIN, act: str = "none", res: torch.Tensor | None = None,
+                 transpose: bool = False) -> torch.Tensor:
+    """Causal conv of x (B, T, C_in) with weight (C_out, C_in, K) → (B, T, C_out), fused epilogue.
+
+    ``transpose=True`` computes the input gradient instead: x is then dy (B, T, C_out) and the
+    result is Σ_k dy[t + (K−1−k)·d] @ W[:, :, k] of shape (B, T, C_in).
+    """
+    _check(x if not transpose else x.new_empty(0, 0, weight.shape[1]), weight)
+    return launch_conv(x, gemm_weight(weight, transpose, x.dtype), bias, dilation, mode=mode, act=act,
+                       res=res, transpose=transpose)
+
+
+def gemm_weight(weight: torch.Tensor, transpose: bool, dtype: torch.dtype) -> torch.Tensor:
+    """Conv1d weight (C_out, C_in, K) → the kernel's contiguous (K, C_in, C_out), or (K, C_out, C_in)
+    for the input gradient, in the activations' dtype."""
+    perm = (2, 0, 1) if transpose else (2, 1, 0)
+    return weight.permute(*perm).contiguous().to(dtype)
+
+
+def launch_conv(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None, dilation: int,
+                *, mode: int = MODE_PLAIN, act: str = "none", res: torch.Tensor | None = None,
+                transpose: bool = False) -> torch.Tensor:
+    """Launch ``_conv_kernel`` on x (B, T, w.shape[1]) with a ``gemm_weight`` w (K, C_in', C_out')."""
+    x = x.contiguous()
+    B, T, _ = x.shape
+    K, ci, co = w.shape
+    y = torch.empty(B, T, co, device=x.device, dtype=x.dtype)
+    if B == 0 or T == 0:
+        return y
+    r = res.contiguous() if res is not None else y
+    b = bias if bias is not None else y
+
+    def grid(meta: dict) -> tuple[int, int, int]:
+        return (triton.cdiv(T, meta["BLOCK_T"]), triton.cdiv(co, meta["BLOCK_N"]), B)
+
+    _conv_kernel[grid](x, w, b, r, y, T, dilation, CI=ci, CO=co, K=K, DIR=1 if transpose else -1,
+                       HAS_BIAS=bias is not None, MODE=mode, ACT=ACTIVATIONS[act])
+    return y
+
+
+def conv_weight_grad(x: torch.Tensor, g: torch.Tensor, dilation: int, K: int) -> torch.Tensor:
+    """dW (C_out, C_in, K) fp32 of y = conv(x, W) given g = dL/dy (B, T, C_out), x (B, T, C_in)."""
+    x, g = x.contiguous(), g.contiguous()
+    B, T, C_in = x.shape
+    C_out = g.shape[2]
+    if B == 0 or T == 0:
+        return torch.zeros(C_out, C_in, K, device=x.device, dtype=torch.float32)
+    tiles = triton.cdiv(C_in, 64) * triton.cdiv(C_out, 128) * K
+    target = 4 * _num_sms(x.device)  # enough programs to fill the GPU several times over
+    per_b = max(1, min(triton.cdiv(T, _DW_CHUNK_UNIT), triton.cdiv(target, max(1, tiles * B))))
+    # A power of two ≥ 128 (a multiple of every BLOCK_T): few distinct compiled variants.
+    chunk = max(_DW_CHUNK_UNIT, triton.next_power_of_2(triton.cdiv(T, per_b)))
+    n_chunks = triton.cdiv(T, chunk)
+    p = torch.empty(B * n_chunks, K, C_in, C_out, device=x.device, dtype=torch.float32)
+
+    def grid(meta: dict) -> tuple[int, int, int]:
+        return (triton.cdiv(C_in, meta["BLOCK_M"]), triton.cdiv(C_out, meta["BLOCK_N"]), B * n_chunks * K)
+
+    _conv_dw_kernel[grid](x, g, p, T, dilation, n_chunks, CI=C_in, CO=C_out, K=K, CHUNK=chunk)
+    return p.sum(0).permute(2, 1, 0)  # (K, C_in, C_out) -> (C_out, C_in, K)
+
+
+def _num_sms(device: torch.device) -> int:
+    if device.type == "cuda":
+        return torch.cuda.get_device_properties(device).multi_processor_count
+    return 2  # interpreter: few programs, it runs them one after another anyway
+
+
+def block_halo(dilations: tuple[int, ...] | list[int], K: int) -> int:
+    """Rows a block-kernel window recomputes: the reach of every layer but the first."""
+    return (K - 1) * sum(dilations[1:])
+
+
+# A block whose halo exceeds half the longest window falls back to one launch per layer.
+MAX_BLOCK_HALO = max(c.kwargs["BLOCK_T"] for c in _BLOCK_CONFIGS) // 2
+
+
+def block_forward(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
+                  dilations: list[int], act: str) -> torch.Tensor:
+    """One fused launch of a residual block. x (B, T, C); weight (L, C, C, K); bias (L, C) or None."""
+    x = x.contiguous()
+    B, T, C = x.shape
+    L, _, _, K = weight.shape
+    halo = block_halo(dilations, K)
+    if halo > MAX_BLOCK_HALO:
+        raise ValueError(f"block halo {halo} > {MAX_BLOCK_HALO}: use the per-layer path")
+    y = torch.empty_like(x)
+    if B == 0 or T == 0:
+        return y
+    w = weight.permute(0, 3, 2, 1).contiguous().to(x.dtype)  # (L, K, C_in, C_out)
+    d = torch.tensor(list(dilations), dtype=torch.int32, device=x.device)
+    max_bt = max(c.kwargs["BLOCK_T"] for c in _BLOCK_CONFIGS)
+    nprog = 2 * _num_sms(x.device)
+    scratch = torch.empty(nprog, 2, max_bt, C, device=x.device, dtype=x.dtype)
+    b = bias if bias is not None else x
+
+    def grid(meta: dict) -> tuple[int]:
+        useful = meta["BLOCK_T"] - halo
+        return (min(nprog, B * triton.cdiv(T, useful)),)
+
+    _block_kernel[grid](x, w, b, d, y, scratch, B, T, halo, C=C, L=L, K=K, ACT=ACTIVATIONS[act],
+                        HAS_BIAS=bias is not None)
+    return y

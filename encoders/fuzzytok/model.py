@@ -1,0 +1,166 @@
+"""The ``fuzzytok`` encoder: bytes -> embedding -> residual dilated causal conv blocks -> LayerNorm
++ linear -> shared backbone over bytes (or none) -> 256-way next-byte head.
+
+    inputs (B, T) long (BOS + bytes shifted right)
+      -> embed (B, T, dim)
+      -> blocks x [for d in dilations: h = h + act(conv_d(h) + b)]   (causal, kernel_size taps)
+      -> LayerNorm -> Linear (B, T, D)          D = backbone.dim, or dim without a backbone
+      -> backbone (B, T, D) -> head (B, T, 256)
+
+One continuous vector per byte, no sequence compression. Without a backbone the model sees only
+the conv receptive field; with one, the whole window.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import torch
+from torch import nn
+
+from encoders.backbone import Backbone, BackboneConfig, backbone_flops
+from encoders.base import Encoder, TensorBatch, UnitNLL, byte_unit_nll, collate_bytes
+from encoders.fuzzytok.ops import conv_block, use_triton
+from encoders.registry import register
+
+
+@dataclass(frozen=True, kw_only=True)
+class FuzzyTokConfig:
+    """Conv stack shape. ``dim``: conv channels (bytes are embedded at this width).
+    ``dilations``: one residual layer per entry in each of ``blocks`` blocks.
+    ``impl``: auto = Triton kernels on CUDA, PyTorch reference elsewhere; triton | torch force it.
+    ``fused_block``: on the Triton path, run each block's layers in one launch."""
+
+    dim: int = 64
+    kernel_size: int = 3
+    dilations: tuple[int, ...] = (1, 2, 4)
+    blocks: int = 3
+    activation: Literal["gelu", "relu", "silu", "none"] = "gelu"
+    impl: Literal["auto", "triton", "torch"] = "auto"
+    fused_block: bool = True
+
+    def __post_init__(self) -> None:
+        if self.dim < 1:
+            raise ValueError(f"fuzzytok.dim must be >= 1, got {self.dim}")
+        if self.kernel_size < 1:
+            raise ValueError(f"fuzzytok.kernel_size must be >= 1, got {self.kernel_size}")
+        if not self.dilations or any(d < 1 for d in self.dilations):
+            raise ValueError(f"fuzzytok.dilations must be a non-empty list of integers >= 1, got {list(self.dilations)}")
+        if self.blocks < 0:
+            raise ValueError(f"fuzzytok.blocks must be >= 0, got {self.blocks}")
+        if self.activation not in ("gelu", "relu", "silu", "none"):
+            raise ValueError(f"fuzzytok.activation: unknown value {self.activation!r} (gelu, relu, silu, none)")
+        if self.impl not in ("auto", "triton", "torch"):
+            raise ValueError(f"fuzzytok.impl: unknown value {self.impl!r} (auto, triton, torch)")
+
+    @property
+    def receptive_field(self) -> int:
+        """Input positions each output sees: 1 + blocks · (K − 1) · Σ dilations."""
+        return 1 + self.blocks * (self.kernel_size - 1) * sum(self.dilations)
+
+
+class ConvBlock(nn.Module):
+    """len(dilations) residual layers h ← h + act(conv_d(h) + b): (B, T, C) -> (B, T, C).
+
+    weight (L, C, C, K) in Conv1d layout per layer; bias (L, C).
+    """
+
+    def __init__(self, dim: int, kernel_size: int, dilations: tuple[int, ...], activation: str,
+                 init_std: float) -> None:
+        super().__init__()
+        self.dilations = tuple(dilations)
+        self.activation = activation
+        self.weight = nn.Parameter(torch.randn(len(dilations), dim, dim, kernel_size) * init_std)
+        self.bias = nn.Parameter(torch.zeros(len(dilations), dim))
+
+    def forward(self, x: torch.Tensor, impl: str, fused: bool) -> torch.Tensor:
+        return conv_block(x, self.weight, self.bias, self.dilations, self.activation, impl=impl, fused=fused)  # type: ignore[arg-type]
+
+
+@register("fuzzytok")
+class FuzzyTokEncoder(Encoder):
+    """Byte embedding -> dilated causal conv blocks -> LayerNorm + linear -> backbone -> head."""
+
+    Config = FuzzyTokConfig
+    unit = "byte"
+    segment = "byte"
+
+    def __init__(self, config: FuzzyTokConfig, backbone: BackboneConfig | None) -> None:
+        super().__init__(config, backbone)
+        c = config
+        self.dim = c.dim
+        self.out_dim = backbone.dim if backbone is not None else c.dim
+        self.embed = nn.Embedding(257, c.dim)
+        n_layers = max(1, c.blocks * len(c.dilations))
+        # Residual branches start small (scaled by depth) so the stack begins near identity.
+        std = 1.0 / math.sqrt(c.dim * c.kernel_size) / math.sqrt(n_layers)
+        self.blocks = nn.ModuleList(
+            ConvBlock(c.dim, c.kernel_size, c.dilations, c.activation, std) for _ in range(c.blocks)
+        )
+        self.norm = nn.LayerNorm(c.dim)
+        self.proj = nn.Linear(c.dim, self.out_dim)
+        self.backbone = Backbone(backbone) if backbone is not None else None
+        self.head = nn.Linear(self.out_dim, 256, bias=False)
+        nn.init.normal_(self.embed.weight, std=0.02)
+        nn.init.normal_(self.head.weight, std=0.02)
+
+    def collate(self, windows: Sequence[bytes], score_from: Sequence[int]) -> TensorBatch:
+        return collate_bytes(windows, score_from)
+
+    def features(self, inputs: torch.Tensor) -> torch.Tensor:
+        """inputs (B, T) long -> conv features (B, T, out_dim); position t sees inputs <= t."""
+        h = self.embed(inputs)
+        for blk in self.blocks:
+            h = blk(h, self.config.impl, self.config.fused_block)
+        return self.proj(self.norm(h))
+
+    def logits(self, inputs: torch.Tensor) -> torch.Tensor:
+        """inputs (B, T) long -> logits (B, T, 256); position t predicts byte t from bytes < t."""
+        x = self.features(inputs)
+        if self.backbone is not None:
+            x = self.backbone(x)
+        return self.head(x)
+
+    def forward(self, batch: TensorBatch) -> UnitNLL:  # type: ignore[override]
+        return byte_unit_nll(self.logits(batch["inputs"]), batch["targets"])
+
+    def conv_flops(self, batch: int, seq: int) -> float:
+        """Forward FLOPs of the conv stack alone: 2 · B · T · C² · K per layer."""
+        c = self.config
+        return 2.0 * batch * seq * c.dim * c.dim * c.kernel_size * len(c.dilations) * c.blocks
+
+    def flops(self, batch: TensorBatch) -> float:
+        """Forward FLOPs (2 per MAC): conv layers, projection, backbone and head. The embedding
+        lookup, LayerNorm, biases and activations are not counted (as torch's FlopCounterMode)."""
+        B, T = batch["inputs"].shape
+        f = self.conv_flops(B, T)
+        f += 2.0 * B * T * self.dim * self.out_dim  # proj
+        f += 2.0 * B * T * self.out_dim * 256  # head
+        if self.backbone_config is not None:
+            f += backbone_flops(self.backbone_config, B, T)
+        return f
+
+    @torch.no_grad()
+    def predict_logprobs(self, data: bytes, positions: Sequence[int]) -> dict[int, torch.Tensor]:
+        dev = next(self.parameters()).device
+        batch = collate_bytes([data], [0]).to(dev)
+        logp = torch.log_softmax(self.logits(batch["inputs"])[0].float(), dim=-1)
+        return {p: logp[p].cpu() for p in positions if 0 <= p < len(data)}
+
+    def describe(self) -> dict[str, Any]:
+        c = self.config
+        dev = next(self.parameters()).device
+        rf = c.receptive_field
+        return {
+            "vocab_size": 256,
+            "receptive_field_bytes": rf,
+            # Bytes of history behind each prediction: the conv field without a backbone, else the window.
+            "context": "window" if self.backbone_config is not None else f"{rf} bytes",
+            "conv_layers": c.blocks * len(c.dilations),
+            "kernel_size": c.kernel_size,
+            "dilations": list(c.dilations),
+            "impl": "triton" if use_triton(c.impl, torch.empty(0, device=dev)) else "torch",
+        }

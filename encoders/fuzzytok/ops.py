@@ -1,0 +1,235 @@
+"""FuzzyTok's convolutions as ``torch.library`` custom ops (Triton kernels) beside the reference.
+
+Public functions pick the path: ``impl="triton"`` runs the kernels (CUDA, or Triton's interpreter
+on CPU), ``"torch"`` the reference in ``reference.py``, ``"auto"`` Triton on CUDA tensors and the
+reference elsewhere (the interpreter is thousands of times slower than ``F.conv1d``).
+
+Ops (namespace ``fuzzytok``), each with a fake implementation (for ``torch.compile``), an autograd
+formula whose backward is itself an op, and a FLOP formula so ``FlopCounterMode`` counts them:
+  * ``dilated_causal_conv(x (B,T,Ci), weight (Co,Ci,K), bias (Co,)?, dilation) -> (B,T,Co)``
+  * ``conv_block(x (B,T,C), weight (L,C,C,K), bias (L,C)?, dilations [L], activation, fused)``
+    — L residual layers ``h ← h + act(conv_{d_l}(h) + b_l)``; ``fused`` runs them in one launch.
+    Its backward recomputes the block's intermediates from the saved input instead of storing them.
+FLOP formulas count model FLOPs (2 per multiply-add): backward = 2 × forward (dx and dW), not the
+forward recomputation the block backward also does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Literal
+
+import torch
+from torch import Tensor
+from torch.utils.flop_counter import register_flop_formula
+
+from encoders.fuzzytok.reference import conv_block_ref, dilated_causal_conv_ref
+
+Impl = Literal["auto", "triton", "torch"]
+
+
+def _kernels():  # noqa: ANN202 - module
+    # Imported on first use: importing it enables Triton's interpreter on machines without a GPU,
+    # which only the Triton path needs.
+    from encoders.fuzzytok import kernels
+
+    return kernels
+
+
+# -- dilated_causal_conv -------------------------------------------------------------------------
+
+
+@torch.library.custom_op("fuzzytok::dilated_causal_conv", mutates_args=())
+def _conv_op(x: Tensor, weight: Tensor, bias: Tensor | None, dilation: int) -> Tensor:
+    return _kernels().conv_forward(x, weight, bias, dilation)
+
+
+@_conv_op.register_fake
+def _conv_fake(x: Tensor, weight: Tensor, bias: Tensor | None, dilation: int) -> Tensor:
+    return x.new_empty(x.shape[0], x.shape[1], weight.shape[0])
+
+
+@torch.library.custom_op("fuzzytok::dilated_causal_conv_backward", mutates_args=())
+def _conv_bwd_op(dy: Tensor, x: Tensor, weight: Tensor, dilation: int) -> tuple[Tensor, Tensor, Tensor]:
+    k = _kernels()
+    dx = k.conv_forward(dy, weight, None, dilation, transpose=True)
+    dw = k.conv_weight_grad(x, dy, dilation, weight.shape[2]).to(weight.dtype)
+    db = dy.sum((0, 1), dtype=torch.float32).to(weight.dtype)
+    return dx, dw, db
+
+
+@_conv_bwd_op.register_fake
+def _conv_bwd_fake(dy: Tensor, x: Tensor, weight: Tensor, dilation: int) -> tuple[Tensor, Tensor, Tensor]:
+    return torch.empty_like(x), torch.empty_like(weight), weight.new_empty(weight.shape[0])
+
+
+def _conv_setup(ctx, inputs, output) -> None:  # noqa: ANN001
+    x, weight, bias, dilation = inputs
+    ctx.save_for_backward(x, weight)
+    ctx.dilation = dilation
+    ctx.has_bias = bias is not None
+
+
+def _conv_backward(ctx, dy: Tensor):  # noqa: ANN001, ANN202
+    x, weight = ctx.saved_tensors
+    dx, dw, db = _conv_bwd_op(dy, x, weight, ctx.dilation)
+    return dx, dw, (db if ctx.has_bias else None), None
+
+
+_conv_op.register_autograd(_conv_backward, setup_context=_conv_setup)
+
+
+def conv_flops(x_shape: Sequence[int], w_shape: Sequence[int]) -> int:
+    """Forward FLOPs of one dilated causal conv: 2 · B · T · C_out · C_in · K."""
+    B, T = x_shape[0], x_shape[1]
+    c_out, c_in, k = w_shape
+    return 2 * B * T * c_out * c_in * k
+
+
+@register_flop_formula(torch.ops.fuzzytok.dilated_causal_conv)
+def _conv_flop(x_shape, w_shape, bias_shape, dilation, out_shape=None, **kwargs) -> int:  # noqa: ANN001
+    return conv_flops(x_shape, w_shape)
+
+
+@register_flop_formula(torch.ops.fuzzytok.dilated_causal_conv_backward)
+def _conv_bwd_flop(dy_shape, x_shape, w_shape, dilation, out_shape=None, **kwargs) -> int:  # noqa: ANN001
+    return 2 * conv_flops(x_shape, w_shape)
+
+
+# -- conv_block ----------------------------------------------------------------------------------
+
+
+def _layer_bias(bias: Tensor | None, i: int) -> Tensor | None:
+    return None if bias is None else bias[i]
+
+
+@torch.library.custom_op("fuzzytok::conv_block", mutates_args=())
+def _block_op(
+    x: Tensor, weight: Tensor, bias: Tensor | None, dilations: list[int], activation: str, fused: bool
+) -> Tensor:
+    k = _kernels()
+    if fused and k.block_halo(dilations, weight.shape[3]) <= k.MAX_BLOCK_HALO:
+        return k.block_forward(x, weight, bias, dilations, activation)
+    h = x
+    for i, d in enumerate(dilations):
+        h = k.conv_forward(h, weight[i], _layer_bias(bias, i), d, mode=k.MODE_LAYER, act=activation, res=h)
+    return h
+
+
+@_block_op.register_fake
+def _block_fake(
+    x: Tensor, weight: Tensor, bias: Tensor | None, dilations: list[int], activation: str, fused: bool
+) -> Tensor:
+    return torch.empty_like(x)
+
+
+@torch.library.custom_op("fuzzytok::conv_block_backward", mutates_args=())
+def _block_bwd_op(
+    dy: Tensor, x: Tensor, weight: Tensor, bias: Tensor | None, dilations: list[int], activation: str
+) -> tuple[Tensor, Tensor, Tensor]:
+    k = _kernels()
+    L = len(dilations)
+    # Recompute the block's inputs to each layer (never stored by the forward).
+    hs = [x.contiguous()]
+    for i in range(L - 1):
+        hs.append(k.conv_forward(hs[i], weight[i], _layer_bias(bias, i), dilations[i],
+                                 mode=k.MODE_LAYER, act=activation, res=hs[i]))
+    dws: list[Tensor] = [x] * L
+    dbs: list[Tensor] = [x] * L
+    grad = dy.contiguous()
+    for i in reversed(range(L)):
+        d = dilations[i]
+        # g = dL/dz at the pre-activation z = conv(h) + b: recompute z, multiply by act'(z).
+        g = k.conv_forward(hs[i], weight[i], _layer_bias(bias, i), d, mode=k.MODE_ACTGRAD,
+                           act=activation, res=grad)
+        dws[i] = k.conv_weight_grad(hs[i], g, d, weight.shape[3])
+        dbs[i] = g.sum((0, 1), dtype=torch.float32)
+        # dL/dh = grad (residual path) + convᵀ(g).
+        grad = k.conv_forward(g, weight[i], None, d, mode=k.MODE_ADD, res=grad, transpose=True)
+    return grad, torch.stack(dws).to(weight.dtype), torch.stack(dbs).to(weight.dtype)
+
+
+@_block_bwd_op.register_fake
+def _block_bwd_fake(
+    dy: Tensor, x: Tensor, weight: Tensor, bias: Tensor | None, dilations: list[int], activation: str
+) -> tuple[Tensor, Tensor, Tensor]:
+    return torch.empty_like(x), torch.empty_like(weight), weight.new_empty(weight.shape[0], weight.shape[1])
+
+
+def _block_setup(ctx, inputs, output) -> None:  # noqa: ANN001
+    x, weight, bias, dilations, activation, fused = inputs
+    ctx.save_for_backward(x, weight, bias)
+    ctx.dilations = dilations
+    ctx.activation = activation
+
+
+def _block_backward(ctx, dy: Tensor):  # noqa: ANN001, ANN202
+    x, weight, bias = ctx.saved_tensors
+    dx, dw, db = _block_bwd_op(dy, x, weight, bias, ctx.dilations, ctx.activation)
+    return dx, dw, (db if bias is not None else None), None, None, None
+
+
+_block_op.register_autograd(_block_backward, setup_context=_block_setup)
+
+
+def block_flops(x_shape: Sequence[int], w_shape: Sequence[int]) -> int:
+    """Forward FLOPs of a block: L convolutions C×C×K over B·T rows."""
+    L, c_out, c_in, k = w_shape
+    return L * conv_flops(x_shape, (c_out, c_in, k))
+
+
+@register_flop_formula(torch.ops.fuzzytok.conv_block)
+def _block_flop(x_shape, w_shape, bias_shape, dilations, activation, fused, out_shape=None, **kwargs) -> int:  # noqa: ANN001
+    return block_flops(x_shape, w_shape)
+
+
+@register_flop_formula(torch.ops.fuzzytok.conv_block_backward)
+def _block_bwd_flop(dy_shape, x_shape, w_shape, bias_shape, dilations, activation, out_shape=None, **kwargs) -> int:  # noqa: ANN001
+    return 2 * block_flops(x_shape, w_shape)
+
+
+# -- public entry points ---------------------------------------------------------------------------
+
+
+def use_triton(impl: Impl, x: Tensor) -> bool:
+    """auto → Triton on CUDA tensors only; triton/torch force the path."""
+    if impl not in ("auto", "triton", "torch"):
+        raise ValueError(f"impl: unknown value {impl!r} (expected auto, triton or torch)")
+    return impl == "triton" or (impl == "auto" and x.is_cuda)
+
+
+def dilated_causal_conv(
+    x: Tensor, weight: Tensor, bias: Tensor | None = None, dilation: int = 1, *, impl: Impl = "auto"
+) -> Tensor:
+    """Causal dilated conv: x (B, T, C_in), weight (C_out, C_in, K), bias (C_out,) → (B, T, C_out).
+
+    y[t] = b + Σ_k W[:, :, k] · x[t − (K−1−k)·d], zeros before the start. Differentiable on both paths.
+    """
+    if dilation < 1 or weight.dim() != 3 or weight.shape[2] < 1:
+        raise ValueError(f"dilated_causal_conv: need dilation >= 1 and weight (C_out, C_in, K >= 1); "
+                         f"got dilation={dilation}, weight {tuple(weight.shape)}")
+    if use_triton(impl, x):
+        return torch.ops.fuzzytok.dilated_causal_conv(x, weight, bias, int(dilation))
+    return dilated_causal_conv_ref(x, weight, bias, dilation)
+
+
+def conv_block(
+    x: Tensor,
+    weight: Tensor,
+    bias: Tensor | None,
+    dilations: Sequence[int],
+    activation: str,
+    *,
+    impl: Impl = "auto",
+    fused: bool = True,
+) -> Tensor:
+    """Residual block: for each dilation d_l, h ← h + act(conv_{d_l}(h) + b_l). x (B, T, C) → (B, T, C).
+
+    weight (L, C, C, K), bias (L, C) or None. ``fused`` (Triton path): all layers in one launch.
+    """
+    if weight.dim() != 4 or weight.shape[0] != len(dilations) or weight.shape[1] != weight.shape[2]:
+        raise ValueError(f"conv_block: weight must be (L, C, C, K) with L = len(dilations) = {len(dilations)}; "
+                         f"got {tuple(weight.shape)}")
+    if use_triton(impl, x):
+        return torch.ops.fuzzytok.conv_block(x, weight, bias, [int(d) for d in dilations], activation, fused)
+    return conv_block_ref(x, weight, bias, dilations, activation)

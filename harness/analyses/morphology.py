@@ -1,0 +1,329 @@
+"""``morphology``: per-word buckets of the scored bytes by how a word relates to its morphs.
+
+Words are ``perturbations.morphology.WORD_RE`` matches (a letter, then letters and combining
+marks); words of scripts written without spaces (Han, Kana, Thai, Lao, Khmer, Myanmar, Tibetan)
+are skipped. A word's NLL is the sum of its bytes' NLL (nats; the preceding space is not part of
+the word). Every word falls in one bucket of each family:
+
+* ``bpe:single`` — the word is one BPE token; ``bpe:aligned`` — several tokens, and every token
+  boundary inside the word is a morph boundary; ``bpe:crossing`` — some token boundary falls inside
+  a morph. The BPE is the suite's ``bpe`` encoder's tokenizer (the same boundaries for every
+  encoder, so the buckets hold the same words for all of them), else a byte-level BPE of
+  ``bpe_vocab`` tokens trained here with the ``tokenizers`` library on the training documents.
+* ``seen:form`` — the lowercase surface form occurs in the training documents; ``seen:stem`` —
+  not the form, but its stem (its longest morph) is the stem of one of the ``max_types`` most
+  frequent training word types; ``seen:none`` — neither.
+* ``morphs:1`` … ``morphs:4+`` — number of morphs.
+
+Morphs come from a Morfessor Baseline model per language, trained (offline, seconds) on the
+``max_types`` most frequent word types of the training documents of that language when it has at
+least ``min_types`` types, else on the stems of the language's Hunspell dictionary (found in
+/usr/share/hunspell or the tokbench cache). A language with neither gets ``<family>:no-segmenter``
+buckets for the morph-based families.
+"""
+
+from __future__ import annotations
+
+import bisect
+import hashlib
+import re
+from collections import Counter, defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from harness.analyses.base import Analysis, BucketRow, register_analysis
+from harness.sources.base import Document
+from harness.sources.script import char_script
+from perturbations.morphology import (
+    WORD_RE,
+    MorfessorSegmenter,
+    Segmenter,
+    find_hunspell,
+    hunspell_stems,
+)
+
+NO_SPACE_SCRIPTS = frozenset({"Hani", "Hira", "Kana", "Thai", "Laoo", "Khmr", "Mymr", "Tibt"})
+FAMILIES = ("bpe", "seen", "morphs")
+
+
+def _utf8_len(ch: str) -> int:
+    """Bytes of one character in ``scored`` (a lone surrogate from surrogateescape is 1 byte)."""
+    o = ord(ch)
+    if o < 0x80 or 0xDC80 <= o <= 0xDCFF:
+        return 1
+    return 2 if o < 0x800 else 3 if o < 0x10000 else 4
+
+
+def stem_of(morphs: Sequence[str]) -> str:
+    """The longest morph (the first of equally long ones): a language-independent stand-in for
+    the root, since Morfessor does not label morph types."""
+    return max(morphs, key=len)
+
+
+def word_buckets(word: str, morphs: Sequence[str] | None, bpe_cuts: Sequence[int] | None,
+                 seen_forms: set[str] | frozenset[str], seen_stems: set[str] | frozenset[str] | None,
+                 families: Sequence[str] = FAMILIES) -> list[str]:
+    """Buckets of one word (see the module docstring).
+
+    word: the surface form; morphs: its lowercase morphs (concatenating to ``word.lower()``) or
+    None without a segmenter; bpe_cuts: BPE token boundaries strictly inside the word, in bytes
+    from the word's first byte, or None without a tokenizer; seen_forms: lowercase training word
+    types; seen_stems: stems of training types (None without a segmenter)."""
+    low = word.lower()
+    out = []
+    for fam in families:
+        if fam == "bpe":
+            if bpe_cuts is None:
+                continue
+            if morphs is None:
+                out.append("bpe:no-segmenter")
+            elif not bpe_cuts:
+                out.append("bpe:single")
+            else:
+                pos, morph_cuts = 0, set()
+                for m in morphs[:-1]:
+                    pos += len(m.encode("utf-8"))
+                    morph_cuts.add(pos)
+                out.append("bpe:aligned" if set(bpe_cuts) <= morph_cuts else "bpe:crossing")
+        elif fam == "seen":
+            if low in seen_forms:
+                out.append("seen:form")
+            elif morphs is None or seen_stems is None:
+                out.append("seen:no-segmenter")
+            else:
+                out.append("seen:stem" if stem_of(morphs) in seen_stems else "seen:none")
+        elif fam == "morphs":
+            out.append("morphs:no-segmenter" if morphs is None
+                       else f"morphs:{len(morphs)}" if len(morphs) < 4 else "morphs:4+")
+        else:
+            raise ValueError(f"morphology analysis: unknown family {fam!r} (known: {FAMILIES})")
+    return out
+
+
+class _OwnBpe:
+    """Byte-level BPE trained with the ``tokenizers`` library, exposing the suite tokenizer's
+    ``encode_with_offsets(bytes) -> (ids, [(start, end) byte spans])``."""
+
+    def __init__(self, texts: Sequence[str], vocab_size: int) -> None:
+        from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+
+        tok = Tokenizer(models.BPE())
+        tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+        trainer = trainers.BpeTrainer(vocab_size=vocab_size, show_progress=False,
+                                      initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+        tok.train_from_iterator(texts, trainer)
+        self.tok = tok
+
+    def encode_with_offsets(self, data: bytes) -> tuple[list[int], list[tuple[int, int]]]:
+        # The byte-level pre-tokenizer maps each byte to one character, so a token's byte length
+        # is its string length. Invalid UTF-8 bytes (lone surrogates after surrogateescape) cannot
+        # be given to `tokenizers`: each becomes a one-byte span of its own (id -1).
+        text = data.decode("utf-8", errors="surrogateescape")
+        ids: list[int] = []
+        spans: list[tuple[int, int]] = []
+        pos = 0
+        for part in _SURROGATES.split(text):
+            if not part:
+                continue
+            if _SURROGATES.fullmatch(part):
+                for _ in part:
+                    ids.append(-1)
+                    spans.append((pos, pos + 1))
+                    pos += 1
+                continue
+            enc = self.tok.encode(part)
+            for i, t in zip(enc.ids, enc.tokens):
+                ids.append(i)
+                spans.append((pos, pos + len(t)))
+                pos += len(t)
+        return ids, spans
+
+
+_SURROGATES = re.compile("([\udc80-\udcff]+)")
+
+
+def _find_bpe(encoders: dict[str, Any], label: str | None) -> tuple[str, Any] | None:
+    """(label, tokenizer) of the suite's BPE encoder: the encoder named ``label``, else the first
+    (by label) registered as ``bpe``. The tokenizer is the object with ``encode_with_offsets``:
+    the encoder's ``tokenizer`` attribute (encoders.bpe.BpeTokenizer) or the encoder itself."""
+    for lab in sorted(encoders):
+        enc = encoders[lab]
+        if label is not None and lab != label:
+            continue
+        if label is None and getattr(enc, "registry_name", "") != "bpe" and not lab.startswith("bpe"):
+            continue
+        for obj in (getattr(enc, "tokenizer", None), enc):
+            if obj is not None and callable(getattr(obj, "encode_with_offsets", None)):
+                return lab, obj
+    if label is not None:
+        raise ValueError(f"morphology analysis: bpe_encoder {label!r} is not a trained encoder "
+                         f"with a tokenizer (encoders: {sorted(encoders)})")
+    return None
+
+
+def _lang(doc: Document) -> str:
+    return (doc.language or "und").split("-")[0].lower()
+
+
+@register_analysis("morphology")
+@dataclass(frozen=True, kw_only=True)
+class MorphologyAnalysis(Analysis):
+    """Per-word morphology buckets (module docstring).
+
+    families: which bucket families to report (``bpe``, ``seen``, ``morphs``).
+    max_types: word types a Morfessor model trains on (5000 types: 5–15 s on one core).
+    min_types: a language with fewer training types uses its Hunspell stems instead.
+    bpe_encoder: label of the encoder whose tokenizer defines BPE boundaries (None = the first
+    ``bpe`` encoder of the suite; without one, a BPE of ``bpe_vocab`` tokens is trained here on at
+    most ``bpe_train_bytes`` of training text). seed: Morfessor's shuffling seed."""
+
+    families: tuple[str, ...] = FAMILIES
+    max_types: int = 5000
+    min_types: int = 500
+    bpe_encoder: str | None = None
+    bpe_vocab: int = 4096
+    bpe_train_bytes: int = 5_000_000
+    seed: int = 0
+
+    if TYPE_CHECKING:
+        _state: dict[str, Any]
+
+    def __post_init__(self) -> None:
+        # Fitted state (segmenters, tokenizer, training vocabulary) is not a config field: fields
+        # are the YAML parameters and go to run.json.
+        object.__setattr__(self, "_state", {})
+        bad = [f for f in self.families if f not in FAMILIES]
+        if bad:
+            raise ValueError(f"morphology analysis: unknown families {bad} (known: {list(FAMILIES)})")
+
+    # -- fit -------------------------------------------------------------------------------
+    def fit(self, train_docs: Sequence[Document], encoders: dict[str, Any]) -> None:
+        by_lang: dict[str, Counter[str]] = defaultdict(Counter)
+        texts = []
+        for d in train_docs:
+            text = d.data.decode("utf-8", errors="replace")
+            texts.append(text)
+            counts = by_lang[_lang(d)]
+            for m in WORD_RE.finditer(text):
+                w = m.group()
+                if char_script(w[0]) not in NO_SPACE_SCRIPTS:
+                    counts[w.lower()] += 1
+        total: Counter[str] = Counter()
+        for c in by_lang.values():
+            total.update(c)
+        st = self._state
+        st["seen_forms"] = frozenset(total)
+        st["top_types"] = sorted(total, key=lambda w: (-total[w], w))[: self.max_types]
+        st["by_lang"] = dict(by_lang)
+        st["segmenters"] = {}
+        st["seen_stems"] = {}
+        st["bpe"] = None
+        if "bpe" in self.families:
+            found = _find_bpe(encoders, self.bpe_encoder)
+            if found is not None:
+                st["bpe_source"], st["bpe"] = found
+            else:
+                sample, size = [], 0
+                for t in texts:
+                    if size >= self.bpe_train_bytes:
+                        break
+                    sample.append(t)
+                    size += len(t.encode("utf-8"))
+                st["bpe"] = _OwnBpe(sample, self.bpe_vocab)
+                st["bpe_source"] = f"tokenizers-bpe-{self.bpe_vocab}"
+
+    def set_segmenter(self, lang: str, segmenter: Segmenter | None) -> None:
+        """Use ``segmenter`` for documents of ``lang`` (tests; or a custom segmenter)."""
+        self._state.setdefault("segmenters", {})[lang] = segmenter
+        self._state.setdefault("seen_stems", {}).pop(lang, None)
+
+    def segmenter(self, lang: str) -> Segmenter | None:
+        """The language's segmenter, trained on first use (see the class docstring)."""
+        segs = self._state.setdefault("segmenters", {})
+        if lang not in segs:
+            counts = self._state.get("by_lang", {}).get(lang, Counter())
+            seg: Segmenter | None = None
+            if len(counts) >= self.min_types:
+                seg = MorfessorSegmenter.train(counts.elements(), self.max_types, self.seed)
+            else:
+                dic = find_hunspell(lang) if lang != "und" else None
+                if dic is not None:
+                    stems = [s.lower() for s in hunspell_stems(dic)]
+                    step = max(1, len(stems) // self.max_types)  # an even sample of the a–z list
+                    seg = MorfessorSegmenter.train(stems[::step], self.max_types, self.seed)
+            segs[lang] = seg
+        return segs[lang]
+
+    def _seen_stems(self, lang: str, seg: Segmenter) -> frozenset[str]:
+        stems = self._state.setdefault("seen_stems", {})
+        if lang not in stems:
+            stems[lang] = frozenset(stem_of(seg.segment(w)) for w in self._state.get("top_types", ()))
+        return stems[lang]
+
+    def describe(self) -> dict[str, Any]:
+        """Facts for run.json: which BPE defined the boundaries, segmenters per language."""
+        st = self._state
+        return {"bpe_source": st.get("bpe_source"),
+                "segmenters": {k: type(v).__name__ if v else None
+                               for k, v in st.get("segmenters", {}).items()}}
+
+    # -- rows ------------------------------------------------------------------------------
+    def word_table(self, lang: str, scored: bytes) -> list[tuple[int, int, tuple[str, ...]]]:
+        """(start byte, end byte, buckets) of every word of ``scored``. It depends on the text
+        only, not on the encoder, so it is cached (the harness scores the same text once per
+        encoder and mode)."""
+        st = self._state
+        cache: dict[tuple[str, bytes], list[tuple[int, int, tuple[str, ...]]]] = st.setdefault(
+            "tables", {})
+        key = (lang, hashlib.sha1(scored).digest())
+        if key in cache:
+            return cache[key]
+        seg = self.segmenter(lang)
+        seen_stems = self._seen_stems(lang, seg) if seg is not None else None
+        seen_forms = st.get("seen_forms", frozenset())
+        bpe = st.get("bpe")
+        starts: list[int] | None = None
+        if bpe is not None and "bpe" in self.families:
+            _, spans = bpe.encode_with_offsets(scored)
+            starts = sorted({s for s, _ in spans})
+        text = scored.decode("utf-8", errors="surrogateescape")
+        byte_at = np.concatenate([[0], np.cumsum([_utf8_len(c) for c in text])]).astype(np.int64)
+        table = []
+        for m in WORD_RE.finditer(text):
+            w = m.group()
+            if char_script(w[0]) in NO_SPACE_SCRIPTS:
+                continue
+            bs, be = int(byte_at[m.start()]), int(byte_at[m.end()])
+            low = w.lower()
+            morphs = None
+            if seg is not None:
+                morphs = seg.segment(low) if len(low.encode("utf-8", "surrogateescape")) == be - bs else [low]
+            cuts = None
+            if starts is not None:
+                lo, hi = bisect.bisect_right(starts, bs), bisect.bisect_left(starts, be)
+                cuts = [c - bs for c in starts[lo:hi]]
+            table.append((bs, be, tuple(word_buckets(w, morphs, cuts, seen_forms, seen_stems,
+                                                     self.families))))
+        if len(cache) >= 4096:  # bounded: eval sets are small, but never grow without limit
+            cache.pop(next(iter(cache)))
+        cache[key] = table
+        return table
+
+    def rows(self, doc: Document, scored: bytes, byte_nll: np.ndarray) -> list[BucketRow]:
+        if len(byte_nll) != len(scored):
+            raise ValueError(f"morphology analysis: doc {doc.id!r}: {len(byte_nll)} NLL values "
+                             f"for {len(scored)} scored bytes")
+        csum = np.concatenate([[0.0], np.cumsum(np.asarray(byte_nll, dtype=np.float64))])
+        acc: dict[str, list[float]] = defaultdict(lambda: [0, 0, 0.0])
+        for bs, be, buckets in self.word_table(_lang(doc), scored):
+            nll = float(csum[be] - csum[bs])
+            for b in buckets:
+                a = acc[b]
+                a[0] += 1
+                a[1] += be - bs
+                a[2] += nll
+        return [BucketRow(bucket=b, n_words=int(a[0]), n_bytes=int(a[1]), nll_nats=a[2])
+                for b, a in sorted(acc.items())]

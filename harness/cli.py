@@ -1,0 +1,281 @@
+"""``tokbench``: the command line.
+
+    tokbench run suites/smoke.yaml            # train every encoder, score every cell, write a report
+    tokbench run SUITE --set budget.lr=1e-3 --limit 20 --out runs/x
+    tokbench validate SUITE                   # check a suite, print the resolved config
+    tokbench ls encoders|perturbations|sources|analyses|suites
+    tokbench report RUN_DIR                   # re-render the report from results files only
+    tokbench compare RUN_A RUN_B --out DIR    # one report across runs
+    tokbench perturb typo.keyboard --severity 0.05 --severity 0.2 --text "Hello world"
+    tokbench sanity                           # causality / random-bytes / Markov-source probes
+    tokbench data prepare SUITE               # fetch and build every source a suite needs
+
+Bad input (a suite, a name, a value) is reported on one line with exit code 2, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+SUITES_DIR = Path(__file__).resolve().parent.parent / "suites"
+
+
+class UsageError(ValueError):
+    """A bad command-line value; reported on one line, exit code 2."""
+
+
+def find_suite(name: str) -> Path:
+    """A suite path as given, or a shipped suite by name (``smoke`` → suites/smoke.yaml)."""
+    p = Path(name)
+    if p.is_file():
+        return p
+    for cand in (SUITES_DIR / name, SUITES_DIR / f"{name}.yaml"):
+        if cand.is_file():
+            return cand
+    raise UsageError(f"suite file not found: {name}")
+
+
+def load(args: argparse.Namespace) -> Any:
+    from harness.config import load_suite
+
+    return load_suite(find_suite(args.suite), getattr(args, "set", None) or ())
+
+
+# ---------------------------------------------------------------------------------------------
+# commands
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from harness.run import Runner, RunOptions, summary_table
+
+    suite = load(args)
+    opts = RunOptions(out=Path(args.out) if args.out else None, device=args.device, limit=args.limit,
+                      report=not args.no_report, progress=not args.quiet)
+    if args.dry_run:
+        from harness.estimate import dry_run
+
+        print(dry_run(suite, opts))
+        return 0
+    if not args.no_prepare:
+        prepare_sources(suite)
+    t0 = time.perf_counter()
+    runner = Runner(suite, opts)
+    root = runner.run()
+    print(summary_table(runner.rows))
+    print(f"\nrun directory: {root}  ({time.perf_counter() - t0:.0f} s)")
+    if (root / "report.html").exists():
+        print(f"report:        {root / 'report.html'}")
+    return 0
+
+
+def prepare_sources(suite: Any) -> None:
+    """Let every source fetch/build what it needs (idempotent; no-op for local files)."""
+    from harness.run import default_cache_dir
+    from harness.sources.base import SourceContext
+
+    ctx = SourceContext(base_dir=Path(suite.path).resolve().parent, cache_dir=default_cache_dir(),
+                        log=lambda s: print(s, file=sys.stderr))
+    seen = set()
+    for spec in (suite.data.train, *suite.data.eval):
+        key = repr(spec.config)
+        if key not in seen:
+            seen.add(key)
+            spec.config.prepare(ctx)
+
+
+def cmd_data(args: argparse.Namespace) -> int:
+    suite = load(args)
+    prepare_sources(suite)
+    print(f"data for suite '{suite.name}' is ready")
+    return 0
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    import yaml
+
+    suite = load(args)
+    print(yaml.safe_dump(suite.raw, sort_keys=False, allow_unicode=True).rstrip())
+    n_cells = len(suite.encoders) * len(suite.data.eval) * (1 + len(suite.perturbations)) * len(suite.eval.modes)
+    print(f"\n# OK: suite '{suite.name}': {len(suite.encoders)} encoder(s) "
+          f"({', '.join(e.label for e in suite.encoders)}), {len(suite.seeds)} seed(s), "
+          f"{len(suite.data.eval)} eval set(s), {len(suite.perturbations)} perturbation cell(s), "
+          f"{n_cells * len(suite.seeds)} cells")
+    return 0
+
+
+def cmd_ls(args: argparse.Namespace) -> int:
+    import dataclasses
+    import inspect
+
+    from harness import plugins
+
+    what = args.what.rstrip("s") if args.what != "analyses" else "analysis"
+    if what == "suite":
+        for p in sorted(SUITES_DIR.glob("*.yaml")):
+            first = next((ln[1:].strip() for ln in p.read_text().splitlines() if ln.startswith("#")), "")
+            print(f"{p.stem:<16} {first}")
+        return 0
+    if what not in ("encoder", "perturbation", "source", "analysis"):
+        raise UsageError(f"ls: unknown kind {args.what!r}; use encoders, perturbations, sources, analyses or suites")
+    for name in plugins.known_names(what):  # type: ignore[arg-type]
+        try:
+            cls = plugins.resolve(what, name)  # type: ignore[arg-type]
+        except Exception as e:  # a broken plugin must not hide the others
+            print(f"{name:<24} (cannot load: {e})")
+            continue
+        target = cls.Config if what == "encoder" else cls
+        doc = (inspect.getdoc(cls) or "").split("\n\n")[0].replace("\n", " ")
+        print(f"{name:<24} {doc}")
+        if args.verbose or what == "perturbation":
+            for f in dataclasses.fields(target):
+                if f.name in ("lang",):
+                    continue
+                default = f.default if f.default is not dataclasses.MISSING else (
+                    f.default_factory() if f.default_factory is not dataclasses.MISSING else "required")
+                print(f"    {f.name}: {f.type} = {default!r}")
+    return 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from reports import render_run
+
+    run_dir = Path(args.run_dir)
+    if not (run_dir / "results.csv").exists():
+        raise UsageError(f"{run_dir}: no results.csv (not a finished tokbench run directory)")
+    print(render_run(run_dir, Path(args.out) if args.out else None))
+    return 0
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from reports import render_compare
+
+    dirs = [Path(d) for d in args.run_dirs]
+    for d in dirs:
+        if not (d / "results.csv").exists():
+            raise UsageError(f"{d}: no results.csv (not a finished tokbench run directory)")
+    print(render_compare(dirs, Path(args.out)))
+    return 0
+
+
+def cmd_perturb(args: argparse.Namespace) -> int:
+    from harness.preview import preview
+
+    if args.file:
+        text = Path(args.file).read_text(encoding="utf-8", errors="surrogateescape")
+    elif args.text is not None:
+        text = args.text
+    else:
+        text = "The quick brown fox jumps over the lazy dog. Tokenizer-free models read bytes."
+    params: dict[str, Any] = {}
+    import yaml
+
+    for kv in args.param or ():
+        k, sep, v = kv.partition("=")
+        if not sep:
+            raise UsageError(f"--param {kv!r}: expected key=value")
+        params[k] = yaml.safe_load(v)
+    sev = args.severity or [0.0, 0.05, 0.2]
+    print(preview(args.name, sev, text, args.seed, params))
+    return 0
+
+
+def cmd_sanity(args: argparse.Namespace) -> int:
+    from harness.sanity import run_sanity
+
+    ok = run_sanity(encoders=args.encoder or None, device=args.device, quick=args.quick)
+    return 0 if ok else 1
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="tokbench", description="Robustness evaluation of tokenizer-free language models.")
+    sub = p.add_subparsers(dest="cmd", required=True)
+
+    r = sub.add_parser("run", help="train and score a suite, write results and a report")
+    r.add_argument("suite")
+    r.add_argument("--out", help="run directory (default runs/<suite name>)")
+    r.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a suite key, e.g. budget.lr=1e-3")
+    r.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
+    r.add_argument("--limit", type=int, help="at most N documents per eval set")
+    r.add_argument("--dry-run", action="store_true", help="list models and cells with FLOPs and a time estimate")
+    r.add_argument("--no-report", action="store_true")
+    r.add_argument("--no-prepare", action="store_true", help="do not fetch/build data sources first")
+    r.add_argument("--quiet", action="store_true", help="no progress bars")
+    r.set_defaults(fn=cmd_run)
+
+    v = sub.add_parser("validate", help="check a suite and print it resolved")
+    v.add_argument("suite")
+    v.add_argument("--set", action="append", metavar="KEY=VALUE")
+    v.set_defaults(fn=cmd_validate)
+
+    ls = sub.add_parser("ls", help="list encoders, perturbations, sources, analyses or suites")
+    ls.add_argument("what", choices=["encoders", "perturbations", "sources", "analyses", "suites"])
+    ls.add_argument("-v", "--verbose", action="store_true", help="show parameters")
+    ls.set_defaults(fn=cmd_ls)
+
+    rep = sub.add_parser("report", help="re-render the report of a run directory")
+    rep.add_argument("run_dir")
+    rep.add_argument("--out", help="output directory (default: the run directory)")
+    rep.set_defaults(fn=cmd_report)
+
+    cmp_ = sub.add_parser("compare", help="one report across several run directories")
+    cmp_.add_argument("run_dirs", nargs="+")
+    cmp_.add_argument("--out", required=True)
+    cmp_.set_defaults(fn=cmd_compare)
+
+    pt = sub.add_parser("perturb", help="preview a perturbation at several severities")
+    pt.add_argument("name")
+    pt.add_argument("--severity", type=float, action="append")
+    g = pt.add_mutually_exclusive_group()
+    g.add_argument("--text")
+    g.add_argument("--file")
+    pt.add_argument("--seed", type=int, default=0)
+    pt.add_argument("--param", action="append", metavar="KEY=VALUE", help="a perturbation parameter")
+    pt.set_defaults(fn=cmd_perturb)
+
+    s = sub.add_parser("sanity", help="causality, random-bytes and Markov-source probes for every encoder")
+    s.add_argument("--encoder", action="append", help="only these encoders (default: all registered)")
+    s.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
+    s.add_argument("--quick", action="store_true", help="causality probe only")
+    s.set_defaults(fn=cmd_sanity)
+
+    d = sub.add_parser("data", help="data commands")
+    dsub = d.add_subparsers(dest="data_cmd", required=True)
+    dp = dsub.add_parser("prepare", help="fetch and build every source a suite needs")
+    dp.add_argument("suite")
+    dp.add_argument("--set", action="append", metavar="KEY=VALUE")
+    dp.set_defaults(fn=cmd_data)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.fn(args) or 0)
+    except BrokenPipeError:  # `tokbench ls ... | head`
+        sys.stderr.close()
+        return 0
+    except KeyboardInterrupt:
+        print("tokbench: interrupted; finished models and cells are kept — run the same command to resume",
+              file=sys.stderr)
+        return 130
+    except (ValueError, FileNotFoundError, KeyError) as e:
+        # ConfigError, PluginError and UsageError are ValueErrors: user input, not a bug.
+        if os.environ.get("TOKBENCH_DEBUG"):
+            raise
+        msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        if isinstance(e, FileNotFoundError) and e.filename:
+            msg = f"file not found: {e.filename}"
+        print(f"tokbench: error: {msg}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,66 @@
+"""``tokbench run --dry-run``: the models to train and the cells to score, with FLOPs and a time
+estimate, without training anything.
+
+FLOPs per byte come from each encoder's analytic count on a real training batch; the time per
+step is measured by running two training steps on the chosen device. Encoders with a fit stage
+(BPE merges, BLT entropy model) are measured before fitting, so their numbers are rough.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import torch
+
+from harness.data import training_windows
+from harness.run import CLEAN, Runner, RunOptions
+from harness.suite import Suite
+from harness.train import make_optimizer
+
+
+def dry_run(suite: Suite, opts: RunOptions) -> str:
+    runner = Runner(suite, opts)
+    train, evals = runner.load_data()
+    b = suite.budget
+    per_step = max(1, b.batch_bytes // b.context_bytes)
+    probe = list(training_windows(train.docs, per_step * b.context_bytes, b.context_bytes, suite.seeds[0]))
+    lines = [f"suite '{suite.name}': {len(suite.seeds)} seed(s) x {len(suite.encoders)} encoder(s) on "
+             f"{runner.device}; train part {train.n_bytes:,} bytes in {len(train.docs)} docs",
+             "", f"{'model':<24} {'params':>10} {'fwd FLOPs/byte':>15} {'train bytes':>12} {'train FLOPs':>12} {'est. time':>10}"]
+    total_s = 0.0
+    for spec in suite.encoders:
+        enc = runner.build(spec, suite.seeds[0]).to(runner.device)
+        batch = enc.collate(probe, [0] * len(probe))
+        fpb = enc.flops(batch) / max(1, batch.scored_bytes)
+        opt = make_optimizer(enc, b)
+        dt = _step_time(enc, batch.to(runner.device), opt)
+        steps = b.train_bytes / max(1, batch.scored_bytes)
+        est = dt * steps * len(suite.seeds)
+        total_s += est
+        params = sum(p.numel() for p in enc.parameters())
+        lines.append(f"{spec.label:<24} {params:>10,} {fpb:>15.3g} {b.train_bytes:>12,} {3 * fpb * b.train_bytes:>12.3g} {_fmt(est):>10}")
+    n_docs = sum(len(e.docs) for e in evals)
+    cells = len(suite.encoders) * len(suite.seeds) * len(evals) * (1 + len(suite.perturbations)) * len(suite.eval.modes)
+    lines += ["", f"cells to score: {cells} ({len(evals)} eval set(s), {n_docs} docs, "
+              f"{1 + len(suite.perturbations)} perturbation cells incl. '{CLEAN.id}', modes {', '.join(suite.eval.modes)})",
+              f"estimated training time: {_fmt(total_s)} (fit stages and scoring not included)"]
+    return "\n".join(lines)
+
+
+def _step_time(enc: Any, batch: Any, opt: torch.optim.Optimizer) -> float:
+    times = []
+    for _ in range(2):
+        t0 = time.perf_counter()
+        loss = enc(batch).nll.sum() / batch.scored_bytes
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        if batch.tensors and next(iter(batch.tensors.values())).is_cuda:
+            torch.cuda.synchronize()
+        times.append(time.perf_counter() - t0)
+    return min(times)
+
+
+def _fmt(s: float) -> str:
+    return f"{s:.0f} s" if s < 120 else f"{s / 60:.1f} min" if s < 7200 else f"{s / 3600:.1f} h"

@@ -1,0 +1,59 @@
+"""Applying a perturbation to one document: the per-document rng (HELM pattern) and ``apply``.
+
+The rng depends only on (suite seed, perturbation id, its params, document id), hashed with
+sha256 — never Python's salted ``hash()`` — so a document's perturbed text is the same whatever
+the document order, batching, thread or process:
+
+    random.Random(int.from_bytes(sha256(f"{seed}|{perturbation_id}|{params_json}|{doc_id}")[:8], "big"))
+
+``params_json`` is ``json.dumps(params, sort_keys=True, separators=(",", ":"), ensure_ascii=False)``
+(values that JSON cannot encode are written with ``str``), so key order never matters.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import random
+from typing import Any
+
+from perturbations.base import Perturbation
+
+
+def params_json(params: dict[str, Any]) -> str:
+    """Canonical JSON of a perturbation's parameters (sorted keys, no spaces)."""
+    return json.dumps(params, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+
+
+def rng_for(seed: int, perturbation_id: str, params: dict[str, Any], doc_id: str) -> random.Random:
+    """A fresh ``random.Random`` for one (seed, perturbation, params, document)."""
+    key = f"{seed}|{perturbation_id}|{params_json(params)}|{doc_id}".encode("utf-8", "surrogatepass")
+    return random.Random(int.from_bytes(hashlib.sha256(key).digest()[:8], "big"))
+
+
+def apply(
+    perturbation: Perturbation,
+    text: str,
+    seed: int,
+    perturbation_id: str,
+    params: dict[str, Any],
+    doc_id: str,
+    lang: str | None = None,
+) -> str:
+    """Perturb one document's text with its own rng; returns the perturbed text.
+
+    lang: the document's ISO 639 code when known; it overrides the instance's ``lang`` for this
+    call only (on a shallow copy, so the shared instance — and whatever ``fit`` stored in it — is
+    never mutated: safe from several threads). ``params`` should be the perturbation's resolved
+    fields without ``lang`` (severity included), as in ``PerturbationSpec.params``.
+    """
+    p = perturbation
+    if lang is not None and getattr(p, "lang", None) != lang:
+        p = copy.copy(perturbation)
+        object.__setattr__(p, "lang", lang)  # works for frozen dataclasses too
+    out = p.perturb(text, rng_for(seed, perturbation_id, params, doc_id))
+    if not isinstance(out, str):
+        name = getattr(type(perturbation), "registry_name", type(perturbation).__qualname__)
+        raise TypeError(f"perturbation {name!r} returned {type(out).__name__}, expected str")
+    return out

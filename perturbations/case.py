@@ -1,0 +1,60 @@
+"""Case noise: ``case.upper`` (whole words in capitals) and ``case.random`` (flipped letters)."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+from perturbations.base import Perturbation
+from perturbations.checks import check_fraction
+from perturbations.codepoints import (
+    CharTable,
+    apply_table,
+    from_codepoints,
+    numpy_rng,
+    to_codepoints,
+)
+from perturbations.registry import register
+from perturbations.wordsel import chosen_chars, replace_in_words
+
+# str.upper / str.swapcase per character; a few expand ('ß' -> 'SS'), which splice handles.
+UPPER = CharTable(func=lambda ch: (ch.upper(),))
+SWAPCASE = CharTable(func=lambda ch: (ch.swapcase(),))
+
+
+@register("case.upper")
+@dataclass(kw_only=True)
+class UpperCase(Perturbation):
+    """Words in capitals: 'the cat' -> 'THE cat' (BLT's "UpperCase" at severity 1).
+
+    severity: probability that each word (run of letters, digits and marks) is upper-cased, 0-1;
+    1 upper-cases the whole text. Scripts without case are unchanged.
+    """
+
+    def __post_init__(self) -> None:
+        check_fraction(self)
+
+    def perturb(self, text: str, rng: random.Random) -> str:
+        if self.severity <= 0 or not text:
+            return text
+        return from_codepoints(replace_in_words(to_codepoints(text), UPPER, self.severity, numpy_rng(rng)))
+
+
+@register("case.random")
+@dataclass(kw_only=True)
+class RandomCase(Perturbation):
+    """Random case flips: 'robust' -> 'roBuSt' (BLT's "RandomCase").
+
+    severity: probability that each cased letter has its case flipped, 0-1 (so the edit rate is
+    about severity times the share of cased letters in the text).
+    """
+
+    def __post_init__(self) -> None:
+        check_fraction(self)
+
+    def perturb(self, text: str, rng: random.Random) -> str:
+        if self.severity <= 0 or not text:
+            return text
+        gen = numpy_rng(rng)
+        cps = to_codepoints(text)
+        return from_codepoints(apply_table(cps, chosen_chars(cps, SWAPCASE, self.severity, gen), SWAPCASE, None))

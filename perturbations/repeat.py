@@ -1,0 +1,46 @@
+"""``repeat.chars``: characters typed several times ('sooo goood'), BLT's "Repeat" noise."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+import numpy as np
+
+from perturbations.base import Perturbation
+from perturbations.checks import check_fraction, check_int
+from perturbations.codepoints import from_codepoints, numpy_rng, splice, to_codepoints
+from perturbations.registry import register
+from perturbations.wordsel import ATTACHED, NON_SPACE, mask
+
+
+@register("repeat.chars")
+@dataclass(kw_only=True)
+class RepeatChars(Perturbation):
+    """Repeated characters: 'good' -> 'goood'.
+
+    severity: probability that each non-space character is repeated, 0-1. max_repeats: a chosen
+    character gets 1..max_repeats extra copies (uniform), so the expected edit rate is about
+    severity · (max_repeats + 1) / 2 times the share of non-space characters. Combining marks and
+    other attached characters are not repeated on their own.
+    """
+
+    max_repeats: int = 3
+
+    def __post_init__(self) -> None:
+        check_fraction(self)
+        check_int(self, "max_repeats", 1, 100)
+
+    def perturb(self, text: str, rng: random.Random) -> str:
+        if self.severity <= 0 or not text:
+            return text
+        gen = numpy_rng(rng)
+        cps = to_codepoints(text)
+        eligible = np.flatnonzero(mask(NON_SPACE, cps) & ~mask(ATTACHED, cps))
+        pos = eligible[gen.random(eligible.size) < self.severity]
+        if pos.size == 0:
+            return text
+        rep_len = 1 + gen.integers(1, self.max_repeats + 1, size=pos.size)
+        flat = np.repeat(cps[pos], rep_len)
+        rep_off = np.cumsum(rep_len) - rep_len
+        return from_codepoints(splice(cps, pos, rep_off, rep_len, flat))

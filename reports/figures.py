@@ -1,0 +1,301 @@
+"""Figures (matplotlib Agg + seaborn styling) from the computed tables; each returns a Figure.
+
+Non-Latin text stays mostly in the HTML (surprisal text); figure labels are eval-set names and
+ISO codes. Where a glyph does reach a figure, the font list below falls back to Noto faces when
+they are installed (matplotlib ≥ 3.6 tries every family of a list per glyph).
+"""
+
+from __future__ import annotations
+
+import io
+import math
+import warnings
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")  # headless: never needs a display
+
+import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.ticker  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+import seaborn as sns  # noqa: E402
+from matplotlib import font_manager  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
+
+from reports.load import CLEAN_ID  # noqa: E402
+from reports.tables import Tables  # noqa: E402
+
+FONT_FALLBACK = [
+    "DejaVu Sans",
+    "Noto Sans",
+    "Noto Sans CJK JP",
+    "Noto Sans Thai",
+    "Noto Sans Devanagari",
+    "Noto Sans Arabic",
+    "Noto Sans Hebrew",
+    "Noto Sans Georgian",
+    "Noto Sans Armenian",
+    "Noto Sans Ethiopic",
+]
+MODE_LABEL = {
+    "clean_target": "clean_target: BPB of the clean continuation after a perturbed prefix",
+    "full": "full: NLL of the perturbed text per clean byte (bpb_clean)",
+}
+
+
+def setup_style() -> None:
+    """Seaborn theme + a font list restricted to installed families (no findfont warnings)."""
+    sns.set_theme(context="notebook", style="whitegrid", font_scale=0.9)
+    installed = {f.name for f in font_manager.fontManager.ttflist}
+    fams = [f for f in FONT_FALLBACK if f in installed] or ["sans-serif"]
+    plt.rcParams.update({
+        "font.family": fams,
+        "svg.fonttype": "none",  # SVG keeps text as text (small files, selectable)
+        "figure.dpi": 100,
+        "savefig.dpi": 110,
+        "axes.titlesize": 10,
+        "axes.titleweight": "bold",
+    })
+
+
+def palette(encoders: list[str]) -> dict[str, Any]:
+    """One colour per encoder, the same in every figure and in the HTML legend."""
+    cols = sns.color_palette("colorblind", max(len(encoders), 3))
+    return {e: cols[i % len(cols)] for i, e in enumerate(encoders)}
+
+
+def to_png(fig: Figure) -> bytes:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")  # constrained layout already fits; "tight" would draw twice
+    return buf.getvalue()
+
+
+def to_svg(fig: Figure) -> bytes:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="svg", metadata={"Date": None})  # no date: reproducible files
+    return buf.getvalue()
+
+
+def _grid(n: int, ncols: int = 4, w: float = 3.3, h: float = 2.8) -> tuple[Figure, np.ndarray]:
+    ncols = max(1, min(ncols, n))
+    nrows = math.ceil(n / ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(w * ncols + 0.5, h * nrows + 0.6),
+                             squeeze=False, constrained_layout=True)
+    for ax in axes.flat[n:]:
+        ax.set_visible(False)
+    return fig, axes
+
+
+def severity_curves(t: Tables, mode: str, colors: dict[str, Any]) -> Figure | None:
+    """BPB vs severity, one panel per perturbation, one line per encoder, 95 % CI bands; the
+    clean baseline is the point at severity 0."""
+    g = t.groups[t.groups["mode"] == mode]
+    pids = [p for p in dict.fromkeys(g.perturbation_id) if p != CLEAN_ID]
+    if not pids:
+        return None
+    fig, axes = _grid(len(pids))
+    for ax, pid in zip(axes.flat, pids):
+        for enc in t.encoders:
+            p = g[(g.encoder == enc) & (g.perturbation_id == pid)].sort_values("severity")
+            if not len(p):
+                continue
+            c = g[(g.encoder == enc) & (g.perturbation_id == CLEAN_ID)]
+            x = np.r_[0.0, p.severity] if len(c) else p.severity.to_numpy()
+            y = np.r_[c.bpb.iloc[0], p.bpb] if len(c) else p.bpb.to_numpy()
+            lo = np.r_[c.ci_lo.iloc[0], p.ci_lo] if len(c) else p.ci_lo.to_numpy()
+            hi = np.r_[c.ci_hi.iloc[0], p.ci_hi] if len(c) else p.ci_hi.to_numpy()
+            ax.plot(x, y, marker="o", ms=4, lw=1.8, color=colors[enc], label=enc)
+            if np.isfinite(lo).any():
+                ax.fill_between(x, lo, hi, color=colors[enc], alpha=0.18, lw=0)
+        ax.set_title(pid)
+        ax.set_xlabel("severity")
+        ax.set_ylabel("bits per byte")
+    handles, labels = axes.flat[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside lower center", ncols=min(6, len(labels)),
+               frameon=False)
+    fig.suptitle(MODE_LABEL.get(mode, mode), fontsize=10)
+    return fig
+
+
+def delta_heatmap(t: Tables) -> Figure | None:
+    """ΔBPB at each perturbation's highest severity, encoder × perturbation, one panel per mode
+    (red = degradation; one colour scale across panels)."""
+    r = t.robustness
+    if not len(r):
+        return None
+    mats = []
+    for mode in t.modes:
+        rm = r[r["mode"] == mode]
+        if not len(rm):
+            continue
+        rm = rm.assign(col=rm.perturbation_id + " @" + rm.top_severity.map("{:g}".format))
+        m = rm.pivot_table(index="encoder", columns="col", values="delta_top", sort=False)
+        mats.append((mode, m.reindex([e for e in t.encoders if e in m.index])))
+    if not mats:
+        return None
+    ncol = max(m.shape[1] for _, m in mats)
+    nrow = max(m.shape[0] for _, m in mats)
+    w = max(4.2, 1.6 + 0.9 * ncol + 0.09 * max(len(e) for e in t.encoders))
+    h = 1.9 + 0.45 * nrow
+    stack = ncol * len(mats) > 12  # many perturbations: one panel per row, not side by side
+    shape = (len(mats), 1) if stack else (1, len(mats))
+    fig, axes = plt.subplots(*shape, figsize=(w, h * len(mats)) if stack else (w * len(mats), h),
+                             squeeze=False, constrained_layout=True)
+    vmax = max(float(np.nanmax(np.abs(m.to_numpy()))) for _, m in mats) or 1.0
+    for i, (ax, (mode, m)) in enumerate(zip(axes.flat, mats)):
+        with warnings.catch_warnings():  # seaborn 0.13 calls a soon-deprecated cmap.set_bad
+            warnings.simplefilter("ignore", PendingDeprecationWarning)
+            sns.heatmap(m, annot=True, fmt="+.2f", cmap="RdBu_r", center=0.0, vmin=-vmax,
+                        vmax=vmax, cbar=stack or i == len(mats) - 1, cbar_kws={"label": "ΔBPB (bits/byte)"},
+                        ax=ax, linewidths=0.5, annot_kws={"fontsize": 8})
+        ax.set_xlabel("perturbation @ highest severity")
+        ax.set_ylabel("")
+        ax.set_title(mode)
+        plt.setp(ax.get_xticklabels(), rotation=30, ha="right")
+        plt.setp(ax.get_yticklabels(), rotation=0)
+    return fig
+
+
+def _bars(df: pd.DataFrame, cat: str, labels: dict[str, str], encoders: list[str],
+          colors: dict[str, Any], ax: Any) -> None:
+    cats = list(dict.fromkeys(df[cat]))
+    n = len(encoders)
+    width = 0.8 / max(n, 1)
+    for i, enc in enumerate(encoders):
+        d = df[df.encoder == enc].set_index(cat).reindex(cats)
+        x = np.arange(len(cats)) + (i - (n - 1) / 2) * width
+        err = np.vstack([(d.bpb - d.ci_lo).to_numpy(), (d.ci_hi - d.bpb).to_numpy()])
+        yerr = np.where(np.isfinite(err), err, 0.0) if np.isfinite(err).any() else None
+        ax.bar(x, d.bpb, width, color=colors[enc], label=enc, yerr=yerr, capsize=2,
+               error_kw={"lw": 0.8})
+    ax.set_xticks(np.arange(len(cats)), [labels.get(c, c) for c in cats], rotation=20,
+                  ha="right")
+    ax.set_ylabel("clean bits per byte")
+
+
+def _legend_below(fig: Figure, ax: Any) -> None:
+    handles, labels = ax.get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside lower center", ncols=min(6, len(labels)),
+               frameon=False)
+
+
+def language_bars(t: Tables, colors: dict[str, Any]) -> Figure | None:
+    """Clean BPB per eval set (language, script) and per document script, with 95 % CIs."""
+    lang = t.languages
+    if not len(lang):
+        return None
+    show_scripts = len(t.scripts) and t.scripts.script.nunique() > 1
+    ncols = 2 if show_scripts else 1
+    fig, axes = plt.subplots(1, ncols, figsize=(5.5 * ncols, 3.4), squeeze=False,
+                             constrained_layout=True)
+    labels = {r.dataset: f"{r.dataset}\n({r.language or '?'}, {r.script or '?'})"
+              for r in lang.itertuples()}
+    _bars(lang, "dataset", labels, t.encoders, colors, axes[0, 0])
+    axes[0, 0].set_title("per eval set")
+    if show_scripts:
+        _bars(t.scripts, "script", {}, t.encoders, colors, axes[0, 1])
+        axes[0, 1].set_title("per document script (ISO 15924)")
+    _legend_below(fig, axes[0, 0])
+    return fig
+
+
+def bucket_bars(buckets: pd.DataFrame, encoders: list[str], colors: dict[str, Any]
+                ) -> Figure | None:
+    """BPB per per-word bucket (e.g. morphemes per word) on clean text, per analysis."""
+    if not len(buckets):
+        return None
+    b = buckets[buckets.perturbation_id == CLEAN_ID]
+    if "mode" in b.columns and (b["mode"] == "full").any():
+        b = b[b["mode"] == "full"]
+    if not len(b):
+        return None
+    analyses = list(dict.fromkeys(b.analysis)) or [""]
+    fig, axes = plt.subplots(1, len(analyses), figsize=(5.2 * len(analyses), 3.3),
+                             squeeze=False, constrained_layout=True)
+    for ax, an in zip(axes.flat, analyses):
+        d = b[b.analysis == an].groupby(["encoder", "bucket"], sort=False)[
+            ["nll_nats", "n_bytes"]].sum().reset_index()
+        d["bpb"] = d.nll_nats / (math.log(2) * d.n_bytes)
+        d["ci_lo"] = np.nan  # buckets.csv has no per-document rows: no CI
+        d["ci_hi"] = np.nan
+        _bars(d, "bucket", {}, [e for e in encoders if e in set(d.encoder)], colors, ax)
+        ax.set_title(an or "buckets")
+        ax.set_ylabel("bits per byte")
+    _legend_below(fig, axes.flat[0])
+    return fig
+
+
+def segment_hist(texts: list[dict[str, Any]], encoders: list[str]) -> Figure | None:
+    """Segment (token / patch) length distribution per encoder: clean text vs the most severe
+    perturbation's text, from samples that carry ``segments`` (full mode preferred)."""
+    rows = []
+    for s in texts:
+        segs = s.get("segments")
+        if not segs:
+            continue
+        rows += [(s["encoder"], s["perturbation_id"], float(s.get("severity") or 0.0),
+                  s.get("mode"), int(n)) for n in segs]
+    if not rows:
+        return None
+    df = pd.DataFrame(rows, columns=["encoder", "pid", "severity", "mode", "len"])
+    if (df["mode"] == "full").any():
+        df = df[df["mode"] == "full"]
+    df["text"] = np.where(df.pid == CLEAN_ID, "clean", "")
+    noisy = df[df.pid != CLEAN_ID]
+    if len(noisy):
+        top = noisy.groupby("pid").severity.transform("max")
+        df.loc[noisy.index[noisy.severity == top], "text"] = "noisy (highest severity)"
+    df = df[df.text != ""]
+    encs = [e for e in encoders if e in set(df.encoder)]
+    fig, axes = plt.subplots(1, len(encs), figsize=(3.6 * len(encs), 2.9), squeeze=False,
+                             constrained_layout=True)
+    for ax, enc in zip(axes.flat, encs):
+        d = df[df.encoder == enc]
+        hi = int(d.len.quantile(0.995)) + 1
+        sns.histplot(d, x="len", hue="text", stat="probability", common_norm=False,
+                     discrete=True, element="step", binrange=(1, max(2, hi)), ax=ax,
+                     palette={"clean": "#4c72b0", "noisy (highest severity)": "#dd8452"})
+        mean_c = d[d.text == "clean"].len.mean()
+        ax.set_title(f"{enc} (clean mean {mean_c:.2f} B)")
+        ax.set_xlabel("segment length (bytes)")
+    return fig
+
+
+def loss_curves(run: dict[str, Any], encoders: list[str], colors: dict[str, Any]
+                ) -> Figure | None:
+    """Training loss (nats/byte) against bytes seen, from run.json ``train.loss_curve``: a list
+    of [bytes, loss] pairs, of {"bytes", "loss"} objects, or of losses (x = step index)."""
+    encs = run.get("encoders") or {}
+    fig, ax = plt.subplots(figsize=(5.6, 3.0), constrained_layout=True)
+    drew = False
+    xlabel = "training bytes"
+    for enc in encoders:
+        curve = ((encs.get(enc) or {}).get("train") or {}).get("loss_curve")
+        if not curve:
+            continue
+        try:
+            if isinstance(curve[0], dict):
+                x = [float(p.get("bytes", i)) for i, p in enumerate(curve)]
+                y = [float(p["loss"]) for p in curve]
+            elif isinstance(curve[0], (list, tuple)):
+                x = [float(p[0]) for p in curve]
+                y = [float(p[1]) for p in curve]
+            else:
+                x = list(range(len(curve)))
+                y = [float(v) for v in curve]
+                xlabel = "logged step"
+        except (KeyError, TypeError, ValueError, IndexError):
+            continue
+        ax.plot(x, y, color=colors[enc], label=enc, lw=1.6)
+        drew = True
+    if not drew:
+        plt.close(fig)
+        return None
+    ax.set_xlabel(xlabel)
+    if xlabel == "training bytes":
+        ax.xaxis.set_major_formatter(matplotlib.ticker.EngFormatter(unit="B"))
+    ax.set_ylabel("train loss (nats/byte)")
+    ax.legend(frameon=False, fontsize=8)
+    return fig

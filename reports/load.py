@@ -1,0 +1,285 @@
+"""Read a run directory's results files (docs/ARCHITECTURE.md "Results files") into tables.
+
+Only ``results.csv`` is required. ``samples.jsonl`` (per-document NLL: confidence intervals,
+paired tests, surprisal text), ``buckets.csv`` (morphology) and ``run.json`` (efficiency,
+provenance) are optional; missing optional columns get neutral defaults so older or partial runs
+still render. Units as in the files: NLL in nats, sizes in UTF-8 bytes.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+LN2 = math.log(2.0)
+
+# A cell is identified by these keys (language/script are properties of the dataset).
+CELL_KEYS = ["encoder", "seed", "dataset", "perturbation_id", "severity", "mode"]
+STRING_COLUMNS = [
+    "encoder",
+    "encoder_name",
+    "dataset",
+    "language",
+    "script",
+    "perturbation",
+    "perturbation_id",
+    "mode",
+    "token_unit",
+    "fingerprint",
+]
+NUMERIC_COLUMNS = [
+    "seed",
+    "severity",
+    "n_docs",
+    "n_bytes",
+    "n_bytes_clean",
+    "nll_nats",
+    "bpb",
+    "bpb_clean",
+    "byte_ppl",
+    "word_ppl",
+    "token_ppl",
+    "n_tokens",
+    "n_segments",
+    "bytes_per_segment",
+    "n_words",
+    "edit_rate",
+]
+REQUIRED_RESULTS = ["encoder", "seed", "dataset", "perturbation_id", "mode", "n_bytes", "nll_nats"]
+MODES = ("clean_target", "full")  # order of preference for robustness summaries
+CLEAN_ID = "clean"
+# Sample fields kept as table columns; texts and per-byte lists are kept only for displayed samples.
+SAMPLE_SCALARS = CELL_KEYS + [
+    "doc_id",
+    "language",
+    "script",
+    "perturbation",
+    "nll_nats",
+    "n_bytes",
+    "n_bytes_clean",
+    "n_tokens",
+    "n_words",
+    "edit_rate",
+]
+
+
+@dataclass
+class RunData:
+    """One run (or several merged by ``merge_runs``).
+
+    results: one row per cell (results.csv) with ``metric_bytes`` added: the denominator used for
+        robustness (``n_bytes`` in clean_target mode, ``n_bytes_clean`` in full mode).
+    samples: one row per (cell, document) with the scalar fields; may be empty.
+    texts: the samples that carry ``scored_text`` + ``byte_nll`` (full dicts), for surprisal text.
+    buckets: buckets.csv or an empty frame. run: run.json or {} (several under ``runs`` if merged).
+    """
+
+    path: Path
+    results: pd.DataFrame
+    samples: pd.DataFrame
+    texts: list[dict[str, Any]] = field(default_factory=list)
+    buckets: pd.DataFrame = field(default_factory=pd.DataFrame)
+    run: dict[str, Any] = field(default_factory=dict)
+    runs: dict[str, dict[str, Any]] = field(default_factory=dict)  # run name -> run.json
+    warnings: list[str] = field(default_factory=list)
+
+
+def _numeric(df: pd.DataFrame, col: str, fname: str) -> pd.Series:
+    raw = df[col]
+    out = pd.to_numeric(raw.replace("", np.nan), errors="coerce")
+    bad = out.isna() & raw.notna() & (raw.astype(str).str.strip() != "")
+    if bad.any():
+        row = int(np.flatnonzero(bad.to_numpy())[0])
+        raise ValueError(f"{fname}: column {col!r} row {row + 2}: not a number: {raw.iloc[row]!r}")
+    return out.astype(float)
+
+
+def read_table(path: Path, required: list[str]) -> pd.DataFrame:
+    """Read a results CSV with every field as text first (so a language code ``na`` stays a
+    string), then convert the known numeric columns, naming the file/column/row on bad input."""
+    try:
+        df = pd.read_csv(path, dtype=str, keep_default_na=False)
+    except pd.errors.ParserError as e:
+        raise ValueError(f"{path}: not a valid CSV: {e}") from e
+    except pd.errors.EmptyDataError as e:
+        raise ValueError(f"{path}: empty file") from e
+    missing = [c for c in required if c not in df.columns]
+    if missing:
+        raise ValueError(f"{path}: missing column(s) {', '.join(missing)}")
+    for col in df.columns:
+        if col in NUMERIC_COLUMNS or col in ("n_words",):
+            df[col] = _numeric(df, col, str(path))
+    return df
+
+
+def _fill_results(df: pd.DataFrame, fname: str) -> pd.DataFrame:
+    df = df.copy()
+    for col in STRING_COLUMNS:
+        if col not in df.columns:
+            df[col] = ""
+    if (df["encoder_name"] == "").all():
+        df["encoder_name"] = df["encoder"]
+    df.loc[df["perturbation"] == "", "perturbation"] = df["perturbation_id"]
+    df["seed"] = df["seed"].astype(int)
+    if "severity" not in df.columns:
+        df["severity"] = 0.0
+    df["severity"] = df["severity"].fillna(0.0)
+    if "n_bytes_clean" not in df.columns:
+        df["n_bytes_clean"] = df["n_bytes"]
+    df["n_bytes_clean"] = df["n_bytes_clean"].fillna(df["n_bytes"])
+    for col in NUMERIC_COLUMNS:
+        if col not in df.columns:
+            df[col] = np.nan
+    bad_mode = ~df["mode"].isin(MODES)
+    if bad_mode.any():
+        raise ValueError(
+            f"{fname}: column 'mode' has {df['mode'][bad_mode].iloc[0]!r}; "
+            f"expected one of {', '.join(MODES)}"
+        )
+    if (df["n_bytes"] <= 0).any():
+        raise ValueError(f"{fname}: column 'n_bytes' must be > 0 in every row")
+    df["bpb"] = df["nll_nats"] / (LN2 * df["n_bytes"])
+    df["bpb_clean"] = df["nll_nats"] / (LN2 * df["n_bytes_clean"])
+    df["metric_bytes"] = np.where(df["mode"] == "full", df["n_bytes_clean"], df["n_bytes"])
+    df["family"] = df["perturbation"].str.split(".").str[0]
+    dup = df.duplicated(CELL_KEYS)
+    if dup.any():
+        key = df.loc[dup, CELL_KEYS].iloc[0].to_dict()
+        raise ValueError(f"{fname}: duplicate cell {key}")
+    return df
+
+
+def _read_samples(path: Path) -> tuple[pd.DataFrame, list[dict[str, Any]]]:
+    rows: list[dict[str, Any]] = []
+    texts: list[dict[str, Any]] = []
+    with path.open(encoding="utf-8") as f:
+        for lineno, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise ValueError(f"{path}: line {lineno}: invalid JSON ({e.msg})") from e
+            if not isinstance(obj, dict):
+                raise ValueError(f"{path}: line {lineno}: expected a JSON object")
+            missing = [k for k in ("encoder", "seed", "perturbation_id", "doc_id", "nll_nats",
+                                   "n_bytes", "mode") if k not in obj]
+            if missing:
+                raise ValueError(f"{path}: line {lineno}: missing key(s) {', '.join(missing)}")
+            rows.append({k: obj.get(k) for k in SAMPLE_SCALARS})
+            if obj.get("scored_text") is not None and obj.get("byte_nll") is not None:
+                texts.append(obj)
+    cols = SAMPLE_SCALARS
+    df = pd.DataFrame(rows, columns=cols)
+    if len(df):
+        for col in ("dataset", "language", "script", "perturbation", "doc_id"):
+            df[col] = df[col].fillna("").astype(str)
+        df["seed"] = df["seed"].astype(int)
+        df["severity"] = pd.to_numeric(df["severity"]).fillna(0.0).astype(float)
+        for col in ("nll_nats", "n_bytes", "n_bytes_clean", "n_tokens", "n_words", "edit_rate"):
+            df[col] = pd.to_numeric(df[col], errors="coerce").astype(float)
+        df["n_bytes_clean"] = df["n_bytes_clean"].fillna(df["n_bytes"])
+        df["metric_bytes"] = np.where(df["mode"] == "full", df["n_bytes_clean"], df["n_bytes"])
+    else:
+        df["metric_bytes"] = pd.Series(dtype=float)
+    return df, texts
+
+
+def load_run(run_dir: Path) -> RunData:
+    """Load a run directory. Raises ValueError naming the file and key on bad input."""
+    run_dir = Path(run_dir)
+    res_path = run_dir / "results.csv"
+    if not res_path.is_file():
+        raise ValueError(f"{res_path}: not found (is {run_dir} a tokbench run directory?)")
+    results = _fill_results(read_table(res_path, REQUIRED_RESULTS), str(res_path))
+    warnings: list[str] = []
+
+    samples_path = run_dir / "samples.jsonl"
+    if samples_path.is_file():
+        samples, texts = _read_samples(samples_path)
+    else:
+        samples, texts = _read_samples_empty()
+        warnings.append("samples.jsonl not found: no confidence intervals or paired tests.")
+    buckets = pd.DataFrame()
+    b_path = run_dir / "buckets.csv"
+    if b_path.is_file():
+        buckets = read_table(b_path, ["encoder", "bucket", "nll_nats", "n_bytes"])
+        for col in ("perturbation_id", "mode", "analysis", "dataset"):
+            if col not in buckets.columns:
+                buckets[col] = {"perturbation_id": CLEAN_ID, "mode": "full"}.get(col, "")
+        buckets["bpb"] = buckets["nll_nats"] / (LN2 * buckets["n_bytes"])
+
+    run: dict[str, Any] = {}
+    r_path = run_dir / "run.json"
+    if r_path.is_file():
+        try:
+            run = json.loads(r_path.read_text(encoding="utf-8"))
+        except json.JSONDecodeError as e:
+            raise ValueError(f"{r_path}: invalid JSON ({e.msg} at line {e.lineno})") from e
+        if not isinstance(run, dict):
+            raise ValueError(f"{r_path}: expected a JSON object")
+    else:
+        warnings.append("run.json not found: no efficiency table or provenance.")
+    name = _run_name(run_dir, run)
+    return RunData(run_dir, results, samples, texts, buckets, run, {name: run}, warnings)
+
+
+def _read_samples_empty() -> tuple[pd.DataFrame, list[dict[str, Any]]]:
+    df = pd.DataFrame(columns=SAMPLE_SCALARS + ["metric_bytes"])
+    return df, []
+
+
+def _run_name(run_dir: Path, run: dict[str, Any]) -> str:
+    return Path(run_dir).resolve().name or str(run_dir)
+
+
+def merge_runs(runs: list[RunData]) -> RunData:
+    """Merge runs for ``tokbench compare``: encoder labels become ``<run>/<label>`` so the same
+    encoder in two runs stays two lines; documents still pair by (seed, dataset, doc_id)."""
+    if not runs:
+        raise ValueError("compare: no run directories given")
+    names = [_run_name(r.path, r.run) for r in runs]
+    # Disambiguate equal directory names (e.g. a/run and b/run) by their parent.
+    if len(set(names)) < len(names):
+        names = [f"{r.path.resolve().parent.name}-{n}" for r, n in zip(runs, names)]
+    if len(set(names)) < len(names):
+        names = [f"{n}#{i + 1}" for i, n in enumerate(names)]
+    res, sam, buc, texts, warn = [], [], [], [], []
+    for name, r in zip(names, runs):
+        def relabel(df: pd.DataFrame, name: str = name) -> pd.DataFrame:
+            df = df.copy()
+            if "encoder" in df.columns and len(df):
+                df["encoder"] = name + "/" + df["encoder"].astype(str)
+            return df
+
+        res.append(relabel(r.results).assign(run=name))
+        sam.append(relabel(r.samples))
+        if len(r.buckets):
+            buc.append(relabel(r.buckets))
+        for t in r.texts:
+            texts.append({**t, "encoder": f"{name}/{t['encoder']}"})
+        warn += [f"{name}: {w}" for w in r.warnings]
+    run_objs = {n: r.run for n, r in zip(names, runs)}
+    encoders = {}
+    for n, r in run_objs.items():
+        for label, e in (r.get("encoders") or {}).items():
+            encoders[f"{n}/{label}"] = e
+    merged_run = {"encoders": encoders}
+    samples = pd.concat([s for s in sam if len(s)], ignore_index=True) if any(
+        len(s) for s in sam) else sam[0]
+    return RunData(
+        path=runs[0].path,
+        results=pd.concat(res, ignore_index=True),
+        samples=samples,
+        texts=texts,
+        buckets=pd.concat(buc, ignore_index=True) if buc else pd.DataFrame(),
+        run=merged_run,
+        runs=run_objs,
+        warnings=warn,
+    )

@@ -1,0 +1,564 @@
+"""Render a report (HTML + Markdown + figure files) from a run directory's results files.
+
+``render_run(run_dir)`` re-renders without recomputing any model output; ``render_compare``
+merges several runs (encoder labels prefixed by the run's directory name) into one report.
+The HTML is one self-contained file: inline CSS, figures as ``data:`` URIs, no scripts and no
+external requests; every piece of corpus text goes through Jinja2's autoescape.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as _dt
+import json
+import math
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import jinja2
+import markupsafe
+import pandas as pd
+
+from reports import load
+from reports.surprisal import BIN_LABELS, build_samples
+from reports.tables import Tables, compute_tables
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+# ----------------------------------------------------------------------------- formatting
+
+
+def _ok(x: Any) -> bool:
+    try:
+        return x is not None and not (isinstance(x, float) and math.isnan(x)) and not pd.isna(x)
+    except (TypeError, ValueError):
+        return True
+
+
+def f3(x: Any) -> str:
+    return f"{float(x):.3f}" if _ok(x) else "—"
+
+
+def fsign(x: Any) -> str:
+    return f"{float(x):+.3f}" if _ok(x) else "—"
+
+
+def fpct(x: Any) -> str:
+    return f"{100 * float(x):+.1f} %" if _ok(x) else "—"
+
+
+def fci(lo: Any, hi: Any, sign: bool = False) -> str:
+    if not (_ok(lo) and _ok(hi)):
+        return "—"
+    f = fsign if sign else f3
+    return f"[{f(lo)}, {f(hi)}]"
+
+
+def fp(p: Any) -> str:
+    if not _ok(p):
+        return "—"
+    p = float(p)
+    return "<0.001" if p < 0.001 else f"{p:.3f}"
+
+
+def fsi(x: Any, unit: str = "") -> str:
+    """1.2 M, 3.4 G … (decimal prefixes)."""
+    if not _ok(x):
+        return "—"
+    x = float(x)
+    for div, pre in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(x) >= div:
+            return f"{x / div:.3g} {pre}{unit}".rstrip()
+    return f"{x:.3g} {unit}".rstrip()
+
+
+def fbytes(x: Any) -> str:
+    if not _ok(x):
+        return "—"
+    x = float(x)
+    for div, pre in ((2**30, "GiB"), (2**20, "MiB"), (2**10, "KiB")):
+        if x >= div:
+            return f"{x / div:.3g} {pre}"
+    return f"{x:.0f} B"
+
+
+def fsev(x: Any) -> str:
+    return f"{float(x):g}" if _ok(x) else "—"
+
+
+# ----------------------------------------------------------------------------- tables
+
+
+@dataclass
+class Table:
+    """A table as display strings — rendered identically to HTML and Markdown."""
+
+    key: str
+    title: str
+    columns: list[str]
+    rows: list[list[str]]
+    note: str = ""
+    num_cols: set[int] = field(default_factory=set)  # right-aligned
+    collapsed: bool = False
+
+
+def _table(key: str, title: str, spec: Sequence[tuple[str, Callable[[Any], str], bool]],
+           df: pd.DataFrame, note: str = "", collapsed: bool = False) -> Table:
+    rows = [[fn(r) for _, fn, _ in spec] for r in df.itertuples(index=False)] if len(df) else []
+    return Table(key, title, [c for c, _, _ in spec], rows, note,
+                 {i for i, (_, _, num) in enumerate(spec) if num}, collapsed)
+
+
+def build_tables(t: Tables) -> dict[str, Table]:
+    seeds_note = (f"BPB pooled over {t.n_seeds} seeds; CI: hierarchical bootstrap (seeds, then "
+                  "documents); mean ± sd: across seeds." if t.n_seeds > 1 else
+                  "One seed: CI from a bootstrap over documents; no across-seed sd.")
+    out: dict[str, Table] = {}
+    v = t.verdict
+    out["verdict"] = _table("verdict", "Per encoder", [
+        ("encoder", lambda r: r.encoder, False),
+        (f"clean BPB ({t.level_mode}) [95 % CI]",
+         lambda r: f"{f3(r.clean_bpb)} {fci(r.clean_lo, r.clean_hi)}", True),
+        ("seeds: mean ± sd", lambda r: (f"{f3(r.seed_mean)} ± {f3(r.seed_sd)}"
+                                        if _ok(r.seed_sd) else "—"), True),
+        (f"mean ΔBPB ({t.primary_mode})", lambda r: fsign(r.mean_delta), True),
+        ("rel.", lambda r: fpct(r.mean_rel), True),
+        ("ΔBPB / +10 % edits", lambda r: fsign(r.mean_slope / 10
+                                                if _ok(r.mean_slope) else None), True),
+        ("worst case", lambda r: (f"{fsign(r.worst_delta)} ({r.worst})" if r.worst else "—"),
+         True),
+        ("FLOPs/byte", lambda r: fsi(r.flops_per_byte), True),
+        ("params", lambda r: fsi(r.params), True),
+    ], v, note=f"Lower BPB is better; ΔBPB > 0 is degradation. Robustness columns use "
+               f"{t.primary_mode} mode at each perturbation's highest severity. {seeds_note}")
+
+    rob = _ordered(t, t.robustness, ["mode", "perturbation_id", "encoder"])
+    out["robustness"] = _table("robustness", "Robustness per perturbation", [
+        ("mode", lambda r: r.mode, False),
+        ("perturbation", lambda r: r.perturbation_id, False),
+        ("encoder", lambda r: r.encoder, False),
+        ("clean BPB", lambda r: f3(r.clean), True),
+        ("top severity", lambda r: fsev(r.top_severity), True),
+        ("edit rate", lambda r: fpct(r.edit_rate_top).lstrip("+"), True),
+        ("ΔBPB", lambda r: fsign(r.delta_top), True),
+        ("95 % CI", lambda r: fci(r.delta_top_lo, r.delta_top_hi, True), True),
+        ("rel.", lambda r: fpct(r.rel_top), True),
+        ("slope / +10 % edits", lambda r: fsign(r.slope / 10 if _ok(r.slope) else None), True),
+        ("ΔBPB by severity", lambda r: r.curve, False),
+    ], rob, note="ΔBPB = BPB(perturbed) − BPB(clean) on the same eval sets and seeds; the CI is a "
+                 "paired bootstrap over documents (perturbed and clean NLL of a document drawn "
+                 "together). Slope: least-squares slope of BPB on measured character edit rate, "
+                 "clean point included.", collapsed=len(rob) > 40)
+    fam = _ordered(t, t.families, ["mode", "family", "encoder"])
+    out["families"] = _table("families", "Robustness per perturbation family", [
+        ("mode", lambda r: r.mode, False),
+        ("family", lambda r: r.family, False),
+        ("encoder", lambda r: r.encoder, False),
+        ("perturbations", lambda r: str(r.n_perturbations), True),
+        ("mean ΔBPB", lambda r: fsign(r.mean_delta), True),
+        ("mean rel.", lambda r: fpct(r.mean_rel), True),
+        ("mean slope / +10 %", lambda r: fsign(r.mean_slope / 10 if _ok(r.mean_slope) else None),
+         True),
+        ("worst", lambda r: r.worst, False),
+        ("worst ΔBPB", lambda r: fsign(r.worst_delta), True),
+    ], fam)
+
+    cmp = _ordered(t, t.comparisons, ["mode"])
+    out["comparisons"] = _table("comparisons", "Paired comparisons", [
+        ("A", lambda r: r.a, False),
+        ("B", lambda r: r.b, False),
+        ("mode", lambda r: r.mode, False),
+        ("cell", lambda r: (r.perturbation_id if r.perturbation_id == load.CLEAN_ID
+                            else f"{r.perturbation_id} @ {fsev(r.severity)}"), False),
+        ("quantity", lambda r: r.quantity, False),
+        ("A", lambda r: fsign(r.value_a) if r.quantity != "BPB" else f3(r.value_a), True),
+        ("B", lambda r: fsign(r.value_b) if r.quantity != "BPB" else f3(r.value_b), True),
+        ("A − B", lambda r: fsign(r.diff), True),
+        ("95 % CI", lambda r: fci(r.ci_lo, r.ci_hi, True), True),
+        ("docs", lambda r: str(int(r.n_units)), True),
+        ("p (perm.)", lambda r: fp(r.p_perm), True),
+        ("p (Holm)", lambda r: fp(r.p_holm), True),
+        ("p (Wilcoxon)", lambda r: fp(r.p_wilcoxon), True),
+        ("agree", lambda r: {True: "yes", False: "no"}.get(r.wilcoxon_agrees, "—"), False),
+    ], cmp, note="Pairs are the same documents under the same seed. On clean cells the quantity "
+                 "is BPB; on perturbed cells it is ΔBPB, so A − B < 0 means A degrades less. "
+                 "CI: paired (hierarchical) bootstrap. p (perm.): two-sided byte-weighted "
+                 "sign-flip permutation test (exact for ≤ 14 documents, else Monte Carlo; when no random "
+                 "sign pattern reaches the observed statistic, the Hoeffding upper bound on the exact "
+                 "p). p (Holm): Holm-adjusted "
+                 "over every comparison in this report. Wilcoxon: signed-rank test on per-document "
+                 "BPB differences (unweighted); 'agree' = same decision at 0.05 as the permutation "
+                 "test.", collapsed=len(cmp) > 60)
+
+    out["languages"] = _wide(
+        "languages", "Clean BPB per eval set [95 % CI]", t.languages, "dataset",
+        [("language", lambda g: g.language.iloc[0] or "—"), ("script", lambda g: g.script.iloc[0]
+                                                            or "—")],
+        t.encoders, lambda r: f"{f3(r.bpb)} {fci(r.ci_lo, r.ci_hi)}",
+        note=f"{t.level_mode} mode; CI: bootstrap over the eval set's documents (and seeds).")
+    out["languages_delta"] = _wide(
+        "languages_delta", f"Mean ΔBPB per eval set ({t.primary_mode})", t.languages, "dataset",
+        [], t.encoders, lambda r: fsign(r.mean_delta),
+        note="Mean over perturbations of ΔBPB at each perturbation's highest severity.")
+    out["scripts"] = _wide(
+        "scripts", "Clean BPB per document script [95 % CI]", t.scripts, "script",
+        [("documents", lambda g: str(int(g.n_docs.max())))], t.encoders,
+        lambda r: f"{f3(r.bpb)} {fci(r.ci_lo, r.ci_hi)}",
+        note="Scripts of the documents themselves (ISO 15924), so a mixed set splits by script.")
+    out["pairs"] = _pair_summary(t)
+
+    out["efficiency"] = _table("efficiency", "Efficiency", [
+        ("encoder", lambda r: r.encoder, False),
+        ("name", lambda r: r.name, False),
+        ("params", lambda r: fsi(r.params_total), True),
+        ("embedding share", lambda r: fpct(r.embedding_share).lstrip("+"), True),
+        ("FLOPs/byte train", lambda r: fsi(r.flops_per_byte_train), True),
+        ("FLOPs/byte infer", lambda r: fsi(r.flops_per_byte_infer), True),
+        ("train bytes", lambda r: fsi(r.train_bytes, "B"), True),
+        ("train bytes/s", lambda r: fsi(r.bytes_per_s), True),
+        ("train time", lambda r: f"{r.train_seconds:.1f} s" if _ok(r.train_seconds) else "—",
+         True),
+        ("peak memory", lambda r: fbytes(r.peak_mem_bytes), True),
+        ("bytes / unit", lambda r: (f"{r.bytes_per_segment:.2f} ({r.token_unit or 'segment'})"
+                                    if _ok(r.bytes_per_segment) else "—"), True),
+    ], t.efficiency, note="From run.json; bytes per unit = mean bytes per segment (token, patch "
+                          "or byte) on clean text.")
+
+    g = _ordered(t, t.groups, ["mode", "perturbation_id", "severity", "encoder"])
+    out["cells"] = _table("cells", "All cell groups", [
+        ("mode", lambda r: r.mode, False),
+        ("perturbation", lambda r: r.perturbation_id, False),
+        ("severity", lambda r: fsev(r.severity), True),
+        ("encoder", lambda r: r.encoder, False),
+        ("BPB", lambda r: f3(r.bpb), True),
+        ("95 % CI", lambda r: fci(r.ci_lo, r.ci_hi), True),
+        ("mean ± sd (seeds)", lambda r: (f"{f3(r.seed_mean)} ± {f3(r.seed_sd)}"
+                                         if _ok(r.seed_sd) else f3(r.seed_mean)), True),
+        ("BPB per scored byte", lambda r: f3(r.bpb_scored), True),
+        ("ΔBPB", lambda r: fsign(r.delta), True),
+        ("ΔBPB 95 % CI", lambda r: fci(r.delta_lo, r.delta_hi, True), True),
+        ("edit rate", lambda r: fpct(r.edit_rate).lstrip("+"), True),
+        ("docs", lambda r: f"{r.n_docs:.0f}" if _ok(r.n_docs) else "—", True),
+    ], g, note="Pooled over eval sets and seeds. BPB is bpb in clean_target mode and bpb_clean "
+               "(NLL per clean byte) in full mode; 'BPB per scored byte' divides by the bytes "
+               "actually scored (the perturbed text in full mode).", collapsed=True)
+    return out
+
+
+def _wide(key: str, title: str, df: pd.DataFrame, row_key: str,
+          extra: list[tuple[str, Callable[[pd.DataFrame], str]]], encoders: list[str],
+          cell: Callable[[Any], str], note: str = "") -> Table:
+    """A row per ``row_key`` value and a column per encoder (compact for many encoders)."""
+    if not len(df):
+        return Table(key, title, [], [], note)
+    encs = [e for e in encoders if e in set(df.encoder)]
+    rows = []
+    for val, g in df.groupby(row_key, sort=True):
+        by = {r.encoder: r for r in g.itertuples(index=False)}
+        rows.append([str(val)] + [fn(g) for _, fn in extra]
+                    + [cell(by[e]) if e in by else "—" for e in encs])
+    cols = [row_key.replace("dataset", "eval set")] + [c for c, _ in extra] + encs
+    return Table(key, title, cols, rows, note, set(range(1 + len(extra), len(cols))))
+
+
+def _pair_summary(t: Tables) -> Table:
+    """Per encoder pair in the primary mode: the clean BPB difference and how many perturbed
+    cells show a significant difference in degradation after Holm."""
+    c = t.comparisons
+    rows = []
+    if len(c):
+        for (a, b), g in c[c["mode"] == t.primary_mode].groupby(["a", "b"], sort=False):
+            cl = g[g.quantity == "BPB"]
+            p = g[g.quantity != "BPB"]
+            sig = p[p.p_holm < 0.05]
+            rows.append([
+                a, b,
+                f"{fsign(cl['diff'].iloc[0])} {fci(cl.ci_lo.iloc[0], cl.ci_hi.iloc[0], True)}"
+                if len(cl) else "—",
+                fp(cl.p_holm.iloc[0]) if len(cl) else "—",
+                fsign(p["diff"].median()) if len(p) else "—",
+                str(int((sig["diff"] < 0).sum())), str(int((sig["diff"] > 0).sum())),
+                str(int(p.p_perm.notna().sum())),
+            ])
+    return Table("pairs", f"Pairwise summary ({t.primary_mode})",
+                 ["A", "B", "clean BPB A − B [95 % CI]", "p (Holm)", "median ΔBPB A − B",
+                  "A degrades less", "A degrades more", "perturbed cells tested"], rows,
+                 "Counts of perturbed cells whose ΔBPB difference is significant at Holm-adjusted "
+                 "p < 0.05 (family: every comparison in this report). All rows: table below.",
+                 {2, 3, 4, 5, 6, 7})
+
+
+def _ordered(t: Tables, df: pd.DataFrame, cols: list[str]) -> pd.DataFrame:
+    """Sort by ``cols`` in the run's own order (modes: primary first; encoders, perturbations
+    and families: first appearance), not alphabetically."""
+    if not len(df):
+        return df
+    order = {
+        "mode": t.modes,
+        "encoder": t.encoders,
+        "perturbation_id": list(dict.fromkeys(t.groups.perturbation_id)),
+        "family": list(dict.fromkeys(t.groups.family)),
+    }
+
+    def key(s: pd.Series) -> pd.Series:
+        if s.name in order:
+            rank = {v: i for i, v in enumerate(order[str(s.name)])}
+            return s.map(lambda v: rank.get(v, len(rank)))
+        return s
+
+    return df.sort_values(cols, key=key, kind="stable")
+
+
+def bucket_table(buckets: pd.DataFrame) -> Table:
+    b = buckets
+    if len(b):
+        b = b[b.perturbation_id == load.CLEAN_ID]
+        if "mode" in b.columns and (b["mode"] == "full").any():
+            b = b[b["mode"] == "full"]
+        b = b.groupby(["analysis", "bucket", "encoder"], sort=False)[
+            ["n_words", "n_bytes", "nll_nats"]].sum().reset_index()
+        b["bpb"] = b.nll_nats / (load.LN2 * b.n_bytes)
+    return _table("buckets", "Per-word buckets (clean text)", [
+        ("analysis", lambda r: r.analysis, False),
+        ("bucket", lambda r: r.bucket, False),
+        ("encoder", lambda r: r.encoder, False),
+        ("words", lambda r: f"{r.n_words:.0f}", True),
+        ("bytes", lambda r: f"{r.n_bytes:.0f}", True),
+        ("BPB", lambda r: f3(r.bpb), True),
+    ], b, note="Pooled over seeds and eval sets from buckets.csv (no per-document rows, so no CI).")
+
+
+# ----------------------------------------------------------------------------- markdown
+
+
+def _md_cell(s: str) -> str:
+    return s.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
+
+
+def md_table(t: Table) -> str:
+    if not t.rows:
+        return ""
+    head = "| " + " | ".join(_md_cell(c) for c in t.columns) + " |"
+    sep = "|" + "|".join("---:" if i in t.num_cols else "---" for i in range(len(t.columns))) + "|"
+    body = ["| " + " | ".join(_md_cell(c) for c in row) + " |" for row in t.rows]
+    out = [f"### {t.title}", "", head, sep, *body]
+    if t.note:
+        out += ["", f"*{t.note}*"]
+    return "\n".join(out) + "\n"
+
+
+# ----------------------------------------------------------------------------- rendering
+
+
+NOTE_BPB = (
+    "Why bits per byte: a token-level perplexity divides the same total NLL by a different "
+    "number of units for every tokenizer (BPE tokens, patches, bytes), so a model with longer "
+    "tokens shows a larger perplexity for the same predictions, and a perturbation that splits "
+    "words into more tokens changes the unit count. Perplexities of different encoders are "
+    "therefore not comparable. Bits per byte divides the total NLL by the UTF-8 bytes of the same "
+    "text for every encoder, so it compares the probability each model assigns to identical data."
+)
+
+
+def _flops_note(t: Tables) -> str:
+    e = t.efficiency
+    e = e[e.flops_per_byte_infer.notna()] if len(e) else e
+    base = ("Compute is not equal at equal bytes: a byte-level encoder runs its sequence model "
+            "once per byte, so at equal training bytes it spends several times the FLOPs of an "
+            "encoder whose model steps over multi-byte tokens or patches.")
+    if len(e) < 2:
+        return base
+    lo = e.loc[e.flops_per_byte_infer.idxmin()]
+    ratios = [f"{r.encoder} {r.flops_per_byte_infer / lo.flops_per_byte_infer:.1f}×"
+              for r in e.itertuples() if r.encoder != lo.encoder]
+    return (base + f" In this run, inference FLOPs per byte relative to {lo.encoder}: "
+            + ", ".join(ratios) + ". Read BPB differences together with the efficiency table.")
+
+
+def _jinja() -> jinja2.Environment:
+    def finalize(x: Any) -> Any:
+        # Lone surrogates (undecodable corpus bytes) cannot be written as UTF-8: show \\xNN.
+        if isinstance(x, str) and _SURROGATE.search(x):
+            clean = _SURROGATE.sub(lambda m: f"\\x{ord(m.group()) - 0xDC00:02x}"
+                                   if ord(m.group()) >= 0xDC80 else "\ufffd", x)
+            # Already-escaped markup (macro output) stays markup; the replacement is plain text.
+            return markupsafe.Markup(clean) if isinstance(x, markupsafe.Markup) else clean
+        return x
+
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("reports", "templates"),
+        autoescape=True,  # every {{ }} is HTML-escaped, corpus text included
+        undefined=jinja2.StrictUndefined,
+        finalize=finalize,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    return env
+
+
+@dataclass
+class FigureOut:
+    key: str
+    title: str
+    caption: str
+    png: bytes
+    file: str
+
+    @property
+    def data_uri(self) -> str:
+        return "data:image/png;base64," + base64.b64encode(self.png).decode("ascii")
+
+
+def _figures(t: Tables, data: load.RunData, fig_dir: Path, svg: bool) -> dict[str, FigureOut]:
+    from reports import figures as F  # matplotlib only when rendering
+
+    F.setup_style()
+    colors = F.palette(t.encoders)
+    specs: list[tuple[str, str, str, Callable[[], Any]]] = []
+    for mode in t.modes:
+        specs.append((f"severity_{mode}", f"BPB vs severity ({mode})",
+                      "Pooled over eval sets and seeds; bands are 95 % bootstrap CIs; severity 0 "
+                      "is the clean baseline.", lambda m=mode: F.severity_curves(t, m, colors)))
+    specs.append(("delta_heatmap", "ΔBPB heat map",
+                  "ΔBPB vs the clean baseline at each perturbation's highest severity, pooled "
+                  "over eval sets and seeds; red = degradation.", lambda: F.delta_heatmap(t)))
+    specs += [
+        ("languages", "Per language and script", "Clean BPB with 95 % CIs.",
+         lambda: F.language_bars(t, colors)),
+        ("buckets", "Morphology buckets", "BPB per per-word bucket on clean text.",
+         lambda: F.bucket_bars(data.buckets, t.encoders, colors)),
+        ("segments", "Segment (token / patch) sizes",
+         "Distribution of segment lengths in bytes on the stored samples, clean vs the most "
+         "severe perturbation.", lambda: F.segment_hist(data.texts, t.encoders)),
+        ("loss_curves", "Training loss", "Training loss in nats per byte from run.json.",
+         lambda: F.loss_curves(data.run, t.encoders, colors)),
+    ]
+    out: dict[str, FigureOut] = {}
+    fig_dir.mkdir(parents=True, exist_ok=True)
+    for key, title, caption, make in specs:
+        fig = make()
+        if fig is None:
+            continue
+        png = F.to_png(fig)
+        (fig_dir / f"{key}.png").write_bytes(png)
+        if svg:
+            (fig_dir / f"{key}.svg").write_bytes(F.to_svg(fig))
+        F.plt.close(fig)
+        out[key] = FigureOut(key, title, caption, png, f"figures/{key}.png")
+    return out
+
+
+def _provenance(data: load.RunData) -> list[tuple[str, str]]:
+    """(title, pretty JSON) blocks of run.json facts, per run."""
+    blocks = []
+    for name, run in data.runs.items():
+        if not run:
+            continue
+        head = {k: run.get(k) for k in ("schema_version", "tokbench_version", "created", "git_sha")
+                if k in run}
+        blocks.append((f"{name}: run", json.dumps(head, indent=2, ensure_ascii=False)))
+        for key in ("suite", "data", "hardware", "packages", "timings"):
+            if run.get(key):
+                blocks.append((f"{name}: {key}", json.dumps(run[key], indent=2,
+                                                            ensure_ascii=False, default=str)))
+        for label, e in (run.get("encoders") or {}).items():
+            slim = {k: v for k, v in e.items() if k != "train"}
+            tr = {k: v for k, v in (e.get("train") or {}).items() if k != "loss_curve"}
+            slim["train"] = tr
+            blocks.append((f"{name}: encoder {label}",
+                           json.dumps(slim, indent=2, ensure_ascii=False, default=str)))
+    return blocks
+
+
+def _render(data: load.RunData, out_dir: Path, title: str, n_boot: int, n_perm: int, seed: int,
+            svg: bool) -> Path:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    t = compute_tables(data, n_boot=n_boot, n_perm=n_perm, seed=seed)
+    tables = build_tables(t)
+    tables["buckets"] = bucket_table(data.buckets)
+    figs = _figures(t, data, out_dir / "figures", svg)
+    samples = build_samples(data.texts, t.encoders)
+    from matplotlib.colors import to_hex
+
+    from reports.figures import palette
+
+    colors = {k: to_hex(v) for k, v in palette(t.encoders).items()}
+    suite = next((r.get("suite") or {} for r in data.runs.values() if r), {})
+    ctx = dict(
+        title=title,
+        suite_name=str(suite.get("name", "")) if isinstance(suite, dict) else "",
+        runs=list(data.runs),
+        git_sha=next((str(r.get("git_sha")) for r in data.runs.values() if r.get("git_sha")), ""),
+        created=next((str(r.get("created")) for r in data.runs.values() if r.get("created")), ""),
+        rendered=_dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        encoders=[(e, colors[e]) for e in t.encoders],
+        modes=t.modes, primary_mode=t.primary_mode, level_mode=t.level_mode, n_seeds=t.n_seeds,
+        verdict_lines=t.verdict_lines, tables=tables, figs=figs, samples=samples,
+        bins=list(enumerate(BIN_LABELS)), note_bpb=NOTE_BPB, note_flops=_flops_note(t),
+        provenance=_provenance(data), warnings=data.warnings, n_boot=n_boot, n_perm=n_perm,
+        stat_seed=seed,
+    )
+    html = _jinja().get_template("report.html.j2").render(**ctx)
+    html_path = out_dir / "report.html"
+    html_path.write_text(html, encoding="utf-8", errors="backslashreplace")
+    (out_dir / "report.md").write_text(_markdown(ctx, tables, figs), encoding="utf-8",
+                                       errors="backslashreplace")
+    return html_path
+
+
+def _markdown(ctx: dict[str, Any], tables: dict[str, Table], figs: dict[str, FigureOut]) -> str:
+    L = [f"# {ctx['title']}", ""]
+    if ctx["git_sha"] or ctx["created"]:
+        L += [f"Run created {ctx['created'] or '—'}, git {ctx['git_sha'] or '—'}; "
+              f"{ctx['n_seeds']} seed(s); bootstrap {ctx['n_boot']} resamples.", ""]
+    L += ["## Summary", ""] + [f"- {s}" for s in ctx["verdict_lines"]] + [""]
+    L += [md_table(tables["verdict"]), f"> {ctx['note_bpb']}", "", f"> {ctx['note_flops']}", ""]
+    sections = [
+        ("Robustness", ["robustness", "families"], ["severity_", "delta_heatmap"]),
+        ("Comparisons", ["pairs", "comparisons"], []),
+        ("Multilingual", ["languages", "languages_delta", "scripts"], ["languages"]),
+        ("Morphology", ["buckets"], ["buckets"]),
+        ("Efficiency", ["efficiency"], ["loss_curves", "segments"]),
+        ("All cells", ["cells"], []),
+    ]
+    for title, tkeys, fprefixes in sections:
+        body = [md_table(tables[k]) for k in tkeys if tables[k].rows]
+        fl = [f"![{f.title}]({f.file})" for k, f in figs.items()
+              if any(k.startswith(p) for p in fprefixes)]
+        if not body and not fl:
+            continue
+        L += [f"## {title}", ""] + fl + ([""] if fl else []) + body
+    return "\n".join(L).rstrip() + "\n"
+
+
+def render_run(run_dir: Path, out_dir: Path | None = None, *, n_boot: int = 1000,
+               n_perm: int = 10000, seed: int = 0, svg: bool = True) -> Path:
+    """Render ``report.html``, ``report.md`` and ``figures/*.png`` (+ ``.svg``) for one run.
+
+    run_dir: a run directory (results.csv required). out_dir: default run_dir. n_boot: bootstrap
+    resamples per interval; n_perm: Monte Carlo permutations when a comparison has more than 14
+    documents; seed: seed of all resampling (same seed → same numbers). Returns the HTML path.
+    """
+    run_dir = Path(run_dir)
+    data = load.load_run(run_dir)
+    suite = data.run.get("suite") or {}
+    name = suite.get("name") if isinstance(suite, dict) else None
+    title = f"tokbench report — {name or run_dir.resolve().name}"
+    return _render(data, Path(out_dir) if out_dir else run_dir, title, n_boot, n_perm, seed, svg)
+
+
+def render_compare(run_dirs: list[Path], out_dir: Path, *, n_boot: int = 1000,
+                   n_perm: int = 10000, seed: int = 0, svg: bool = True) -> Path:
+    """One report across runs: encoders are labelled ``<run dir name>/<label>`` and compared
+    pairwise on the documents they share. Returns the HTML path."""
+    runs = [load.load_run(Path(p)) for p in run_dirs]
+    data = load.merge_runs(runs)
+    title = "tokbench comparison — " + ", ".join(data.runs)
+    return _render(data, Path(out_dir), title, n_boot, n_perm, seed, svg)
+
+
+__all__ = ["render_run", "render_compare"]

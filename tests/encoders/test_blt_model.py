@@ -1,0 +1,241 @@
+"""BLT end to end: causality probe for every patching, fit (entropy model + auto θ), FLOPs, state."""
+
+from __future__ import annotations
+
+import io
+import random
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import torch
+from torch.nn.attention import SDPBackend, sdpa_kernel
+from torch.utils.flop_counter import FlopCounterMode
+
+from encoders.backbone import BackboneConfig
+from encoders.base import Encoder, FitContext
+from encoders.blt import BltConfig, BltEncoder
+from encoders.blt.model import chunk_documents
+from encoders.blt.patching import mean_patch_size, patch_starts
+
+BACKBONE = BackboneConfig(layers=1, dim=32, heads=2)
+TINY = dict(
+    local_dim=32,
+    local_heads=2,
+    ngram_sizes=(3, 4),
+    ngram_table_size=64,
+    entropy_dim=32,
+    entropy_layers=1,
+    entropy_heads=2,
+)
+WORDS = ["the", "cat", "sat", "on", "a", "mat", "dog", "ran", "far", "away", "quickly", "zebra"]
+
+
+@pytest.fixture(autouse=True)
+def one_thread() -> Iterator[None]:
+    """Tiny tensors: intra-op threads only add contention (10x slower on a loaded 2-core box)."""
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
+def corpus(n_docs: int = 40, seed: int = 0) -> list[bytes]:
+    """Documents of words from a small vocabulary: predictable inside words, uncertain after spaces."""
+    rng = random.Random(seed)
+    return [
+        " ".join(rng.choice(WORDS) for _ in range(rng.randint(20, 40))).encode() + b".\n"
+        for _ in range(n_docs)
+    ]
+
+
+def tiny_train(
+    encoder: Encoder, n_bytes: int, docs: list[bytes], context: int = 64
+) -> dict[str, Any]:
+    """A plain AdamW loop standing in for the harness's: 8 windows per step until n_bytes."""
+    windows = chunk_documents(iter(docs), context, 10**9)
+    opt = torch.optim.AdamW([p for p in encoder.parameters() if p.requires_grad], lr=1e-2)
+    encoder.train()
+    seen, flops, i, t0 = 0, 0.0, 0, time.perf_counter()
+    while seen < n_bytes:
+        chunk = [windows[(i + k) % len(windows)] for k in range(8)]
+        i += 8
+        batch = encoder.collate(chunk, [0] * len(chunk))
+        flops += 3 * encoder.flops(batch)
+        loss = encoder(batch).nll.sum() / batch.scored_bytes
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        seen += batch.scored_bytes
+    encoder.eval()
+    return {
+        "bytes": seen,
+        "flops": flops,
+        "seconds": time.perf_counter() - t0,
+        "final_loss": float(loss.detach()),
+    }
+
+
+def fit_context(docs: list[bytes], train_bytes: int = 60_000) -> FitContext:
+    def docs_iter() -> Iterator[bytes]:
+        return iter(docs)
+
+    return FitContext(
+        train_docs=docs_iter,
+        train_bytes=train_bytes,
+        context_bytes=64,
+        seed=0,
+        device=torch.device("cpu"),
+        train=lambda enc, n: tiny_train(enc, n, docs),
+        log=lambda msg: None,
+    )
+
+
+def scrambled(model: BltEncoder, std: float = 0.3) -> BltEncoder:
+    """Large random weights, so a leak of a later byte would move log-probs far above 1e-5."""
+    torch.manual_seed(1)
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.dim() >= 2:
+                p.normal_(0.0, std)
+    return model.eval()
+
+
+def make(backbone: BackboneConfig | None = BACKBONE, **kw: Any) -> BltEncoder:
+    torch.manual_seed(0)
+    return BltEncoder(BltConfig(**{**TINY, **kw}), backbone)
+
+
+CASES = [
+    dict(patching="entropy"),
+    dict(patching="entropy", monotonic=True),
+    dict(patching="entropy", max_patch_bytes=3),
+    dict(patching="space", max_patch_bytes=5),
+    dict(patching="static", target_patch_size=3.0),
+]
+
+
+@pytest.mark.parametrize("backbone", [BACKBONE, None], ids=["latent", "local-only"])
+@pytest.mark.parametrize("kw", CASES, ids=lambda kw: "-".join(str(v) for v in kw.values()))
+def test_causality_probe(kw: dict[str, Any], backbone: BackboneConfig | None) -> None:
+    """log p(byte p | data) must not change when any byte >= p changes (|Δ| <= 1e-5)."""
+    model = scrambled(make(backbone, **kw))
+    data = b"the cat sat on a mat, the dog ran far away quickly!"
+    if model.entropy_model is not None:
+        # θ at the median of this text's entropies (or their differences) so patches are mixed.
+        H = model.entropies(model.collate([data], [0])["stream"][:, :-1])
+        score = H[:, 1:] - H[:, :-1] if model.config.monotonic else H
+        model.threshold = float(score.median())
+    rng = random.Random(0)
+    patchings_differ = 0
+    for p in (1, 5, 12, 25, 40, len(data) - 1):
+        other = data[:p] + bytes(rng.randrange(256) for _ in range(len(data) - p))
+        a = model.predict_logprobs(data, [p])[p]
+        b = model.predict_logprobs(other, [p])[p]
+        assert (a - b).abs().max() <= 1e-5, (
+            f"byte {p} sees later bytes: {float((a - b).abs().max())}"
+        )
+        # the probe is sensitive: changing byte p-1 does move the prediction
+        flip = data[: p - 1] + bytes([data[p - 1] ^ 0x55]) + data[p:]
+        assert (model.predict_logprobs(flip, [p])[p] - a).abs().max() > 1e-3
+        s1 = model.collate([data], [0])
+        s2 = model.collate([other], [0])
+        st1 = model.patch_starts(s1["stream"], s1["lengths"])
+        st2 = model.patch_starts(s2["stream"], s2["lengths"])
+        assert torch.equal(st1[:, : p + 1], st2[:, : p + 1])  # patching of the prefix is causal too
+        patchings_differ += int(not torch.equal(st1, st2))
+    if model.config.patching != "static":
+        assert patchings_differ > 0  # later bytes did change later patches, and it did not leak
+
+
+def test_forward_units_and_segments() -> None:
+    model = make(patching="space")
+    windows, score_from = [b"ab cd ef", b"xyz"], [3, 1]
+    batch = model.collate(windows, score_from)
+    units = model(batch)
+    assert units.segments == [
+        [3, 2],
+        [],
+    ]  # window 0: [3,6) [6,8); window 1's only patch starts at 0 < 1
+    per_byte = units.byte_nll([len(w) for w in windows], score_from)
+    assert [len(x) for x in per_byte] == [5, 2]
+    assert float(sum(x.sum() for x in per_byte)) == pytest.approx(
+        float(units.nll.detach().sum()), rel=1e-6
+    )
+    loss = units.nll.sum() / batch.scored_bytes
+    loss.backward()
+    assert model.latent is not None and model.latent.blocks[0].fc.weight.grad is not None
+
+
+def test_flops_match_flop_counter() -> None:
+    """Analytic FLOPs vs torch's counter (SDPA forced to the math path, which it counts);
+    agreement within 1 % (both skip norms, softmax and lookups)."""
+    for kw in CASES[:1] + CASES[3:]:
+        model = scrambled(make(**kw))
+        if model.entropy_model is not None:
+            model.threshold = 5.0
+        batch = model.collate([b"the cat sat on a mat", b"a dog ran", b"quickly away"], [0, 2, 5])
+        want = model.flops(batch)
+        with sdpa_kernel(SDPBackend.MATH), FlopCounterMode(display=False) as fc:
+            model(
+                model.collate([b"the cat sat on a mat", b"a dog ran", b"quickly away"], [0, 2, 5])
+            )
+        assert want == pytest.approx(fc.get_total_flops(), rel=0.01), kw
+
+
+def test_fit_auto_threshold_hits_target_and_freezes_entropy_model() -> None:
+    docs = corpus()
+    model = make(
+        patching="entropy",
+        target_patch_size=3.5,
+        entropy_train_bytes=16_000,
+        threshold_fit_bytes=20_000,
+    )
+    stats = model.fit(fit_context(docs))
+    assert stats["bytes"] >= 16_000 and stats["flops"] > 0 and stats["entropy_model"]["params"] > 0
+    assert model.threshold is not None and all(
+        not p.requires_grad for p in model.entropy_model.parameters()
+    )
+    # recompute the mean patch size independently on the same training windows
+    windows = chunk_documents(iter(docs), 64, 20_000)
+    batch = model.collate(windows, [0] * len(windows))
+    T = batch["targets"].shape[1]
+    valid = torch.arange(T)[None] < batch["lengths"][:, None]
+    starts = patch_starts(model.entropies(batch["stream"][:, :T]), model.threshold) & valid
+    size = mean_patch_size(starts, valid)
+    assert abs(size / 3.5 - 1) <= 0.05, size
+    assert stats["mean_patch_bytes_train"] == pytest.approx(size)
+    # the trained entropy model is uncertain after spaces: patches start mostly at word starts
+    after_space = starts[:, 1:][batch["stream"][:, 1:T] == ord(" ")].float().mean()
+    assert float(after_space) > 0.8
+    desc = model.describe()
+    assert desc["threshold_nats"] == model.threshold and desc["entropy_model_flops_per_byte"] > 0
+    # the main loss sends no gradient into the frozen entropy model
+    units = model(model.collate(windows[:2], [0, 0]))
+    units.nll.sum().backward()
+    assert all(p.grad is None for p in model.entropy_model.parameters())
+
+
+def test_state_round_trip_keeps_threshold() -> None:
+    model = make(patching="entropy")
+    model.threshold = 4.25
+    model.fit_stats = {"mean_patch_bytes_train": 4.0}
+    buf = io.BytesIO()
+    torch.save(model.state_dict(), buf)
+    buf.seek(0)
+    fresh = make(patching="entropy")
+    fresh.load_state_dict(torch.load(buf, weights_only=True))
+    assert fresh.threshold == 4.25 and fresh.describe()["mean_patch_bytes_train"] == 4.0
+    data = b"the cat sat"
+    assert torch.equal(model.predict_logprobs(data, [5])[5], fresh.predict_logprobs(data, [5])[5])
+
+
+def test_unfitted_auto_threshold_and_bad_config_fail_clearly() -> None:
+    model = make(patching="entropy")
+    with pytest.raises(RuntimeError, match="fit"):
+        model(model.collate([b"abc"], [0]))
+    with pytest.raises(ValueError, match="target_patch_size"):
+        BltConfig(target_patch_size=0.5)
+    with pytest.raises(ValueError, match="local_dim"):
+        BltConfig(local_dim=30, local_heads=4)

@@ -1,0 +1,110 @@
+"""FuzzyTok's Triton kernels vs the PyTorch reference: outputs and all gradients, fp32, small odd
+shapes, run in Triton's interpreter on CPU (bf16 ``tl.dot`` is not interpretable: the GPU
+benchmark script checks bf16)."""
+
+import os
+
+# Triton decides interpreted vs compiled when a kernel is defined: set this before any import.
+os.environ.setdefault("TRITON_INTERPRET", "1")
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+from encoders.fuzzytok.ops import conv_block, dilated_causal_conv  # noqa: E402
+from encoders.fuzzytok.reference import conv_block_ref, dilated_causal_conv_ref  # noqa: E402
+
+if torch.cuda.is_available():
+    pytest.skip(
+        "CPU interpreter tests; the GPU is covered by benchmarks/bench_fuzzytok.py",
+        allow_module_level=True,
+    )
+
+ATOL = 2e-5  # fp32 sums of at most a few hundred products of O(1) values
+
+
+def _grads(
+    y: torch.Tensor, inputs: list[torch.Tensor], dy: torch.Tensor
+) -> tuple[torch.Tensor, ...]:
+    return torch.autograd.grad(y, inputs, dy)
+
+
+def _assert_close(got: torch.Tensor, want: torch.Tensor, what: str) -> None:
+    assert got.shape == want.shape, what
+    assert torch.isfinite(got).all(), what
+    torch.testing.assert_close(got, want, atol=ATOL, rtol=1e-4, msg=what)
+
+
+# (B, T, C_in, C_out): not multiples of the 32-wide tiles; T = 300 spans several dW row chunks.
+SHAPES = [(1, 1, 1, 1), (2, 37, 5, 7), (1, 50, 33, 20), (3, 19, 16, 16), (1, 300, 4, 3)]
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("K", [1, 3, 4])
+@pytest.mark.parametrize("dilation", [1, 5])
+def test_conv_matches_reference(shape: tuple[int, int, int, int], K: int, dilation: int) -> None:
+    B, T, ci, co = shape
+    bias_on = (K + dilation) % 2 == 0  # half the grid with bias, half without
+    g = torch.Generator().manual_seed(hash((shape, K, dilation)) % 2**31)
+    x = torch.randn(B, T, ci, generator=g, requires_grad=True)
+    w = torch.randn(co, ci, K, generator=g, requires_grad=True)
+    b = torch.randn(co, generator=g, requires_grad=True) if bias_on else None
+    inputs = [x, w] + ([b] if b is not None else [])
+
+    y = dilated_causal_conv(x, w, b, dilation, impl="triton")
+    y_ref = dilated_causal_conv_ref(x, w, b, dilation)
+    _assert_close(y, y_ref, "output")
+    dy = torch.randn(y.shape, generator=g)
+    for name, got, want in zip(
+        ["dx", "dW", "db"], _grads(y, inputs, dy), _grads(y_ref, inputs, dy)
+    ):
+        _assert_close(got, want, name)
+
+
+def test_conv_all_taps_before_start_see_zeros() -> None:
+    # T ≤ (K−1)·d: every shifted tap of every row is before the start; only the last tap remains.
+    x = torch.randn(2, 4, 3)
+    w = torch.randn(5, 3, 3)
+    y = dilated_causal_conv(x, w, None, 7, impl="triton")
+    _assert_close(y, torch.einsum("btc,oc->bto", x, w[:, :, 2]), "output")
+
+
+BLOCK_CASES = [
+    # (B, T, C, K, dilations, activation, bias)
+    (2, 45, 12, 3, (1, 2, 4), "gelu", True),  # several 32-row windows with a 12-row halo
+    (1, 70, 20, 2, (1, 3), "silu", False),
+    (2, 33, 9, 3, (2,), "relu", True),
+    (1, 40, 8, 3, (1, 2, 4, 8), "none", True),  # halo 28 > 16: falls back to one launch per layer
+]
+
+
+@pytest.mark.parametrize(
+    "case", BLOCK_CASES, ids=lambda c: f"C{c[2]}K{c[3]}d{'-'.join(map(str, c[4]))}{c[5]}"
+)
+@pytest.mark.parametrize("fused", [True, False], ids=["fused", "layers"])
+def test_block_matches_reference(case: tuple, fused: bool) -> None:
+    B, T, C, K, dils, act, bias_on = case
+    g = torch.Generator().manual_seed(len(dils) * 1000 + C)
+    L = len(dils)
+    x = torch.randn(B, T, C, generator=g, requires_grad=True)
+    w = (0.3 * torch.randn(L, C, C, K, generator=g)).requires_grad_()
+    b = torch.randn(L, C, generator=g, requires_grad=True) if bias_on else None
+    inputs = [x, w] + ([b] if b is not None else [])
+
+    y = conv_block(x, w, b, dils, act, impl="triton", fused=fused)
+    y_ref = conv_block_ref(x, w, b, dils, act)
+    _assert_close(y, y_ref, "output")
+    dy = torch.randn(y.shape, generator=g)
+    for name, got, want in zip(
+        ["dx", "dW", "db"], _grads(y, inputs, dy), _grads(y_ref, inputs, dy)
+    ):
+        _assert_close(got, want, name)
+
+
+def test_bad_arguments_raise_one_line_errors() -> None:
+    x = torch.randn(1, 4, 3)
+    with pytest.raises(ValueError, match="dilation"):
+        dilated_causal_conv(x, torch.randn(2, 3, 3), None, 0)
+    with pytest.raises(ValueError, match="impl"):
+        dilated_causal_conv(x, torch.randn(2, 3, 3), None, 1, impl="cuda")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"\(L, C, C, K\)"):
+        conv_block(x, torch.randn(2, 3, 3, 3), None, [1], "gelu")

@@ -1,0 +1,224 @@
+"""A small synthetic run directory in the results-file format of docs/ARCHITECTURE.md.
+
+Values are realistic in scale (≈1–3 bits/byte, BPE degrading faster than bytes under typos) and
+fully determined by ``seed``; per-document sums are consistent with results.csv.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import random
+from pathlib import Path
+
+LN2 = math.log(2.0)
+
+DOCS = {
+    "en-docs": ("en", "Latn", [
+        "The quick brown fox jumps over the lazy dog. <script>alert(1)</script> & friends.",
+        "Tokenizer-free models read raw bytes, so a typo changes one byte, not a whole token.",
+        "Robustness is measured in bits per byte; lower is better, and the clean text is the baseline.",
+        "Unbelievably, the reconstruction of governments happened walking through kindnesses.",
+        "Byte pair encoding merges frequent pairs; rare words split into many short pieces.",
+    ]),
+    "ru-fortunes": ("ru", "Cyrl", [
+        "Съешь же ещё этих мягких французских булок, да выпей чаю.",
+        "Москва не сразу строилась, а терпение и труд всё перетрут.",
+        "Лучше поздно, чем никогда; тише едешь — дальше будешь.",
+        "Без труда не выловишь и рыбку из пруда, говорит пословица.",
+    ]),
+    "mul-mixed": ("mul", "Mixd", [
+        "東京は日本の首都です。人口は多い。",
+        "ภาษาไทยไม่มีการเว้นวรรคระหว่างคำ",
+        "हिन्दी भारत की एक प्रमुख भाषा है।",
+        "مرحبا بالعالم، هذه جملة عربية.",
+        "שלום עולם, זה משפט בעברית.",
+    ]),
+}
+SCRIPTS = {0: "Hani", 1: "Thai", 2: "Deva", 3: "Arab", 4: "Hebr"}
+PERTURBATIONS = [  # (perturbation name, id, severities)
+    ("identity", "clean", [0.0]),
+    ("typo.keyboard", "typo.keyboard", [0.05, 0.1, 0.2]),
+    ("case.random", "case.random", [0.1, 0.3]),
+]
+ENCODERS = {  # label -> (registry name, clean bits/byte, sensitivity per edit, bytes/segment)
+    "bytes": ("bytes", 1.9, 4.0, None),
+    "bpe-4096": ("bpe", 1.7, 9.0, 3.4),
+}
+
+
+def perturb(text: str, severity: float, rng: random.Random) -> str:
+    """Replace a fraction ``severity`` of letters with a neighbouring letter (deterministic)."""
+    out = []
+    for ch in text:
+        if ch.isalpha() and rng.random() < severity:
+            out.append("x" if ch != "x" else "y")
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
+def _segments(n: int, rng: random.Random, mean: float) -> list[int]:
+    segs, left = [], n
+    while left > 0:
+        s = min(left, max(1, round(rng.gauss(mean, 1.2))))
+        segs.append(s)
+        left -= s
+    return segs
+
+
+def write_synthetic_run(
+    path: Path,
+    *,
+    encoders: tuple[str, ...] = ("bytes", "bpe-4096"),
+    seeds: tuple[int, ...] = (0, 1),
+    modes: tuple[str, ...] = ("full", "clean_target"),
+    datasets: tuple[str, ...] = ("en-docs", "ru-fortunes", "mul-mixed"),
+    samples: bool = True,
+    buckets: bool = True,
+    run_json: bool = True,
+    sample_docs: int = 2,
+    perturbations: list[tuple[str, str, list[float]]] | None = None,
+) -> Path:
+    path.mkdir(parents=True, exist_ok=True)
+    results: list[dict] = []
+    sample_rows: list[dict] = []
+    bucket_rows: list[dict] = []
+    for label in encoders:
+        name, base, sens, bps = ENCODERS[label]
+        for seed in seeds:
+            model_rng = random.Random(f"{label}|{seed}")
+            seed_offset = model_rng.gauss(0, 0.03)
+            for dataset in datasets:
+                lang, script, texts = DOCS[dataset]
+                for pname, pid, severities in perturbations or PERTURBATIONS:
+                    for sev in severities:
+                        for mode in modes:
+                            cell = dict(encoder=label, encoder_name=name, seed=seed,
+                                        dataset=dataset, language=lang, script=script,
+                                        perturbation=pname, perturbation_id=pid,
+                                        severity=sev, mode=mode)
+                            agg = dict(nll=0.0, nb=0, nbc=0, nt=0, ns=0, nw=0, er=0.0)
+                            for d, text in enumerate(texts):
+                                doc_id = f"{dataset}/{d}"
+                                prng = random.Random(f"{seed}|{pid}|{sev}|{doc_id}")
+                                pert = perturb(text, sev, prng)
+                                edits = sum(a != b for a, b in zip(text, pert))
+                                er = edits / max(1, len(text))
+                                if mode == "full":
+                                    scored = pert
+                                    nbc = len(text.encode("utf-8"))
+                                else:
+                                    cut = len(text) // 2
+                                    scored = text[cut:]
+                                    nbc = len(scored.encode("utf-8"))
+                                sb = scored.encode("utf-8")
+                                brng = random.Random(f"{label}|{seed}|{pid}|{sev}|{mode}|{doc_id}")
+                                hard = 0.4 if dataset != "en-docs" else 0.0
+                                level = base + seed_offset + hard + sens * er * (
+                                    1.0 if mode == "full" else 0.6)
+                                byte_nll = [max(0.01, brng.gammavariate(2.0, level / 2.0)) * LN2
+                                            for _ in sb]
+                                nll = sum(byte_nll)
+                                segs = (_segments(len(sb), brng, bps) if bps else None)
+                                n_tokens = len(segs) if segs else len(sb)
+                                n_words = len(scored.split())
+                                row = dict(cell, doc_id=doc_id, nll_nats=nll, n_bytes=len(sb),
+                                           n_bytes_clean=nbc, n_tokens=n_tokens,
+                                           n_words=n_words, edit_rate=er,
+                                           text=text, truncated=False, text_perturbed=pert)
+                                if script == "Mixd":  # per-document script of a mixed set
+                                    row["script"] = SCRIPTS[d % len(SCRIPTS)]
+                                if d < sample_docs:
+                                    row.update(scored_text=sb.decode("utf-8", "surrogateescape"),
+                                               byte_nll=byte_nll)
+                                    if segs:
+                                        row["segments"] = segs
+                                sample_rows.append(row)
+                                agg["nll"] += nll
+                                agg["nb"] += len(sb)
+                                agg["nbc"] += nbc
+                                agg["nt"] += n_tokens
+                                agg["ns"] += len(segs) if segs else len(sb)
+                                agg["nw"] += n_words
+                                agg["er"] += er
+                                if buckets and pid == "clean" and mode == "full":
+                                    for bucket, share in (("1 morph", 0.5), ("2 morphs", 0.3),
+                                                          ("3+ morphs", 0.2)):
+                                        bucket_rows.append(dict(
+                                            cell, analysis="morphology", bucket=bucket,
+                                            n_words=max(1, round(n_words * share)),
+                                            n_bytes=max(1, round(len(sb) * share)),
+                                            nll_nats=nll * share * (1 + 0.1 * len(bucket)
+                                                                    * (bps or 1) / 3)))
+                            bpb = agg["nll"] / (LN2 * agg["nb"])
+                            results.append(dict(
+                                cell, n_docs=len(texts), n_bytes=agg["nb"],
+                                n_bytes_clean=agg["nbc"], nll_nats=agg["nll"], bpb=bpb,
+                                bpb_clean=agg["nll"] / (LN2 * agg["nbc"]), byte_ppl=2**bpb,
+                                word_ppl=math.exp(agg["nll"] / agg["nw"]) if agg["nw"] else "",
+                                token_ppl=math.exp(agg["nll"] / agg["nt"]),
+                                token_unit="token" if bps else "byte", n_tokens=agg["nt"],
+                                n_segments=agg["ns"], bytes_per_segment=agg["nb"] / agg["ns"],
+                                n_words=agg["nw"], edit_rate=agg["er"] / len(texts),
+                                fingerprint="sha256:" + "ab" * 8))
+    _write_csv(path / "results.csv", results)
+    if samples:
+        with (path / "samples.jsonl").open("w", encoding="utf-8") as f:
+            for r in sample_rows:
+                f.write(json.dumps(r, ensure_ascii=False) + "\n")
+    if buckets and bucket_rows:
+        agg_b: dict[tuple, dict] = {}
+        for r in bucket_rows:
+            key = tuple((k, r[k]) for k in ("encoder", "encoder_name", "seed", "dataset",
+                                            "language", "script", "perturbation",
+                                            "perturbation_id", "severity", "mode", "analysis",
+                                            "bucket"))
+            a = agg_b.setdefault(key, dict(n_words=0, n_bytes=0, nll_nats=0.0))
+            for k in a:
+                a[k] += r[k]
+        rows = [dict(dict(k), **v, bpb=v["nll_nats"] / (LN2 * v["n_bytes"]))
+                for k, v in agg_b.items()]
+        _write_csv(path / "buckets.csv", rows)
+    if run_json:
+        enc = {}
+        for label in encoders:
+            name, base, sens, bps = ENCODERS[label]
+            emb = 257 * 128 if bps is None else 4096 * 128
+            enc[label] = dict(
+                name=name, config={"vocab_size": 4096} if bps else {},
+                params_total=800_000 + emb, params_embedding=emb, params_non_embedding=800_000,
+                flops_per_byte_train=3 * 1.6e6 / (bps or 1), flops_per_byte_infer=1.6e6 / (bps or 1),
+                fit={"bytes": 1_000_000, "flops": 0, "seconds": 0.7} if bps else {},
+                train=dict(bytes=1_000_000, steps=122, seconds=40.0 / (bps or 1) * 2,
+                           bytes_per_s=25_000.0 * (bps or 1) / 2, peak_mem_bytes=400 * 2**20,
+                           final_loss=base * LN2,
+                           loss_curve=[[i * 8192 * 10, base * LN2 * (1 + 2.0 / (1 + i))]
+                                       for i in range(13)]),
+                describe={"receptive_field_bytes": 256, "bytes_per_token_train": bps or 1.0})
+        run = dict(schema_version=1, tokbench_version="0.1.0", created="2026-11-30T03:00:00Z",
+                   suite={"name": "synthetic", "seeds": list(seeds),
+                          "budget": {"train_bytes": 1_000_000, "context_bytes": 256},
+                          "note": "<b>not bold</b>"},
+                   git_sha="0123456789abcdef", packages={"numpy": "2.4.6"},
+                   hardware={"device": "cpu", "cpu_count": 2},
+                   data={"en-docs": {"fingerprint": "sha256:cafe", "n_docs": 5, "n_bytes": 420,
+                                     "provenance": "synthetic <fixture>"}},
+                   encoders=enc, timings={"total_seconds": 93.5})
+        (path / "run.json").write_text(json.dumps(run, indent=1, ensure_ascii=False),
+                                       encoding="utf-8")
+    return path
+
+
+def _write_csv(path: Path, rows: list[dict]) -> None:
+    with path.open("w", newline="", encoding="utf-8") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0].keys()))
+        w.writeheader()
+        w.writerows(rows)
+
+
+if __name__ == "__main__":  # python -m tests.reports.synthetic OUT_DIR — for looking at a report
+    import sys
+
+    write_synthetic_run(Path(sys.argv[1]))

@@ -1,0 +1,138 @@
+"""The rendered report: files, escaping of corpus text, self-containment, partial runs."""
+
+from __future__ import annotations
+
+import math
+import re
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+from conftest import FAST
+
+from reports import render_compare, render_run
+from reports.surprisal import char_pieces
+
+LN2 = math.log(2.0)
+
+
+class _Collect(HTMLParser):
+    """Collects tags, attribute values and the text inside surprisal rows (class "stext")."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tags: list[str] = []
+        self.attrs: list[tuple[str, str]] = []
+        self.depth = 0  # > 0 while inside a .stext element
+        self.stext: list[str] = []
+        self._cur: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags.append(tag)
+        self.attrs += [(k, v or "") for k, v in attrs]
+        if self.depth:
+            self.depth += 1
+        elif ("class", "stext") in attrs:
+            self.depth = 1
+            self._cur = []
+
+    def handle_endtag(self, tag: str) -> None:
+        if self.depth:
+            self.depth -= 1
+            if not self.depth:
+                self.stext.append("".join(self._cur))
+
+    def handle_data(self, data: str) -> None:
+        if self.depth:
+            self._cur.append(data)
+
+
+def _parse(html: str) -> _Collect:
+    p = _Collect()
+    p.feed(html)
+    return p
+
+
+def test_files_written(rendered: Path) -> None:
+    out = rendered.parent
+    assert rendered.name == "report.html"
+    names = {p.name for p in (out / "figures").iterdir()}
+    for key in ("severity_clean_target", "severity_full", "delta_heatmap", "languages",
+                "buckets", "segments", "loss_curves"):
+        assert f"{key}.png" in names and f"{key}.svg" in names
+    md = (out / "report.md").read_text(encoding="utf-8")
+    assert "| encoder |" in md and "### Paired comparisons" in md
+    for link in re.findall(r"\]\((figures/[^)]+)\)", md):
+        assert (out / link).is_file()
+
+
+def test_corpus_text_is_escaped(rendered: Path) -> None:
+    html = rendered.read_text(encoding="utf-8")
+    assert "<script" not in html.lower()  # neither corpus text nor the template has scripts
+    assert "<b>not bold</b>" not in html and "&lt;b&gt;not bold&lt;/b&gt;" in html
+    p = _parse(html)
+    assert "script" not in p.tags and "b" in p.tags  # <b> only from the template
+    shown = "\n".join(p.stext)
+    assert "<script>alert(1)</script>" in shown  # visible as text, character by character
+    for text in ("Съешь же ещё", "東京は日本の首都", "ภาษาไทย"):
+        assert text in shown
+
+
+def test_self_contained(rendered: Path) -> None:
+    html = rendered.read_text(encoding="utf-8")
+    p = _parse(html)
+    for key, val in p.attrs:
+        if key in ("src", "href", "srcset", "action", "data"):
+            assert val.startswith(("data:image/png;base64,", "#")), (key, val[:60])
+    assert not re.search(r"(?i)https?://|//[a-z0-9.-]+\.[a-z]{2,}/|@import|url\(", html)
+    assert not {"link", "script", "iframe", "object", "embed"} & set(p.tags)
+
+
+def test_surprisal_pieces_sum_bytes_per_character() -> None:
+    # "a" (1 byte), an undecodable byte 0xff (surrogateescape → 1 byte), "é" (2 bytes)
+    text = b"a\xff\xc3\xa9".decode("utf-8", "surrogateescape")
+    nll = [1 * LN2, 2 * LN2, 3 * LN2, 5 * LN2]  # nats per byte
+    pieces, truncated = char_pieces(text, nll, segments=[2, 2], max_chars=10)
+    assert [p.text for p in pieces] == ["a", "\\xff", "é"]
+    assert [p.title.split(" · ")[-1] for p in pieces] == ["1.00 bits", "2.00 bits", "8.00 bits"]
+    assert [p.cls for p in pieces] == ["s2", "s3", "s5"]  # 1, 2, 4 bits/byte
+    assert [p.seg_start for p in pieces] == [False, False, True]
+    assert not truncated
+    with pytest.raises(ValueError, match="4 bytes but byte_nll has 3"):
+        char_pieces(text, nll[:3], None, 10)
+
+
+def test_partial_run_renders(make_run, tmp_path: Path) -> None:
+    run = make_run("partial", samples=False, buckets=False, run_json=False, seeds=(0,),
+                   encoders=("bytes",), modes=("full",), datasets=("en-docs",))
+    html = render_run(run, svg=False, **FAST).read_text(encoding="utf-8")
+    assert "No buckets.csv in this run" in html
+    assert "samples.jsonl not found" in html
+    assert (run / "figures" / "severity_full.png").is_file()
+
+
+def test_clean_only_run_renders(make_run) -> None:
+    run = make_run("clean", seeds=(0,), modes=("clean_target",), datasets=("en-docs",),
+                   perturbations=[("identity", "clean", [0.0])])
+    html = render_run(run, svg=False, **FAST).read_text(encoding="utf-8")
+    assert "Robustness per perturbation" not in html and "Pairwise summary" in html
+
+
+def test_compare_two_runs(make_run, tmp_path: Path) -> None:
+    a = make_run("small", seeds=(0,), encoders=("bytes",), datasets=("en-docs",))
+    b = make_run("large", seeds=(0,), encoders=("bytes",), datasets=("en-docs",))
+    path = render_compare([a, b], tmp_path / "cmp", svg=False, **FAST)
+    html = path.read_text(encoding="utf-8")
+    assert "small/bytes" in html and "large/bytes" in html
+    assert "small/bytes vs large/bytes" in html  # the two runs are paired on shared documents
+
+
+def test_reports_never_import_torch_or_harness() -> None:
+    import subprocess
+    import sys
+
+    code = ("import sys, reports, reports.render, reports.figures, reports.tables; "
+            "bad = [m for m in ('torch', 'harness', 'encoders', 'perturbations') "
+            "if m in sys.modules]; print(bad); sys.exit(1 if bad else 0)")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stdout + r.stderr
