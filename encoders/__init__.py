@@ -1,6 +1,14 @@
 """Encoders: the Encoder interface, the registry, the shared backbone and one package per encoder."""
 
-from encoders.base import BOS, Encoder, FitContext, TensorBatch, UnitNLL, byte_unit_nll, collate_bytes
+from encoders.base import (
+    BOS,
+    Encoder,
+    FitContext,
+    TensorBatch,
+    UnitNLL,
+    byte_unit_nll,
+    collate_bytes,
+)
 from encoders.registry import register
 
 __all__ = ["BOS", "Encoder", "FitContext", "TensorBatch", "UnitNLL", "byte_unit_nll", "collate_bytes", "register"]

@@ -132,7 +132,8 @@ def backbone_flops(cfg: BackboneConfig, batch: int, n: int) -> float:
     """Analytic forward FLOPs of the backbone on ``batch`` sequences of length ``n``.
 
     Counts the linear layers (qkv, proj, MLP) and the two attention matmuls at full (non-causal)
-    cost, as torch's FLOP counter does for SDPA; norms, RoPE and softmax are ignored (< 1 %).
+    cost — equal to torch's FLOP counter on the math SDPA path (tests/encoders/test_backbone.py);
+    norms, RoPE and softmax are ignored (< 1 %).
     """
     d, h = cfg.dim, cfg.mlp_ratio * cfg.dim
     per_token_linear = 2 * (3 * d * d + d * d + 2 * d * h)

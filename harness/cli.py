@@ -129,9 +129,15 @@ def cmd_ls(args: argparse.Namespace) -> int:
             print(f"{name:<24} (cannot load: {e})")
             continue
         target = cls.Config if what == "encoder" else cls
-        doc = (inspect.getdoc(cls) or "").split("\n\n")[0].replace("\n", " ")
+        full = inspect.getdoc(cls) or ""
+        doc = full.split("\n\n")[0].replace("\n", " ")
         print(f"{name:<24} {doc}")
-        if args.verbose or what == "perturbation":
+        if what == "perturbation":
+            # the meaning of severity is the one thing a user must know about a perturbation
+            sev = next((p for p in full.split("\n\n") if p.lstrip().lower().startswith("severity")), "")
+            if sev:
+                print("    " + " ".join(sev.split()))
+        if args.verbose:
             for f in dataclasses.fields(target):
                 if f.name in ("lang",):
                     continue
@@ -147,8 +153,12 @@ def cmd_report(args: argparse.Namespace) -> int:
     run_dir = Path(args.run_dir)
     if not (run_dir / "results.csv").exists():
         raise UsageError(f"{run_dir}: no results.csv (not a finished tokbench run directory)")
-    print(render_run(run_dir, Path(args.out) if args.out else None))
+    print(render_run(run_dir, Path(args.out) if args.out else None, **report_options(args)))
     return 0
+
+
+def report_options(args: argparse.Namespace) -> dict[str, Any]:
+    return {"n_boot": args.bootstrap, "seed": args.seed, "svg": not args.no_svg}
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
@@ -158,7 +168,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     for d in dirs:
         if not (d / "results.csv").exists():
             raise UsageError(f"{d}: no results.csv (not a finished tokbench run directory)")
-    print(render_compare(dirs, Path(args.out)))
+    print(render_compare(dirs, Path(args.out), **report_options(args)))
     return 0
 
 
@@ -180,7 +190,7 @@ def cmd_perturb(args: argparse.Namespace) -> int:
             raise UsageError(f"--param {kv!r}: expected key=value")
         params[k] = yaml.safe_load(v)
     sev = args.severity or [0.0, 0.05, 0.2]
-    print(preview(args.name, sev, text, args.seed, params))
+    print(preview(args.name, sev, text, args.seed, params, lang=args.lang))
     return 0
 
 
@@ -192,6 +202,12 @@ def cmd_sanity(args: argparse.Namespace) -> int:
 
 
 # ---------------------------------------------------------------------------------------------
+
+
+def add_report_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--bootstrap", type=int, default=1000, help="bootstrap resamples for CIs (default 1000)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the bootstrap and permutation tests")
+    p.add_argument("--no-svg", action="store_true", help="write PNG figures only")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -223,11 +239,13 @@ def build_parser() -> argparse.ArgumentParser:
     rep = sub.add_parser("report", help="re-render the report of a run directory")
     rep.add_argument("run_dir")
     rep.add_argument("--out", help="output directory (default: the run directory)")
+    add_report_options(rep)
     rep.set_defaults(fn=cmd_report)
 
     cmp_ = sub.add_parser("compare", help="one report across several run directories")
     cmp_.add_argument("run_dirs", nargs="+")
     cmp_.add_argument("--out", required=True)
+    add_report_options(cmp_)
     cmp_.set_defaults(fn=cmd_compare)
 
     pt = sub.add_parser("perturb", help="preview a perturbation at several severities")
@@ -237,6 +255,7 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--text")
     g.add_argument("--file")
     pt.add_argument("--seed", type=int, default=0)
+    pt.add_argument("--lang", help="ISO 639 code of the text (keyboard maps, morphology)")
     pt.add_argument("--param", action="append", metavar="KEY=VALUE", help="a perturbation parameter")
     pt.set_defaults(fn=cmd_perturb)
 

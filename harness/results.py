@@ -21,6 +21,7 @@ import io
 import json
 import math
 import os
+import re
 import tempfile
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -61,7 +62,7 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
 
 
 def atomic_write_text(path: Path, text: str) -> None:
-    atomic_write_bytes(path, text.encode("utf-8", "surrogateescape"))
+    atomic_write_bytes(path, text.encode("utf-8", "surrogateescape"))  # CSV cells may carry raw bytes
 
 
 def _json_default(o: Any) -> Any:
@@ -85,8 +86,14 @@ def _clean_floats(o: Any) -> Any:
     return o
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
 def dumps(obj: Any, indent: int | None = None) -> str:
-    return json.dumps(_clean_floats(obj), default=_json_default, ensure_ascii=False, indent=indent, allow_nan=False)
+    """JSON text that is always valid UTF-8: lone surrogates (invalid input bytes carried by
+    ``surrogateescape``) are written as ``\\udcXX`` escapes, which json.loads gives back."""
+    text = json.dumps(_clean_floats(obj), default=_json_default, ensure_ascii=False, indent=indent, allow_nan=False)
+    return _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
 def atomic_write_json(path: Path, obj: Any) -> None:

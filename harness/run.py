@@ -26,9 +26,16 @@ from tqdm import tqdm
 from encoders.base import Encoder, FitContext, config_to_dict
 from harness import plugins
 from harness.config import build_perturbation
-from harness.perturb import apply
-from harness.data import DataPart, fingerprint, load_source, select_part, stable_unit, training_windows
+from harness.data import (
+    DataPart,
+    fingerprint,
+    load_source,
+    select_part,
+    stable_unit,
+    training_windows,
+)
 from harness.metrics import CellTotals, cell_metrics, count_words
+from harness.perturb import apply
 from harness.provenance import git_sha, hardware, package_versions, tokbench_version
 from harness.results import (
     BUCKET_COLUMNS,
@@ -105,6 +112,17 @@ def dominant_script(docs: list[Document]) -> str | None:
         return None
     script, w = weights.most_common(1)[0]
     return script if w >= 0.8 * sum(weights.values()) else "Mixd"
+
+
+def doc_script(doc: Document, text: str) -> str | None:
+    """ISO 15924 script of one document (the source's, else detected from its code points)."""
+    if doc.script:
+        return doc.script
+    try:
+        from harness.sources.script import detect_script
+    except ImportError:
+        return None
+    return detect_script(text)
 
 
 def dataset_language(docs: list[Document], default: str | None) -> str:
@@ -186,7 +204,7 @@ class Runner:
         }) + f"-{spec.label}-s{seed}"
 
     def build(self, spec: EncoderSpec, seed: int) -> Encoder:
-        cls = plugins.resolve("encoder", spec.name)
+        cls = plugins.resolve("encoder", spec.name, search_paths=[self.ctx.base_dir, Path.cwd()])
         torch.manual_seed(seed)  # same seed → same initial weights for identical shapes
         return cls(spec.config, spec.backbone)
 
@@ -333,7 +351,7 @@ class Runner:
         from perturbations.measure import edit_rate
 
         perts = self.perturbation_instances(train)
-        analyses = [plugins.resolve("analysis", a.name) and a.config for a in self.suite.analyses]
+        analyses = [a.config for a in self.suite.analyses]
         specs_p = [CLEAN] + [p for p in self.suite.perturbations]
         modes = self.suite.eval.modes
         ev = self.suite.eval
@@ -449,7 +467,8 @@ class Runner:
         for i, ((doc, item, text, ptext, n_clean, er, n_words), sc) in enumerate(zip(live, scores)):
             scored = item.scored_bytes
             totals.add(sc.nll, len(scored), n_clean, sc.n_units, n_words, sc.segments, er)
-            row = {**keys, "doc_id": doc.id, "doc_language": doc.language, "nll_nats": sc.nll, "n_bytes": len(scored),
+            row = {**keys, "doc_id": doc.id, "doc_language": doc.language, "doc_script": doc_script(doc, text),
+                   "nll_nats": sc.nll, "n_bytes": len(scored),
                    "n_bytes_clean": n_clean, "n_tokens": sc.n_units, "n_words": n_words, "edit_rate": er,
                    "text": text[:TEXT_LIMIT], "text_perturbed": ptext[:TEXT_LIMIT],
                    "truncated": len(text) > TEXT_LIMIT or len(ptext) > TEXT_LIMIT}
@@ -512,20 +531,23 @@ def iter_cells(suite: Suite) -> Iterator[tuple[str, str, str, float, str]]:
 
 
 def summary_table(rows: list[dict[str, Any]]) -> str:
-    """A short terminal table: clean BPB per encoder and dataset, and the worst ΔBPB under
-    perturbation (clean_target mode if scored, else full)."""
+    """A short terminal table per encoder, eval set and mode: clean BPB and the worst ΔBPB under
+    perturbation — of ``bpb`` in clean_target mode (scored bytes identical to the clean cell),
+    of ``bpb_clean`` in full mode (NLL per clean byte, so byte-count changes cannot move it)."""
     if not rows:
         return "(no results)"
     by: dict[tuple[str, str, str], dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     for r in rows:
-        by[(r["encoder"], r["dataset"], r["mode"])][r["perturbation_id"] + f"@{r['severity']}"].append(r["bpb"])
-    lines = [f"{'encoder':<22} {'dataset':<16} {'mode':<13} {'clean bpb':>9} {'worst Δbpb':>10}  worst perturbation"]
+        metric = "bpb" if r["mode"] == "clean_target" else "bpb_clean"
+        by[(r["encoder"], r["dataset"], r["mode"])][f"{r['perturbation_id']}@{r['severity']:g}"].append(float(r[metric]))
+    lines = [f"{'encoder':<22} {'dataset':<16} {'mode':<13} {'clean bpb':>9} {'worst Δ':>8}  worst perturbation"]
     for (enc, ds, mode), cells in sorted(by.items()):
-        clean = np.mean(cells.get("clean@0.0", [math.nan]))
-        worst, wname = -math.inf, ""
+        clean = float(np.mean(cells.get("clean@0", [math.nan])))
+        worst, wname = -math.inf, "-"
         for k, v in cells.items():
-            if not k.startswith("clean@") and np.mean(v) - clean > worst:
-                worst, wname = float(np.mean(v) - clean), k
+            if not k.startswith("clean@") and float(np.mean(v)) - clean > worst:
+                worst, wname = float(np.mean(v)) - clean, k
         ws = f"{worst:+.3f}" if math.isfinite(worst) else "-"
-        lines.append(f"{enc:<22} {ds:<16} {mode:<13} {clean:9.3f} {ws:>10}  {wname}")
+        lines.append(f"{enc:<22} {ds:<16} {mode:<13} {clean:9.3f} {ws:>8}  {wname}")
+    lines.append("(Δ: bpb in clean_target mode, bpb_clean in full mode; lower is better)")
     return "\n".join(lines)

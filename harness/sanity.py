@@ -18,6 +18,7 @@ import math
 import random
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from dataclasses import dataclass
 from typing import Any
 
@@ -51,7 +52,7 @@ class ProbeResult:
 
 def tiny_encoder(name: str, seed: int = 0, backbone: BackboneConfig | None = TINY_BACKBONE) -> Encoder:
     """An encoder with its class's ``sanity_config()`` (or default config) and a tiny backbone."""
-    cls = plugins.resolve("encoder", name)
+    cls = plugins.resolve("encoder", name, search_paths=[Path.cwd()])
     cfg = cls.sanity_config() if hasattr(cls, "sanity_config") else cls.Config()
     torch.manual_seed(seed)
     return cls(cfg, backbone)

@@ -81,7 +81,8 @@ def to_svg(fig: Figure) -> bytes:
 def _grid(n: int, ncols: int = 4, w: float = 3.3, h: float = 2.8) -> tuple[Figure, np.ndarray]:
     ncols = max(1, min(ncols, n))
     nrows = math.ceil(n / ncols)
-    fig, axes = plt.subplots(nrows, ncols, figsize=(w * ncols + 0.5, h * nrows + 0.6),
+    # at least ~6.5 in wide so the title and legend of a one-panel figure fit
+    fig, axes = plt.subplots(nrows, ncols, figsize=(max(6.5, w * ncols + 0.5), h * nrows + 0.6),
                              squeeze=False, constrained_layout=True)
     for ax in axes.flat[n:]:
         ax.set_visible(False)
@@ -112,9 +113,12 @@ def severity_curves(t: Tables, mode: str, colors: dict[str, Any]) -> Figure | No
         ax.set_title(pid)
         ax.set_xlabel("severity")
         ax.set_ylabel("bits per byte")
-    handles, labels = axes.flat[0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="outside lower center", ncols=min(6, len(labels)),
-               frameon=False)
+    seen: dict[str, Any] = {}  # every encoder once, even if the first panel lacks some
+    for ax in axes.flat:
+        for h, lab in zip(*ax.get_legend_handles_labels()):
+            seen.setdefault(lab, h)
+    fig.legend(list(seen.values()), list(seen), loc="outside lower center",
+               ncols=min(max(2, int(fig.get_figwidth() / 1.5)), len(seen)), frameon=False)
     fig.suptitle(MODE_LABEL.get(mode, mode), fontsize=10)
     return fig
 
@@ -177,7 +181,8 @@ def _bars(df: pd.DataFrame, cat: str, labels: dict[str, str], encoders: list[str
 
 def _legend_below(fig: Figure, ax: Any) -> None:
     handles, labels = ax.get_legend_handles_labels()
-    fig.legend(handles, labels, loc="outside lower center", ncols=min(6, len(labels)),
+    per_row = max(2, int(fig.get_figwidth() / 1.5))  # ~1.5 in per entry, so nothing is clipped
+    fig.legend(handles, labels, loc="outside lower center", ncols=min(per_row, len(labels)),
                frameon=False)
 
 
@@ -257,6 +262,10 @@ def segment_hist(texts: list[dict[str, Any]], encoders: list[str]) -> Figure | N
         sns.histplot(d, x="len", hue="text", stat="probability", common_norm=False,
                      discrete=True, element="step", binrange=(1, max(2, hi)), ax=ax,
                      palette={"clean": "#4c72b0", "noisy (highest severity)": "#dd8452"})
+        if ax is not axes.flat[len(encs) - 1] and ax.get_legend() is not None:
+            ax.get_legend().remove()  # one legend (last panel) is enough
+        elif ax.get_legend() is not None:
+            sns.move_legend(ax, "upper right", title=None, fontsize=7, frameon=False)
         mean_c = d[d.text == "clean"].len.mean()
         ax.set_title(f"{enc} (clean mean {mean_c:.2f} B)")
         ax.set_xlabel("segment length (bytes)")
@@ -265,37 +274,42 @@ def segment_hist(texts: list[dict[str, Any]], encoders: list[str]) -> Figure | N
 
 def loss_curves(run: dict[str, Any], encoders: list[str], colors: dict[str, Any]
                 ) -> Figure | None:
-    """Training loss (nats/byte) against bytes seen, from run.json ``train.loss_curve``: a list
-    of [bytes, loss] pairs, of {"bytes", "loss"} objects, or of losses (x = step index)."""
+    """Training loss (bits/byte, as the harness logs it) against bytes seen, one line per
+    encoder and seed, from run.json ``train.loss_curve``: [bytes, loss] pairs, {"bytes", "loss"}
+    objects, or bare losses (x = logged step)."""
+    from reports.tables import per_seed
+
     encs = run.get("encoders") or {}
-    fig, ax = plt.subplots(figsize=(5.6, 3.0), constrained_layout=True)
+    fig, ax = plt.subplots(figsize=(5.8, 3.1), constrained_layout=True)
     drew = False
     xlabel = "training bytes"
     for enc in encoders:
-        curve = ((encs.get(enc) or {}).get("train") or {}).get("loss_curve")
-        if not curve:
-            continue
-        try:
-            if isinstance(curve[0], dict):
-                x = [float(p.get("bytes", i)) for i, p in enumerate(curve)]
-                y = [float(p["loss"]) for p in curve]
-            elif isinstance(curve[0], (list, tuple)):
-                x = [float(p[0]) for p in curve]
-                y = [float(p[1]) for p in curve]
-            else:
-                x = list(range(len(curve)))
-                y = [float(v) for v in curve]
-                xlabel = "logged step"
-        except (KeyError, TypeError, ValueError, IndexError):
-            continue
-        ax.plot(x, y, color=colors[enc], label=enc, lw=1.6)
-        drew = True
+        for k, tr in enumerate(per_seed(encs.get(enc) or {}, "train")):
+            curve = tr.get("loss_curve")
+            if not curve:
+                continue
+            try:
+                if isinstance(curve[0], dict):
+                    x = [float(p.get("bytes", i)) for i, p in enumerate(curve)]
+                    y = [float(p["loss"]) for p in curve]
+                elif isinstance(curve[0], (list, tuple)):
+                    x = [float(p[0]) for p in curve]
+                    y = [float(p[1]) for p in curve]
+                else:
+                    x = list(range(len(curve)))
+                    y = [float(v) for v in curve]
+                    xlabel = "logged step"
+            except (KeyError, TypeError, ValueError, IndexError):
+                continue
+            ax.plot(x, y, color=colors[enc], label=enc if k == 0 else None, lw=1.4,
+                    alpha=1.0 if k == 0 else 0.55)
+            drew = True
     if not drew:
         plt.close(fig)
         return None
     ax.set_xlabel(xlabel)
     if xlabel == "training bytes":
         ax.xaxis.set_major_formatter(matplotlib.ticker.EngFormatter(unit="B"))
-    ax.set_ylabel("train loss (nats/byte)")
+    ax.set_ylabel("train loss (bits/byte)")
     ax.legend(frameon=False, fontsize=8)
     return fig

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -104,7 +105,9 @@ def read_table(path: Path, required: list[str]) -> pd.DataFrame:
     """Read a results CSV with every field as text first (so a language code ``na`` stays a
     string), then convert the known numeric columns, naming the file/column/row on bad input."""
     try:
-        df = pd.read_csv(path, dtype=str, keep_default_na=False)
+        # surrogateescape: the harness may carry undecodable input bytes into CSV cells
+        df = pd.read_csv(path, dtype=str, keep_default_na=False, encoding="utf-8",
+                         encoding_errors="surrogateescape")
     except pd.errors.ParserError as e:
         raise ValueError(f"{path}: not a valid CSV: {e}") from e
     except pd.errors.EmptyDataError as e:
@@ -126,6 +129,10 @@ def _fill_results(df: pd.DataFrame, fname: str) -> pd.DataFrame:
     if (df["encoder_name"] == "").all():
         df["encoder_name"] = df["encoder"]
     df.loc[df["perturbation"] == "", "perturbation"] = df["perturbation_id"]
+    for col in ("seed", "n_bytes", "nll_nats"):
+        if df[col].isna().any():
+            row = int(np.flatnonzero(df[col].isna().to_numpy())[0])
+            raise ValueError(f"{fname}: column {col!r} row {row + 2}: empty")
     df["seed"] = df["seed"].astype(int)
     if "severity" not in df.columns:
         df["severity"] = 0.0
@@ -155,10 +162,45 @@ def _fill_results(df: pd.DataFrame, fname: str) -> pd.DataFrame:
     return df
 
 
+# First word of a letter's Unicode name -> ISO 15924 code (enough to label documents of a mixed
+# eval set; the harness has the full detector, but reports must not import harness).
+_SCRIPT_WORDS = {
+    "LATIN": "Latn", "CYRILLIC": "Cyrl", "GREEK": "Grek", "ARABIC": "Arab", "HEBREW": "Hebr",
+    "DEVANAGARI": "Deva", "BENGALI": "Beng", "GURMUKHI": "Guru", "GUJARATI": "Gujr",
+    "TAMIL": "Taml", "TELUGU": "Telu", "KANNADA": "Knda", "MALAYALAM": "Mlym", "SINHALA": "Sinh",
+    "THAI": "Thai", "LAO": "Laoo", "KHMER": "Khmr", "MYANMAR": "Mymr", "TIBETAN": "Tibt",
+    "GEORGIAN": "Geor", "ARMENIAN": "Armn", "ETHIOPIC": "Ethi", "CJK": "Hani",
+    "HIRAGANA": "Hira", "KATAKANA": "Kana", "HANGUL": "Hang", "SYRIAC": "Syrc", "THAANA": "Thaa",
+}
+
+
+def dominant_script(text: str, max_chars: int = 4000) -> str:
+    """ISO 15924 code of the most frequent script among the letters of ``text`` ("" if none);
+    Han mixed with kana is Japanese (Jpan), Han with Hangul Korean (Kore)."""
+    counts: dict[str, int] = {}
+    for ch in text[:max_chars]:
+        if not ch.isalpha():
+            continue
+        word = unicodedata.name(ch, "").split(" ", 1)[0]
+        code = _SCRIPT_WORDS.get(word)
+        if code:
+            counts[code] = counts.get(code, 0) + 1
+    if not counts:
+        return ""
+    top = max(counts, key=lambda c: counts[c])
+    kana = counts.get("Hira", 0) + counts.get("Kana", 0)
+    if top in ("Hani", "Hira", "Kana") and kana:
+        return "Jpan"
+    if top in ("Hani", "Hang") and counts.get("Hang", 0) and counts.get("Hani", 0):
+        return "Kore"
+    return top
+
+
 def _read_samples(path: Path) -> tuple[pd.DataFrame, list[dict[str, Any]]]:
     rows: list[dict[str, Any]] = []
     texts: list[dict[str, Any]] = []
-    with path.open(encoding="utf-8") as f:
+    doc_scripts: dict[tuple, str] = {}
+    with path.open(encoding="utf-8", errors="surrogateescape") as f:
         for lineno, line in enumerate(f, 1):
             if not line.strip():
                 continue
@@ -172,9 +214,20 @@ def _read_samples(path: Path) -> tuple[pd.DataFrame, list[dict[str, Any]]]:
                                    "n_bytes", "mode") if k not in obj]
             if missing:
                 raise ValueError(f"{path}: line {lineno}: missing key(s) {', '.join(missing)}")
-            rows.append({k: obj.get(k) for k in SAMPLE_SCALARS})
+            row = {k: obj.get(k) for k in SAMPLE_SCALARS}
+            # Per-document script: the harness records the eval set's script (Mixd for mixed
+            # sets); a document's own script comes from doc_script or, for mixed sets, its text.
+            if obj.get("doc_script"):
+                row["script"] = obj["doc_script"]
+            elif (row.get("script") or "") in ("", "Mixd", "Zyyy"):
+                key = (obj.get("dataset"), obj.get("doc_id"))
+                if key not in doc_scripts:
+                    doc_scripts[key] = dominant_script(str(obj.get("text") or
+                                                           obj.get("scored_text") or ""))
+                row["script"] = doc_scripts[key] or row.get("script") or ""
+            rows.append(row)
             if obj.get("scored_text") is not None and obj.get("byte_nll") is not None:
-                texts.append(obj)
+                texts.append({**obj, "script": row["script"]})
     cols = SAMPLE_SCALARS
     df = pd.DataFrame(rows, columns=cols)
     if len(df):

@@ -211,7 +211,7 @@ def build_tables(t: Tables) -> dict[str, Table]:
         note="Scripts of the documents themselves (ISO 15924), so a mixed set splits by script.")
     out["pairs"] = _pair_summary(t)
 
-    out["efficiency"] = _table("efficiency", "Efficiency", [
+    out["efficiency"] = _table("efficiency", "Cost per encoder", [
         ("encoder", lambda r: r.encoder, False),
         ("name", lambda r: r.name, False),
         ("params", lambda r: fsi(r.params_total), True),
@@ -222,11 +222,14 @@ def build_tables(t: Tables) -> dict[str, Table]:
         ("train bytes/s", lambda r: fsi(r.bytes_per_s), True),
         ("train time", lambda r: f"{r.train_seconds:.1f} s" if _ok(r.train_seconds) else "—",
          True),
-        ("peak memory", lambda r: fbytes(r.peak_mem_bytes), True),
+        ("peak memory", lambda r: fbytes(r.peak_mem_bytes) + (" (RSS)" if r.peak_mem_kind ==
+                                                              "process_max_rss" else ""), True),
         ("bytes / unit", lambda r: (f"{r.bytes_per_segment:.2f} ({r.token_unit or 'segment'})"
                                     if _ok(r.bytes_per_segment) else "—"), True),
-    ], t.efficiency, note="From run.json; bytes per unit = mean bytes per segment (token, patch "
-                          "or byte) on clean text.")
+    ], t.efficiency, note="From run.json, averaged over trained seeds (peak memory: the "
+                          "maximum; RSS = whole-process resident memory on CPU, not the model "
+                          "alone); bytes per unit = mean bytes per segment (token, patch or byte) "
+                          "on clean text.")
 
     g = _ordered(t, t.groups, ["mode", "perturbation_id", "severity", "encoder"])
     out["cells"] = _table("cells", "All cell groups", [
@@ -313,23 +316,29 @@ def _ordered(t: Tables, df: pd.DataFrame, cols: list[str]) -> pd.DataFrame:
     return df.sort_values(cols, key=key, kind="stable")
 
 
-def bucket_table(buckets: pd.DataFrame) -> Table:
+def bucket_table(buckets: pd.DataFrame, encoders: list[str]) -> Table:
+    """BPB per (analysis, bucket) with one column per encoder, clean text, pooled over seeds and
+    eval sets; words and bytes are those of the first encoder (the same text for all)."""
+    title = "BPB per per-word bucket (clean text)"
+    note = "Pooled over seeds and eval sets from buckets.csv (no per-document rows, so no CI)."
     b = buckets
-    if len(b):
-        b = b[b.perturbation_id == load.CLEAN_ID]
-        if "mode" in b.columns and (b["mode"] == "full").any():
-            b = b[b["mode"] == "full"]
-        b = b.groupby(["analysis", "bucket", "encoder"], sort=False)[
-            ["n_words", "n_bytes", "nll_nats"]].sum().reset_index()
-        b["bpb"] = b.nll_nats / (load.LN2 * b.n_bytes)
-    return _table("buckets", "Per-word buckets (clean text)", [
-        ("analysis", lambda r: r.analysis, False),
-        ("bucket", lambda r: r.bucket, False),
-        ("encoder", lambda r: r.encoder, False),
-        ("words", lambda r: f"{r.n_words:.0f}", True),
-        ("bytes", lambda r: f"{r.n_bytes:.0f}", True),
-        ("BPB", lambda r: f3(r.bpb), True),
-    ], b, note="Pooled over seeds and eval sets from buckets.csv (no per-document rows, so no CI).")
+    if not len(b):
+        return Table("buckets", title, [], [], note)
+    b = b[b.perturbation_id == load.CLEAN_ID]
+    if "mode" in b.columns and (b["mode"] == "full").any():
+        b = b[b["mode"] == "full"]
+    b = b.groupby(["analysis", "bucket", "encoder"], sort=False)[
+        ["n_words", "n_bytes", "nll_nats"]].sum().reset_index()
+    b["bpb"] = b.nll_nats / (load.LN2 * b.n_bytes)
+    encs = [e for e in encoders if e in set(b.encoder)] + sorted(set(b.encoder) - set(encoders))
+    rows = []
+    for (an, bucket), g in b.groupby(["analysis", "bucket"], sort=False):
+        by = {r.encoder: r for r in g.itertuples(index=False)}
+        first = by[next(e for e in encs if e in by)]
+        rows.append([str(an), str(bucket), f"{first.n_words:.0f}", f"{first.n_bytes:.0f}"]
+                    + [f3(by[e].bpb) if e in by else "—" for e in encs])
+    return Table("buckets", title, ["analysis", "bucket", "n words", "n bytes", *encs], rows, note,
+                 set(range(2, 4 + len(encs))))
 
 
 # ----------------------------------------------------------------------------- markdown
@@ -434,7 +443,7 @@ def _figures(t: Tables, data: load.RunData, fig_dir: Path, svg: bool) -> dict[st
         ("segments", "Segment (token / patch) sizes",
          "Distribution of segment lengths in bytes on the stored samples, clean vs the most "
          "severe perturbation.", lambda: F.segment_hist(data.texts, t.encoders)),
-        ("loss_curves", "Training loss", "Training loss in nats per byte from run.json.",
+        ("loss_curves", "Training loss", "Training loss in bits per byte from run.json (one line per seed).",
          lambda: F.loss_curves(data.run, t.encoders, colors)),
     ]
     out: dict[str, FigureOut] = {}
@@ -452,6 +461,15 @@ def _figures(t: Tables, data: load.RunData, fig_dir: Path, svg: bool) -> dict[st
     return out
 
 
+def _without(obj: Any, key: str) -> Any:
+    """``obj`` with ``key`` dropped at every depth (loss curves are plotted, not listed)."""
+    if isinstance(obj, dict):
+        return {k: _without(v, key) for k, v in obj.items() if k != key}
+    if isinstance(obj, list):
+        return [_without(v, key) for v in obj]
+    return obj
+
+
 def _provenance(data: load.RunData) -> list[tuple[str, str]]:
     """(title, pretty JSON) blocks of run.json facts, per run."""
     blocks = []
@@ -466,11 +484,9 @@ def _provenance(data: load.RunData) -> list[tuple[str, str]]:
                 blocks.append((f"{name}: {key}", json.dumps(run[key], indent=2,
                                                             ensure_ascii=False, default=str)))
         for label, e in (run.get("encoders") or {}).items():
-            slim = {k: v for k, v in e.items() if k != "train"}
-            tr = {k: v for k, v in (e.get("train") or {}).items() if k != "loss_curve"}
-            slim["train"] = tr
             blocks.append((f"{name}: encoder {label}",
-                           json.dumps(slim, indent=2, ensure_ascii=False, default=str)))
+                           json.dumps(_without(e, "loss_curve"), indent=2, ensure_ascii=False,
+                                      default=str)))
     return blocks
 
 
@@ -479,7 +495,7 @@ def _render(data: load.RunData, out_dir: Path, title: str, n_boot: int, n_perm: 
     out_dir.mkdir(parents=True, exist_ok=True)
     t = compute_tables(data, n_boot=n_boot, n_perm=n_perm, seed=seed)
     tables = build_tables(t)
-    tables["buckets"] = bucket_table(data.buckets)
+    tables["buckets"] = bucket_table(data.buckets, t.encoders)
     figs = _figures(t, data, out_dir / "figures", svg)
     samples = build_samples(data.texts, t.encoders)
     from matplotlib.colors import to_hex
@@ -487,10 +503,11 @@ def _render(data: load.RunData, out_dir: Path, title: str, n_boot: int, n_perm: 
     from reports.figures import palette
 
     colors = {k: to_hex(v) for k, v in palette(t.encoders).items()}
-    suite = next((r.get("suite") or {} for r in data.runs.values() if r), {})
+    suites = [r.get("suite") for r in data.runs.values() if r and isinstance(r.get("suite"), dict)]
+    suite_names = list(dict.fromkeys(str(s.get("name")) for s in suites if s.get("name")))
     ctx = dict(
         title=title,
-        suite_name=str(suite.get("name", "")) if isinstance(suite, dict) else "",
+        suite_name=", ".join(suite_names),
         runs=list(data.runs),
         git_sha=next((str(r.get("git_sha")) for r in data.runs.values() if r.get("git_sha")), ""),
         created=next((str(r.get("created")) for r in data.runs.values() if r.get("created")), ""),

@@ -153,12 +153,23 @@ def build_samples(texts: list[dict[str, Any]], encoders: list[str], max_chars: i
             if ds2 == ds and doc2 == doc and pid2 != CLEAN_ID and not set(present) - set(encs2):
                 if pid2 not in top or sev2 > top[pid2][0]:
                     top[pid2] = (sev2, encs2)
-        for pid2, (sev2, encs2) in list(top.items())[: max_variants - 1]:
+        for pid2 in _diverse(list(top), max_variants - 1):
+            sev2, encs2 = top[pid2]
             view.variants.append(_variant(f"{pid2} @ {sev2:g}", encs2, present, max_chars))
         views.append(view)
         if len(views) >= max_docs:
             break
     return views
+
+
+def _diverse(pids: list[str], k: int) -> list[str]:
+    """Up to ``k`` perturbation ids, one per family (name before the first dot) first, in order."""
+    first, rest, fams = [], [], set()
+    for p in pids:
+        fam = p.split(".", 1)[0]
+        (rest if fam in fams else first).append(p)
+        fams.add(fam)
+    return (first + rest)[:k]
 
 
 def _variant(label: str, encs: dict[str, dict[str, Any]], encoders: list[str], max_chars: int

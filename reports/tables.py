@@ -339,8 +339,13 @@ def efficiency_table(data: RunData, encoders: list[str], level_mode: str) -> pd.
     rows = []
     for label in encoders:
         e = encs.get(label) or {}
-        tr = e.get("train") or {}
-        fit = e.get("fit") or {}
+        trains = per_seed(e, "train")
+        fits = per_seed(e, "fit")
+        tr = {k: _mean([t.get(k) for t in trains]) for k in ("bytes", "seconds", "bytes_per_s")}
+        tr["peak_mem_bytes"] = max((_num(t.get("peak_mem_bytes")) for t in trains), default=math.nan)
+        tr["final_loss"] = _mean([t.get("final_loss_bpb", t.get("final_loss")) for t in trains])
+        fit = {"seconds": _mean([f.get("seconds") for f in fits])}
+        mem_kind = next((t.get("peak_mem_kind") for t in trains if t.get("peak_mem_kind")), "")
         clean = res[(res.encoder == label) & (res.perturbation_id == CLEAN_ID)
                     & (res["mode"] == level_mode)]
         seg = (float(clean.n_bytes.sum() / clean.n_segments.sum())
@@ -358,9 +363,25 @@ def efficiency_table(data: RunData, encoders: list[str], level_mode: str) -> pd.
             train_bytes=_num(tr.get("bytes")), train_seconds=_num(tr.get("seconds")),
             bytes_per_s=_num(tr.get("bytes_per_s")), peak_mem_bytes=_num(tr.get("peak_mem_bytes")),
             fit_seconds=_num(fit.get("seconds")), final_loss=_num(tr.get("final_loss")),
-            bytes_per_segment=seg, token_unit=unit,
+            bytes_per_segment=seg, token_unit=unit, peak_mem_kind=mem_kind,
+            n_seeds_trained=len(trains),
         ))
     return pd.DataFrame(rows)
+
+
+def per_seed(enc: dict[str, Any], key: str) -> list[dict[str, Any]]:
+    """``enc[key]`` for every trained seed: run.json keeps per-seed facts under
+    ``encoders.<label>.seeds.<seed>.<key>``; a flat ``encoders.<label>.<key>`` is one seed."""
+    seeds = enc.get("seeds")
+    if isinstance(seeds, dict) and seeds:
+        return [v[key] for _, v in sorted(seeds.items()) if isinstance(v, dict)
+                and isinstance(v.get(key), dict)]
+    return [enc[key]] if isinstance(enc.get(key), dict) else []
+
+
+def _mean(xs: list[Any]) -> float:
+    vals = [v for v in (_num(x) for x in xs) if not math.isnan(v)]
+    return float(np.mean(vals)) if vals else math.nan
 
 
 def _num(x: Any) -> float:

@@ -56,11 +56,22 @@ from encoders.byte_baseline import ByteConfig, ByteEncoder
 from encoders.registry import register
 
 ENTROPY_TRAIN_FRACTION = 0.2  # entropy model bytes = this × train_bytes when entropy_train_bytes is null
+# The patch axis is padded to a multiple of this. Entropy patching gives a different patch count
+# every batch, and cuDNN attention plans a kernel per new shape (~0.1-0.3 s each on an H200,
+# measured): without buckets most training steps would pay it. Padded patches lie after every
+# real patch, so causal layers never let a real byte see them.
+PATCH_BUCKET = 32
+
+
+def padded_patch_count(starts: torch.Tensor) -> int:
+    """N for a batch: the most patches in one window, rounded up to a multiple of PATCH_BUCKET."""
+    n = int(starts.sum(1).max()) if starts.numel() else 0
+    return max(1, -(-n // PATCH_BUCKET)) * PATCH_BUCKET
 
 
 @dataclass(frozen=True, kw_only=True)
 class BltConfig:
-    """BLT encoder settings (YAML keys under an encoder ``params:``).
+    """BLT encoder settings (the keys of a ``name: blt`` entry in a suite; docs/blt.md).
 
     patching: entropy (BLT) | space (patch after whitespace) | static (fixed size).
     threshold: θ in nats for entropy patching; null = auto: fit on training windows so patches
@@ -247,7 +258,7 @@ class BltEncoder(Encoder):
         starts = self._cached_starts(batch)
         valid = torch.arange(T, device=stream.device)[None, :] < lengths[:, None]
         pid = patch_ids(starts)  # (B, T)
-        N = max(1, int(starts.sum(1).max())) if T else 1
+        N = padded_patch_count(starts)
 
         x = self.embed(stream)  # (B, T+1, D)
         for n, emb in zip(self.config.ngram_sizes, self.ngram_embed):
@@ -276,10 +287,11 @@ class BltEncoder(Encoder):
 
     def flops(self, batch: TensorBatch) -> float:
         """Analytic forward FLOPs (2 per MAC) for this batch at its padded sizes: entropy model,
-        local encoder over T+1 positions, pooling over N patches, latent backbone, decoder, head.
+        local encoder over T+1 positions, pooling over N patches (padded to PATCH_BUCKET, as run),
+        latent backbone, decoder, head.
         Embedding lookups, norms, softmax and max pooling are not counted (< 1 %)."""
         B, T = batch["targets"].shape
-        N = max(1, int(self._cached_starts(batch).sum(1).max())) if T else 1
+        N = padded_patch_count(self._cached_starts(batch))
         D, L = self.config.local_dim, self.latent_dim
         f = 0.0
         if self.entropy_model is not None:

@@ -109,7 +109,7 @@ class BpeEncoder(Encoder):
         if cfg.file is not None:
             key = "file:" + hashlib.sha256(Path(cfg.file).expanduser().read_bytes()).hexdigest()
         else:
-            key = merge_key(fingerprint, cfg.vocab_size, cfg.pattern)
+            key = merge_key(fingerprint, cfg.vocab_size, cfg.pattern, cfg.min_frequency)
         cached = self.tokenizer is not None and self.fit_facts.get("key") == key
         if self.tokenizer is None or (cfg.file is None and not cached):
             ctx.log(f"bpe: learning {cfg.vocab_size} tokens on {n:,} bytes")

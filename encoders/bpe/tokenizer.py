@@ -87,9 +87,12 @@ def pretoken_counts(texts: Iterable[bytes | str], pattern: str) -> Counter[bytes
     return Counter({k.encode("utf-8"): v for k, v in counts.items()})
 
 
-def merge_key(fingerprint: str, vocab_size: int, pattern: str) -> str:
-    """Cache key of trained merges: sha256 over the corpus fingerprint, vocab size and regex."""
-    h = hashlib.sha256(f"{fingerprint}|{vocab_size}|{resolve_pattern(pattern)}".encode())
+def merge_key(fingerprint: str, vocab_size: int, pattern: str, min_frequency: int = 2) -> str:
+    """Cache key of trained merges: sha256 over the corpus fingerprint, vocab size, regex and
+    minimum pair frequency (everything the merges depend on)."""
+    h = hashlib.sha256(
+        f"{fingerprint}|{vocab_size}|{resolve_pattern(pattern)}|{min_frequency}".encode()
+    )
     return h.hexdigest()
 
 

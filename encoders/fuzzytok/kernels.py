@@ -17,10 +17,11 @@ Three kernels:
   * ``_block_kernel`` — one residual block ``h ← h + act(conv_d(h) + b)`` for all its dilations in
     a single launch. A program owns a window of ``BLOCK_T`` rows and emits its last
     ``BLOCK_T − halo`` of them; the first ``halo`` rows are recomputed by the neighbouring window
-    (halo recomputation), so the block's intermediates never leave the program. They pass
-    between layers through a per-program scratch tile (``BLOCK_T × C``; persistent grid, so the
-    whole scratch is a few MB and stays in L2) because Triton cannot shift rows of a register
-    tile.
+    (halo recomputation), so the block's intermediates are never written as (B, T, C) tensors.
+    They pass between layers through a per-program scratch tile (``BLOCK_T × C``) because
+    Triton cannot shift the rows of a register tile; the grid is persistent (2 programs per SM),
+    so the scratch is bounded (34 MB at C = 256 in bf16, about the H200's L2) whatever B·T is.
+    Measured slower than one launch per layer on an H200 (BENCHMARKS.md), hence off by default.
 
 Accumulation is fp32 whatever the input dtype (bf16 or fp32; an fp32 ``tl.dot`` uses TF32 on GPU).
 Without a GPU the kernels run only in Triton's interpreter (``TRITON_INTERPRET=1``); this module

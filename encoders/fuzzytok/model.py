@@ -32,7 +32,9 @@ class FuzzyTokConfig:
     """Conv stack shape. ``dim``: conv channels (bytes are embedded at this width).
     ``dilations``: one residual layer per entry in each of ``blocks`` blocks.
     ``impl``: auto = Triton kernels on CUDA, PyTorch reference elsewhere; triton | torch force it.
-    ``fused_block``: on the Triton path, run each block's layers in one launch."""
+    ``fused_block``: on the Triton path, run each block's layers in one launch (halo recompute).
+    Off by default: on an H200 it was slower than one launch per layer (BENCHMARKS.md) and the
+    training memory is the same (both recompute in backward)."""
 
     dim: int = 64
     kernel_size: int = 3
@@ -40,7 +42,7 @@ class FuzzyTokConfig:
     blocks: int = 3
     activation: Literal["gelu", "relu", "silu", "none"] = "gelu"
     impl: Literal["auto", "triton", "torch"] = "auto"
-    fused_block: bool = True
+    fused_block: bool = False
 
     def __post_init__(self) -> None:
         if self.dim < 1:
@@ -163,4 +165,5 @@ class FuzzyTokEncoder(Encoder):
             "kernel_size": c.kernel_size,
             "dilations": list(c.dilations),
             "impl": "triton" if use_triton(c.impl, torch.empty(0, device=dev)) else "torch",
+            "fused_block": c.fused_block,
         }

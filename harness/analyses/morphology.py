@@ -17,8 +17,8 @@ the word). Every word falls in one bucket of each family:
 
 Morphs come from a Morfessor Baseline model per language, trained (offline, seconds) on the
 ``max_types`` most frequent word types of the training documents of that language when it has at
-least ``min_types`` types, else on the stems of the language's Hunspell dictionary (found in
-/usr/share/hunspell or the tokbench cache). A language with neither gets ``<family>:no-segmenter``
+least ``min_types`` types, else on an even sample of the word forms its Hunspell dictionary
+generates (found in /usr/share/hunspell or the tokbench cache). A language with neither gets ``<family>:no-segmenter``
 buckets for the morph-based families.
 """
 
@@ -30,6 +30,7 @@ import re
 from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -42,9 +43,14 @@ from perturbations.morphology import (
     MorfessorSegmenter,
     Segmenter,
     find_hunspell,
+    hunspell_paradigms,
     hunspell_stems,
 )
 
+# Dictionary fallback: Morfessor on at most this many generated forms of at most this length
+# (German's 5000 longest stems took two minutes; 3000 forms of <= 14 letters take seconds).
+HUNSPELL_MAX_TYPES = 3000
+HUNSPELL_MAX_LEN = 14
 NO_SPACE_SCRIPTS = frozenset({"Hani", "Hira", "Kana", "Thai", "Laoo", "Khmr", "Mymr", "Tibt"})
 FAMILIES = ("bpe", "seen", "morphs")
 
@@ -171,7 +177,7 @@ def _lang(doc: Document) -> str:
 @register_analysis("morphology")
 @dataclass(frozen=True, kw_only=True)
 class MorphologyAnalysis(Analysis):
-    """Per-word morphology buckets (module docstring).
+    """Per-word buckets: BPE vs morph boundaries, seen forms and stems, morph counts.
 
     families: which bucket families to report (``bpe``, ``seen``, ``morphs``).
     max_types: word types a Morfessor model trains on (5000 types: 5–15 s on one core).
@@ -215,11 +221,18 @@ class MorphologyAnalysis(Analysis):
         for c in by_lang.values():
             total.update(c)
         st = self._state
+        # The harness fits once per seed on the same training part: keep the (slow) segmenters
+        # when the vocabulary is unchanged.
+        vocab_key = hashlib.sha1(repr(sorted((k, sorted(c.items())) for k, c in by_lang.items()))
+                                 .encode("utf-8", "surrogateescape")).hexdigest()
+        if st.get("vocab_key") != vocab_key:
+            st["segmenters"] = {}
+            st["seen_stems"] = {}
+        st["vocab_key"] = vocab_key
         st["seen_forms"] = frozenset(total)
         st["top_types"] = sorted(total, key=lambda w: (-total[w], w))[: self.max_types]
         st["by_lang"] = dict(by_lang)
-        st["segmenters"] = {}
-        st["seen_stems"] = {}
+        st["tables"] = {}
         st["bpe"] = None
         if "bpe" in self.families:
             found = _find_bpe(encoders, self.bpe_encoder)
@@ -251,11 +264,29 @@ class MorphologyAnalysis(Analysis):
             else:
                 dic = find_hunspell(lang) if lang != "und" else None
                 if dic is not None:
-                    stems = [s.lower() for s in hunspell_stems(dic)]
-                    step = max(1, len(stems) // self.max_types)  # an even sample of the a–z list
-                    seg = MorfessorSegmenter.train(stems[::step], self.max_types, self.seed)
+                    seg = MorfessorSegmenter.train(self._hunspell_sample(dic), self.max_types,
+                                                   self.seed)
             segs[lang] = seg
         return segs[lang]
+
+    def _hunspell_sample(self, dic: Path) -> list[str]:
+        """Word forms for Morfessor from a Hunspell dictionary: every form of an even sample of
+        its paradigms (every k-th stem), so Morfessor sees each sampled stem with its affixes;
+        forms longer than ``HUNSPELL_MAX_LEN`` letters are left out (long compounds make it slow
+        and teach little)."""
+        _, paradigms = hunspell_paradigms(dic)
+        n = min(self.max_types, HUNSPELL_MAX_TYPES)
+        if not paradigms:
+            stems = sorted(s.lower() for s in hunspell_stems(dic) if len(s) <= HUNSPELL_MAX_LEN)
+            return stems[:: max(1, len(stems) // n)][:n]
+        mean = sum(len(p) for p in paradigms) / len(paradigms)
+        step = max(1, int(len(paradigms) * mean / n))
+        out: list[str] = []
+        for p in paradigms[::step]:
+            out.extend(f for f in p if len(f) <= HUNSPELL_MAX_LEN)
+            if len(out) >= n:
+                break
+        return out[:n]
 
     def _seen_stems(self, lang: str, seg: Segmenter) -> frozenset[str]:
         stems = self._state.setdefault("seen_stems", {})

@@ -242,7 +242,7 @@ def render_man(source: bytes) -> str:
 class ManpagesSource(DebianSource):
     """Localized man pages of a ``manpages-*`` package (``manpages-ja``, ``manpages-de`` …),
     rendered with groff (cached under ``<cache>/rendered/``; ``prepare`` renders with a progress
-    bar, about 15 ms a page). Pages that only include another page (``.so``) are skipped.
+    bar, 15–35 ms a page, once). Pages that only include another page (``.so``) are skipped.
 
     max_pages: render only the first pages in sorted path order (None = all)."""
 
@@ -630,6 +630,12 @@ class DebianMixSource(Source):
             if cls is None or not package:
                 raise ValueError(f"debian_mix source: member {m!r} must be '<source>:<package>' "
                                  f"with source one of {sorted(member_classes())}")
+        swords = [m for m in self.members if m.startswith("sword:")]
+        if len(swords) > 1:
+            # Bible chapters have the same id in every translation (so that a split by id keeps
+            # translations parallel); two of them in one mixture would collide.
+            raise ValueError(f"debian_mix source: at most one sword member, got {swords}: chapter "
+                             f"ids (bible/Gen.1) are shared across translations")
 
     def _sources(self) -> list[DebianSource]:
         out = []

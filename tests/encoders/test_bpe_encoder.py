@@ -123,6 +123,9 @@ def test_units_tile_scored_bytes_and_no_token_straddles_score_from() -> None:
         assert units.segments is not None
         assert units.segments[i] == [len(tok.token_bytes(t)) for t in tgt_ids]
         assert sum(units.segments[i]) == len(w) - s
+    # A batch of empty windows has no tokens and no units (and costs nothing).
+    empty = enc.collate([b"", b""], [0, 0])
+    assert empty["inputs"].shape == (2, 0) and len(enc(empty).nll) == 0 and enc.flops(empty) == 0
 
 
 def test_window_nll_is_sum_of_token_nll_and_bpb_divides_by_bytes() -> None:

@@ -89,11 +89,12 @@ def test_flops_match_flop_counter(impl: str) -> None:
         assert fc.get_total_flops() == 3 * m.flops(batch)
 
 
-def test_triton_path_trains_like_reference_path() -> None:
+@pytest.mark.parametrize("fused", [False, True], ids=["layers", "fused"])
+def test_triton_path_trains_like_reference_path(fused: bool) -> None:
     batch = _model().collate([b"the quick brown fox", b"jumps over"], [0, 3])
     grads = {}
     for impl in ("torch", "triton"):
-        m = _model(impl=impl, activation="silu").train()
+        m = _model(impl=impl, activation="silu", fused_block=fused).train()
         loss = m(batch).nll.sum() / batch.scored_bytes
         loss.backward()
         grads[impl] = (loss.detach(), {n: p.grad for n, p in m.named_parameters()})

@@ -3,6 +3,9 @@ shapes, run in Triton's interpreter on CPU (bf16 ``tl.dot`` is not interpretable
 benchmark script checks bf16)."""
 
 import os
+import subprocess
+import sys
+from pathlib import Path
 
 # Triton decides interpreted vs compiled when a kernel is defined: set this before any import.
 os.environ.setdefault("TRITON_INTERPRET", "1")
@@ -108,3 +111,34 @@ def test_bad_arguments_raise_one_line_errors() -> None:
         dilated_causal_conv(x, torch.randn(2, 3, 3), None, 1, impl="cuda")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match=r"\(L, C, C, K\)"):
         conv_block(x, torch.randn(2, 3, 3, 3), None, [1], "gelu")
+
+
+def test_custom_ops_pass_opcheck() -> None:
+    # Schema, fake (meta) implementation, autograd registration and dispatch consistency: what
+    # torch.compile relies on.
+    g = torch.Generator().manual_seed(7)
+    x = torch.randn(1, 9, 4, generator=g, requires_grad=True)
+    w = torch.randn(3, 4, 2, generator=g, requires_grad=True)
+    b = torch.randn(3, generator=g, requires_grad=True)
+    torch.library.opcheck(torch.ops.fuzzytok.dilated_causal_conv.default, (x, w, b, 2))
+    wb = torch.randn(2, 4, 4, 2, generator=g, requires_grad=True)
+    bb = torch.randn(2, 4, generator=g, requires_grad=True)
+    torch.library.opcheck(torch.ops.fuzzytok.conv_block.default, (x, wb, bb, [1, 2], "gelu", True))
+
+
+def test_kernels_run_when_triton_was_imported_before_the_interpreter_was_enabled() -> None:
+    # torch imports Triton (e.g. through torch.utils.flop_counter) before our kernels module can
+    # enable the interpreter; the kernels must still run on CPU then (they avoid the @jit helpers
+    # of triton.language that were built at that first import).
+    code = (
+        "import torch, torch.utils.flop_counter, triton\n"
+        "from encoders.fuzzytok.ops import dilated_causal_conv\n"
+        "from encoders.fuzzytok.reference import dilated_causal_conv_ref\n"
+        "x, w = torch.randn(1, 6, 3), torch.randn(2, 3, 2)\n"
+        "d = (dilated_causal_conv(x, w, None, 2, impl='triton') - dilated_causal_conv_ref(x, w, None, 2)).abs().max()\n"
+        "assert d < 1e-5, d\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run([sys.executable, "-c", code], cwd=root, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]

@@ -191,3 +191,13 @@ def test_morfessor_segmenter_is_trained_per_language() -> None:
     seg = a.segmenter("en")
     assert seg is not None and "".join(seg.segment("walkers")) == "walkers"
     assert len(seg.segment("walkers")) >= 2
+
+
+def test_refit_on_the_same_training_text_keeps_segmenters() -> None:
+    a = _fitted([])
+    seg = a.segmenter("en")
+    train = [Document(id="t", data=b"walk walked play", language="en")]
+    a.fit(train, {"bpe": FakeBpeEncoder([])})  # the harness fits once per seed
+    assert a.segmenter("en") is seg
+    a.fit([Document(id="t", data=b"other words", language="en")], {"bpe": FakeBpeEncoder([])})
+    assert a.segmenter("en") is None  # new vocabulary: retrained (too few types: none)

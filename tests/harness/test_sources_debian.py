@@ -353,6 +353,8 @@ def test_mixture_keeps_member_ids_and_caps_bytes(ctx: SourceContext) -> None:
     ]
     with pytest.raises(ValueError, match="debian_mix source: member 'nope'"):
         DebianMixSource(members=("nope",))
+    with pytest.raises(ValueError, match="at most one sword member"):
+        DebianMixSource(members=("sword:sword-text-web", "sword:sword-text-sparv"))
 
 
 # -------------------------------------------------------------------- real apt (network)

@@ -17,12 +17,20 @@ from harness.preview import preview
 from perturbations import contract
 
 ROOT = Path(__file__).resolve().parents[2]
-DOC = ROOT / "docs" / "perturbations.md"
+DOC = ROOT / "README.md"
+
+
+def howto() -> str:
+    """The README's "How to add a perturbation" section (independent checks follow it literally)."""
+    text = DOC.read_text(encoding="utf-8")
+    start = text.index("### How to add a perturbation")
+    end = text.find("\n## ", start)
+    return text[start : end if end > 0 else None]
 
 
 def doc_example() -> str:
-    blocks = re.findall(r"```python\n(.*?)```", DOC.read_text(encoding="utf-8"), flags=re.S)
-    assert blocks, "docs/perturbations.md has no python example"
+    blocks = re.findall(r"```python\n(.*?)```", howto(), flags=re.S)
+    assert blocks, "README.md's 'How to add a perturbation' has no python example"
     return blocks[0]
 
 
@@ -66,7 +74,7 @@ def test_unknown_names_suggest_close_matches() -> None:
 def test_doc_example_as_an_entry_point(plugin_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The packaged way: an installed distribution declaring the documented entry point (a bare
     .dist-info next to the module is what pip would install)."""
-    doc = DOC.read_text(encoding="utf-8")
+    doc = howto()
     toml = re.findall(r"```toml\n(.*?)```", doc, flags=re.S)[0]
     group, _, body = toml.partition("\n")
     assert group.strip() == '[project.entry-points."tokbench.perturbations"]'

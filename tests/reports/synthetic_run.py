@@ -36,7 +36,6 @@ DOCS = {
         "שלום עולם, זה משפט בעברית.",
     ]),
 }
-SCRIPTS = {0: "Hani", 1: "Thai", 2: "Deva", 3: "Arab", 4: "Hebr"}
 PERTURBATIONS = [  # (perturbation name, id, severities)
     ("identity", "clean", [0.0]),
     ("typo.keyboard", "typo.keyboard", [0.05, 0.1, 0.2]),
@@ -128,8 +127,6 @@ def write_synthetic_run(
                                            n_bytes_clean=nbc, n_tokens=n_tokens,
                                            n_words=n_words, edit_rate=er,
                                            text=text, truncated=False, text_perturbed=pert)
-                                if script == "Mixd":  # per-document script of a mixed set
-                                    row["script"] = SCRIPTS[d % len(SCRIPTS)]
                                 if d < sample_docs:
                                     row.update(scored_text=sb.decode("utf-8", "surrogateescape"),
                                                byte_nll=byte_nll)
@@ -186,16 +183,20 @@ def write_synthetic_run(
         for label in encoders:
             name, base, sens, bps = ENCODERS[label]
             emb = 257 * 128 if bps is None else 4096 * 128
+            seeds_facts = {}
+            for seed in seeds:
+                seeds_facts[str(seed)] = dict(
+                    fit={"bytes": 1_000_000, "flops": 0, "seconds": 0.7} if bps else {},
+                    train=dict(bytes=1_000_000, steps=122, seconds=40.0 / (bps or 1) * 2 + seed,
+                               bytes_per_s=25_000.0 * (bps or 1) / 2, peak_mem_bytes=400 * 2**20,
+                               peak_mem_kind="process_max_rss", final_loss_bpb=base,
+                               loss_curve=[[i * 8192 * 10, base * (1 + 2.0 / (1 + i + seed))]
+                                           for i in range(13)]))
+            # the harness layout: per-seed training facts under "seeds"
             enc[label] = dict(
-                name=name, config={"vocab_size": 4096} if bps else {},
+                name=name, config={"vocab_size": 4096} if bps else {}, seeds=seeds_facts,
                 params_total=800_000 + emb, params_embedding=emb, params_non_embedding=800_000,
                 flops_per_byte_train=3 * 1.6e6 / (bps or 1), flops_per_byte_infer=1.6e6 / (bps or 1),
-                fit={"bytes": 1_000_000, "flops": 0, "seconds": 0.7} if bps else {},
-                train=dict(bytes=1_000_000, steps=122, seconds=40.0 / (bps or 1) * 2,
-                           bytes_per_s=25_000.0 * (bps or 1) / 2, peak_mem_bytes=400 * 2**20,
-                           final_loss=base * LN2,
-                           loss_curve=[[i * 8192 * 10, base * LN2 * (1 + 2.0 / (1 + i))]
-                                       for i in range(13)]),
                 describe={"receptive_field_bytes": 256, "bytes_per_token_train": bps or 1.0})
         run = dict(schema_version=1, tokbench_version="0.1.0", created="2026-11-30T03:00:00Z",
                    suite={"name": "synthetic", "seeds": list(seeds),

@@ -102,6 +102,22 @@ def test_surprisal_pieces_sum_bytes_per_character() -> None:
         char_pieces(text, nll[:3], None, 10)
 
 
+def test_undecodable_bytes_render_as_escapes(make_run) -> None:
+    import json
+
+    run = make_run("raw", seeds=(0,), encoders=("bytes",), datasets=("en-docs",),
+                   modes=("full",), buckets=False)
+    lines = []
+    for line in (run / "samples.jsonl").read_text(encoding="utf-8").splitlines():
+        row = json.loads(line)
+        if row.get("scored_text", "").startswith("T"):  # 1-byte "T" -> the raw byte 0xff
+            row["scored_text"] = "\udcff" + row["scored_text"][1:]
+        lines.append(json.dumps(row))  # ensure_ascii: the surrogate is written as \udcff
+    (run / "samples.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    html = render_run(run, svg=False, **FAST).read_bytes().decode("utf-8")  # valid UTF-8
+    assert ">\\xff</span>" in html
+
+
 def test_partial_run_renders(make_run, tmp_path: Path) -> None:
     run = make_run("partial", samples=False, buckets=False, run_json=False, seeds=(0,),
                    encoders=("bytes",), modes=("full",), datasets=("en-docs",))

@@ -81,7 +81,8 @@ def test_robustness_and_verdict(tables) -> None:
     v = t.verdict.set_index("encoder")
     assert v.loc["bytes", "mean_delta"] < v.loc["bpe-4096", "mean_delta"]
     assert any("bytes vs bpe-4096" in line for line in t.verdict_lines)
-    assert set(t.scripts.script) >= {"Latn", "Cyrl", "Hani", "Thai"}
+    # the mixed set's documents are labelled by their own script, detected from their text
+    assert set(t.scripts.script) >= {"Latn", "Cyrl", "Jpan", "Thai"}
 
 
 def test_deterministic(synthetic_run: Path) -> None:
@@ -128,3 +129,15 @@ def test_missing_results_and_bad_jsonl(tmp_path: Path, make_run) -> None:
         f.write("{not json\n")
     with pytest.raises(ValueError, match=r"samples.jsonl: line \d+: invalid JSON"):
         load_run(run)
+
+
+@pytest.mark.parametrize(
+    ("text", "code"),
+    [("Hello, мир", "Latn"), ("Привет, world", "Cyrl"), ("東京は日本の首都", "Jpan"),
+     ("中文文本", "Hani"), ("한국어 文", "Kore"), ("ภาษาไทย", "Thai"), ("१२३ हिन्दी", "Deva"),
+     ("123 !?", "")],
+)
+def test_dominant_script(text: str, code: str) -> None:
+    from reports.load import dominant_script
+
+    assert dominant_script(text) == code

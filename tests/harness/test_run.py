@@ -1,0 +1,166 @@
+"""End to end through the CLI: a tiny suite on text files written here, results columns,
+determinism, caching, resume after a kill, and one-line errors for bad input."""
+
+from __future__ import annotations
+
+import csv
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness.cli import main
+
+REQUIRED = ("encoder,seed,dataset,language,perturbation,perturbation_id,severity,mode,n_docs,n_bytes,"
+            "n_bytes_clean,nll_nats,bpb,bpb_clean,byte_ppl,word_ppl,token_ppl,n_tokens,edit_rate").split(",")
+
+SUITE = """\
+name: tiny
+seeds: [0]
+data:
+  train:
+    paths: [corpus]
+    docs: paragraph
+    language: en
+  eval:
+    - name: heldout
+      paths: [corpus]
+      language: en
+    - name: other
+      paths: [other.txt]
+      docs: line
+budget: {train_bytes: 6000, context_bytes: 64, batch_bytes: 512, warmup_bytes: 500}
+backbone: {layers: 1, dim: 16, heads: 2}
+encoders:
+  - name: bytes
+perturbations:
+  - {name: case.upper, severity: [0.5, 1.0]}
+eval: {max_docs: 5, target_bytes: 24, sample_docs: 1}
+"""
+
+
+def make_suite(tmp: Path) -> Path:
+    (tmp / "corpus").mkdir()
+    for f in range(3):
+        paras = [f"File {f} paragraph {p}: the quick brown fox jumps over the lazy dog, again and again."
+                 for p in range(30)]
+        (tmp / "corpus" / f"f{f}.txt").write_text("\n\n".join(paras))
+    (tmp / "other.txt").write_bytes(
+        "Une ligne en français, avec des accents — très bien.\n".encode() * 3
+        + b"Invalid \xff\xfe bytes never crash a run, they are scored as bytes.\n"
+    )
+    p = tmp / "tiny.yaml"
+    p.write_text(SUITE)
+    return p
+
+
+def read_rows(run: Path) -> list[dict[str, str]]:
+    with open(run / "results.csv", newline="") as f:
+        return list(csv.DictReader(f))
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    tmp = tmp_path_factory.mktemp("run")
+    suite = make_suite(tmp)
+    assert main(["run", str(suite), "--out", str(tmp / "out"), "--quiet", "--no-report"]) == 0
+    return suite, tmp / "out"
+
+
+def test_results_have_every_cell_and_column(finished: tuple[Path, Path]) -> None:
+    _, out = finished
+    rows = read_rows(out)
+    assert set(REQUIRED) <= set(rows[0])
+    # 1 encoder x 2 eval sets x (clean + 2 severities) x 2 modes
+    assert len(rows) == 12
+    assert {r["perturbation_id"] for r in rows} == {"clean", "case.upper"}
+    for r in rows:
+        assert float(r["bpb"]) == pytest.approx(float(r["nll_nats"]) / (0.6931471805599453 * int(r["n_bytes"])))
+        if r["mode"] == "clean_target":
+            assert int(r["n_bytes"]) == int(r["n_bytes_clean"])  # the scored continuation is clean
+    upper = [r for r in rows if r["perturbation_id"] == "case.upper" and r["mode"] == "full"]
+    assert all(float(r["edit_rate"]) > 0 for r in upper)
+    run = json.loads((out / "run.json").read_text())
+    assert run["schema_version"] >= 1 and run["status"] == "finished"
+    assert run["encoders"]["bytes"]["params_total"] > 0
+    assert run["data"]["train"]["fingerprint"]
+    samples = [json.loads(line) for line in (out / "samples.jsonl").read_text().splitlines()]
+    with_bytes = [s for s in samples if "byte_nll" in s]
+    assert with_bytes
+    for s in with_bytes:
+        assert len(s["byte_nll"]) == len(s["scored_text"].encode("utf-8", "surrogateescape"))
+        assert sum(s["byte_nll"]) == pytest.approx(s["nll_nats"], abs=1e-3)
+
+
+def test_rerun_is_cached_and_identical(finished: tuple[Path, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    suite, out = finished
+    before = (out / "results.csv").read_text()
+    assert main(["run", str(suite), "--out", str(out), "--quiet", "--no-report"]) == 0
+    assert "loaded from cache" in capsys.readouterr().err
+    assert (out / "results.csv").read_text() == before
+
+
+def test_fresh_run_gives_the_same_numbers(finished: tuple[Path, Path], tmp_path: Path) -> None:
+    suite, out = finished
+    assert main(["run", str(suite), "--out", str(tmp_path / "again"), "--quiet", "--no-report"]) == 0
+    assert (tmp_path / "again" / "results.csv").read_text() == (out / "results.csv").read_text()
+
+
+def test_killed_run_resumes_without_losing_cells(finished: tuple[Path, Path], tmp_path: Path) -> None:
+    suite, out = finished
+    copy = tmp_path / "killed"
+    shutil.copytree(out, copy)
+    cells = sorted((copy / "cells").glob("*.json"))
+    for c in cells[: len(cells) // 2]:  # the kill came halfway through scoring
+        c.unlink()
+    (copy / "results.csv").unlink()
+    (copy / "cells" / "garbage.json.tmp").write_text("{half a fi")  # a torn write is ignored
+    assert main(["run", str(suite), "--out", str(copy), "--quiet", "--no-report"]) == 0
+    assert (copy / "results.csv").read_text() == (out / "results.csv").read_text()
+
+
+def test_a_real_kill_mid_run_then_resume(tmp_path: Path) -> None:
+    suite = make_suite(tmp_path)
+    out = tmp_path / "out"
+    cmd = [sys.executable, "-m", "harness.cli", "run", str(suite), "--out", str(out), "--quiet", "--no-report"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    import time
+
+    deadline = time.time() + 120
+    while time.time() < deadline and not list((out / "cells").glob("*.json")) if (out / "cells").exists() else time.time() < deadline:
+        time.sleep(0.05)
+    proc.kill()
+    proc.wait()
+    assert subprocess.run(cmd, capture_output=True).returncode == 0
+    rows = read_rows(out)
+    assert len(rows) == 12
+
+
+@pytest.mark.parametrize(
+    "bad,needle",
+    [("budget: {train_bytes: 6000, context_bytes: 64, batch_bytes: 512, warmup_bytes: 500, lrr: 1}", "did you mean 'lr'"),
+     ("encoders:\n  - name: fuzytok", "did you mean 'fuzzytok'")],
+)
+def test_bad_suite_is_one_line_exit_2(tmp_path: Path, bad: str, needle: str) -> None:
+    suite = make_suite(tmp_path)
+    text = suite.read_text()
+    key = bad.split(":")[0]
+    lines = text.splitlines()
+    start = next(i for i, ln in enumerate(lines) if ln.startswith(key + ":"))
+    end = next((i for i in range(start + 1, len(lines)) if lines[i] and not lines[i].startswith(" ")), len(lines))
+    suite.write_text("\n".join(lines[:start] + bad.splitlines() + lines[end:]) + "\n")
+    r = subprocess.run([sys.executable, "-m", "harness.cli", "run", str(suite), "--out", str(tmp_path / "o")],
+                       capture_output=True, text=True)
+    assert r.returncode == 2
+    assert needle in r.stderr and "Traceback" not in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
+    assert "tiny.yaml:" in r.stderr  # names the file (and line)
+
+
+def test_missing_suite_file_is_one_line_exit_2(tmp_path: Path) -> None:
+    r = subprocess.run([sys.executable, "-m", "harness.cli", "run", str(tmp_path / "nope.yaml")],
+                       capture_output=True, text=True)
+    assert r.returncode == 2 and "nope.yaml" in r.stderr and "Traceback" not in r.stderr
