@@ -37,7 +37,7 @@ system:
 	@if [ "$$(id -u)" = "0" ] && command -v apt-get >/dev/null; then \
 	  DEBIAN_FRONTEND=noninteractive apt-get -qq update >/dev/null && \
 	  DEBIAN_FRONTEND=noninteractive apt-get -qq install -y --no-install-recommends \
-	    chromium fonts-noto-core fonts-noto-cjk fonts-thai-tlwg groff-base >/dev/null && \
+	    chromium fonts-noto-core fonts-noto-cjk groff-base >/dev/null && \
 	  echo "system packages: chromium + Noto/Thai fonts installed"; \
 	else echo "system packages skipped (needs root + apt-get): report screenshot test will skip"; fi
 

@@ -21,6 +21,7 @@ from typing import Any
 from harness.sources.base import Document, SourceContext
 
 _WS = frozenset(b" \t\n\r\x0b\x0c")
+_CJK_PUNCT = frozenset(c.encode() for c in "。、，．！？：；」』）】〉》")
 
 
 def stable_unit(*parts: object) -> float:
@@ -108,11 +109,15 @@ def select_part(docs: list[Document], part: str, valid_fraction: float, test_fra
 
 
 def is_boundary(data: bytes, i: int) -> bool:
-    """True if a cut before byte i keeps words whole: i == 0, i == len, or data[i] is whitespace
-    following a non-whitespace byte."""
+    """True if a cut before byte i keeps words whole: i == 0, i == len, data[i] is whitespace
+    following a non-whitespace byte, or (for scripts written without spaces) byte i starts a
+    character right after CJK full-width punctuation — a pre-token boundary for GPT-2-style
+    tokenizers too, so BPE is not charged for a cut its tokenizer would never make."""
     if i <= 0 or i >= len(data):
         return True
-    return data[i] in _WS and data[i - 1] not in _WS
+    if data[i] in _WS:
+        return data[i - 1] not in _WS
+    return i >= 3 and data[i - 3 : i] in _CJK_PUNCT and (data[i] & 0xC0) != 0x80 and data[i : i + 3] not in _CJK_PUNCT
 
 
 def char_boundary(data: bytes, i: int) -> int:
@@ -139,14 +144,15 @@ def cut_before(data: bytes, limit: int, lo: int) -> int:
 
 
 def cut_after(data: bytes, pos: int, hi: int) -> int:
-    """Smallest word boundary in [pos, hi), else the smallest char boundary >= pos."""
+    """Smallest word boundary in [pos, hi), else the smallest char boundary >= pos, never past
+    ``hi`` (the caller's scored span starts there, so context may shrink to nothing)."""
     for i in range(pos, hi):
         if is_boundary(data, i):
             return i
     j = pos
     while j < len(data) and (data[j] & 0xC0) == 0x80 and j - pos < 3:
         j += 1
-    return j
+    return min(j, hi)
 
 
 @dataclass(frozen=True)

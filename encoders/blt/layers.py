@@ -1,6 +1,6 @@
 """BLT's glue between bytes and patches: masks, max pooling and cross-attention.
 
-Shapes: B windows, T bytes, N patches (padded to the batch maximum), D model width.
+Shapes: B windows, T bytes, N patches (the batch maximum, padded up to a bucket), D model width.
 ``pid`` (B, T) long is the patch index of each byte (``patching.patch_ids``); ``valid`` (B, T)
 bool is False on padding.
 """

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -41,7 +41,7 @@ from encoders.base import (
     collate_bytes,
 )
 from encoders.blt.layers import CrossAttention, decoder_mask, max_pool_patches, pooling_mask
-from encoders.blt.ngrams import hash_ngram_ids
+from encoders.blt.ngrams import hash_ngram_ids_multi
 from encoders.blt.patching import (
     entropy_nats,
     fit_threshold,
@@ -82,7 +82,8 @@ class BltConfig:
     local_dim/local_heads/encoder_layers/decoder_layers: the byte-level local transformers.
     entropy_dim/entropy_layers/entropy_heads: the entropy model (a ``bytes`` encoder); it is
         trained in ``fit`` on entropy_train_bytes bytes (null = 0.2 × the suite's train_bytes).
-    threshold_fit_bytes: training bytes used to fit θ and to measure patch sizes in ``fit``.
+    threshold_fit_bytes: training bytes (spread over the split) used to fit θ and to measure
+        patch sizes in ``fit``.
     """
 
     patching: Literal["entropy", "space", "static"] = "entropy"
@@ -151,17 +152,29 @@ def collate_stream(windows: Sequence[bytes], score_from: Sequence[int]) -> Tenso
     return TensorBatch(tensors, {}, base.scored_bytes)
 
 
-def chunk_documents(docs: Iterator[bytes], size: int, max_bytes: int) -> list[bytes]:
-    """Consecutive ``size``-byte windows of the documents, until ``max_bytes`` bytes are taken."""
+def sample_windows(docs: Callable[[], Iterator[bytes]], size: int, max_bytes: int) -> list[bytes]:
+    """About ``max_bytes`` bytes of ``size``-byte windows spread evenly over the whole split.
+
+    Every document is cut into consecutive windows; an evenly spaced subset of them is kept, so
+    θ and the patch statistics describe the whole training split — sources list documents in a
+    fixed order (e.g. by module name), and its first documents can patch very differently (a
+    4.0-byte target fitted on the first 262 kB of the smoke split gave 1.9 bytes per patch on
+    the rest). ``docs`` is called twice (a count pass, then a cut pass).
+    """
+    n_windows = n_bytes = 0
+    for doc in docs():
+        n_windows += -(-len(doc) // size)
+        n_bytes += len(doc)
+    if n_windows == 0:
+        return []
+    keep = min(n_windows, -(-max_bytes * n_windows // n_bytes))  # windows for ~max_bytes bytes
     out: list[bytes] = []
-    taken = 0
-    for doc in docs:
+    j = 0
+    for doc in docs():
         for i in range(0, len(doc), size):
-            w = doc[i : i + size]
-            out.append(w)
-            taken += len(w)
-            if taken >= max_bytes:
-                return out
+            if (j * keep) % n_windows < keep:  # exactly `keep` of them, the first one included
+                out.append(doc[i : i + size])
+            j += 1
     return out
 
 
@@ -181,7 +194,12 @@ class BltEncoder(Encoder):
         self.enc_cfg = BackboneConfig(layers=c.encoder_layers, dim=D, heads=c.local_heads)
         self.dec_cfg = BackboneConfig(layers=c.decoder_layers, dim=D, heads=c.local_heads)
         self.embed = nn.Embedding(257, D)  # 256 = BOS (and padding)
-        self.ngram_embed = nn.ModuleList(nn.Embedding(c.ngram_table_size, D) for _ in c.ngram_sizes)
+        # One table per n-gram size, stored as one embedding (size k owns rows k·table .. (k+1)·table)
+        # so all sizes are looked up and summed in one call.
+        self.ngram_embed = nn.Embedding(len(c.ngram_sizes) * c.ngram_table_size, D) if c.ngram_sizes else None
+        self.register_buffer(
+            "ngram_offsets", torch.arange(len(c.ngram_sizes), dtype=torch.long) * c.ngram_table_size, persistent=False
+        )
         self.local_encoder = Backbone(self.enc_cfg)
         self.pool = CrossAttention(D, D, c.local_heads)
         self.up = nn.Linear(D, self.latent_dim, bias=False) if backbone is not None else None
@@ -190,8 +208,9 @@ class BltEncoder(Encoder):
         self.dec_xattn = CrossAttention(D, self.latent_dim, c.local_heads)
         self.local_decoder = Backbone(self.dec_cfg)
         self.head = nn.Linear(D, 256, bias=False)
-        for emb in (self.embed, *self.ngram_embed):
-            nn.init.normal_(emb.weight, std=0.02)
+        for emb in (self.embed, self.ngram_embed):
+            if emb is not None:
+                nn.init.normal_(emb.weight, std=0.02)
         for p in (self.head.weight, self.null_patch, *([self.up.weight] if self.up is not None else [])):
             nn.init.normal_(p, std=0.02)
         self.entropy_model: ByteEncoder | None = None
@@ -261,8 +280,9 @@ class BltEncoder(Encoder):
         N = padded_patch_count(starts)
 
         x = self.embed(stream)  # (B, T+1, D)
-        for n, emb in zip(self.config.ngram_sizes, self.ngram_embed):
-            x = x + emb(hash_ngram_ids(stream, n, self.config.ngram_table_size))
+        if self.ngram_embed is not None:
+            ids = hash_ngram_ids_multi(stream, self.config.ngram_sizes, self.config.ngram_table_size)  # (B, T+1, K)
+            x = x + self.ngram_embed(ids + self.ngram_offsets).sum(dim=2)
         u = self.local_encoder(x)  # (B, T+1, D); u[:, t] sees bytes < t
 
         byte_states = u[:, 1:]  # (B, T, D): state of byte t (bytes <= t)
@@ -293,9 +313,7 @@ class BltEncoder(Encoder):
         B, T = batch["targets"].shape
         N = padded_patch_count(self._cached_starts(batch))
         D, L = self.config.local_dim, self.latent_dim
-        f = 0.0
-        if self.entropy_model is not None:
-            f += self.entropy_model.flops(TensorBatch({"inputs": batch["stream"][:, :T]}))
+        f = self.frozen_flops(batch)
         f += backbone_flops(self.enc_cfg, B, T + 1)
         f += self.pool.flops(B, N, T)
         if self.latent is not None and self.backbone_config is not None:
@@ -303,6 +321,14 @@ class BltEncoder(Encoder):
         f += self.dec_xattn.flops(B, T, N + 1)
         f += backbone_flops(self.dec_cfg, B, T)
         return f + 2.0 * B * T * D * 256
+
+    def frozen_flops(self, batch: TensorBatch) -> float:
+        """The part of ``flops(batch)`` spent in frozen sub-models (the entropy model): forward
+        only in training too, so a training step costs 3·flops − 2·frozen_flops, not 3·flops."""
+        if self.entropy_model is None:
+            return 0.0
+        T = batch["targets"].shape[1]
+        return self.entropy_model.flops(TensorBatch({"inputs": batch["stream"][:, :T]}))
 
     @torch.no_grad()
     def predict_logprobs(self, data: bytes, positions: Sequence[int]) -> dict[int, torch.Tensor]:
@@ -332,7 +358,7 @@ class BltEncoder(Encoder):
                 "params": sum(p.numel() for p in self.entropy_model.parameters()),
                 **{k: stats[k] for k in ("bytes", "flops", "seconds", "final_loss_bpb") if k in stats},
             }
-        windows = chunk_documents(ctx.train_docs(), ctx.context_bytes, c.threshold_fit_bytes)
+        windows = sample_windows(ctx.train_docs, ctx.context_bytes, c.threshold_fit_bytes)
         if not windows:
             raise ValueError("blt: the training split is empty; cannot fit patching")
         batch = collate_stream(windows, [0] * len(windows))

@@ -1,6 +1,7 @@
 """Hash n-gram ids for BLT's local encoder: one id per position for the n symbols ending there.
 
     ids = hash_ngram_ids(stream, n, table_size)    # stream (B, S) long in [0, 256] -> (B, S) long
+    ids = hash_ngram_ids_multi(stream, (3, 4, 5), table_size)   # -> (B, S, 3), one pass
 
 The hash is a polynomial (Rabin-Karp style rolling) hash over the n symbols
 ``stream[t-n+1 .. t]`` in exact int64 arithmetic, so ids are the same on every machine and device
@@ -30,16 +31,29 @@ def hash_ngram_ids(stream: torch.Tensor, n: int, table_size: int) -> torch.Tenso
     """(B, S) long symbols -> (B, S) long ids in [0, table_size) of the n-gram ending at each position.
 
     Equal to ``hash_ngram(stream[b, t-n+1 : t+1], table_size)`` with ``PAD`` before position 0.
-    Vectorized over positions; the loop runs over the n offsets only.
     """
-    if n < 1 or table_size < 1:
-        raise ValueError(f"n-gram size and table size must be >= 1, got n={n}, table_size={table_size}")
-    padded = torch.nn.functional.pad(stream.long(), (n - 1, 0), value=PAD)  # (B, S + n - 1)
+    return hash_ngram_ids_multi(stream, (n,), table_size)[..., 0]
+
+
+def hash_ngram_ids_multi(stream: torch.Tensor, sizes: tuple[int, ...], table_size: int) -> torch.Tensor:
+    """(B, S) long symbols -> (B, S, len(sizes)) ids, column k for n-grams of ``sizes[k]`` symbols.
+
+    One pass over offsets j = 0 .. max(sizes)-1 (newest symbol first): after adding the symbol
+    j steps back, the running hash is that of the (j+1)-gram, so every size is read off the
+    same loop. Vectorized over positions; no loop over bytes.
+    """
+    if not sizes or min(sizes) < 1 or table_size < 1:
+        raise ValueError(f"n-gram sizes and table size must be >= 1, got sizes={sizes}, table_size={table_size}")
+    n_max = max(sizes)
+    padded = torch.nn.functional.pad(stream.long(), (n_max - 1, 0), value=PAD)  # (B, S + n_max - 1)
     S = stream.shape[1]
     h = torch.zeros_like(stream, dtype=torch.long)
+    by_size: dict[int, torch.Tensor] = {}
     weight = 1
-    for j in range(n):  # j = age of the symbol: 0 is the newest (position t)
-        sym = padded[:, n - 1 - j : n - 1 - j + S]
+    for j in range(n_max):  # j = age of the symbol: 0 is the newest (position t)
+        sym = padded[:, n_max - 1 - j : n_max - 1 - j + S]
         h = (h + (sym + 1) * weight) % HASH_MOD
         weight = weight * HASH_BASE % HASH_MOD
-    return h % table_size
+        if j + 1 in sizes:
+            by_size[j + 1] = h % table_size
+    return torch.stack([by_size[n] for n in sizes], dim=-1)

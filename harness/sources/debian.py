@@ -644,9 +644,12 @@ class DebianMixSource(Source):
             out.append(member_classes()[kind](package=package))
         return out
 
+    def packages(self) -> tuple[str, ...]:
+        """Debian packages of all members (``tokbench data prepare`` fetches them)."""
+        return tuple(dict.fromkeys(p for s in self._sources() for p in s.packages()))
+
     def prepare(self, ctx: SourceContext) -> None:
-        pkgs = [p for s in self._sources() for p in s.packages()]
-        fetch_packages(pkgs, ctx.cache_dir, source="debian_mix", log=ctx.log)
+        fetch_packages(self.packages(), ctx.cache_dir, source="debian_mix", log=ctx.log)
         for s in self._sources():
             s.prepare(ctx)  # renders man pages; the fetch above made it a no-op otherwise
 

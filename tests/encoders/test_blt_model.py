@@ -16,7 +16,7 @@ from torch.utils.flop_counter import FlopCounterMode
 from encoders.backbone import BackboneConfig
 from encoders.base import Encoder, FitContext
 from encoders.blt import BltConfig, BltEncoder
-from encoders.blt.model import chunk_documents
+from encoders.blt.model import sample_windows
 from encoders.blt.patching import mean_patch_size, patch_starts
 
 BACKBONE = BackboneConfig(layers=1, dim=32, heads=2)
@@ -54,7 +54,7 @@ def tiny_train(
     encoder: Encoder, n_bytes: int, docs: list[bytes], context: int = 64
 ) -> dict[str, Any]:
     """A plain AdamW loop standing in for the harness's: 8 windows per step until n_bytes."""
-    windows = chunk_documents(iter(docs), context, 10**9)
+    windows = [d[i : i + context] for d in docs for i in range(0, len(d), context)]
     opt = torch.optim.AdamW([p for p in encoder.parameters() if p.requires_grad], lr=1e-2)
     encoder.train()
     seen, flops, i, t0 = 0, 0.0, 0, time.perf_counter()
@@ -113,6 +113,7 @@ CASES = [
     dict(patching="entropy", max_patch_bytes=3),
     dict(patching="space", max_patch_bytes=5),
     dict(patching="static", target_patch_size=3.0),
+    dict(patching="space", ngram_sizes=()),
 ]
 
 
@@ -182,6 +183,12 @@ def test_flops_match_flop_counter() -> None:
                 model.collate([b"the cat sat on a mat", b"a dog ran", b"quickly away"], [0, 2, 5])
             )
         assert want == pytest.approx(fc.get_total_flops(), rel=0.01), kw
+        if model.entropy_model is not None:  # the frozen share is the entropy model's forward
+            with sdpa_kernel(SDPBackend.MATH), FlopCounterMode(display=False) as fe:
+                model.entropies(batch["stream"][:, :-1])
+            assert model.frozen_flops(batch) == pytest.approx(fe.get_total_flops(), rel=0.01)
+        else:
+            assert model.frozen_flops(batch) == 0.0
 
 
 def test_fit_auto_threshold_hits_target_and_freezes_entropy_model() -> None:
@@ -198,7 +205,7 @@ def test_fit_auto_threshold_hits_target_and_freezes_entropy_model() -> None:
         not p.requires_grad for p in model.entropy_model.parameters()
     )
     # recompute the mean patch size independently on the same training windows
-    windows = chunk_documents(iter(docs), 64, 20_000)
+    windows = sample_windows(lambda: iter(docs), 64, 20_000)
     batch = model.collate(windows, [0] * len(windows))
     T = batch["targets"].shape[1]
     valid = torch.arange(T)[None] < batch["lengths"][:, None]
@@ -215,6 +222,15 @@ def test_fit_auto_threshold_hits_target_and_freezes_entropy_model() -> None:
     units = model(model.collate(windows[:2], [0, 0]))
     units.nll.sum().backward()
     assert all(p.grad is None for p in model.entropy_model.parameters())
+
+
+def test_fit_windows_spread_over_the_whole_split() -> None:
+    docs = [bytes([65 + k]) * 100 for k in range(20)]  # doc k is 100 × one letter; 2 windows each
+    got = sample_windows(lambda: iter(docs), 50, 500)
+    assert len(got) == 10 and all(len(w) == 50 for w in got)
+    letters = sorted({w[0] for w in got})
+    assert letters == [65 + k for k in range(0, 20, 2)]  # every other document, first to last
+    assert sample_windows(lambda: iter(docs), 64, 10**9) == [d[i : i + 64] for d in docs for i in (0, 64)]
 
 
 def test_state_round_trip_keeps_threshold() -> None:

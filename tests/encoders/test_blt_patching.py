@@ -8,7 +8,14 @@ import pytest
 import torch
 
 from encoders.blt.layers import CrossAttention, decoder_mask, max_pool_patches, pooling_mask
-from encoders.blt.ngrams import HASH_BASE, HASH_MOD, PAD, hash_ngram, hash_ngram_ids
+from encoders.blt.ngrams import (
+    HASH_BASE,
+    HASH_MOD,
+    PAD,
+    hash_ngram,
+    hash_ngram_ids,
+    hash_ngram_ids_multi,
+)
 from encoders.blt.patching import (
     fit_threshold,
     limit_patch_length,
@@ -83,6 +90,10 @@ def test_fit_threshold_hits_a_quantile() -> None:
     ent = torch.arange(101, dtype=torch.float32)[None]
     valid = torch.ones_like(ent, dtype=torch.bool)
     theta, size = fit_threshold(ent, valid, 101 / 26)
+    assert theta == 75.0 and size == pytest.approx(101 / 26)
+    # monotonic rule: H_t = t(t+1)/2 has H_t - H_{t-1} = t, so the same θ and sizes
+    tri = (ent * (ent + 1) / 2).double()
+    theta, size = fit_threshold(tri, valid, 101 / 26, monotonic=True)
     assert theta == 75.0 and size == pytest.approx(101 / 26)
     with pytest.raises(ValueError, match="target_patch_size"):
         fit_threshold(ent, valid, 0.5)
@@ -183,3 +194,11 @@ def test_hash_ngram_ids_are_stable() -> None:
     # An n-gram's id depends on its n symbols only, not on its row or what precedes it.
     other = torch.tensor([[256, 7, 7, *b"abc"]])
     assert hash_ngram_ids(other, 3, 4096)[0, -1] == hash_ngram_ids(stream, 3, 4096)[0, -1]
+
+
+def test_hash_ngram_ids_multi_equals_one_size_at_a_time() -> None:
+    stream = torch.randint(0, 257, (2, 30), generator=torch.Generator().manual_seed(3))
+    multi = hash_ngram_ids_multi(stream, (3, 8, 5), 1000)
+    assert multi.shape == (2, 30, 3)
+    for k, n in enumerate((3, 8, 5)):
+        assert torch.equal(multi[..., k], hash_ngram_ids(stream, n, 1000))

@@ -151,6 +151,23 @@ def test_window_nll_is_sum_of_token_nll_and_bpb_divides_by_bytes() -> None:
             assert bpb == pytest.approx(token_nll / (math.log(2) * (len(w) - s)), rel=1e-5)
 
 
+def test_without_merges_it_is_the_bytes_encoder() -> None:
+    # vocab_size 256: every token is one byte with id = byte value and BOS = 256, as in `bytes`.
+    # With the same weights both must give the same NLL for every scored byte: same collation,
+    # same BOS, same normalisation.
+    from encoders.byte_baseline import ByteEncoder
+
+    bpe = fitted(BpeConfig(vocab_size=256))
+    byte = ByteEncoder(ByteEncoder.Config(), TINY)
+    byte.load_state_dict({k: v for k, v in bpe.state_dict().items() if k != "_extra_state"})
+    with torch.no_grad():
+        u_bpe = bpe(bpe.collate(WINDOWS, SCORE_FROM))
+        u_byte = byte(byte.collate(WINDOWS, SCORE_FROM))
+    lengths = [len(w) for w in WINDOWS]
+    for a, b in zip(u_bpe.byte_nll(lengths, SCORE_FROM), u_byte.byte_nll(lengths, SCORE_FROM)):
+        assert torch.allclose(a, b, atol=1e-5)
+
+
 @pytest.mark.parametrize("backbone", [None, TINY])
 def test_flops_match_flop_counter(backbone: BackboneConfig | None) -> None:
     enc = fitted(backbone=backbone)

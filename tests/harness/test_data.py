@@ -51,6 +51,12 @@ def test_boundaries_are_before_whitespace_after_a_word() -> None:
     assert [i for i in range(len(d) + 1) if is_boundary(d, i)] == [0, 2, 6, 8]
 
 
+def test_cjk_punctuation_is_a_boundary() -> None:
+    d = "漢字。かな、テスト".encode()
+    cuts = [i for i in range(1, len(d)) if is_boundary(d, i)]
+    assert [d[:i].decode() for i in cuts] == ["漢字。", "漢字。かな、"]
+
+
 def test_cut_before_prefers_word_boundaries_and_utf8_characters() -> None:
     assert cut_before(b"hello world again", 14, 0) == 11  # before " again"
     s = "ééééééé".encode()  # no whitespace: cut on a character boundary

@@ -346,6 +346,7 @@ def test_mixture_keeps_member_ids_and_caps_bytes(ctx: SourceContext) -> None:
         {"usr/share/games/fortunes/ru/b": "Яблоки\n%\nГруши\n%\n".encode()},
     )
     mix = DebianMixSource(members=("fortunes:fortunes-de", "fortunes:fortunes-ru"))
+    assert mix.packages() == ("fortunes-de", "fortunes-ru")
     docs = list(mix.documents(ctx))
     assert [(d.id, d.language, d.script) for d in docs] == [
         ("usr/share/games/fortunes/de/a#0", "de", "Latn"),
