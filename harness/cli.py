@@ -74,18 +74,43 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def prepare_sources(suite: Any) -> None:
-    """Let every source fetch/build what it needs (idempotent; no-op for local files)."""
+    """Let every source fetch/build what it needs (idempotent; a no-op for local files).
+
+    Debian packages of all sources are fetched in one apt call first; a suite that uses the
+    morphology perturbations or analysis also gets the Hunspell dictionaries of its languages
+    (optional: without them affix swaps use forms attested in the text, so a failure only warns)."""
     from harness.run import default_cache_dir
     from harness.sources.base import SourceContext
 
-    ctx = SourceContext(base_dir=Path(suite.path).resolve().parent, cache_dir=default_cache_dir(),
-                        log=lambda s: print(s, file=sys.stderr))
-    seen = set()
-    for spec in (suite.data.train, *suite.data.eval):
-        key = repr(spec.config)
-        if key not in seen:
-            seen.add(key)
-            spec.config.prepare(ctx)
+    log = lambda s: print(s, file=sys.stderr)  # noqa: E731
+    ctx = SourceContext(base_dir=Path(suite.path).resolve().parent, cache_dir=default_cache_dir(), log=log)
+    specs = list({repr(s.config): s for s in (suite.data.train, *suite.data.eval)}.values())
+    packages = [p for s in specs if hasattr(s.config, "packages") for p in s.config.packages()]
+    if packages:
+        from harness.sources.fetch import fetch_packages
+
+        fetch_packages(dict.fromkeys(packages), ctx.cache_dir, source="data prepare", log=log)
+    morph = any(p.name.startswith("morph.") for p in suite.perturbations) or any(
+        a.name == "morphology" for a in suite.analyses)
+    if morph:
+        from harness.sources.debian import hunspell_packages
+        from harness.sources.fetch import fetch_packages
+
+        langs = []
+        for s in specs:
+            lang = s.language or getattr(s.config, "language", None)
+            if lang is None and hasattr(s.config, "default_language"):
+                lang = s.config.default_language()
+            if lang:
+                langs.append(lang)
+        wanted = hunspell_packages(langs)
+        if wanted:
+            try:
+                fetch_packages(wanted, ctx.cache_dir, source="hunspell dictionaries", log=log)
+            except ValueError as e:
+                log(f"[data] warning: {e}")
+    for spec in specs:
+        spec.config.prepare(ctx)
 
 
 def cmd_data(args: argparse.Namespace) -> int:

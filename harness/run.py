@@ -153,6 +153,7 @@ class Runner:
         self.timings: dict[str, float] = {}
         self.encoder_facts: dict[str, dict[str, Any]] = {}
         self.data_facts: dict[str, Any] = {}
+        self.analysis_facts: dict[str, Any] = {}
 
     # -- data ---------------------------------------------------------------------------------
     def load_data(self) -> tuple[DataPart, list[DataPart]]:
@@ -262,15 +263,18 @@ class Runner:
         fit = enc.fit(self.fit_context(train, seed, spec.label)) or {}
         fit.setdefault("seconds", time.perf_counter() - t0)
         n_bytes = self.budget.train_bytes
+        max_flops = None
         if flops_target is not None:
-            # match: flops — train until this encoder has spent the reference's FLOPs (fit included).
-            probe = list(training_windows(train.docs, self.budget.batch_bytes, self.budget.context_bytes, seed))
+            # match: flops — train until this encoder has spent the reference's FLOPs (fit
+            # included); the schedule runs over the bytes that budget is estimated to buy.
+            probe = list(training_windows(train.docs, 8 * self.budget.batch_bytes, self.budget.context_bytes, seed))
             b = enc.collate(probe, [0] * len(probe))
             per_byte = 3.0 * enc.flops(b) / max(1, b.scored_bytes)
-            n_bytes = max(self.budget.context_bytes, int((flops_target - float(fit.get("flops", 0.0))) / per_byte))
-        windows = training_windows(train.docs, n_bytes, self.budget.context_bytes, seed)
+            max_flops = max(0.0, flops_target - float(fit.get("flops", 0.0)))
+            n_bytes = max(self.budget.context_bytes, int(max_flops / per_byte))
+        windows = training_windows(train.docs, n_bytes if max_flops is None else 10 * n_bytes, self.budget.context_bytes, seed)
         stats = train_encoder(
-            enc, windows, n_bytes, self.budget, self.device,
+            enc, windows, n_bytes, self.budget, self.device, max_flops=max_flops,
             checkpoint=Checkpointer(self.rd.partial_path(key), self.opts.checkpoint_seconds),
             progress=self._bar(f"train {spec.label} s{seed}", n_bytes),
         )
@@ -339,6 +343,7 @@ class Runner:
             "hardware": hardware(self.device),
             "data": self.data_facts,
             "encoders": self.encoder_facts,
+            "analyses": self.analysis_facts,
             "timings": self.timings,
             **(extra or {}),
         }
@@ -382,6 +387,8 @@ class Runner:
             t_train += time.perf_counter() - t0
             for a in analyses:
                 a.fit(train.docs, {label: m[0] for label, m in models.items()})
+                describe = getattr(a, "describe", None)
+                self.analysis_facts[a.registry_name] = describe() if callable(describe) else {}
             # ---- score every cell
             t0 = time.perf_counter()
             n_cells = len(evals) * len(specs_p) * len(modes) * len(models)

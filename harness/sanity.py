@@ -18,8 +18,8 @@ import math
 import random
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np

@@ -88,7 +88,8 @@ def train_encoder(
     progress: Callable[[int, int, float], None] | None = None,
 ) -> dict[str, Any]:
     """Train ``encoder`` in place on ``windows`` (byte strings of <= context_bytes) until
-    ``n_bytes`` bytes (or ``max_flops`` training FLOPs, if given) have been consumed.
+    ``n_bytes`` bytes have been consumed — or, if ``max_flops`` is given, until that many
+    training FLOPs are spent (the LR schedule then runs over an estimated ``n_bytes``).
 
     Loss per step: Σ unit NLL (nats) / Σ scored bytes. Training FLOPs = 3 × forward FLOPs.
     Returns stats for run.json: bytes, steps, flops, seconds, bytes_per_s, peak_mem_bytes,
@@ -121,7 +122,8 @@ def train_encoder(
     for i, chunk in enumerate(batched(windows, per_step)):
         if i < skip:
             continue
-        if seen >= n_bytes or (max_flops is not None and flops >= max_flops):
+        # Under a FLOP budget the FLOPs decide when to stop (n_bytes only shapes the schedule).
+        if (flops >= max_flops) if max_flops is not None else (seen >= n_bytes):
             break
         batch = encoder.collate(chunk, [0] * len(chunk))
         step_flops = 3.0 * encoder.flops(batch)

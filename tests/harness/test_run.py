@@ -164,3 +164,22 @@ def test_missing_suite_file_is_one_line_exit_2(tmp_path: Path) -> None:
     r = subprocess.run([sys.executable, "-m", "harness.cli", "run", str(tmp_path / "nope.yaml")],
                        capture_output=True, text=True)
     assert r.returncode == 2 and "nope.yaml" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_match_flops_trains_every_encoder_to_the_reference_flops(tmp_path: Path) -> None:
+    suite = make_suite(tmp_path)
+    text = suite.read_text().replace(
+        "encoders:\n  - name: bytes\n",
+        "encoders:\n  - name: bytes\n  - {name: bytes, id: wide, backbone: {dim: 32, heads: 2}}\n",
+    ).replace("warmup_bytes: 500}", "warmup_bytes: 500, match: flops}")
+    suite.write_text(text)
+    out = tmp_path / "out"
+    assert main(["run", str(suite), "--out", str(out), "--quiet", "--no-report", "--limit", "2"]) == 0
+    enc = json.loads((out / "run.json").read_text())["encoders"]
+    ref, wide = enc["bytes"]["seeds"]["0"], enc["wide"]["seeds"]["0"]
+    assert ref["train"]["bytes"] == 6000  # the reference trains on the byte budget
+    # the wider model spends more FLOPs per byte, so it sees fewer bytes for the same FLOPs
+    assert wide["train"]["bytes"] < ref["train"]["bytes"]
+    # ... and stops at the first step that reaches the reference's FLOPs (granularity: one step)
+    one_step = wide["train"]["flops"] / wide["train"]["steps"]
+    assert ref["total_flops"] <= wide["total_flops"] < ref["total_flops"] + one_step
