@@ -288,7 +288,7 @@ class Runner:
             "params_embedding": emb,
             "params_non_embedding": total - emb,
             "flops_per_byte_train": stats["flops"] / max(1, stats["bytes"]),
-            "flops_per_byte_infer": stats["flops"] / 3.0 / max(1, stats["bytes"]),
+            "flops_per_byte_infer": stats["forward_flops"] / max(1, stats["bytes"]),
             "total_flops": stats["flops"] + float(fit.get("flops", 0.0)),
             "describe": enc.describe(),
         }

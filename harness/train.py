@@ -91,7 +91,8 @@ def train_encoder(
     ``n_bytes`` bytes have been consumed — or, if ``max_flops`` is given, until that many
     training FLOPs are spent (the LR schedule then runs over an estimated ``n_bytes``).
 
-    Loss per step: Σ unit NLL (nats) / Σ scored bytes. Training FLOPs = 3 × forward FLOPs.
+    Loss per step: Σ unit NLL (nats) / Σ scored bytes. Training FLOPs = 3 × forward FLOPs
+    (1 × for frozen sub-modules an encoder reports through ``frozen_flops``).
     Returns stats for run.json: bytes, steps, flops, seconds, bytes_per_s, peak_mem_bytes,
     final_loss_bpb (mean of the last 10 steps, bits/byte) and a loss curve of ~100 points.
     """
@@ -99,7 +100,7 @@ def train_encoder(
     encoder.train()
     opt = make_optimizer(encoder, budget)
     per_step = max(1, budget.batch_bytes // budget.context_bytes)
-    seen, steps, flops, elapsed = 0, 0, 0.0, 0.0
+    seen, steps, flops, fwd_flops, elapsed = 0, 0, 0.0, 0.0, 0.0
     curve: list[tuple[int, float]] = []
     recent: list[float] = []
     if checkpoint is not None and checkpoint.path.exists():
@@ -107,6 +108,7 @@ def train_encoder(
         encoder.load_state_dict(state["model"])
         opt.load_state_dict(state["optimizer"])
         seen, steps, flops, elapsed = int(state["seen"]), int(state["steps"]), float(state["flops"]), float(state["elapsed"])
+        fwd_flops = float(state.get("forward_flops", 0.0))
         curve = [(int(a), float(b)) for a, b in state["curve"]]
     skip = steps  # batches already consumed by the interrupted run
     autocast = (
@@ -126,7 +128,11 @@ def train_encoder(
         if (flops >= max_flops) if max_flops is not None else (seen >= n_bytes):
             break
         batch = encoder.collate(chunk, [0] * len(chunk))
-        step_flops = 3.0 * encoder.flops(batch)
+        # Training = forward + backward ≈ 3 × forward, except for frozen parts (BLT's entropy
+        # model) which only run forward.
+        frozen = encoder.frozen_flops(batch) if hasattr(encoder, "frozen_flops") else 0.0
+        fwd = encoder.flops(batch)
+        step_flops = 3.0 * fwd - 2.0 * frozen
         for g in opt.param_groups:
             g["lr"] = lr_at(budget, seen, n_bytes)
         batch = batch.to(device)
@@ -144,6 +150,7 @@ def train_encoder(
         seen += batch.scored_bytes
         steps += 1
         flops += step_flops
+        fwd_flops += fwd
         recent = (recent + [lv])[-10:]
         if not curve or seen - curve[-1][0] >= curve_every:
             curve.append((seen, lv))
@@ -152,7 +159,7 @@ def train_encoder(
         if checkpoint is not None and time.perf_counter() - last_ckpt > checkpoint.every_seconds:
             atomic_torch_save(
                 {"model": encoder.state_dict(), "optimizer": opt.state_dict(), "seen": seen, "steps": steps,
-                 "flops": flops, "elapsed": time.perf_counter() - t0, "curve": curve},
+                 "flops": flops, "forward_flops": fwd_flops, "elapsed": time.perf_counter() - t0, "curve": curve},
                 checkpoint.path,
             )
             last_ckpt = time.perf_counter()
@@ -161,6 +168,7 @@ def train_encoder(
     if checkpoint is not None and checkpoint.path.exists():
         os.unlink(checkpoint.path)
     return {
+        "forward_flops": fwd_flops,
         "bytes": seen,
         "steps": steps,
         "flops": flops,

@@ -41,11 +41,19 @@ class StdlibSource(Source):
         total = 0
         for path in _modules(root):
             rel = path.relative_to(root).as_posix()
+            used: set[str] = set()
             for line, text in _blocks(path, self.kinds):
                 data = text.encode("utf-8", "surrogateescape")
                 if len(data) < self.min_bytes:
                     continue
-                yield Document(id=f"{rel}:{line}", data=data, language=self.language)
+                # A docstring and a comment can start on the same line (seen on Python 3.12).
+                doc_id = f"{rel}:{line}"
+                k = 1
+                while doc_id in used:
+                    k += 1
+                    doc_id = f"{rel}:{line}.{k}"
+                used.add(doc_id)
+                yield Document(id=doc_id, data=data, language=self.language)
                 total += len(data)
                 if self.max_bytes is not None and total >= self.max_bytes:
                     return

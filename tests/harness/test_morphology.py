@@ -193,7 +193,10 @@ def test_morfessor_segmenter_is_trained_per_language() -> None:
     assert len(seg.segment("walkers")) >= 2
 
 
-def test_refit_on_the_same_training_text_keeps_segmenters() -> None:
+def test_refit_on_the_same_training_text_keeps_segmenters(monkeypatch: pytest.MonkeyPatch) -> None:
+    import harness.analyses.morphology as morph
+
+    monkeypatch.setattr(morph, "find_hunspell", lambda lang: None)  # no dictionary fallback here
     a = _fitted([])
     seg = a.segmenter("en")
     train = [Document(id="t", data=b"walk walked play", language="en")]
