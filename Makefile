@@ -38,7 +38,7 @@ system:
 	  DEBIAN_FRONTEND=noninteractive apt-get -qq update >/dev/null && \
 	  DEBIAN_FRONTEND=noninteractive apt-get -qq install -y --no-install-recommends \
 	    chromium fonts-noto-core fonts-noto-cjk groff-base >/dev/null && \
-	  echo "system packages: chromium + Noto/Thai fonts installed"; \
+	  echo "system packages: chromium, Noto fonts and groff installed"; \
 	else echo "system packages skipped (needs root + apt-get): report screenshot test will skip"; fi
 
 clean:

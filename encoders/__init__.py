@@ -2,6 +2,7 @@
 
 from encoders.base import (
     BOS,
+    ByteLevelEncoder,
     Encoder,
     FitContext,
     TensorBatch,
@@ -11,4 +12,14 @@ from encoders.base import (
 )
 from encoders.registry import register
 
-__all__ = ["BOS", "Encoder", "FitContext", "TensorBatch", "UnitNLL", "byte_unit_nll", "collate_bytes", "register"]
+__all__ = [
+    "BOS",
+    "ByteLevelEncoder",
+    "Encoder",
+    "FitContext",
+    "TensorBatch",
+    "UnitNLL",
+    "byte_unit_nll",
+    "collate_bytes",
+    "register",
+]

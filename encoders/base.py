@@ -209,6 +209,31 @@ class Encoder(nn.Module):
         return sum(m.weight.numel() for m in self.modules() if isinstance(m, nn.Embedding))
 
 
+class ByteLevelEncoder(Encoder):
+    """Base for encoders that predict every byte from the bytes before it: subclasses implement
+    ``logits(inputs (B, T) long) -> (B, T, 256)`` where position t sees inputs <= t (bytes < t);
+    collation, the loss units and the causality-probe hook come from here."""
+
+    unit: ClassVar[str] = "byte"
+    segment: ClassVar[str] = "byte"
+
+    def logits(self, inputs: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError
+
+    def collate(self, windows: Sequence[bytes], score_from: Sequence[int]) -> TensorBatch:
+        return collate_bytes(windows, score_from)
+
+    def forward(self, batch: TensorBatch) -> UnitNLL:  # type: ignore[override]
+        return byte_unit_nll(self.logits(batch["inputs"]), batch["targets"])
+
+    @torch.no_grad()
+    def predict_logprobs(self, data: bytes, positions: Sequence[int]) -> dict[int, torch.Tensor]:
+        dev = next(self.parameters()).device
+        batch = collate_bytes([data], [0]).to(dev)
+        logp = torch.log_softmax(self.logits(batch["inputs"])[0].float(), dim=-1)
+        return {p: logp[p].cpu() for p in positions if 0 <= p < len(data)}
+
+
 def config_to_dict(cfg: Any) -> Any:
     """Frozen config dataclasses (nested) -> plain JSON-able dicts, for run.json and cache keys."""
     if is_dataclass(cfg) and not isinstance(cfg, type):

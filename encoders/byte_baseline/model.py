@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
 from torch import nn
 
 from encoders.backbone import Backbone, BackboneConfig, backbone_flops
-from encoders.base import Encoder, TensorBatch, UnitNLL, byte_unit_nll, collate_bytes
+from encoders.base import ByteLevelEncoder, TensorBatch
 from encoders.registry import register
 
 
@@ -22,12 +21,10 @@ class ByteConfig:
 
 
 @register("bytes")
-class ByteEncoder(Encoder):
+class ByteEncoder(ByteLevelEncoder):
     """Byte embedding -> shared backbone -> next-byte head. Without a backbone it is a bigram model."""
 
     Config = ByteConfig
-    unit = "byte"
-    segment = "byte"
 
     def __init__(self, config: ByteConfig, backbone: BackboneConfig | None) -> None:
         super().__init__(config, backbone)
@@ -39,9 +36,6 @@ class ByteEncoder(Encoder):
         nn.init.normal_(self.embed.weight, std=0.02)
         nn.init.normal_(self.head.weight, std=0.02)
 
-    def collate(self, windows: Sequence[bytes], score_from: Sequence[int]) -> TensorBatch:
-        return collate_bytes(windows, score_from)
-
     def logits(self, inputs: torch.Tensor) -> torch.Tensor:
         """inputs (B, T) long -> logits (B, T, 256); position t sees inputs <= t, i.e. bytes < t."""
         x = self.embed(inputs)
@@ -49,19 +43,9 @@ class ByteEncoder(Encoder):
             x = self.backbone(x)
         return self.head(x)
 
-    def forward(self, batch: TensorBatch) -> UnitNLL:  # type: ignore[override]
-        return byte_unit_nll(self.logits(batch["inputs"]), batch["targets"])
-
     def flops(self, batch: TensorBatch) -> float:
         B, T = batch["inputs"].shape
         f = 2.0 * B * T * self.dim * 256  # head
         if self.backbone_config is not None:
             f += backbone_flops(self.backbone_config, B, T)
         return f
-
-    @torch.no_grad()
-    def predict_logprobs(self, data: bytes, positions: Sequence[int]) -> dict[int, torch.Tensor]:
-        dev = next(self.parameters()).device
-        batch = collate_bytes([data], [0]).to(dev)
-        logp = torch.log_softmax(self.logits(batch["inputs"])[0].float(), dim=-1)
-        return {p: logp[p].cpu() for p in positions if 0 <= p < len(data)}

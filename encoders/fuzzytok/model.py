@@ -14,7 +14,6 @@ the conv receptive field; with one, the whole window.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -22,7 +21,7 @@ import torch
 from torch import nn
 
 from encoders.backbone import Backbone, BackboneConfig, backbone_flops
-from encoders.base import Encoder, TensorBatch, UnitNLL, byte_unit_nll, collate_bytes
+from encoders.base import ByteLevelEncoder, TensorBatch
 from encoders.fuzzytok.ops import conv_block, use_triton
 from encoders.registry import register
 
@@ -83,12 +82,10 @@ class ConvBlock(nn.Module):
 
 
 @register("fuzzytok")
-class FuzzyTokEncoder(Encoder):
+class FuzzyTokEncoder(ByteLevelEncoder):
     """Byte embedding -> dilated causal conv blocks -> LayerNorm + linear -> backbone -> head."""
 
     Config = FuzzyTokConfig
-    unit = "byte"
-    segment = "byte"
 
     def __init__(self, config: FuzzyTokConfig, backbone: BackboneConfig | None) -> None:
         super().__init__(config, backbone)
@@ -109,9 +106,6 @@ class FuzzyTokEncoder(Encoder):
         nn.init.normal_(self.embed.weight, std=0.02)
         nn.init.normal_(self.head.weight, std=0.02)
 
-    def collate(self, windows: Sequence[bytes], score_from: Sequence[int]) -> TensorBatch:
-        return collate_bytes(windows, score_from)
-
     def features(self, inputs: torch.Tensor) -> torch.Tensor:
         """inputs (B, T) long -> conv features (B, T, out_dim); position t sees inputs <= t."""
         h = self.embed(inputs)
@@ -125,9 +119,6 @@ class FuzzyTokEncoder(Encoder):
         if self.backbone is not None:
             x = self.backbone(x)
         return self.head(x)
-
-    def forward(self, batch: TensorBatch) -> UnitNLL:  # type: ignore[override]
-        return byte_unit_nll(self.logits(batch["inputs"]), batch["targets"])
 
     def conv_flops(self, batch: int, seq: int) -> float:
         """Forward FLOPs of the conv stack alone: 2 · B · T · C² · K per layer."""
@@ -144,13 +135,6 @@ class FuzzyTokEncoder(Encoder):
         if self.backbone_config is not None:
             f += backbone_flops(self.backbone_config, B, T)
         return f
-
-    @torch.no_grad()
-    def predict_logprobs(self, data: bytes, positions: Sequence[int]) -> dict[int, torch.Tensor]:
-        dev = next(self.parameters()).device
-        batch = collate_bytes([data], [0]).to(dev)
-        logp = torch.log_softmax(self.logits(batch["inputs"])[0].float(), dim=-1)
-        return {p: logp[p].cpu() for p in positions if 0 <= p < len(data)}
 
     def describe(self) -> dict[str, Any]:
         c = self.config
