@@ -171,8 +171,19 @@ class Runner:
         all_train, prov = docs_of(s.train)
         train_docs = select_part(all_train, s.train.part or "train", s.valid_fraction, s.test_fraction)
         if not train_docs:
-            raise ValueError("data.train: the train part of the source is empty (too few documents?)")
+            raise ValueError(
+                f"data.train: the train part of the source is empty ({len(all_train)} document(s) in all, "
+                f"split by document id {1 - s.valid_fraction - s.test_fraction:.0%} train); cut files into more "
+                "documents with `docs: paragraph` or `docs: line`, or set `part: all`")
         train = DataPart("train", s.train.part or "train", train_docs, s.train.language, prov)
+        passes = self.budget.train_bytes / max(1, train.n_bytes)
+        if passes > 1000:
+            raise ValueError(
+                f"data.train: the train part holds {train.n_bytes:,} bytes, so budget.train_bytes="
+                f"{self.budget.train_bytes:,} would repeat it {passes:,.0f} times; add text or lower budget.train_bytes")
+        if passes > 1:
+            self.log(f"[data] note: the train part ({train.n_bytes:,} bytes) is repeated {passes:.1f} times "
+                     f"to reach budget.train_bytes={self.budget.train_bytes:,}")
         train_hashes = {stable_hash(d.data.hex()) for d in train_docs} if len(train_docs) < 200_000 else set()
         evals = []
         for spec in s.eval:
@@ -188,11 +199,15 @@ class Runner:
             limit = min(x for x in (self.suite.eval.max_docs, self.opts.limit, 10**12) if x is not None)
             chosen = chosen[:limit]
             if not chosen:
-                raise ValueError(f"data.eval '{spec.name}': no documents left (part={part}, min_doc_bytes={self.suite.eval.min_doc_bytes})")
+                raise ValueError(
+                    f"data.eval '{spec.name}': no documents left (part={part}: {len(docs)} document(s) in the source, "
+                    f"{len(overlap)} also in training, min_doc_bytes={self.suite.eval.min_doc_bytes}); give the eval "
+                    "set its own files, or cut them into more documents with `docs: paragraph` or `docs: line`")
             ep = DataPart(spec.name or spec.source, part, chosen, spec.language, prov)
             evals.append(ep)
             self.data_facts[f"eval:{ep.name}"] = {**ep.summary(), "dropped_train_overlap": len(overlap)}
-        self.data_facts["train"] = {**train.summary(), "source": s.train.source}
+        self.data_facts["train"] = {**train.summary(), "source": s.train.source,
+                                    "passes": self.budget.train_bytes / max(1, train.n_bytes)}
         self.timings["data_seconds"] = time.perf_counter() - t0
         return train, evals
 
