@@ -94,7 +94,8 @@ def train_encoder(
     Loss per step: Σ unit NLL (nats) / Σ scored bytes. Training FLOPs = 3 × forward FLOPs
     (1 × for frozen sub-modules an encoder reports through ``frozen_flops``).
     Returns stats for run.json: bytes, steps, flops, seconds, bytes_per_s, peak_mem_bytes,
-    final_loss_bpb (mean of the last 10 steps, bits/byte) and a loss curve of ~100 points.
+    final_loss_bpb (mean of the last 10 steps, bits/byte) and a loss curve of ~100 points
+    (bytes seen, mean bits/byte since the previous point).
     """
     encoder.to(device)
     encoder.train()
@@ -121,6 +122,7 @@ def train_encoder(
     t0 = time.perf_counter() - elapsed
     last_ckpt = time.perf_counter()
     curve_every = max(1, n_bytes // 100)
+    window_loss, window_bytes = 0.0, 0
     for i, chunk in enumerate(batched(windows, per_step)):
         if i < skip:
             continue
@@ -152,8 +154,13 @@ def train_encoder(
         flops += step_flops
         fwd_flops += fwd
         recent = (recent + [lv])[-10:]
+        # Each curve point is the byte-weighted mean loss since the previous point (a single
+        # step's loss is too noisy to read, above all for large-vocabulary BPE).
+        window_loss += lv * batch.scored_bytes
+        window_bytes += batch.scored_bytes
         if not curve or seen - curve[-1][0] >= curve_every:
-            curve.append((seen, lv))
+            curve.append((seen, window_loss / window_bytes))
+            window_loss, window_bytes = 0.0, 0
         if progress is not None:
             progress(seen, n_bytes, lv)
         if checkpoint is not None and time.perf_counter() - last_ckpt > checkpoint.every_seconds:

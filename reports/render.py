@@ -24,7 +24,7 @@ import pandas as pd
 
 from reports import load
 from reports.surprisal import BIN_LABELS, build_samples
-from reports.tables import Tables, compute_tables
+from reports.tables import Tables, compute_tables, language_note
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
@@ -517,7 +517,7 @@ def _render(data: load.RunData, out_dir: Path, title: str, n_boot: int, n_perm: 
         verdict_lines=t.verdict_lines, tables=tables, figs=figs, samples=samples,
         bins=list(enumerate(BIN_LABELS)), note_bpb=NOTE_BPB, note_flops=_flops_note(t),
         provenance=_provenance(data), warnings=data.warnings, n_boot=n_boot, n_perm=n_perm,
-        stat_seed=seed,
+        stat_seed=seed, language_note=language_note(data),
     )
     html = _jinja().get_template("report.html.j2").render(**ctx)
     html_path = out_dir / "report.html"

@@ -331,6 +331,36 @@ def language_tables(data: RunData, idx: _Index, mode: str, delta_mode: str, n_bo
     return pd.DataFrame(rows), pd.DataFrame(scripts)
 
 
+def language_note(data: RunData) -> str:
+    """What a reader may compare across languages: eval sets in different languages that hold
+    the same document ids (e.g. chapter-aligned Bibles) are parallel text; every other
+    cross-language difference mixes language with genre and source."""
+    res = data.results
+    langs = {str(x) for x in res.language.dropna().unique() if str(x) not in ("", "nan")}
+    if len(langs) < 2:
+        return ""
+    ids: dict[str, set[str]] = {}
+    lang_of = dict(zip(res.dataset, res.language.astype(str)))
+    smp = data.samples
+    if len(smp) and "doc_id" in smp:
+        for ds, g in smp.groupby("dataset", sort=False):
+            ids[str(ds)] = set(g.doc_id.astype(str))
+    pairs = []
+    names = sorted(ids)
+    for i, a in enumerate(names):
+        for b in names[i + 1 :]:
+            shared = ids[a] & ids[b]
+            if lang_of.get(a) != lang_of.get(b) and shared and len(shared) >= 0.9 * max(len(ids[a]), len(ids[b])):
+                pairs.append(f"{a} ({lang_of.get(a)}) and {b} ({lang_of.get(b)}) share {len(shared)} documents")
+    base = ("Genre differs across languages: these eval sets come from different sources (quotes, "
+            "manuals, interface strings, …), so a BPB difference between languages mixes language "
+            "with genre. Compare encoders within a language")
+    if pairs:
+        return "Parallel text: " + "; ".join(pairs) + " — the same content in two languages, so their " \
+               "difference is one of language. Elsewhere: " + base[0].lower() + base[1:] + "."
+    return base + ", or use parallel text (same document ids in two languages)."
+
+
 def efficiency_table(data: RunData, encoders: list[str], level_mode: str) -> pd.DataFrame:
     """Per encoder from run.json: parameters (embedding share), FLOPs/byte (train, inference),
     training bytes/s, peak memory, and mean bytes per token/patch on clean text."""

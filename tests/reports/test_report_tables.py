@@ -141,3 +141,18 @@ def test_dominant_script(text: str, code: str) -> None:
     from reports.load import dominant_script
 
     assert dominant_script(text) == code
+
+
+def test_language_note_finds_parallel_sets() -> None:
+    import pandas as pd
+
+    from reports.load import RunData
+    from reports.tables import language_note
+
+    res = pd.DataFrame({"dataset": ["en", "es", "de"], "language": ["en", "es", "de"]})
+    smp = pd.DataFrame({"dataset": ["en"] * 3 + ["es"] * 3 + ["de"] * 2,
+                        "doc_id": ["a", "b", "c", "a", "b", "c", "x", "y"]})
+    note = language_note(RunData(path=Path("."), results=res, samples=smp))
+    assert "en (en) and es (es) share 3 documents" in note and "Genre" in note or "genre" in note
+    one = language_note(RunData(path=Path("."), results=res.iloc[:1], samples=smp))
+    assert one == ""
