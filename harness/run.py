@@ -447,7 +447,7 @@ class Runner:
             "model": model_key, "data": fp, "perturbation": pspec.name, "id": pspec.id, "severity": pspec.severity,
             "params": pspec.params, "mode": mode, "seed": seed, "context": self.budget.context_bytes,
             "stride": ev.stride_bytes, "fraction": ev.context_fraction, "target": ev.target_bytes,
-            "sample_docs": ev.sample_docs, "analyses": [config_to_dict(a.config) for a in self.suite.analyses],
+            "sample_docs": ev.sample_docs, "texts": [ev.keep_texts, self.suite.encoders[0].label], "analyses": [config_to_dict(a.config) for a in self.suite.analyses],
         })
 
     def plan(self, ep: DataPart, texts: list[str], pspec: PerturbationSpec, inst: Any, seed: int, mode: str,
@@ -491,9 +491,11 @@ class Runner:
             totals.add(sc.nll, len(scored), n_clean, sc.n_units, n_words, sc.segments, er)
             row = {**keys, "doc_id": doc.id, "doc_language": doc.language, "doc_script": doc_script(doc, text),
                    "nll_nats": sc.nll, "n_bytes": len(scored),
-                   "n_bytes_clean": n_clean, "n_tokens": sc.n_units, "n_words": n_words, "edit_rate": er,
-                   "text": text[:TEXT_LIMIT], "text_perturbed": ptext[:TEXT_LIMIT],
-                   "truncated": len(text) > TEXT_LIMIT or len(ptext) > TEXT_LIMIT}
+                   "n_bytes_clean": n_clean, "n_tokens": sc.n_units, "n_words": n_words, "edit_rate": er}
+            # The texts are the same for every encoder: store them once, on the first encoder's row.
+            if ev.keep_texts and spec.label == self.suite.encoders[0].label:
+                row.update(text=text[:TEXT_LIMIT], text_perturbed=ptext[:TEXT_LIMIT],
+                           truncated=len(text) > TEXT_LIMIT or len(ptext) > TEXT_LIMIT)
             if i < ev.sample_docs:
                 row["scored_text"] = decode(scored)
                 row["byte_nll"] = [round(float(x), 5) for x in sc.byte_nll]

@@ -127,6 +127,8 @@ class EvalConfig:
     min_doc_bytes: eval documents shorter than this (in bytes) are skipped.
     sample_docs: documents per cell whose per-byte NLL is stored in samples.jsonl.
     batch_windows: windows per scoring batch.
+    keep_texts: store every document's original and perturbed text in samples.jsonl (once per
+    cell and document, on the first encoder's row: the texts are the same for every encoder).
     """
 
     modes: tuple[Literal["full", "clean_target"], ...] = ("full", "clean_target")
@@ -137,6 +139,7 @@ class EvalConfig:
     min_doc_bytes: int = 16
     sample_docs: int = 3
     batch_windows: int = 32
+    keep_texts: bool = True
 
 
 @dataclass(frozen=True, kw_only=True)
