@@ -183,3 +183,12 @@ def test_match_flops_trains_every_encoder_to_the_reference_flops(tmp_path: Path)
     # ... and stops at the first step that reaches the reference's FLOPs (granularity: one step)
     one_step = wide["train"]["flops"] / wide["train"]["steps"]
     assert ref["total_flops"] <= wide["total_flops"] < ref["total_flops"] + one_step
+
+
+def test_dry_run_lists_models_and_cells_and_trains_nothing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    suite = make_suite(tmp_path)
+    suite.write_text(suite.read_text().replace("  - name: bytes\n", "  - name: bytes\n  - {name: bpe, vocab_size: 300}\n"))
+    assert main(["run", str(suite), "--out", str(tmp_path / "o"), "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "bytes" in out and "bpe" in out and "cells to score: 24" in out
+    assert not (tmp_path / "o" / "models").exists()
