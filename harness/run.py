@@ -541,7 +541,12 @@ class Runner:
         except ImportError as e:  # reports has no torch dependency, but may be mid-install
             self.log(f"[report] skipped: {e}")
             return
-        path = render_run(self.rd.root)
+        try:
+            path = render_run(self.rd.root)
+        except Exception as e:  # the results are complete and kept; a report bug must not lose them
+            self.log(f"[report] failed ({type(e).__name__}: {e}); results are complete — "
+                     f"re-render with: tokbench report {self.rd.root}")
+            return
         self.log(f"[report] {path}")
 
 
