@@ -435,6 +435,11 @@ class Runner:
             del models
         self.timings.update({"train_seconds": t_train, "score_seconds": t_score})
         self.assemble(cell_keys)
+        # bytes per token / patch / byte on each clean eval set (BPE's "multilingual inequity")
+        for r in self.rows:
+            if r["perturbation_id"] == "clean" and r["mode"] == modes[0] and r["encoder"] in self.encoder_facts:
+                per = self.encoder_facts[r["encoder"]].setdefault("bytes_per_segment_by_eval", {})
+                per[f"{r['dataset']} (seed {r['seed']})"] = r["bytes_per_segment"]
         self.timings["total_seconds"] = time.perf_counter() - t_start
         atomic_write_json(self.rd.root / "run.json", self.run_json("finished"))
         if self.opts.report:
