@@ -12,10 +12,8 @@ BPE sees whole words), else at a UTF-8 character boundary. Every encoder gets th
 from __future__ import annotations
 
 import hashlib
-import random
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from harness.sources.base import Document, SourceContext
@@ -218,15 +216,3 @@ def training_windows(docs: Sequence[Document], n_bytes: int, context: int, seed:
         epoch += 1
         if epoch > 10_000:
             raise ValueError("training data too small for the byte budget")
-
-
-def shuffled(items: list[Any], seed: int) -> list[Any]:
-    r = random.Random(seed)
-    items = list(items)
-    r.shuffle(items)
-    return items
-
-
-def resolve_paths(base: Path, p: str) -> Path:
-    q = Path(p).expanduser()
-    return q if q.is_absolute() else base / q

@@ -13,7 +13,7 @@ import math
 import sys
 import time
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -553,15 +553,6 @@ class Runner:
                      f"re-render with: tokbench report {self.rd.root}")
             return
         self.log(f"[report] {path}")
-
-
-def iter_cells(suite: Suite) -> Iterator[tuple[str, str, str, float, str]]:
-    """(encoder label, dataset, perturbation id, severity, mode) of every cell, for --dry-run."""
-    for e in suite.encoders:
-        for d in suite.data.eval:
-            for p in [CLEAN, *suite.perturbations]:
-                for m in suite.eval.modes:
-                    yield e.label, d.name or d.source, p.id, p.severity, m
 
 
 def summary_table(rows: list[dict[str, Any]]) -> str:
