@@ -6,16 +6,16 @@ import random
 from dataclasses import dataclass
 
 from perturbations.base import Perturbation
+from perturbations.chartable import CharTablePerturbation
 from perturbations.checks import check_fraction
 from perturbations.codepoints import (
     CharTable,
-    apply_table,
     from_codepoints,
     numpy_rng,
     to_codepoints,
 )
 from perturbations.registry import register
-from perturbations.wordsel import chosen_chars, replace_in_words
+from perturbations.wordsel import replace_in_words
 
 # str.upper / str.swapcase per character; a few expand ('ß' -> 'SS'), which splice handles.
 UPPER = CharTable(func=lambda ch: (ch.upper(),))
@@ -42,19 +42,12 @@ class UpperCase(Perturbation):
 
 @register("case.random")
 @dataclass(kw_only=True)
-class RandomCase(Perturbation):
+class RandomCase(CharTablePerturbation):
     """Random case flips: 'robust' -> 'roBuSt' (BLT's "RandomCase").
 
     severity: probability that each cased letter has its case flipped, 0-1 (so the edit rate is
     about severity times the share of cased letters in the text).
     """
 
-    def __post_init__(self) -> None:
-        check_fraction(self)
-
-    def perturb(self, text: str, rng: random.Random) -> str:
-        if self.severity <= 0 or not text:
-            return text
-        gen = numpy_rng(rng)
-        cps = to_codepoints(text)
-        return from_codepoints(apply_table(cps, chosen_chars(cps, SWAPCASE, self.severity, gen), SWAPCASE, None))
+    def table(self) -> CharTable:
+        return SWAPCASE

@@ -12,22 +12,22 @@ import functools
 import random
 import unicodedata
 from dataclasses import dataclass
-from typing import Literal
+from typing import ClassVar, Literal
 
 import numpy as np
 
 from perturbations.base import Perturbation
+from perturbations.chartable import CharTablePerturbation
 from perturbations.checks import check_choice, check_fraction
 from perturbations.codepoints import (
     CharTable,
-    apply_table,
     from_codepoints,
     numpy_rng,
     selected_words,
     to_codepoints,
 )
 from perturbations.registry import register
-from perturbations.wordsel import WORD_CHARS, chosen_chars, mask
+from perturbations.wordsel import WORD_CHARS, mask
 
 
 def _nfd(ch: str) -> tuple[str, ...]:
@@ -40,7 +40,7 @@ NFD = CharTable(func=_nfd)
 
 @register("unicode.nfd")
 @dataclass(kw_only=True)
-class Decompose(Perturbation):
+class Decompose(CharTablePerturbation):
     """Canonical decomposition: 'é' (U+00E9) -> 'e' + U+0301. Same text to a reader, other bytes.
 
     severity: probability that each character with a canonical decomposition (accented letters,
@@ -48,15 +48,8 @@ class Decompose(Perturbation):
     reordering marks already present).
     """
 
-    def __post_init__(self) -> None:
-        check_fraction(self)
-
-    def perturb(self, text: str, rng: random.Random) -> str:
-        if self.severity <= 0 or not text:
-            return text
-        gen = numpy_rng(rng)
-        cps = to_codepoints(text)
-        return from_codepoints(apply_table(cps, chosen_chars(cps, NFD, self.severity, gen), NFD, None))
+    def table(self) -> CharTable:
+        return NFD
 
 
 # Latin letter -> look-alikes in Cyrillic and Greek (visually identical in common fonts).
@@ -87,7 +80,7 @@ def homoglyph_table(target: str) -> CharTable:
 
 @register("unicode.homoglyph")
 @dataclass(kw_only=True)
-class Homoglyph(Perturbation):
+class Homoglyph(CharTablePerturbation):
     """Look-alike substitution across scripts: Latin 'a' <-> Cyrillic 'а', Latin 'O' <-> Greek 'Ο'.
 
     severity: probability that each character having a look-alike is swapped for one, 0-1.
@@ -97,17 +90,14 @@ class Homoglyph(Perturbation):
 
     target: Literal["any", "cyrillic", "greek"] = "any"
 
+    pick_alternative: ClassVar[bool] = True
+
     def __post_init__(self) -> None:
-        check_fraction(self)
+        super().__post_init__()
         check_choice(self, "target", ("any", "cyrillic", "greek"))
 
-    def perturb(self, text: str, rng: random.Random) -> str:
-        if self.severity <= 0 or not text:
-            return text
-        gen = numpy_rng(rng)
-        cps = to_codepoints(text)
-        table = homoglyph_table(self.target)
-        return from_codepoints(apply_table(cps, chosen_chars(cps, table, self.severity, gen), table, gen))
+    def table(self) -> CharTable:
+        return homoglyph_table(self.target)
 
 
 def _is_diacritic(ch: str) -> bool:
@@ -141,7 +131,7 @@ STRIP = CharTable(func=_strip)
 
 @register("unicode.strip_diacritics")
 @dataclass(kw_only=True)
-class StripDiacritics(Perturbation):
+class StripDiacritics(CharTablePerturbation):
     """Remove accents: 'café' -> 'cafe', 'Ζεύς' -> 'Ζευς'; also Hebrew points and Arabic harakat.
 
     severity: probability that each accented character (precomposed, or a free-standing combining
@@ -149,15 +139,8 @@ class StripDiacritics(Perturbation):
     and are kept.
     """
 
-    def __post_init__(self) -> None:
-        check_fraction(self)
-
-    def perturb(self, text: str, rng: random.Random) -> str:
-        if self.severity <= 0 or not text:
-            return text
-        gen = numpy_rng(rng)
-        cps = to_codepoints(text)
-        return from_codepoints(apply_table(cps, chosen_chars(cps, STRIP, self.severity, gen), STRIP, None))
+    def table(self) -> CharTable:
+        return STRIP
 
 
 # Mathematical Alphanumeric Symbols (U+1D400..): first code point of A..Z, a..z, 0..9 per style,
