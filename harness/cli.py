@@ -55,14 +55,12 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     suite = load(args)
     opts = RunOptions(out=Path(args.out) if args.out else None, device=args.device, limit=args.limit,
-                      report=not args.no_report, progress=not args.quiet)
+                      prepare=not args.no_prepare, report=not args.no_report, progress=not args.quiet)
     if args.dry_run:
         from harness.estimate import dry_run
 
         print(dry_run(suite, opts))
         return 0
-    if not args.no_prepare:
-        prepare_sources(suite)
     t0 = time.perf_counter()
     runner = Runner(suite, opts)
     root = runner.run()
@@ -73,49 +71,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
-def prepare_sources(suite: Any) -> None:
-    """Let every source fetch/build what it needs (idempotent; a no-op for local files).
-
-    Debian packages of all sources are fetched in one apt call first; a suite that uses the
-    morphology perturbations or analysis also gets the Hunspell dictionaries of its languages
-    (optional: without them affix swaps use forms attested in the text, so a failure only warns)."""
-    from harness.run import default_cache_dir
-    from harness.sources.base import SourceContext
-
-    log = lambda s: print(s, file=sys.stderr)  # noqa: E731
-    ctx = SourceContext(base_dir=Path(suite.path).resolve().parent, cache_dir=default_cache_dir(), log=log)
-    specs = list({repr(s.config): s for s in (suite.data.train, *suite.data.eval)}.values())
-    packages = [p for s in specs if hasattr(s.config, "packages") for p in s.config.packages()]
-    if packages:
-        from harness.sources.fetch import fetch_packages
-
-        fetch_packages(dict.fromkeys(packages), ctx.cache_dir, source="data prepare", log=log)
-    morph = any(p.name.startswith("morph.") for p in suite.perturbations) or any(
-        a.name == "morphology" for a in suite.analyses)
-    if morph:
-        from harness.sources.debian import hunspell_packages
-        from harness.sources.fetch import fetch_packages
-
-        langs = []
-        for s in specs:
-            lang = s.language or getattr(s.config, "language", None)
-            if lang is None and hasattr(s.config, "default_language"):
-                lang = s.config.default_language()
-            if lang:
-                langs.append(lang)
-        wanted = hunspell_packages(langs)
-        if wanted:
-            try:
-                fetch_packages(wanted, ctx.cache_dir, source="hunspell dictionaries", log=log)
-            except ValueError as e:
-                log(f"[data] warning: {e}")
-    for spec in specs:
-        spec.config.prepare(ctx)
-
-
 def cmd_data(args: argparse.Namespace) -> int:
+    from harness.data import prepare_sources
+    from harness.run import Runner, RunOptions
+
     suite = load(args)
-    prepare_sources(suite)
+    prepare_sources(suite, Runner(suite, RunOptions(device="cpu")).ctx)
     print(f"data for suite '{suite.name}' is ready")
     return 0
 

@@ -11,11 +11,14 @@ BPE sees whole words), else at a UTF-8 character boundary. Every encoder gets th
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import json
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from encoders.base import config_to_dict
 from harness.sources.base import Document, SourceContext
 
 _WS = frozenset(b" \t\n\r\x0b\x0c")
@@ -63,24 +66,66 @@ class DataPart:
     def n_bytes(self) -> int:
         return sum(len(d.data) for d in self.docs)
 
+    @functools.cached_property
+    def fingerprint(self) -> str:
+        """``fingerprint(docs)``, hashed once: it keys every model and cell of the run."""
+        return fingerprint(self.docs)
+
     def summary(self) -> dict[str, Any]:
         return {
             "part": self.part,
             "n_docs": len(self.docs),
             "n_bytes": self.n_bytes,
-            "fingerprint": fingerprint(self.docs),
+            "fingerprint": self.fingerprint,
             "language": self.language,
             "provenance": self.provenance,
         }
 
 
+def source_key(spec: Any) -> str:
+    """Identity of a suite source entry (source name, its config, language): equal keys read
+    the same documents, so they are loaded once, and an eval entry equal to data.train is
+    evaluated on the training source's test part."""
+    blob = json.dumps({"source": spec.source, "config": config_to_dict(spec.config), "lang": spec.language},
+                      sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def prepare_sources(suite: Any, ctx: SourceContext) -> None:
+    """Let every source of a suite fetch/build what it needs (idempotent; a no-op for local files).
+
+    Debian packages of all sources are fetched in one apt call first; a suite that uses the
+    morphology perturbations or analysis also gets the Hunspell dictionaries of its languages
+    (optional: without them affix swaps use forms attested in the text, so a failure only warns)."""
+    specs = list({source_key(s): s for s in (suite.data.train, *suite.data.eval)}.values())
+    packages = [p for s in specs if hasattr(s.config, "packages") for p in s.config.packages()]
+    morph = any(p.name.startswith("morph.") for p in suite.perturbations) or any(
+        a.name == "morphology" for a in suite.analyses)
+    if packages or morph:
+        from harness.sources.debian import hunspell_packages
+        from harness.sources.fetch import fetch_packages
+
+        if packages:
+            fetch_packages(dict.fromkeys(packages), ctx.cache_dir, source="data prepare", log=ctx.log)
+        langs = [s.language or getattr(s.config, "language", None)
+                 or (s.config.default_language() if hasattr(s.config, "default_language") else None) for s in specs]
+        wanted = hunspell_packages(lang for lang in langs if lang) if morph else []
+        if wanted:
+            try:
+                fetch_packages(wanted, ctx.cache_dir, source="hunspell dictionaries", log=ctx.log)
+            except ValueError as e:
+                ctx.log(f"[data] warning: {e}")
+    for spec in specs:
+        spec.config.prepare(ctx)
+
+
 def load_source(spec: Any, ctx: SourceContext) -> tuple[list[Document], dict[str, Any]]:
-    """All documents of a suite source entry (``SourceSpec``), with its provenance.
+    """All documents of a suite source entry (``SourceSpec``), with its provenance; the source
+    must be prepared (``prepare_sources``).
 
     Documents without a language get the entry's ``language``; duplicate ids are an error (they
     would collide in the split and in perturbation seeds)."""
     src = spec.config
-    src.prepare(ctx)
     docs: list[Document] = []
     seen: set[str] = set()
     for d in src.documents(ctx):

@@ -14,11 +14,10 @@ from typing import Any
 
 import torch
 
-from encoders.base import FitContext
 from harness.data import training_windows
 from harness.run import CLEAN, Runner, RunOptions
 from harness.suite import Suite
-from harness.train import make_optimizer, train_encoder
+from harness.train import fit_context, make_optimizer
 
 
 def dry_run(suite: Suite, opts: RunOptions) -> str:
@@ -33,7 +32,9 @@ def dry_run(suite: Suite, opts: RunOptions) -> str:
     total_s = 0.0
     for spec in suite.encoders:
         enc = runner.build(spec, suite.seeds[0]).to(runner.device)
-        enc.fit(_quick_fit_context(runner, train, suite))
+        # a quick fit: at most 1 MB for merges, one batch for sub-models (BLT's entropy model)
+        enc.fit(fit_context(train.docs, b, runner.device, suite.seeds[0], sub_bytes_cap=b.batch_bytes,
+                            train_bytes=min(b.train_bytes, 1_000_000), log=lambda s: None))
         batch = enc.collate(probe, [0] * len(probe))
         fpb = enc.flops(batch) / max(1, batch.scored_bytes)
         opt = make_optimizer(enc, b)
@@ -49,20 +50,6 @@ def dry_run(suite: Suite, opts: RunOptions) -> str:
               f"{1 + len(suite.perturbations)} perturbation cells incl. '{CLEAN.id}', modes {', '.join(suite.eval.modes)})",
               f"estimated training time: {_fmt(total_s)} (fit stages and scoring not included)"]
     return "\n".join(lines)
-
-
-def _quick_fit_context(runner: Runner, train: Any, suite: Suite) -> FitContext:
-    """A FitContext on at most 1 MB of the training split whose sub-model training runs one batch."""
-    b = suite.budget
-    seed = suite.seeds[0]
-
-    def one_batch(sub: Any, n: int) -> dict[str, Any]:
-        n = min(n, b.batch_bytes)
-        return train_encoder(sub, training_windows(train.docs, n, b.context_bytes, seed), n, b, runner.device)
-
-    return FitContext(train_docs=lambda: (d.data for d in train.docs), train_bytes=min(b.train_bytes, 1_000_000),
-                      context_bytes=b.context_bytes, seed=seed, device=runner.device, train=one_batch,
-                      log=lambda s: None)
 
 
 def _step_time(enc: Any, batch: Any, opt: torch.optim.Optimizer) -> float:

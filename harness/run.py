@@ -1,6 +1,6 @@
 """``tokbench run``: suite → data → encoders trained by one loop → perturbed scoring → results → report.
 
-    run_suite(load_suite("suites/smoke.yaml"), RunOptions())
+    Runner(load_suite("suites/smoke.yaml"), RunOptions()).run()
 
 Everything finished is kept: models and cells are written atomically as they finish, and a
 re-run of the same command skips them (a killed run resumes; new perturbations do not retrain).
@@ -9,7 +9,10 @@ re-run of the same command skips them (a killed run resumes; new perturbations d
 from __future__ import annotations
 
 import copy
+import hashlib
+import json
 import math
+import os
 import sys
 import time
 from collections import Counter, defaultdict
@@ -23,14 +26,15 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from encoders.base import Encoder, FitContext, config_to_dict
+from encoders.base import Encoder, config_to_dict
 from harness import plugins
 from harness.config import build_perturbation
 from harness.data import (
     DataPart,
-    fingerprint,
     load_source,
+    prepare_sources,
     select_part,
+    source_key,
     stable_unit,
     training_windows,
 )
@@ -49,9 +53,11 @@ from harness.results import (
 )
 from harness.score import ScoreItem, plan_clean_target, plan_full, score_items, split_for_target
 from harness.sources.base import Document, SourceContext
+from harness.sources.script import detect_script
 from harness.suite import SCHEMA_VERSION, EncoderSpec, PerturbationSpec, Suite
-from harness.train import Checkpointer, train_encoder
+from harness.train import Checkpointer, fit_context, train_encoder
 from perturbations.base import Perturbation
+from perturbations.measure import edit_rate
 
 CLEAN = PerturbationSpec(name="identity", id="clean", severity=0.0, params={})
 TEXT_LIMIT = 20_000  # characters of each text kept in samples.jsonl
@@ -64,7 +70,7 @@ class RunOptions:
     out: Path | None = None
     device: str = "auto"
     limit: int | None = None
-    dry_run: bool = False
+    prepare: bool = True  # let sources fetch/build their data first (idempotent)
     report: bool = True
     progress: bool = True
     cache_dir: Path | None = None
@@ -81,8 +87,6 @@ def pick_device(name: str) -> torch.device:
 
 
 def default_cache_dir() -> Path:
-    import os
-
     return Path(os.environ.get("TOKBENCH_CACHE", Path.home() / ".cache" / "tokbench"))
 
 
@@ -99,30 +103,16 @@ def encode(text: str) -> bytes:
         return text.encode("utf-8", "surrogatepass")
 
 
-def dominant_script(docs: list[Document]) -> str | None:
-    """The dataset's script: the byte-weighted majority script if it covers ≥ 80 %, else Mixd."""
-    try:
-        from harness.sources.script import detect_script
-    except ImportError:
-        return None
+def dominant_script(docs: list[Document], scripts: list[str]) -> str | None:
+    """The dataset's script: the byte-weighted majority of its documents' scripts if it covers
+    >= 80 %, else Mixd."""
     weights: Counter[str] = Counter()
-    for d in docs:
-        weights[d.script or detect_script(decode(d.data))] += len(d.data)
+    for d, script in zip(docs, scripts):
+        weights[script] += len(d.data)
     if not weights:
         return None
     script, w = weights.most_common(1)[0]
     return script if w >= 0.8 * sum(weights.values()) else "Mixd"
-
-
-def doc_script(doc: Document, text: str) -> str | None:
-    """ISO 15924 script of one document (the source's, else detected from its code points)."""
-    if doc.script:
-        return doc.script
-    try:
-        from harness.sources.script import detect_script
-    except ImportError:
-        return None
-    return detect_script(text)
 
 
 def dataset_language(docs: list[Document], default: str | None) -> str:
@@ -159,15 +149,16 @@ class Runner:
     def load_data(self) -> tuple[DataPart, list[DataPart]]:
         s = self.suite.data
         t0 = time.perf_counter()
+        if self.opts.prepare:
+            prepare_sources(self.suite, self.ctx)
         cache: dict[str, tuple[list[Document], dict[str, Any]]] = {}
 
         def docs_of(spec: Any) -> tuple[list[Document], dict[str, Any]]:
-            key = stable_hash({"source": spec.source, "config": config_to_dict(spec.config), "lang": spec.language})
+            key = source_key(spec)
             if key not in cache:
                 cache[key] = load_source(spec, self.ctx)
             return cache[key]
 
-        train_key = stable_hash({"source": s.train.source, "config": config_to_dict(s.train.config), "lang": s.train.language})
         all_train, prov = docs_of(s.train)
         train_docs = select_part(all_train, s.train.part or "train", s.valid_fraction, s.test_fraction)
         if not train_docs:
@@ -184,17 +175,17 @@ class Runner:
         if passes > 1:
             self.log(f"[data] note: the train part ({train.n_bytes:,} bytes) is repeated {passes:.1f} times "
                      f"to reach budget.train_bytes={self.budget.train_bytes:,}")
-        train_hashes = {stable_hash(d.data.hex()) for d in train_docs} if len(train_docs) < 200_000 else set()
+        train_hashes = {hashlib.sha256(d.data).digest() for d in train_docs}
         evals = []
         for spec in s.eval:
             docs, prov = docs_of(spec)
-            same = stable_hash({"source": spec.source, "config": config_to_dict(spec.config), "lang": spec.language}) == train_key
-            part = spec.part or ("test" if same else "all")
+            part = spec.part or ("test" if source_key(spec) == source_key(s.train) else "all")
             chosen = select_part(docs, part, s.valid_fraction, s.test_fraction)
             chosen = [d for d in chosen if len(d.data) >= self.suite.eval.min_doc_bytes]
             # No evaluated document may also be a training document (same bytes).
-            overlap = [d for d in chosen if stable_hash(d.data.hex()) in train_hashes]
-            chosen = [d for d in chosen if stable_hash(d.data.hex()) not in train_hashes]
+            in_train = [hashlib.sha256(d.data).digest() in train_hashes for d in chosen]
+            overlap = [d for d, t in zip(chosen, in_train) if t]
+            chosen = [d for d, t in zip(chosen, in_train) if not t]
             chosen.sort(key=lambda d: stable_unit("eval", d.id))
             limit = min(x for x in (self.suite.eval.max_docs, self.opts.limit, 10**12) if x is not None)
             chosen = chosen[:limit]
@@ -206,8 +197,7 @@ class Runner:
             ep = DataPart(spec.name or spec.source, part, chosen, spec.language, prov)
             evals.append(ep)
             self.data_facts[f"eval:{ep.name}"] = {**ep.summary(), "dropped_train_overlap": len(overlap)}
-        self.data_facts["train"] = {**train.summary(), "source": s.train.source,
-                                    "passes": self.budget.train_bytes / max(1, train.n_bytes)}
+        self.data_facts["train"] = {**train.summary(), "source": s.train.source, "passes": passes}
         self.timings["data_seconds"] = time.perf_counter() - t0
         return train, evals
 
@@ -224,24 +214,8 @@ class Runner:
         torch.manual_seed(seed)  # same seed → same initial weights for identical shapes
         return cls(spec.config, spec.backbone)
 
-    def fit_context(self, train: DataPart, seed: int, label: str) -> FitContext:
-        def sub_train(sub: Encoder, n_bytes: int) -> dict[str, Any]:
-            sub.fit(self.fit_context(train, seed, label + "/sub"))
-            windows = training_windows(train.docs, n_bytes, self.budget.context_bytes, seed)
-            return train_encoder(sub, windows, n_bytes, self.budget, self.device,
-                                 progress=self._bar(f"{label} (fit sub-model)", n_bytes))
-
-        return FitContext(
-            train_docs=lambda: (d.data for d in train.docs),
-            train_bytes=self.budget.train_bytes,
-            context_bytes=self.budget.context_bytes,
-            seed=seed,
-            device=self.device,
-            train=sub_train,
-            log=self.log,
-        )
-
     def _bar(self, desc: str, total: int) -> Callable[[int, int, float], None] | None:
+        """A tqdm progress callback for ``train_encoder`` (None when progress is off)."""
         if not self.opts.progress:
             return None
         bar = tqdm(total=total, desc=desc, unit="B", unit_scale=True, leave=False, file=sys.stderr, mininterval=1.0)
@@ -256,26 +230,21 @@ class Runner:
 
     def get_model(self, spec: EncoderSpec, seed: int, train: DataPart, flops_target: float | None) -> tuple[Encoder, dict[str, Any]]:
         """Load the cached model, or build, fit and train it (resuming a partial checkpoint)."""
-        train_fp = fingerprint(train.docs)
-        key = self.model_key(spec, seed, train_fp, {"flops_target": flops_target} if flops_target else None)
+        key = self.model_key(spec, seed, train.fingerprint, {"flops_target": flops_target} if flops_target else None)
         path, meta_path = self.rd.model_path(key), self.rd.model_meta_path(key)
         enc = self.build(spec, seed)
         if path.exists() and meta_path.exists():
-            import json
-
             meta = json.loads(meta_path.read_text())
-            state = torch.load(path, map_location="cpu", weights_only=True)
-            prepare = getattr(enc, "prepare_load", None)
-            if callable(prepare):
-                prepare(state)
-            enc.load_state_dict(state)
+            enc.load_state_dict(torch.load(path, map_location="cpu", weights_only=True))
             enc.to(self.device).eval()
             self.log(f"[model] {spec.label} seed {seed}: loaded from cache {path.name}")
             return enc, meta
         self.log(f"[model] {spec.label} seed {seed}: fit + train on {self.budget.train_bytes:,} bytes ({self.device})")
         enc.to(self.device)
         t0 = time.perf_counter()
-        fit = enc.fit(self.fit_context(train, seed, spec.label)) or {}
+        ctx = fit_context(train.docs, self.budget, self.device, seed, log=self.log,
+                          progress=lambda what, n: self._bar(f"{spec.label} ({what})", n))
+        fit = enc.fit(ctx) or {}
         fit.setdefault("seconds", time.perf_counter() - t0)
         n_bytes = self.budget.train_bytes
         max_flops = None
@@ -340,8 +309,7 @@ class Runner:
         """The perturbed text of one document; its rng depends only on (seed, id, params, doc id)."""
         if spec.id == "clean":
             return text
-        params = {**{k: v for k, v in spec.params.items() if k != "lang"}, "severity": spec.severity}
-        return apply(inst, text, seed, spec.id, params, doc.id, doc.language)
+        return apply(inst, text, seed, spec.id, spec.params, doc.id, doc.language)  # params hold severity
 
     # -- the run ------------------------------------------------------------------------------
     def run_json(self, status: str, extra: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -368,15 +336,17 @@ class Runner:
         train, evals = self.load_data()
         self.rd.root.mkdir(parents=True, exist_ok=True)
         atomic_write_json(self.rd.root / "run.json", self.run_json("running"))
-        from perturbations.measure import edit_rate
-
         perts = self.perturbation_instances(train)
         analyses = [a.config for a in self.suite.analyses]
         specs_p = [CLEAN] + [p for p in self.suite.perturbations]
         modes = self.suite.eval.modes
         ev = self.suite.eval
         stride = ev.stride_bytes or max(1, self.budget.context_bytes // 2)
-        lang_script = {e.name: (dataset_language(e.docs, e.language), dominant_script(e.docs)) for e in evals}
+        # Per eval set, computed once: decoded texts and each document's script.
+        texts = {e.name: [decode(d.data) for d in e.docs] for e in evals}
+        scripts = {e.name: [d.script or detect_script(t) for d, t in zip(e.docs, texts[e.name])] for e in evals}
+        lang_script = {e.name: (dataset_language(e.docs, e.language), dominant_script(e.docs, scripts[e.name]))
+                       for e in evals}
         cell_keys: list[str] = []
         t_train = t_score = 0.0
         for seed in self.suite.seeds:
@@ -410,23 +380,23 @@ class Runner:
             bar = tqdm(total=n_cells, desc=f"score seed {seed}", unit="cell", leave=False, file=sys.stderr,
                        disable=not self.opts.progress, mininterval=1.0)
             for ep in evals:
-                fp = fingerprint(ep.docs)
-                texts = [decode(d.data) for d in ep.docs]
+                fp = ep.fingerprint
                 for pspec in specs_p:
                     inst = perts.get((pspec.id, pspec.severity))
                     plans: dict[str, list[tuple[Document, ScoreItem, str, str, int, float, int] | None]] = {}
                     for mode in modes:
                         keys = {label: self.cell_key(m[1]["key"], fp, pspec, mode, seed) for label, m in models.items()}
-                        todo = [label for label, k in keys.items() if self.rd.load_cell(k) is None]
+                        todo = [label for label, k in keys.items() if not self.rd.cell_path(k).exists()]
                         cell_keys.extend(keys.values())
                         if not todo:
                             bar.update(len(keys))
                             continue
                         if mode not in plans:
-                            plans[mode] = self.plan(ep, texts, pspec, inst, seed, mode, stride, edit_rate)
+                            plans[mode] = self.plan(ep, texts[ep.name], pspec, inst, seed, mode, stride)
                         for label in todo:
                             enc, meta, spec = models[label]
-                            cell = self.score_cell(enc, spec, meta, ep, pspec, mode, seed, plans[mode], lang_script[ep.name], analyses)
+                            cell = self.score_cell(enc, spec, ep, pspec, mode, seed, plans[mode], lang_script[ep.name],
+                                                   scripts[ep.name], analyses)
                             cell["row"]["fingerprint"] = fp
                             self.rd.save_cell(keys[label], cell)
                         bar.update(len(keys))
@@ -456,7 +426,7 @@ class Runner:
         })
 
     def plan(self, ep: DataPart, texts: list[str], pspec: PerturbationSpec, inst: Any, seed: int, mode: str,
-             stride: int, edit_rate: Callable[[str, str], float]) -> list[Any]:
+             stride: int) -> list[Any]:
         """Perturb and cut every document of an eval set once per (perturbation, mode); the plan
         is shared by all encoders, so they score exactly the same bytes."""
         ev = self.suite.eval
@@ -480,9 +450,11 @@ class Runner:
                 out.append((doc, item, text, pprefix + decode(target), len(target), er, count_words(decode(target))))
         return out
 
-    def score_cell(self, enc: Encoder, spec: EncoderSpec, meta: dict[str, Any], ep: DataPart, pspec: PerturbationSpec,
-                   mode: str, seed: int, plan: list[Any], lang_script: tuple[str, str | None], analyses: list[Any]) -> dict[str, Any]:
+    def score_cell(self, enc: Encoder, spec: EncoderSpec, ep: DataPart, pspec: PerturbationSpec, mode: str,
+                   seed: int, plan: list[Any], lang_script: tuple[str, str | None], scripts: list[str],
+                   analyses: list[Any]) -> dict[str, Any]:
         ev = self.suite.eval
+        doc_scripts = dict(zip((d.id for d in ep.docs), scripts))
         live = [p for p in plan if p is not None]
         scores = score_items(enc, [p[1] for p in live], self.device, ev.batch_windows, self.budget.dtype == "bfloat16")
         totals = CellTotals()
@@ -494,7 +466,7 @@ class Runner:
         for i, ((doc, item, text, ptext, n_clean, er, n_words), sc) in enumerate(zip(live, scores)):
             scored = item.scored_bytes
             totals.add(sc.nll, len(scored), n_clean, sc.n_units, n_words, sc.segments, er)
-            row = {**keys, "doc_id": doc.id, "doc_language": doc.language, "doc_script": doc_script(doc, text),
+            row = {**keys, "doc_id": doc.id, "doc_language": doc.language, "doc_script": doc_scripts[doc.id],
                    "nll_nats": sc.nll, "n_bytes": len(scored),
                    "n_bytes_clean": n_clean, "n_tokens": sc.n_units, "n_words": n_words, "edit_rate": er}
             # The texts are the same for every encoder: store them once, on the first encoder's row.
@@ -541,11 +513,8 @@ class Runner:
         self.rows = rows
 
     def render_report(self) -> None:
-        try:
-            from reports import render_run
-        except ImportError as e:  # reports has no torch dependency, but may be mid-install
-            self.log(f"[report] skipped: {e}")
-            return
+        from reports import render_run
+
         try:
             path = render_run(self.rd.root)
         except Exception as e:  # the results are complete and kept; a report bug must not lose them

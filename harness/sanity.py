@@ -26,13 +26,13 @@ import numpy as np
 import torch
 
 from encoders.backbone import BackboneConfig
-from encoders.base import Encoder, FitContext
+from encoders.base import Encoder
 from harness import plugins
 from harness.data import training_windows
 from harness.score import plan_full, score_items
 from harness.sources.base import Document
 from harness.suite import BudgetConfig
-from harness.train import train_encoder
+from harness.train import fit_context, train_encoder
 
 LN2 = math.log(2.0)
 TINY_BACKBONE = BackboneConfig(layers=2, dim=64, heads=4)
@@ -62,15 +62,8 @@ def fit_and_train(enc: Encoder, docs: list[bytes], n_bytes: int, device: torch.d
                   budget: BudgetConfig = TINY_BUDGET, seed: int = 0) -> dict[str, Any]:
     """Fit (BPE merges, BLT entropy model) and train ``enc`` on ``docs`` with the harness loop."""
     ds = [Document(id=str(i), data=d) for i, d in enumerate(docs)]
-
-    def sub_train(sub: Encoder, n: int) -> dict[str, Any]:
-        sub.fit(ctx)
-        return train_encoder(sub, training_windows(ds, n, budget.context_bytes, seed), n, budget, device)
-
-    ctx = FitContext(train_docs=lambda: iter(docs), train_bytes=n_bytes, context_bytes=budget.context_bytes,
-                     seed=seed, device=device, train=sub_train, log=lambda s: None)
     enc.to(device)
-    enc.fit(ctx)
+    enc.fit(fit_context(ds, budget, device, seed, log=lambda s: None, train_bytes=n_bytes))
     if n_bytes <= 0:
         enc.eval()
         return {}

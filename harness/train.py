@@ -15,7 +15,7 @@ import math
 import os
 import resource
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from itertools import islice
 from pathlib import Path
@@ -24,8 +24,10 @@ from typing import Any
 import torch
 from torch import nn
 
-from encoders.base import Encoder
+from encoders.base import Encoder, FitContext
+from harness.data import training_windows
 from harness.results import atomic_torch_save
+from harness.sources.base import Document
 from harness.suite import BudgetConfig
 
 LN2 = math.log(2.0)
@@ -186,3 +188,39 @@ def train_encoder(
         "final_loss_bpb": sum(recent) / len(recent) if recent else math.nan,
         "loss_curve": curve,
     }
+
+
+def fit_context(
+    docs: Sequence[Document],
+    budget: BudgetConfig,
+    device: torch.device,
+    seed: int,
+    *,
+    sub_bytes_cap: int | None = None,
+    progress: Callable[[str, int], Callable[[int, int, float], None] | None] | None = None,
+    log: Callable[[str], None] = print,
+    train_bytes: int | None = None,
+) -> FitContext:
+    """The FitContext an encoder's ``fit`` stage gets: the training documents, and ``train`` —
+    this module's one loop run on a sub-model (BLT's entropy model) over the same window stream.
+
+    sub_bytes_cap: train sub-models on at most this many bytes (the dry run's quick estimate).
+    progress: makes a progress callback from (description, total bytes).
+    """
+
+    def sub_train(sub: Encoder, n_bytes: int) -> dict[str, Any]:
+        sub.fit(ctx)
+        n = n_bytes if sub_bytes_cap is None else min(n_bytes, sub_bytes_cap)
+        bar = progress("fit sub-model", n) if progress is not None else None
+        return train_encoder(sub, training_windows(docs, n, budget.context_bytes, seed), n, budget, device, progress=bar)
+
+    ctx = FitContext(
+        train_docs=lambda: (d.data for d in docs),
+        train_bytes=budget.train_bytes if train_bytes is None else train_bytes,
+        context_bytes=budget.context_bytes,
+        seed=seed,
+        device=device,
+        train=sub_train,
+        log=log,
+    )
+    return ctx

@@ -130,11 +130,15 @@ def test_a_real_kill_mid_run_then_resume(tmp_path: Path) -> None:
     import time
 
     deadline = time.time() + 120
-    while time.time() < deadline and not list((out / "cells").glob("*.json")) if (out / "cells").exists() else time.time() < deadline:
+    while time.time() < deadline and not list(out.glob("cells/*.json")):
         time.sleep(0.05)
     proc.kill()
     proc.wait()
-    assert subprocess.run(cmd, capture_output=True).returncode == 0
+    assert list(out.glob("cells/*.json")), "no cell was finished before the kill"
+    assert not (out / "results.csv").exists(), "the run finished before it could be killed"
+    resumed = subprocess.run(cmd, capture_output=True, text=True)
+    assert resumed.returncode == 0
+    assert "loaded from cache" in resumed.stderr  # the trained model survived the kill
     rows = read_rows(out)
     assert len(rows) == 12
 
