@@ -9,7 +9,7 @@ the result usable by tiktoken (it applies the same regex split before merging).
 Speed: one pass builds pair counts and, for every pair, the positions where it occurs; each merge
 then visits only those positions, updates the neighbouring pair counts in place, and a lazy
 max-heap finds the next pair. A 4096 vocabulary on ~5 MB of text trains in seconds in pure Python
-(``python -m encoders.bpe.benchmark``), where recounting every pair per merge would take hours.
+(``python benchmarks/bpe_train.py``), where recounting every pair per merge would take hours.
 """
 
 from __future__ import annotations

@@ -25,16 +25,22 @@ if torch.cuda.is_available():
 ATOL = 2e-5  # fp32 sums of at most a few hundred products of O(1) values
 
 
-def _grads(
-    y: torch.Tensor, inputs: list[torch.Tensor], dy: torch.Tensor
-) -> tuple[torch.Tensor, ...]:
-    return torch.autograd.grad(y, inputs, dy)
-
-
 def _assert_close(got: torch.Tensor, want: torch.Tensor, what: str) -> None:
     assert got.shape == want.shape, what
     assert torch.isfinite(got).all(), what
     torch.testing.assert_close(got, want, atol=ATOL, rtol=1e-4, msg=what)
+
+
+def _assert_same_output_and_grads(
+    y: torch.Tensor, y_ref: torch.Tensor, inputs: list[torch.Tensor], g: torch.Generator
+) -> None:
+    """Outputs agree, and so do dx, dW (and db when ``inputs`` has a bias) for one random dy."""
+    _assert_close(y, y_ref, "output")
+    dy = torch.randn(y.shape, generator=g)
+    got = torch.autograd.grad(y, inputs, dy)
+    want = torch.autograd.grad(y_ref, inputs, dy)
+    for name, a, b in zip(["dx", "dW", "db"], got, want):
+        _assert_close(a, b, name)
 
 
 # (B, T, C_in, C_out): not multiples of the 32-wide tiles; T = 300 spans several dW row chunks.
@@ -55,12 +61,7 @@ def test_conv_matches_reference(shape: tuple[int, int, int, int], K: int, dilati
 
     y = dilated_causal_conv(x, w, b, dilation, impl="triton")
     y_ref = dilated_causal_conv_ref(x, w, b, dilation)
-    _assert_close(y, y_ref, "output")
-    dy = torch.randn(y.shape, generator=g)
-    for name, got, want in zip(
-        ["dx", "dW", "db"], _grads(y, inputs, dy), _grads(y_ref, inputs, dy)
-    ):
-        _assert_close(got, want, name)
+    _assert_same_output_and_grads(y, y_ref, inputs, g)
 
 
 def test_conv_all_taps_before_start_see_zeros() -> None:
@@ -95,12 +96,7 @@ def test_block_matches_reference(case: tuple, fused: bool) -> None:
 
     y = conv_block(x, w, b, dils, act, impl="triton", fused=fused)
     y_ref = conv_block_ref(x, w, b, dils, act)
-    _assert_close(y, y_ref, "output")
-    dy = torch.randn(y.shape, generator=g)
-    for name, got, want in zip(
-        ["dx", "dW", "db"], _grads(y, inputs, dy), _grads(y_ref, inputs, dy)
-    ):
-        _assert_close(got, want, name)
+    _assert_same_output_and_grads(y, y_ref, inputs, g)
 
 
 def test_bad_arguments_raise_one_line_errors() -> None:

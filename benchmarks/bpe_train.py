@@ -1,7 +1,7 @@
 """Benchmark (not a test): time to learn a byte-level BPE vocabulary on ~5 MB of real text.
 
-    python -m encoders.bpe.benchmark                      # 4096 tokens on 5 MB of the stdlib sources
-    python -m encoders.bpe.benchmark --vocab 16384 --mb 10 --hf
+    python benchmarks/bpe_train.py                      # 4096 tokens on 5 MB of the stdlib sources
+    python benchmarks/bpe_train.py --vocab 16384 --mb 10 --hf
 
 Corpus: this Python's standard-library ``*.py`` files, concatenated in name order up to ``--mb``
 megabytes (always present, no download). Prints seconds to train, then tiktoken encode speed and
@@ -12,12 +12,15 @@ documents for comparison (its regex pre-tokenizer is the ByteLevel/GPT-2 one).
 from __future__ import annotations
 
 import argparse
+import sys
 import sysconfig
 import time
 from pathlib import Path
 
-from encoders.bpe.tokenizer import BpeTokenizer, pretoken_counts
-from encoders.bpe.trainer import train_merges
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from encoders.bpe.tokenizer import BpeTokenizer, pretoken_counts  # noqa: E402
+from encoders.bpe.trainer import train_merges  # noqa: E402
 
 
 def stdlib_corpus(n_bytes: int) -> list[bytes]:
