@@ -2,18 +2,12 @@
 
 from __future__ import annotations
 
-import random
 from dataclasses import dataclass
 
-from perturbations.base import Perturbation
-from perturbations.chartable import CharTablePerturbation
-from perturbations.checks import check_fraction
-from perturbations.codepoints import (
-    CharTable,
-    from_codepoints,
-    numpy_rng,
-    to_codepoints,
-)
+import numpy as np
+
+from perturbations.chartable import CharTablePerturbation, CodepointPerturbation
+from perturbations.codepoints import CharTable
 from perturbations.registry import register
 from perturbations.wordsel import replace_in_words
 
@@ -24,20 +18,15 @@ SWAPCASE = CharTable(func=lambda ch: (ch.swapcase(),))
 
 @register("case.upper")
 @dataclass(kw_only=True)
-class UpperCase(Perturbation):
+class UpperCase(CodepointPerturbation):
     """Words in capitals: 'the cat' -> 'THE cat' (BLT's "UpperCase" at severity 1).
 
     severity: probability that each word (run of letters, digits and marks) is upper-cased, 0-1;
     1 upper-cases the whole text. Scripts without case are unchanged.
     """
 
-    def __post_init__(self) -> None:
-        check_fraction(self)
-
-    def perturb(self, text: str, rng: random.Random) -> str:
-        if self.severity <= 0 or not text:
-            return text
-        return from_codepoints(replace_in_words(to_codepoints(text), UPPER, self.severity, numpy_rng(rng)))
+    def edit(self, cps: np.ndarray, gen: np.random.Generator) -> np.ndarray:
+        return replace_in_words(cps, UPPER, self.severity, gen)
 
 
 @register("case.random")

@@ -39,6 +39,24 @@ def from_codepoints(cps: np.ndarray) -> str:
     return np.ascontiguousarray(cps, dtype=np.uint32).tobytes().decode("utf-32-le", "surrogatepass")
 
 
+def _per_codepoint(
+    cps: np.ndarray, bmp: np.ndarray, lock: threading.Lock, astral: Callable[[int], int | bool]
+) -> np.ndarray:
+    """``(N,)`` values of ``bmp.dtype`` per code point: read from the tabulated Basic Multilingual
+    Plane ``bmp`` (``(65536,)``), and for code points above it from ``astral(cp)``, called once per
+    distinct code point while holding ``lock`` (it may fill a cache)."""
+    out = np.empty(cps.shape, dtype=bmp.dtype)
+    low = cps < _BMP
+    out[low] = bmp[cps[low]]
+    if not low.all():
+        high_pos = np.flatnonzero(~low)
+        uniq, inverse = np.unique(cps[high_pos], return_inverse=True)
+        with lock:
+            vals = np.array([astral(cp) for cp in uniq.tolist()], dtype=bmp.dtype)
+        out[high_pos] = vals[inverse]
+    return out
+
+
 class CharTable:
     """A per-code-point property or replacement table with a fast ``(N,)`` lookup.
 
@@ -135,22 +153,16 @@ class CharTable:
     def lookup(self, cps: np.ndarray) -> np.ndarray:
         """``(N,) int64`` group id per code point, -1 where the table has no entry."""
         self._ensure()
-        out = np.full(cps.shape, -1, dtype=np.int64)
-        low = cps < _BMP
-        out[low] = self._bmp[cps[low]]
-        if not low.all():
-            high_pos = np.flatnonzero(~low)
-            uniq, inverse = np.unique(cps[high_pos], return_inverse=True)
-            with self._lock:
-                for cp in uniq.tolist():
-                    if cp not in self._astral and self._func is not None:
-                        cands = self._candidates(chr(cp))
-                        self._astral[cp] = self._add_group(chr(cp), cands) if cands else -1
-                        if cands:
-                            self._pack()
-                ids = np.array([self._astral.get(cp, -1) for cp in uniq.tolist()], dtype=np.int64)
-            out[high_pos] = ids[inverse]
-        return out
+        return _per_codepoint(cps, self._bmp, self._lock, self._astral_group)
+
+    def _astral_group(self, cp: int) -> int:
+        """Group id of a code point above the BMP (function tables: computed on first sight)."""
+        if cp not in self._astral and self._func is not None:
+            cands = self._candidates(chr(cp))
+            self._astral[cp] = self._add_group(chr(cp), cands) if cands else -1
+            if cands:
+                self._pack()
+        return self._astral.get(cp, -1)
 
     def mask(self, cps: np.ndarray) -> np.ndarray:
         """``(N,) bool``: code points the table has a replacement for."""
@@ -222,19 +234,12 @@ class CharSet:
             with self._lock:
                 if self._bmp is None:
                     self._bmp = np.fromiter((self._pred(chr(c)) for c in range(_BMP)), dtype=bool, count=_BMP)
-        out = np.zeros(cps.shape, dtype=bool)
-        low = cps < _BMP
-        out[low] = self._bmp[cps[low]]
-        if not low.all():
-            high_pos = np.flatnonzero(~low)
-            uniq, inverse = np.unique(cps[high_pos], return_inverse=True)
-            with self._lock:
-                for cp in uniq.tolist():
-                    if cp not in self._astral:
-                        self._astral[cp] = bool(self._pred(chr(cp)))
-                flags = np.array([self._astral[cp] for cp in uniq.tolist()], dtype=bool)
-            out[high_pos] = flags[inverse]
-        return out
+        return _per_codepoint(cps, self._bmp, self._lock, self._astral_member)
+
+    def _astral_member(self, cp: int) -> bool:
+        if cp not in self._astral:
+            self._astral[cp] = bool(self._pred(chr(cp)))
+        return self._astral[cp]
 
 
 def n_edits(budget: float, gen: np.random.Generator) -> int:

@@ -3,26 +3,16 @@
 from __future__ import annotations
 
 import functools
-import random
 from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
 
-from perturbations.base import Perturbation
-from perturbations.checks import check_choice, check_fraction
-from perturbations.codepoints import (
-    CharSet,
-    CharTable,
-    apply_table,
-    from_codepoints,
-    numpy_rng,
-    selected_words,
-    to_codepoints,
-    word_ids,
-)
+from perturbations.chartable import CodepointPerturbation
+from perturbations.checks import check_choice
+from perturbations.codepoints import CharSet, CharTable, apply_table, selected_words, word_ids
 from perturbations.registry import register
-from perturbations.wordsel import NON_SPACE, mask
+from perturbations.wordsel import NON_SPACE
 
 # US QWERTY key -> the character the same key gives on another layout (unshifted row by row,
 # then the shifted punctuation that differs). Upper-case letters follow their lower-case key.
@@ -63,7 +53,7 @@ def layout_tables(layout: str) -> tuple[CharTable, CharTable, CharSet]:
 
 @register("keyboard.layout")
 @dataclass(kw_only=True)
-class WrongLayout(Perturbation):
+class WrongLayout(CodepointPerturbation):
     """Words typed with the wrong keyboard layout active: Russian typed on QWERTY
     ('привет' -> 'ghbdtn') and English typed on ЙЦУКЕН ('hello' -> 'руддщ').
 
@@ -77,29 +67,24 @@ class WrongLayout(Perturbation):
     direction: Literal["auto", "to_latin", "to_native"] = "auto"
 
     def __post_init__(self) -> None:
-        check_fraction(self)
+        super().__post_init__()
         check_choice(self, "layout", LAYOUTS, allow_none=True)
         check_choice(self, "direction", ("auto", "to_latin", "to_native"))
 
-    def perturb(self, text: str, rng: random.Random) -> str:
-        if self.severity <= 0 or not text:
-            return text
+    def edit(self, cps: np.ndarray, gen: np.random.Generator) -> np.ndarray:
         layout = self.layout or (self.lang if self.lang in LAYOUTS else "ru")
         to_native, to_latin, native = layout_tables(layout)
-        gen = numpy_rng(rng)
-        cps = to_codepoints(text)
-        words = mask(NON_SPACE, cps)
+        words = NON_SPACE.mask(cps)
         sel = selected_words(words, self.severity, gen)
         if self.direction == "auto":
             ids, n = word_ids(words)
-            has_native = np.bincount(ids[words], weights=mask(native, cps)[words], minlength=n) > 0
+            has_native = np.bincount(ids[words], weights=native.mask(cps)[words], minlength=n) > 0
             latin_word = np.zeros(cps.size, dtype=bool)
             latin_word[words] = has_native[ids[words]]
         else:
             latin_word = np.full(cps.size, self.direction == "to_latin")
-        pos_l = np.flatnonzero(sel & latin_word & mask(to_latin, cps))
-        pos_n = np.flatnonzero(sel & ~latin_word & mask(to_native, cps))
+        pos_l = np.flatnonzero(sel & latin_word & to_latin.mask(cps))
+        pos_n = np.flatnonzero(sel & ~latin_word & to_native.mask(cps))
         # Both tables map one character to one character, so the two passes never shift positions.
         out = apply_table(cps, pos_l, to_latin, None)
-        out = apply_table(out, pos_n, to_native, None)
-        return from_codepoints(out)
+        return apply_table(out, pos_n, to_native, None)

@@ -8,8 +8,10 @@ number of inserted characters (the denominator is ``max(len(original), 1)``).
 
 The distance comes from rapidfuzz (bit-parallel, C++). Long texts are measured with an
 increasing ``score_cutoff`` (a band of width ~2x the distance), so the cost is about
-O(N · distance / 64) rather than O(N² / 64): 400 kB with 10 % edits takes ~0.5 s instead of ~4 s.
-The result is exact either way.
+O(N · distance / 64) rather than O(N² / 64). On the 2-core dev VM, 400 kB of English
+(``pydoc_data.topics``) with 10 % of its characters substituted by ``typo.random`` took 1.1 CPU
+seconds instead of 3.9 for one unbanded call (0.3 s with 10 % insertions). The result is exact
+either way.
 """
 
 from __future__ import annotations

@@ -2,21 +2,20 @@
 
 from __future__ import annotations
 
-import random
 from dataclasses import dataclass
 
 import numpy as np
 
-from perturbations.base import Perturbation
-from perturbations.checks import check_fraction, check_int
-from perturbations.codepoints import from_codepoints, numpy_rng, splice, to_codepoints
+from perturbations.chartable import CodepointPerturbation
+from perturbations.checks import check_int
+from perturbations.codepoints import splice
 from perturbations.registry import register
-from perturbations.wordsel import ATTACHED, NON_SPACE, mask
+from perturbations.wordsel import ATTACHED, NON_SPACE
 
 
 @register("repeat.chars")
 @dataclass(kw_only=True)
-class RepeatChars(Perturbation):
+class RepeatChars(CodepointPerturbation):
     """Repeated characters: 'good' -> 'goood'.
 
     severity: probability that each non-space character is repeated, 0-1. max_repeats: a chosen
@@ -28,19 +27,15 @@ class RepeatChars(Perturbation):
     max_repeats: int = 3
 
     def __post_init__(self) -> None:
-        check_fraction(self)
+        super().__post_init__()
         check_int(self, "max_repeats", 1, 100)
 
-    def perturb(self, text: str, rng: random.Random) -> str:
-        if self.severity <= 0 or not text:
-            return text
-        gen = numpy_rng(rng)
-        cps = to_codepoints(text)
-        eligible = np.flatnonzero(mask(NON_SPACE, cps) & ~mask(ATTACHED, cps))
+    def edit(self, cps: np.ndarray, gen: np.random.Generator) -> np.ndarray:
+        eligible = np.flatnonzero(NON_SPACE.mask(cps) & ~ATTACHED.mask(cps))
         pos = eligible[gen.random(eligible.size) < self.severity]
         if pos.size == 0:
-            return text
+            return cps
         rep_len = 1 + gen.integers(1, self.max_repeats + 1, size=pos.size)
         flat = np.repeat(cps[pos], rep_len)
         rep_off = np.cumsum(rep_len) - rep_len
-        return from_codepoints(splice(cps, pos, rep_off, rep_len, flat))
+        return splice(cps, pos, rep_off, rep_len, flat)

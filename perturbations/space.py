@@ -2,31 +2,23 @@
 
 from __future__ import annotations
 
-import random
 from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
 
-from perturbations.base import Perturbation
-from perturbations.checks import check_choice, check_fraction
-from perturbations.codepoints import (
-    from_codepoints,
-    n_edits,
-    numpy_rng,
-    selected_words,
-    splice,
-    to_codepoints,
-)
+from perturbations.chartable import CodepointPerturbation
+from perturbations.checks import check_choice
+from perturbations.codepoints import n_edits, selected_words, splice
 from perturbations.registry import register
-from perturbations.wordsel import ATTACHED, NON_SPACE, mask
+from perturbations.wordsel import ATTACHED, NON_SPACE
 
 SPACE = 0x20
 
 
 @register("space.random")
 @dataclass(kw_only=True)
-class RandomSpace(Perturbation):
+class RandomSpace(CodepointPerturbation):
     """Spaces inserted inside words ('to ken') and removed between them ('tokenfree').
 
     severity: expected fraction of the text's characters edited (= expected edit rate), 0-1: a
@@ -39,19 +31,15 @@ class RandomSpace(Perturbation):
     action: Literal["both", "insert", "delete"] = "both"
 
     def __post_init__(self) -> None:
-        check_fraction(self)
+        super().__post_init__()
         check_choice(self, "action", ("both", "insert", "delete"))
 
-    def perturb(self, text: str, rng: random.Random) -> str:
-        if self.severity <= 0 or not text:
-            return text
-        gen = numpy_rng(rng)
-        cps = to_codepoints(text)
+    def edit(self, cps: np.ndarray, gen: np.random.Generator) -> np.ndarray:
         k = n_edits(self.severity * cps.size, gen)
         k_ins = {"insert": k, "delete": 0}.get(self.action, int(gen.binomial(k, 0.5)))
-        solid = mask(NON_SPACE, cps)
+        solid = NON_SPACE.mask(cps)
         # insert before position i: between two non-space characters, i not attached to i-1
-        ins_ok = np.flatnonzero(solid[1:] & solid[:-1] & ~mask(ATTACHED, cps[1:])) + 1
+        ins_ok = np.flatnonzero(solid[1:] & solid[:-1] & ~ATTACHED.mask(cps[1:])) + 1
         del_ok = np.flatnonzero(cps == SPACE)
         ins = np.sort(ins_ok[gen.choice(ins_ok.size, size=min(k_ins, ins_ok.size), replace=False)])
         k_del = min(k - k_ins, del_ok.size)
@@ -59,12 +47,12 @@ class RandomSpace(Perturbation):
         out = np.insert(cps, ins, SPACE) if ins.size else cps
         if dels.size:  # shift deletion positions past the insertions made before them
             out = np.delete(out, dels + np.searchsorted(ins, dels, side="right"))
-        return from_codepoints(out)
+        return out
 
 
 @register("antspeak")
 @dataclass(kw_only=True)
-class AntSpeak(Perturbation):
+class AntSpeak(CodepointPerturbation):
     """Spaces between the characters of words: 'robust' -> 'r o b u s t' (BLT's "AntSpeak").
 
     severity: probability that each word (run of non-space characters) is spaced out, 0-1; 1
@@ -72,21 +60,14 @@ class AntSpeak(Perturbation):
     base character.
     """
 
-    def __post_init__(self) -> None:
-        check_fraction(self)
-
-    def perturb(self, text: str, rng: random.Random) -> str:
-        if self.severity <= 0 or not text:
-            return text
-        gen = numpy_rng(rng)
-        cps = to_codepoints(text)
-        sel = selected_words(mask(NON_SPACE, cps), self.severity, gen)
-        attached = mask(ATTACHED, cps)
+    def edit(self, cps: np.ndarray, gen: np.random.Generator) -> np.ndarray:
+        sel = selected_words(NON_SPACE.mask(cps), self.severity, gen)
+        attached = ATTACHED.mask(cps)
         # a space after character i when i and i+1 are in the same chosen word, i+1 is a new base
         # character and i is not a zero-width joiner
         after = np.flatnonzero(sel[:-1] & sel[1:] & ~attached[1:] & (cps[:-1] != 0x200D))
         if after.size == 0:
-            return text
+            return cps
         flat = np.stack([cps[after], np.full(after.size, SPACE, dtype=np.uint32)], axis=1).ravel()
         rep_len = np.full(after.size, 2, dtype=np.int64)
-        return from_codepoints(splice(cps, after, 2 * np.arange(after.size), rep_len, flat))
+        return splice(cps, after, 2 * np.arange(after.size), rep_len, flat)

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import random
 import unicodedata
 from dataclasses import dataclass
 
-from perturbations.base import Perturbation
-from perturbations.checks import check_fraction
-from perturbations.codepoints import CharTable, from_codepoints, numpy_rng, to_codepoints
+import numpy as np
+
+from perturbations.chartable import CodepointPerturbation
+from perturbations.codepoints import CharTable
 from perturbations.registry import register
 from perturbations.wordsel import replace_in_words
 
@@ -46,7 +46,7 @@ ROMANIZE_UK = _romanizer(ROMAN_UK)
 
 @register("translit")
 @dataclass(kw_only=True)
-class Transliterate(Perturbation):
+class Transliterate(CodepointPerturbation):
     """Romanised Cyrillic and Greek: 'Москва' -> 'Moskva', 'Αθήνα' -> 'Athina'.
 
     severity: probability that each word (run of letters, digits and marks) is romanised, 0-1;
@@ -55,11 +55,6 @@ class Transliterate(Perturbation):
     Russian reading ('Киев' -> 'Kiev') unless the document's lang is uk ('Київ' -> 'Kyiv').
     """
 
-    def __post_init__(self) -> None:
-        check_fraction(self)
-
-    def perturb(self, text: str, rng: random.Random) -> str:
-        if self.severity <= 0 or not text:
-            return text
+    def edit(self, cps: np.ndarray, gen: np.random.Generator) -> np.ndarray:
         table = ROMANIZE_UK if self.lang == "uk" else ROMANIZE
-        return from_codepoints(replace_in_words(to_codepoints(text), table, self.severity, numpy_rng(rng)))
+        return replace_in_words(cps, table, self.severity, gen)

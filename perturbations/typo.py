@@ -31,11 +31,11 @@ import numpy as np
 from rapidfuzz.distance import Levenshtein
 
 from perturbations.base import Perturbation
+from perturbations.chartable import CodepointPerturbation
 from perturbations.checks import check_choice, check_fraction
 from perturbations.codepoints import (
     CharSet,
     CharTable,
-    from_codepoints,
     n_edits,
     numpy_rng,
     sample_positions,
@@ -113,30 +113,28 @@ def ocr_table(extended: bool) -> CharTable:
 ALNUM = CharSet(str.isalnum)
 
 
-def budgeted_replace(text: str, table: CharTable, severity: float, rng: random.Random) -> str:
-    """Replace randomly chosen characters by a candidate from ``table`` until the expected total
-    Levenshtein cost is ``severity · len(text)`` (see ``take_by_budget``)."""
-    if severity <= 0 or not text:
-        return text
-    gen = numpy_rng(rng)
-    cps = to_codepoints(text)
+def budgeted_replace(
+    cps: np.ndarray, table: CharTable, severity: float, gen: np.random.Generator
+) -> np.ndarray:
+    """Replace randomly chosen code points (``(N,) uint32``) by a candidate from ``table`` until
+    the expected total Levenshtein cost is ``severity · N`` (see ``take_by_budget``)."""
     groups = table.lookup(cps)
     eligible = np.flatnonzero(groups >= 0)
     budget = severity * cps.size
     if eligible.size == 0:
-        return text
+        return cps
     # Every replacement costs >= 1, so budget + 1 candidates always suffice.
     m = min(eligible.size, int(np.ceil(budget)) + 1)
     pos = eligible[gen.choice(eligible.size, size=m, replace=False)]
     reps = table.pick(groups[pos], gen)
     n = take_by_budget(table.rep_cost[reps], budget, gen)
     pos, reps = pos[:n], reps[:n]
-    return from_codepoints(splice(cps, pos, table.rep_off[reps], table.rep_len[reps], table.flat))
+    return splice(cps, pos, table.rep_off[reps], table.rep_len[reps], table.flat)
 
 
 @register("typo.keyboard")
 @dataclass(kw_only=True)
-class KeyboardTypo(Perturbation):
+class KeyboardTypo(CodepointPerturbation):
     """Keyboard typos: characters replaced by a neighbouring key (nlpaug's keyboard maps).
 
     severity: expected fraction of the text's characters replaced (= expected edit rate), 0-1.
@@ -148,17 +146,17 @@ class KeyboardTypo(Perturbation):
     layout: str | None = None
 
     def __post_init__(self) -> None:
-        check_fraction(self)
+        super().__post_init__()
         check_choice(self, "layout", KEYBOARD_LANGS, allow_none=True)
 
-    def perturb(self, text: str, rng: random.Random) -> str:
+    def edit(self, cps: np.ndarray, gen: np.random.Generator) -> np.ndarray:
         lang = self.layout or (self.lang if self.lang in KEYBOARD_LANGS else "en")
-        return budgeted_replace(text, keyboard_table(lang), self.severity, rng)
+        return budgeted_replace(cps, keyboard_table(lang), self.severity, gen)
 
 
 @register("typo.ocr")
 @dataclass(kw_only=True)
-class OcrTypo(Perturbation):
+class OcrTypo(CodepointPerturbation):
     """OCR errors: characters replaced by look-alikes (0->o, l->1, m->rn, ...).
 
     severity: expected fraction of the text's characters edited (= expected edit rate), 0-1; a
@@ -169,11 +167,8 @@ class OcrTypo(Perturbation):
 
     extended: bool = True
 
-    def __post_init__(self) -> None:
-        check_fraction(self)
-
-    def perturb(self, text: str, rng: random.Random) -> str:
-        return budgeted_replace(text, ocr_table(bool(self.extended)), self.severity, rng)
+    def edit(self, cps: np.ndarray, gen: np.random.Generator) -> np.ndarray:
+        return budgeted_replace(cps, ocr_table(bool(self.extended)), self.severity, gen)
 
 
 def _draw_letters(
@@ -187,7 +182,7 @@ def _draw_letters(
 
 @register("typo.random")
 @dataclass(kw_only=True)
-class RandomTypo(Perturbation):
+class RandomTypo(CodepointPerturbation):
     """Random character edits inside words (letters and digits): insert, substitute, swap, delete.
 
     severity: expected fraction of the text's characters edited (= expected edit rate), 0-1. An
@@ -202,17 +197,13 @@ class RandomTypo(Perturbation):
     alphabet: str = ""
 
     def __post_init__(self) -> None:
-        check_fraction(self)
+        super().__post_init__()
         check_choice(self, "action", ("insert", "substitute", "swap", "delete"))
 
-    def perturb(self, text: str, rng: random.Random) -> str:
-        if self.severity <= 0 or not text:
-            return text
-        gen = numpy_rng(rng)
-        cps = to_codepoints(text)
+    def edit(self, cps: np.ndarray, gen: np.random.Generator) -> np.ndarray:
         eligible = np.flatnonzero(ALNUM.mask(cps))
         if eligible.size == 0:
-            return text
+            return cps
         budget = self.severity * cps.size
         alphabet = to_codepoints(self.alphabet)
         if self.action == "swap":
@@ -235,7 +226,7 @@ class RandomTypo(Perturbation):
             pos, new = pos[new != cps[pos]], new[new != cps[pos]]
             out = cps.copy()
             out[pos] = new
-        return from_codepoints(out)
+        return out
 
 
 def _swap(cps: np.ndarray, eligible: np.ndarray, budget: float, gen: np.random.Generator) -> np.ndarray:

@@ -9,25 +9,17 @@ mapping for are left as they are; output is always valid Unicode.
 from __future__ import annotations
 
 import functools
-import random
 import unicodedata
 from dataclasses import dataclass
 from typing import ClassVar, Literal
 
 import numpy as np
 
-from perturbations.base import Perturbation
-from perturbations.chartable import CharTablePerturbation
-from perturbations.checks import check_choice, check_fraction
-from perturbations.codepoints import (
-    CharTable,
-    from_codepoints,
-    numpy_rng,
-    selected_words,
-    to_codepoints,
-)
+from perturbations.chartable import CharTablePerturbation, CodepointPerturbation
+from perturbations.checks import check_choice
+from perturbations.codepoints import CharTable, selected_words
 from perturbations.registry import register
-from perturbations.wordsel import WORD_CHARS, mask
+from perturbations.wordsel import WORD_CHARS
 
 
 def _nfd(ch: str) -> tuple[str, ...]:
@@ -196,7 +188,7 @@ def style_table(style: str) -> CharTable:
 
 @register("unicode.styling")
 @dataclass(kw_only=True)
-class Styling(Perturbation):
+class Styling(CodepointPerturbation):
     """Styled letters: '𝐛𝐨𝐥𝐝', '𝑖𝑡𝑎𝑙𝑖𝑐', '𝓈𝒸𝓇𝒾𝓅𝓉', '𝔣𝔯𝔞𝔨𝔱𝔲𝔯', 'ｆｕｌｌｗｉｄｔｈ', 'ⓒⓘⓡⓒⓛⓔⓓ' (the
     perturbation TokSuite found to hurt nearly every tokenizer most).
 
@@ -209,28 +201,24 @@ class Styling(Perturbation):
     style: str = "bold"
 
     def __post_init__(self) -> None:
-        check_fraction(self)
+        super().__post_init__()
         check_choice(self, "style", (*STYLES, "random"))
 
-    def perturb(self, text: str, rng: random.Random) -> str:
-        if self.severity <= 0 or not text:
-            return text
-        gen = numpy_rng(rng)
-        cps = to_codepoints(text)
-        words = mask(WORD_CHARS, cps)
+    def edit(self, cps: np.ndarray, gen: np.random.Generator) -> np.ndarray:
+        words = WORD_CHARS.mask(cps)
         sel = selected_words(words, self.severity, gen)
         styles = STYLES if self.style == "random" else (self.style,)
         # one style per word: word index -> style index
         starts = words & ~np.concatenate(([False], words[:-1]))
         if not starts.any():
-            return text
+            return cps
         word_style = gen.integers(len(styles), size=int(starts.sum()))
         per_char = word_style[np.maximum(np.cumsum(starts) - 1, 0)]
         out = cps.copy()
         for i, style in enumerate(styles):
             table = style_table(style)
-            pos = np.flatnonzero(sel & (per_char == i) & mask(table, cps))
+            pos = np.flatnonzero(sel & (per_char == i) & table.mask(cps))
             if pos.size:  # every styled form is one code point: assign in place
                 reps = table.first(table.lookup(cps[pos]))
                 out[pos] = table.flat[table.rep_off[reps]]
-        return from_codepoints(out)
+        return out

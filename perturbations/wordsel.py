@@ -24,17 +24,12 @@ NON_SPACE = CharSet(lambda ch: not ch.isspace())
 ATTACHED = CharSet(lambda ch: unicodedata.category(ch) in ("Mn", "Mc", "Me", "Cf"))
 
 
-def mask(table: CharTable | CharSet, cps: np.ndarray) -> np.ndarray:
-    """``(N,) bool``: code points in the set / that the table has a replacement for."""
-    return table.mask(cps)
-
-
 def chosen_chars(
     cps: np.ndarray, table: CharTable, fraction: float, gen: np.random.Generator
 ) -> np.ndarray:
     """Sorted positions of the characters ``table`` can replace, each chosen with probability
     ``fraction``."""
-    eligible = np.flatnonzero(mask(table, cps))
+    eligible = np.flatnonzero(table.mask(cps))
     return eligible[gen.random(eligible.size) < fraction]
 
 
@@ -47,6 +42,6 @@ def replace_in_words(
 ) -> np.ndarray:
     """Choose each word (run of ``words`` characters) with probability ``fraction`` and replace
     every character of it that ``table`` maps (first candidate)."""
-    sel = selected_words(mask(words, cps), fraction, gen)
-    pos = np.flatnonzero(sel & mask(table, cps))
+    sel = selected_words(words.mask(cps), fraction, gen)
+    pos = np.flatnonzero(sel & table.mask(cps))
     return apply_table(cps, pos, table, None)
