@@ -25,7 +25,7 @@ from matplotlib import font_manager  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
 from reports.load import CLEAN_ID  # noqa: E402
-from reports.tables import Tables  # noqa: E402
+from reports.tables import Tables, clean_buckets  # noqa: E402
 
 FONT_FALLBACK = [
     "DejaVu Sans",
@@ -53,6 +53,7 @@ def setup_style() -> None:
     plt.rcParams.update({
         "font.family": fams,
         "svg.fonttype": "none",  # SVG keeps text as text (small files, selectable)
+        "svg.hashsalt": "tokbench",  # fixed clip-path ids: same input, same SVG bytes
         "figure.dpi": 100,
         "savefig.dpi": 110,
         "axes.titlesize": 10,
@@ -211,20 +212,15 @@ def bucket_bars(buckets: pd.DataFrame, encoders: list[str], colors: dict[str, An
     """BPB per per-word bucket (e.g. morphemes per word) on clean text, per analysis."""
     if not len(buckets):
         return None
-    b = buckets[buckets.perturbation_id == CLEAN_ID]
-    if "mode" in b.columns and (b["mode"] == "full").any():
-        b = b[b["mode"] == "full"]
+    b = clean_buckets(buckets)
     if not len(b):
         return None
     analyses = list(dict.fromkeys(b.analysis)) or [""]
     fig, axes = plt.subplots(1, len(analyses), figsize=(5.2 * len(analyses), 3.3),
                              squeeze=False, constrained_layout=True)
     for ax, an in zip(axes.flat, analyses):
-        d = b[b.analysis == an].groupby(["encoder", "bucket"], sort=False)[
-            ["nll_nats", "n_bytes"]].sum().reset_index()
-        d["bpb"] = d.nll_nats / (math.log(2) * d.n_bytes)
-        d["ci_lo"] = np.nan  # buckets.csv has no per-document rows: no CI
-        d["ci_hi"] = np.nan
+        # buckets.csv has no per-document rows: no CI
+        d = b[b.analysis == an].assign(ci_lo=np.nan, ci_hi=np.nan)
         _bars(d, "bucket", {}, [e for e in encoders if e in set(d.encoder)], colors, ax)
         ax.set_title(an or "buckets")
         ax.set_ylabel("bits per byte")

@@ -116,7 +116,7 @@ def read_table(path: Path, required: list[str]) -> pd.DataFrame:
     if missing:
         raise ValueError(f"{path}: missing column(s) {', '.join(missing)}")
     for col in df.columns:
-        if col in NUMERIC_COLUMNS or col in ("n_words",):
+        if col in NUMERIC_COLUMNS:
             df[col] = _numeric(df, col, str(path))
     return df
 
@@ -228,8 +228,7 @@ def _read_samples(path: Path) -> tuple[pd.DataFrame, list[dict[str, Any]]]:
             rows.append(row)
             if obj.get("scored_text") is not None and obj.get("byte_nll") is not None:
                 texts.append({**obj, "script": row["script"]})
-    cols = SAMPLE_SCALARS
-    df = pd.DataFrame(rows, columns=cols)
+    df = pd.DataFrame(rows, columns=SAMPLE_SCALARS)
     if len(df):
         for col in ("dataset", "language", "script", "perturbation", "doc_id"):
             df[col] = df[col].fillna("").astype(str)
@@ -257,16 +256,15 @@ def load_run(run_dir: Path) -> RunData:
     if samples_path.is_file():
         samples, texts = _read_samples(samples_path)
     else:
-        samples, texts = _read_samples_empty()
+        samples, texts = pd.DataFrame(columns=SAMPLE_SCALARS + ["metric_bytes"]), []
         warnings.append("samples.jsonl not found: no confidence intervals or paired tests.")
     buckets = pd.DataFrame()
     b_path = run_dir / "buckets.csv"
     if b_path.is_file():
-        buckets = read_table(b_path, ["encoder", "bucket", "nll_nats", "n_bytes"])
+        buckets = read_table(b_path, ["encoder", "bucket", "n_words", "nll_nats", "n_bytes"])
         for col in ("perturbation_id", "mode", "analysis", "dataset"):
             if col not in buckets.columns:
                 buckets[col] = {"perturbation_id": CLEAN_ID, "mode": "full"}.get(col, "")
-        buckets["bpb"] = buckets["nll_nats"] / (LN2 * buckets["n_bytes"])
 
     run: dict[str, Any] = {}
     r_path = run_dir / "run.json"
@@ -279,16 +277,11 @@ def load_run(run_dir: Path) -> RunData:
             raise ValueError(f"{r_path}: expected a JSON object")
     else:
         warnings.append("run.json not found: no efficiency table or provenance.")
-    name = _run_name(run_dir, run)
+    name = _run_name(run_dir)
     return RunData(run_dir, results, samples, texts, buckets, run, {name: run}, warnings)
 
 
-def _read_samples_empty() -> tuple[pd.DataFrame, list[dict[str, Any]]]:
-    df = pd.DataFrame(columns=SAMPLE_SCALARS + ["metric_bytes"])
-    return df, []
-
-
-def _run_name(run_dir: Path, run: dict[str, Any]) -> str:
+def _run_name(run_dir: Path) -> str:
     return Path(run_dir).resolve().name or str(run_dir)
 
 
@@ -297,7 +290,7 @@ def merge_runs(runs: list[RunData]) -> RunData:
     encoder in two runs stays two lines; documents still pair by (seed, dataset, doc_id)."""
     if not runs:
         raise ValueError("compare: no run directories given")
-    names = [_run_name(r.path, r.run) for r in runs]
+    names = [_run_name(r.path) for r in runs]
     # Disambiguate equal directory names (e.g. a/run and b/run) by their parent.
     if len(set(names)) < len(names):
         names = [f"{r.path.resolve().parent.name}-{n}" for r, n in zip(runs, names)]

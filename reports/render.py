@@ -11,10 +11,10 @@ from __future__ import annotations
 import base64
 import datetime as _dt
 import json
-import math
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from operator import attrgetter
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +24,7 @@ import pandas as pd
 
 from reports import load
 from reports.surprisal import BIN_LABELS, build_samples
-from reports.tables import Tables, compute_tables, language_note
+from reports.tables import Tables, clean_buckets, compute_tables, language_note
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
@@ -33,9 +33,10 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def _ok(x: Any) -> bool:
+    """False for None / NaN / NA (shown as "—")."""
     try:
-        return x is not None and not (isinstance(x, float) and math.isnan(x)) and not pd.isna(x)
-    except (TypeError, ValueError):
+        return not pd.isna(x)
+    except (TypeError, ValueError):  # array-likes: pd.isna gives an array
         return True
 
 
@@ -113,6 +114,16 @@ def _table(key: str, title: str, spec: Sequence[tuple[str, Callable[[Any], str],
                  {i for i, (_, _, num) in enumerate(spec) if num}, collapsed)
 
 
+def _keyed(t: Tables, key: str, title: str, df: pd.DataFrame, keys: list[tuple[str, str]],
+           spec: Sequence[tuple[str, Callable[[Any], str], bool]], note: str = "",
+           collapsed: bool = False) -> Table:
+    """A table sorted by its key columns in run order (``_ordered``), which lead it as text
+    columns; keys: (heading, column) pairs."""
+    lead = [(head, attrgetter(col), False) for head, col in keys]
+    return _table(key, title, [*lead, *spec], _ordered(t, df, [c for _, c in keys]), note,
+                  collapsed)
+
+
 def build_tables(t: Tables) -> dict[str, Table]:
     seeds_note = (f"BPB pooled over {t.n_seeds} seeds; CI: hierarchical bootstrap (seeds, then "
                   "documents); mean ± sd: across seeds." if t.n_seeds > 1 else
@@ -136,11 +147,9 @@ def build_tables(t: Tables) -> dict[str, Table]:
     ], v, note=f"Lower BPB is better; ΔBPB > 0 is degradation. Robustness columns use "
                f"{t.primary_mode} mode at each perturbation's highest severity. {seeds_note}")
 
-    rob = _ordered(t, t.robustness, ["mode", "perturbation_id", "encoder"])
-    out["robustness"] = _table("robustness", "Robustness per perturbation", [
-        ("mode", lambda r: r.mode, False),
-        ("perturbation", lambda r: r.perturbation_id, False),
-        ("encoder", lambda r: r.encoder, False),
+    out["robustness"] = _keyed(t, "robustness", "Robustness per perturbation", t.robustness,
+                               [("mode", "mode"), ("perturbation", "perturbation_id"),
+                                ("encoder", "encoder")], [
         ("clean BPB", lambda r: f3(r.clean), True),
         ("top severity", lambda r: fsev(r.top_severity), True),
         ("edit rate", lambda r: fpct(r.edit_rate_top).lstrip("+"), True),
@@ -149,15 +158,12 @@ def build_tables(t: Tables) -> dict[str, Table]:
         ("rel.", lambda r: fpct(r.rel_top), True),
         ("slope / +10 % edits", lambda r: fsign(r.slope / 10 if _ok(r.slope) else None), True),
         ("ΔBPB by severity", lambda r: r.curve, False),
-    ], rob, note="ΔBPB = BPB(perturbed) − BPB(clean) on the same eval sets and seeds; the CI is a "
-                 "paired bootstrap over documents (perturbed and clean NLL of a document drawn "
-                 "together). Slope: least-squares slope of BPB on measured character edit rate, "
-                 "clean point included.", collapsed=len(rob) > 40)
-    fam = _ordered(t, t.families, ["mode", "family", "encoder"])
-    out["families"] = _table("families", "Robustness per perturbation family", [
-        ("mode", lambda r: r.mode, False),
-        ("family", lambda r: r.family, False),
-        ("encoder", lambda r: r.encoder, False),
+    ], note="ΔBPB = BPB(perturbed) − BPB(clean) on the same eval sets and seeds; the CI is a "
+           "paired bootstrap over documents (perturbed and clean NLL of a document drawn "
+           "together). Slope: least-squares slope of BPB on measured character edit rate, "
+           "clean point included.", collapsed=len(t.robustness) > 40)
+    out["families"] = _keyed(t, "families", "Robustness per perturbation family", t.families,
+                             [("mode", "mode"), ("family", "family"), ("encoder", "encoder")], [
         ("perturbations", lambda r: str(r.n_perturbations), True),
         ("mean ΔBPB", lambda r: fsign(r.mean_delta), True),
         ("mean rel.", lambda r: fpct(r.mean_rel), True),
@@ -165,7 +171,7 @@ def build_tables(t: Tables) -> dict[str, Table]:
          True),
         ("worst", lambda r: r.worst, False),
         ("worst ΔBPB", lambda r: fsign(r.worst_delta), True),
-    ], fam)
+    ])
 
     cmp = _ordered(t, t.comparisons, ["mode"])
     out["comparisons"] = _table("comparisons", "Paired comparisons", [
@@ -321,15 +327,9 @@ def bucket_table(buckets: pd.DataFrame, encoders: list[str]) -> Table:
     eval sets; words and bytes are those of the first encoder (the same text for all)."""
     title = "BPB per per-word bucket (clean text)"
     note = "Pooled over seeds and eval sets from buckets.csv (no per-document rows, so no CI)."
-    b = buckets
-    if not len(b):
+    if not len(buckets):
         return Table("buckets", title, [], [], note)
-    b = b[b.perturbation_id == load.CLEAN_ID]
-    if "mode" in b.columns and (b["mode"] == "full").any():
-        b = b[b["mode"] == "full"]
-    b = b.groupby(["analysis", "bucket", "encoder"], sort=False)[
-        ["n_words", "n_bytes", "nll_nats"]].sum().reset_index()
-    b["bpb"] = b.nll_nats / (load.LN2 * b.n_bytes)
+    b = clean_buckets(buckets)
     encs = [e for e in encoders if e in set(b.encoder)] + sorted(set(b.encoder) - set(encoders))
     rows = []
     for (an, bucket), g in b.groupby(["analysis", "bucket"], sort=False):

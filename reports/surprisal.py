@@ -16,9 +16,8 @@ import unicodedata
 from dataclasses import dataclass, field
 from typing import Any
 
-from reports.load import CLEAN_ID
+from reports.load import CLEAN_ID, LN2
 
-LN2 = math.log(2.0)
 # Upper edges (bits/byte) of the shade classes s0..s7; the last class is open-ended.
 BIN_EDGES = (0.5, 1.0, 2.0, 3.0, 4.0, 6.0, 8.0)
 BIN_LABELS = ("<0.5", "0.5–1", "1–2", "2–3", "3–4", "4–6", "6–8", "≥8")
@@ -120,8 +119,9 @@ def char_pieces(scored_text: str, byte_nll: list[float], segments: list[int] | N
 def build_samples(texts: list[dict[str, Any]], encoders: list[str], max_chars: int = 400,
                   max_docs: int = 12, max_variants: int = 4) -> list[SampleView]:
     """Pick one document per (eval set, document script) — so a mixed-script set shows each of
-    its scripts — (lowest seed, full mode if present) that every encoder scored clean, and show it clean plus at the highest severity of up to ``max_variants - 1``
-    perturbations that all encoders also scored on that document."""
+    its scripts — (lowest seed, full mode if present) that every encoder scored clean, and show
+    it clean plus at the highest severity of up to ``max_variants - 1`` perturbations that all
+    encoders also scored on that document."""
     if not texts:
         return []
     modes = {t.get("mode") for t in texts}

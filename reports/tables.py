@@ -128,7 +128,8 @@ def _baseline(clean: dict[tuple, pd.DataFrame], encoder: str, mode: str, dataset
 
 
 def _pooled(rows: pd.DataFrame) -> float:
-    return float(rows.nll_nats.sum() / (LN2 * rows.metric_bytes.sum())) if len(rows) else math.nan
+    """Pooled metric BPB of results/samples rows (NaN for none)."""
+    return stats.ratio_bpb(rows.nll_nats, rows.metric_bytes)
 
 
 def group_table(data: RunData, idx: _Index, n_boot: int, seed: int) -> pd.DataFrame:
@@ -350,15 +351,30 @@ def language_note(data: RunData) -> str:
     for i, a in enumerate(names):
         for b in names[i + 1 :]:
             shared = ids[a] & ids[b]
-            if lang_of.get(a) != lang_of.get(b) and shared and len(shared) >= 0.9 * max(len(ids[a]), len(ids[b])):
-                pairs.append(f"{a} ({lang_of.get(a)}) and {b} ({lang_of.get(b)}) share {len(shared)} documents")
+            if (lang_of.get(a) != lang_of.get(b) and shared
+                    and len(shared) >= 0.9 * max(len(ids[a]), len(ids[b]))):
+                pairs.append(f"{a} ({lang_of.get(a)}) and {b} ({lang_of.get(b)}) share "
+                             f"{len(shared)} documents")
     base = ("Genre differs across languages: these eval sets come from different sources (quotes, "
             "manuals, interface strings, …), so a BPB difference between languages mixes language "
             "with genre. Compare encoders within a language")
     if pairs:
-        return "Parallel text: " + "; ".join(pairs) + " — the same content in two languages, so their " \
-               "difference is one of language. Elsewhere: " + base[0].lower() + base[1:] + "."
+        return ("Parallel text: " + "; ".join(pairs) + " — the same content in two languages, "
+                "so their difference is one of language. Elsewhere: " + base[0].lower() + base[1:]
+                + ".")
     return base + ", or use parallel text (same document ids in two languages)."
+
+
+def clean_buckets(buckets: pd.DataFrame) -> pd.DataFrame:
+    """buckets.csv rows of clean text (full mode when present) pooled over seeds and eval sets:
+    one row per (analysis, bucket, encoder) with n_words, n_bytes, nll_nats (nats) and bpb."""
+    b = buckets[buckets.perturbation_id == CLEAN_ID]
+    if (b["mode"] == "full").any():
+        b = b[b["mode"] == "full"]
+    b = b.groupby(["analysis", "bucket", "encoder"], sort=False)[
+        ["n_words", "n_bytes", "nll_nats"]].sum().reset_index()
+    b["bpb"] = b.nll_nats / (LN2 * b.n_bytes)
+    return b
 
 
 def efficiency_table(data: RunData, encoders: list[str], level_mode: str) -> pd.DataFrame:

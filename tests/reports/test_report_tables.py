@@ -17,8 +17,8 @@ LN2 = math.log(2.0)
 
 @pytest.fixture(scope="module")
 def tables(synthetic_run: Path):
-    return load_run(synthetic_run), compute_tables(load_run(synthetic_run), n_boot=200,
-                                                   n_perm=2000)
+    data = load_run(synthetic_run)
+    return data, compute_tables(data, n_boot=200, n_perm=2000)
 
 
 def test_group_bpb_is_pooled_ratio(tables) -> None:
@@ -144,8 +144,6 @@ def test_dominant_script(text: str, code: str) -> None:
 
 
 def test_language_note_finds_parallel_sets() -> None:
-    import pandas as pd
-
     from reports.load import RunData
     from reports.tables import language_note
 
@@ -153,6 +151,15 @@ def test_language_note_finds_parallel_sets() -> None:
     smp = pd.DataFrame({"dataset": ["en"] * 3 + ["es"] * 3 + ["de"] * 2,
                         "doc_id": ["a", "b", "c", "a", "b", "c", "x", "y"]})
     note = language_note(RunData(path=Path("."), results=res, samples=smp))
-    assert "en (en) and es (es) share 3 documents" in note and "Genre" in note or "genre" in note
+    assert "en (en) and es (es) share 3 documents" in note
+    assert "Genre" in note or "genre" in note
     one = language_note(RunData(path=Path("."), results=res.iloc[:1], samples=smp))
     assert one == ""
+
+
+def test_buckets_without_n_words_raise_clear_error(make_run) -> None:
+    run = make_run("nowords", samples=False, run_json=False, seeds=(0,), encoders=("bytes",))
+    path = run / "buckets.csv"
+    pd.read_csv(path).drop(columns=["n_words"]).to_csv(path, index=False)
+    with pytest.raises(ValueError, match=r"buckets.csv: missing column\(s\) n_words"):
+        load_run(run)
