@@ -161,6 +161,12 @@ def words_of(texts: Iterable[str]) -> Iterable[str]:
             yield m.group().lower()
 
 
+def stem_of(morphs: Sequence[str]) -> str:
+    """The longest morph (the first of equally long ones): a language-independent stand-in for
+    the root, since Morfessor does not label morph types."""
+    return max(morphs, key=len)
+
+
 def morph_cuts(word: str, morphs: Sequence[str]) -> list[int]:
     """Character offsets inside ``word`` where one morph ends and the next begins."""
     cuts, pos = [], 0
@@ -433,7 +439,7 @@ class AffixSwap(_MorphBase):
 
     def _key(self, low: str) -> str:
         morphs = self.segmenter().segment(low)
-        stem = max(morphs, key=len)
+        stem = stem_of(morphs)
         return stem if len(morphs) > 1 or stem == low else low
 
     def _add_attested(self, counts: Counter[str], into: dict[str, set[str]] | None = None) -> None:

@@ -28,12 +28,13 @@ import bisect
 import hashlib
 import re
 from collections import Counter, defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import regex
 
 from harness.analyses.base import Analysis, BucketRow, register_analysis
 from harness.sources.base import Document
@@ -45,10 +46,12 @@ from perturbations.morphology import (
     find_hunspell,
     hunspell_paradigms,
     hunspell_stems,
+    stem_of,
 )
 
 # Dictionary fallback: Morfessor on at most this many generated forms of at most this length
-# (German's 5000 longest stems took two minutes; 3000 forms of <= 14 letters take seconds).
+# (long compounds make it slow; for de_DE this sample is 2564 forms, trained in 12 s on the 2-core
+# VM while other jobs shared it).
 HUNSPELL_MAX_TYPES = 3000
 HUNSPELL_MAX_LEN = 14
 NO_SPACE_SCRIPTS = frozenset({"Hani", "Hira", "Kana", "Thai", "Laoo", "Khmr", "Mymr", "Tibt"})
@@ -63,10 +66,9 @@ def _utf8_len(ch: str) -> int:
     return 2 if o < 0x800 else 3 if o < 0x10000 else 4
 
 
-def stem_of(morphs: Sequence[str]) -> str:
-    """The longest morph (the first of equally long ones): a language-independent stand-in for
-    the root, since Morfessor does not label morph types."""
-    return max(morphs, key=len)
+def _spaced_words(text: str) -> Iterator[regex.Match[str]]:
+    """``WORD_RE`` matches of ``text``, without words of scripts written without spaces."""
+    return (m for m in WORD_RE.finditer(text) if char_script(m.group()[0]) not in NO_SPACE_SCRIPTS)
 
 
 def word_buckets(word: str, morphs: Sequence[str] | None, bpe_cuts: Sequence[int] | None,
@@ -180,8 +182,9 @@ class MorphologyAnalysis(Analysis):
     """Per-word buckets: BPE vs morph boundaries, seen forms and stems, morph counts.
 
     families: which bucket families to report (``bpe``, ``seen``, ``morphs``).
-    max_types: word types a Morfessor model trains on (5000 types: 5–15 s on one core).
-    min_types: a language with fewer training types uses its Hunspell stems instead.
+    max_types: word types a Morfessor model trains on (5000 types of en/de/ru text: 23–30 s on
+    the 2-core VM while other jobs shared it).
+    min_types: a language with fewer training types uses its Hunspell dictionary's forms instead.
     bpe_encoder: label of the encoder whose tokenizer defines BPE boundaries (None = the first
     ``bpe`` encoder of the suite; without one, a BPE of ``bpe_vocab`` tokens is trained here on at
     most ``bpe_train_bytes`` of training text). seed: Morfessor's shuffling seed."""
@@ -213,10 +216,7 @@ class MorphologyAnalysis(Analysis):
             text = d.data.decode("utf-8", errors="replace")
             texts.append(text)
             counts = by_lang[_lang(d)]
-            for m in WORD_RE.finditer(text):
-                w = m.group()
-                if char_script(w[0]) not in NO_SPACE_SCRIPTS:
-                    counts[w.lower()] += 1
+            counts.update(m.group().lower() for m in _spaced_words(text))
         total: Counter[str] = Counter()
         for c in by_lang.values():
             total.update(c)
@@ -323,10 +323,8 @@ class MorphologyAnalysis(Analysis):
         text = scored.decode("utf-8", errors="surrogateescape")
         byte_at = np.concatenate([[0], np.cumsum([_utf8_len(c) for c in text])]).astype(np.int64)
         table = []
-        for m in WORD_RE.finditer(text):
+        for m in _spaced_words(text):
             w = m.group()
-            if char_script(w[0]) in NO_SPACE_SCRIPTS:
-                continue
             bs, be = int(byte_at[m.start()]), int(byte_at[m.end()])
             low = w.lower()
             morphs = None

@@ -25,8 +25,10 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import itertools
 import re
 import shutil
+import struct
 import subprocess
 import sys
 import zipfile
@@ -42,12 +44,8 @@ from harness.sources.base import Document, Source, SourceContext, register_sourc
 from harness.sources.fetch import OWN_TEXT_HINT, SourceUnavailableError, fetch_packages, require
 from harness.sources.script import detect_script, script_counts
 
-# Package-name suffixes whose ISO 639 code is not the suffix itself.
-_LANG_ALIASES = {"br": "pt", "pt-br": "pt", "zh-cn": "zh", "zh-tw": "zh", "hi-in": "hi",
-                 "es-es": "es", "es-ar": "es", "es-mx": "es", "es-cl": "es", "en-gb": "en",
-                 "en-us": "en", "en-ca": "en", "pt-pt": "pt", "sv-se": "sv", "nb-no": "nb",
-                 "nn-no": "nn", "ga-ie": "ga", "gu-in": "gu", "pa-in": "pa", "bn": "bn",
-                 "min": "en"}
+# Package-name suffixes whose ISO 639 code is not their first part (``hi-in`` → hi needs no entry).
+_LANG_ALIASES = {"br": "pt", "min": "en"}
 
 
 def language_of_package(package: str, prefix: str) -> str | None:
@@ -111,6 +109,8 @@ class DebianSource(Source):
                              f"with {self.prefix.rstrip('-')!r}")
         if self.doc_bytes < 16:
             raise ValueError(f"{self.registry_name} source: doc_bytes={self.doc_bytes} must be >= 16")
+        if self.max_docs is not None and self.max_docs < 0:
+            raise ValueError(f"{self.registry_name} source: max_docs={self.max_docs} must be >= 0")
 
     # --- the Source interface -------------------------------------------------------------
     def packages(self) -> tuple[str, ...]:
@@ -126,18 +126,18 @@ class DebianSource(Source):
 
     def documents(self, ctx: SourceContext) -> Iterator[Document]:
         root = require(ctx.cache_dir, self.package, self.registry_name).root
-        lang = self.language or self.default_language()
-        n = 0
-        for doc_id, text in self.texts(root, ctx):
-            if self.max_docs is not None and n >= self.max_docs:
-                return
+        lang = self.language or self.package_language(root)
+        for doc_id, text in itertools.islice(self.texts(root, ctx), self.max_docs):
             yield Document(id=doc_id, data=text.encode("utf-8"), language=lang,
                            script=detect_script(text), meta={"package": self.package})
-            n += 1
 
     # --- what subclasses define -----------------------------------------------------------
     def default_language(self) -> str | None:
         return language_of_package(self.package, self.prefix) if self.prefix else None
+
+    def package_language(self, root: Path) -> str | None:
+        """Language of the documents when the YAML entry gives none; may read the unpacked tree."""
+        return self.default_language()
 
     def texts(self, root: Path, ctx: SourceContext) -> Iterator[tuple[str, str]]:
         """(id, clean text) documents from the unpacked package tree."""
@@ -241,8 +241,8 @@ def render_man(source: bytes) -> str:
 @dataclass(frozen=True, kw_only=True)
 class ManpagesSource(DebianSource):
     """Localized man pages of a ``manpages-*`` package (``manpages-ja``, ``manpages-de`` …),
-    rendered with groff (cached under ``<cache>/rendered/``; ``prepare`` renders with a progress
-    bar, 15–35 ms a page, once). Pages that only include another page (``.so``) are skipped.
+    rendered with groff (cached under ``<cache>/rendered/``; ``prepare`` renders them once, one
+    groff call a page, with a progress bar). Pages that only include another page (``.so``) are skipped.
 
     max_pages: render only the first pages in sorted path order (None = all)."""
 
@@ -254,12 +254,16 @@ class ManpagesSource(DebianSource):
         pages = sorted(p for p in man.rglob("*") if p.is_file() and not p.is_symlink())
         return pages[: self.max_pages] if self.max_pages is not None else pages
 
-    def _rendered(self, root: Path, page: Path, ctx: SourceContext) -> str:
+    def _render_dir(self, ctx: SourceContext) -> Path:
         version = require(ctx.cache_dir, self.package, self.registry_name).version
-        out = (ctx.cache_dir / "rendered" / f"{self.package}_{version.replace(':', '%3a')}"
-               / (page.relative_to(root).as_posix() + ".txt"))
+        return ctx.cache_dir / "rendered" / f"{self.package}_{version.replace(':', '%3a')}"
+
+    @staticmethod
+    def _rendered(root: Path, page: Path, render_dir: Path) -> Path:
+        """The page's rendered text file under ``render_dir``, rendering it if missing."""
+        out = render_dir / (page.relative_to(root).as_posix() + ".txt")
         if out.is_file():
-            return out.read_text(encoding="utf-8")
+            return out
         raw = page.read_bytes()
         if raw[:2] == b"\x1f\x8b":
             raw = gzip.decompress(raw)
@@ -269,22 +273,22 @@ class ManpagesSource(DebianSource):
         part = out.with_suffix(".part")
         part.write_text(text, encoding="utf-8")
         part.replace(out)
-        return text
+        return out
 
     def prepare(self, ctx: SourceContext) -> None:
         super().prepare(ctx)
         root = require(ctx.cache_dir, self.package, self.registry_name).root
+        render_dir = self._render_dir(ctx)
         for page in tqdm(self._pages(root), desc=f"rendering {self.package}", unit="page",
                          file=sys.stderr):
-            self._rendered(root, page, ctx)
-
-    def default_language(self) -> str | None:
-        return language_of_package(self.package, self.prefix)
+            self._rendered(root, page, render_dir)
 
     def units(self, root: Path, ctx: SourceContext) -> Iterator[tuple[str, str]]:
+        render_dir = self._render_dir(ctx)
         for page in self._pages(root):
             rel = page.relative_to(root).as_posix()
-            for para in clean_rendered_man(self._rendered(root, page, ctx)):
+            text = self._rendered(root, page, render_dir).read_text(encoding="utf-8")
+            for para in clean_rendered_man(text):
                 yield rel, para
 
 
@@ -452,7 +456,6 @@ class PythonDocsSource(DebianSource):
     files under ``html/_sources``), split at blank lines and packed into documents."""
 
     package: str = "python3.11-doc"
-    prefix: ClassVar[str] = ""
 
     def default_language(self) -> str | None:
         return "en"
@@ -503,8 +506,6 @@ def read_ztext(module_dir: Path) -> Iterator[str]:
     """Verse entries (raw markup, index order) of a SWORD zText module: ``*.bzs`` holds (offset,
     size, uncompressed size) of each zlib block in ``*.bzz``; ``*.bzv`` holds (block, offset,
     size) of each verse, little-endian u32/u32/u16. Old Testament first."""
-    import struct
-
     for testament in ("ot", "nt"):
         paths = [module_dir / f"{testament}.{ext}" for ext in ("bzs", "bzv", "bzz")]
         if not all(p.is_file() for p in paths):
@@ -541,11 +542,12 @@ class SwordSource(DebianSource):
     canon: Literal["protestant", "all"] = "protestant"
 
     def _conf(self, root: Path) -> dict[str, str]:
-        confs = sorted((root / "usr" / "share" / "sword" / "mods.d").glob("*.conf"))
+        all_confs = sorted((root / "usr" / "share" / "sword" / "mods.d").glob("*.conf"))
+        confs = all_confs
         if self.module is not None:
             confs = [c for c in confs if c.stem.lower() == self.module.lower()]
         if len(confs) != 1:
-            names = [c.stem for c in sorted((root / "usr/share/sword/mods.d").glob("*.conf"))]
+            names = [c.stem for c in all_confs]
             raise ValueError(f"sword source: package {self.package!r} has modules {names}; "
                              f"set `module:` to one of them")
         conf: dict[str, str] = {}
@@ -559,18 +561,10 @@ class SwordSource(DebianSource):
         return conf
 
     def default_language(self) -> str | None:
-        return None  # read from the module's conf in documents()
+        return None  # known only from the module's conf: see package_language
 
-    def documents(self, ctx: SourceContext) -> Iterator[Document]:
-        root = require(ctx.cache_dir, self.package, self.registry_name).root
-        lang = self.language or self._conf(root).get("Lang") or None
-        n = 0
-        for doc_id, text in self.texts(root, ctx):
-            if self.max_docs is not None and n >= self.max_docs:
-                return
-            yield Document(id=doc_id, data=text.encode("utf-8"), language=lang,
-                           script=detect_script(text), meta={"package": self.package})
-            n += 1
+    def package_language(self, root: Path) -> str | None:
+        return self._conf(root).get("Lang") or None
 
     def texts(self, root: Path, ctx: SourceContext) -> Iterator[tuple[str, str]]:
         conf = self._conf(root)

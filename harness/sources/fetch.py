@@ -102,11 +102,7 @@ def copyright_licences(text: str) -> tuple[str, ...]:
                  "public domain": "public-domain"}
         low = text.lower()
         found = [v for k, v in names.items() if k.lower() in low]
-    out: list[str] = []
-    for f in found:
-        if f not in out:
-            out.append(f)
-    return tuple(out)
+    return tuple(dict.fromkeys(found))  # first occurrence order, duplicates dropped
 
 
 def _read_licences(root: Path, package: str) -> tuple[str, ...]:

@@ -361,7 +361,7 @@ def test_mixture_keeps_member_ids_and_caps_bytes(ctx: SourceContext) -> None:
 # -------------------------------------------------------------------- real apt (network)
 @pytest.mark.network
 def test_fetch_and_build_a_real_package(tmp_path: Path) -> None:
-    """Fetch fortunes-bg (about 60 KB) with apt-get download + dpkg -x, then build documents."""
+    """Fetch fortunes-bg (a 33 KB .deb) with apt-get download + dpkg -x, then build documents."""
     if shutil.which("apt-get") is None or shutil.which("dpkg-deb") is None:
         pytest.skip("apt-get/dpkg-deb not available")
     ctx = SourceContext(base_dir=tmp_path, cache_dir=tmp_path / "cache", log=lambda s: None)
