@@ -12,7 +12,6 @@ import copy
 import hashlib
 import json
 import math
-import os
 import sys
 import time
 from collections import Counter, defaultdict
@@ -53,6 +52,7 @@ from harness.results import (
 )
 from harness.score import ScoreItem, plan_clean_target, plan_full, score_items, split_for_target
 from harness.sources.base import Document, SourceContext
+from harness.sources.fetch import default_cache_dir
 from harness.sources.script import detect_script
 from harness.suite import SCHEMA_VERSION, EncoderSpec, PerturbationSpec, Suite
 from harness.train import Checkpointer, fit_context, train_encoder
@@ -84,10 +84,6 @@ def pick_device(name: str) -> torch.device:
     if name == "cuda" and not torch.cuda.is_available():
         raise ValueError("--device cuda: no CUDA device is available")
     return torch.device(name)
-
-
-def default_cache_dir() -> Path:
-    return Path(os.environ.get("TOKBENCH_CACHE", Path.home() / ".cache" / "tokbench"))
 
 
 def decode(data: bytes) -> str:
@@ -487,7 +483,7 @@ class Runner:
                     b[1] += r.n_bytes
                     b[2] += r.nll_nats
         m = cell_metrics(totals, lang_script[1])
-        row = {**keys, **m, "token_unit": enc.unit}
+        row = {**keys, **m, "token_unit": enc.unit, "segment_unit": enc.segment}
         brows = [{**keys, "analysis": a, "bucket": b, "n_words": v[0], "n_bytes": v[1], "nll_nats": v[2],
                   "bpb": v[2] / (math.log(2) * v[1]) if v[1] else math.nan} for (a, b), v in sorted(buckets.items())]
         return {"row": row, "samples": samples, "buckets": brows}

@@ -32,6 +32,7 @@ STRING_COLUMNS = [
     "perturbation_id",
     "mode",
     "token_unit",
+    "segment_unit",
     "fingerprint",
 ]
 NUMERIC_COLUMNS = [

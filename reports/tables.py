@@ -397,7 +397,8 @@ def efficiency_table(data: RunData, encoders: list[str], level_mode: str) -> pd.
         seg = (float(clean.n_bytes.sum() / clean.n_segments.sum())
                if len(clean) and clean.n_segments.notna().all() and clean.n_segments.sum() > 0
                else math.nan)
-        unit = clean.token_unit.iloc[0] if len(clean) else ""
+        # the segment the bytes/unit figure counts (token, patch, byte); older runs lack the column
+        unit = (clean.segment_unit.iloc[0] or clean.token_unit.iloc[0]) if len(clean) else ""
         total = _num(e.get("params_total"))
         emb = _num(e.get("params_embedding"))
         rows.append(dict(

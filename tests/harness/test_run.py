@@ -77,6 +77,7 @@ def test_results_have_every_cell_and_column(finished: tuple[Path, Path]) -> None
     # 1 encoder x 2 eval sets x (clean + 2 severities) x 2 modes
     assert len(rows) == 12
     assert {r["perturbation_id"] for r in rows} == {"clean", "case.upper"}
+    assert {(r["token_unit"], r["segment_unit"]) for r in rows} == {("byte", "byte")}
     for r in rows:
         assert float(r["bpb"]) == pytest.approx(float(r["nll_nats"]) / (0.6931471805599453 * int(r["n_bytes"])))
         if r["mode"] == "clean_target":
