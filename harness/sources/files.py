@@ -34,24 +34,23 @@ class FilesSource(Source):
     def _files(self, ctx: SourceContext) -> list[tuple[Path, str]]:
         out: list[tuple[Path, str]] = []
         for p in self.paths:
+            is_glob = any(ch in p for ch in "*?[")
             found: list[Path] = []
             for base in (ctx.base_dir, Path.cwd()):
                 cand = Path(p).expanduser()
                 cand = cand if cand.is_absolute() else base / cand
-                if any(ch in p for ch in "*?["):
-                    found = [Path(m) for m in sorted(glob.glob(str(cand), recursive=True)) if Path(m).is_file()]
+                if is_glob:
+                    found, root = [Path(m) for m in sorted(glob.glob(str(cand), recursive=True)) if Path(m).is_file()], base
                 elif cand.is_dir():
-                    found = sorted(
+                    found, root = sorted(
                         f for f in cand.rglob("*")
                         if f.is_file() and (not self.extensions or f.suffix in self.extensions)
-                    )
+                    ), cand
                 elif cand.is_file():
-                    found = [cand]
+                    found, root = [cand], cand.parent
                 if found:
-                    root = cand if cand.is_dir() else cand.parent
-                    if any(ch in p for ch in "*?["):
-                        root = base
-                    out.extend((f, _rel(f, root, p)) for f in found)
+                    # ids are relative to what the user named, so they are the same on every machine
+                    out.extend((f, _rel(f, root)) for f in found)
                     break
             if not found:
                 raise ValueError(
@@ -80,12 +79,9 @@ class FilesSource(Source):
         return {"files": [rel for _, rel in self._files(ctx)]}
 
 
-def _rel(f: Path, root: Path, pattern: str) -> str:
-    """A machine-independent id prefix for a file: its path relative to what the user named."""
+def _rel(f: Path, root: Path) -> str:
+    """A file's path relative to ``root`` (its name when it lies elsewhere)."""
     try:
-        r = f.relative_to(root).as_posix()
+        return f.relative_to(root).as_posix()
     except ValueError:
-        r = f.name
-    if Path(pattern).is_absolute() or r == f.name:
-        return r if r != "." else f.name
-    return r
+        return f.name
