@@ -760,12 +760,14 @@ def _entry(value: Any, where: Where, what: str) -> dict[str, Any]:
     return dict(value)
 
 
-def _plugin_label(name: str, cls: type) -> str:
-    """Default label of a plugin: its name, or for ``"module:Class"`` its registry name / class."""
-    if ":" not in name:
-        return name
-    # __dict__, not getattr: an unregistered subclass must not inherit its parent's name
-    return cls.__dict__.get("registry_name") or cls.__name__
+def _plugin_entry(
+    value: Any, where: Where, kind: plugins.Kind, search_paths: Sequence[Path]
+) -> tuple[dict[str, Any], str, type]:
+    """An ``encoders`` / ``perturbations`` / ``analyses`` item -> (entry, its name, the class)."""
+    entry = _entry(value, where, "name")
+    if "name" not in entry:
+        raise where.error(f"missing required key 'name' (a registered {kind})")
+    return entry, entry["name"], _resolve(kind, entry["name"], where.at("name"), search_paths)
 
 
 _SOURCE_KEYS = ("source", "name", "language", "part")
@@ -872,11 +874,7 @@ def _encoders(
     owner: dict[str, str] = {}  # label -> key path of the entry that produced it
     for i, item in enumerate(value):
         w = where.at(i)
-        entry = _entry(item, w, "name")
-        if "name" not in entry:
-            raise w.error("missing required key 'name' (a registered encoder)")
-        name = entry["name"]
-        cls = _resolve("encoder", name, w.at("name"), search_paths)
+        entry, name, cls = _plugin_entry(item, w, "encoder", search_paths)
         cfg_cls = cls.Config
         cfg_fields = init_fields(cfg_cls)
         _check_keys(entry, {"name", "id", "backbone"} | set(cfg_fields), w)
@@ -887,7 +885,6 @@ def _encoders(
             backbone = None
         elif isinstance(entry["backbone"], Mapping):
             base = {f.name: getattr(suite_backbone, f.name) for f in fields(BackboneConfig)}
-            _check_keys(entry["backbone"], base, w.at("backbone"))
             backbone = from_mapping(BackboneConfig, {**base, **entry["backbone"]}, w.at("backbone"))
             _check_backbone(backbone, w.at("backbone"))
         else:
@@ -905,7 +902,7 @@ def _encoders(
                 raise w.at(k).error("an empty list sweeps over nothing; give at least one value")
             for j, v in enumerate(params[k]):
                 _convert(hints[k], v, w.at(k, j))  # locate a bad sweep value at its own line
-        base_label = enc_id or _plugin_label(name, cls)
+        base_label = enc_id or plugins.default_label(name, cls)
         for combo in itertools.product(*(params[k] for k in swept)):
             p = {**params, **dict(zip(swept, combo))}
             config = from_mapping(cfg_cls, p, w)
@@ -946,18 +943,14 @@ def _perturbations(
     owner: dict[str, int] = {}
     for i, item in enumerate(value):
         w = where.at(i)
-        entry = _entry(item, w, "name")
-        if "name" not in entry:
-            raise w.error("missing required key 'name' (a registered perturbation)")
-        name = entry["name"]
-        cls = _resolve("perturbation", name, w.at("name"), search_paths)
+        entry, name, cls = _plugin_entry(item, w, "perturbation", search_paths)
         cls_fields = init_fields(cls)
         if "lang" in entry:
             raise w.at("lang").error(
                 "'lang' is set by the harness from each document's language; set 'language' on the data source"
             )
         _check_keys(entry, {"name", "id", "severity"} | (set(cls_fields) - {"lang"}), w)
-        pid = _convert(str | None, entry.get("id"), w.at("id")) or _plugin_label(name, cls)
+        pid = _convert(str | None, entry.get("id"), w.at("id")) or plugins.default_label(name, cls)
         if pid in RESERVED_PERTURBATION_IDS:
             raise w.at("id").error(f"id {pid!r} is reserved for the automatic clean baseline")
         if pid in owner:
@@ -967,25 +960,22 @@ def _perturbations(
         owner[pid] = i
 
         if "severity" in entry:
-            sev_raw = entry["severity"]
-            sev_list = sev_raw if isinstance(sev_raw, list) else [sev_raw]
-            sev_where = (
-                [w.at("severity", j) for j in range(len(sev_list))]
+            sev_raw, sev_w = entry["severity"], w.at("severity")
+            if isinstance(sev_raw, list) and not sev_raw:
+                raise sev_w.error("an empty list sweeps over nothing; give at least one severity")
+            given = (
+                [(v, sev_w.at(j)) for j, v in enumerate(sev_raw)]
                 if isinstance(sev_raw, list)
-                else [w.at("severity")]
+                else [(sev_raw, sev_w)]
             )
-            if not sev_list:
-                raise w.at("severity").error(
-                    "an empty list sweeps over nothing; give at least one severity"
-                )
             severities = []
-            for sv, sw in zip(sev_list, sev_where):
+            for sv, sw in given:
                 s = _convert(float, sv, sw)
                 if not math.isfinite(s) or s < 0:
                     raise sw.error(f"severity must be a finite number >= 0, got {_show(sv)}")
                 severities.append(s)
             if len(set(severities)) != len(severities):
-                raise w.at("severity").error(f"severities repeat: {sev_list}")
+                raise sev_w.error(f"severities repeat: {sev_raw}")
         else:
             default = cls_fields.get("severity")
             severities = [
@@ -1017,12 +1007,9 @@ def _analyses(
     specs = []
     for i, item in enumerate(value):
         w = where.at(i)
-        entry = _entry(item, w, "name")
-        if "name" not in entry:
-            raise w.error("missing required key 'name' (a registered analysis)")
-        cls = _resolve("analysis", entry["name"], w.at("name"), search_paths)
+        entry, name, cls = _plugin_entry(item, w, "analysis", search_paths)
+        _check_keys(entry, {"name"} | set(init_fields(cls)), w)  # 'name' among the valid keys
         params = {k: v for k, v in entry.items() if k != "name"}
-        _check_keys(params, {"name"} | set(init_fields(cls)), w)
         config = from_mapping(cls, params, w)
         for j, ds in enumerate(getattr(config, "datasets", ()) or ()):
             if ds not in eval_names:
@@ -1031,7 +1018,7 @@ def _analyses(
                 raise w.at("datasets", j).error(
                     f"no eval set named {ds!r}{hint}; eval sets: {', '.join(sorted(eval_names))}"
                 )
-        specs.append(AnalysisSpec(name=entry["name"], params=params, config=config))
+        specs.append(AnalysisSpec(name=name, params=params, config=config))
     return tuple(specs)
 
 
@@ -1138,8 +1125,7 @@ def load_suite(path: str | Path, overrides: Sequence[str] = ()) -> Suite:
     suite file's directory.
     """
     data, locs = load_raw(path, overrides)
-    file = _display(Path(path).resolve()) if Path(path).exists() else str(path)
-    where = Where((), locs, f"{file}:1")
+    where = Where((), locs, locs[()])  # locs[()] is "<suite file>:1"
     return build_suite(
         data, where, path=str(path), search_paths=[Path.cwd(), Path(path).resolve().parent]
     )
@@ -1154,32 +1140,6 @@ def build_perturbation(spec: PerturbationSpec, lang: str | None = None) -> Any:
         f"perturbation {spec.id!r}",
         fixed={"severity": spec.severity, "lang": lang},
     )
-
-
-def _jsonable(value: Any) -> Any:
-    if is_dataclass(value) and not isinstance(value, type):
-        return {f.name: _jsonable(getattr(value, f.name)) for f in fields(value) if f.init}
-    if isinstance(value, Mapping):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
-    if isinstance(value, type):
-        return f"{value.__module__}:{value.__qualname__}"
-    if value is None or isinstance(value, (str, int, float, bool)):
-        return value
-    return str(value)  # Path, Enum, ...: readable in run.json
-
-
-def resolved_config(suite: Suite) -> dict[str, Any]:
-    """The suite after defaults, sweeps and plugin resolution, as JSON types — for run.json and
-    ``tokbench validate`` (``suite.raw`` is what the user wrote, after include and --set)."""
-    out = _jsonable(suite)
-    out.pop("raw", None)
-    for spec, enc in zip(suite.encoders, out["encoders"]):
-        enc["class"] = (
-            _jsonable(plugins.resolve("encoder", spec.name)) if ":" not in spec.name else spec.name
-        )
-    return out
 
 
 # --------------------------------------------------------------------------------------------
@@ -1227,17 +1187,23 @@ _CLAUSE = re.compile(
 )
 
 
-def field_docs(cls: type) -> dict[str, str]:
-    """Per-field text from a dataclass docstring written as ``field: meaning`` clauses (several
-    fields may share one: ``beta1, beta2: ...`` or ``a/b: ...``; names may be in backticks); text
-    before the first clause is the summary."""
+def _doc_clauses(cls: type) -> tuple[str, list[tuple[int, int, list[str]]]]:
+    """(the docstring on one line, [(start, end, field names) of every ``field: meaning`` clause])."""
     doc = " ".join((cls.__doc__ or "").split())
-    names = set(init_fields(cls))
+    names = set(init_fields(cls)) if is_dataclass(cls) else set()  # an encoder class: summary only
     marks = []
     for m in _CLAUSE.finditer(doc):
         keys = [k.strip().strip("`") for k in re.split(r"[,/]", m.group(1))]
         if any(k in names for k in keys):
             marks.append((m.start(), m.end(), [k for k in keys if k in names]))
+    return doc, marks
+
+
+def field_docs(cls: type) -> dict[str, str]:
+    """Per-field text from a dataclass docstring written as ``field: meaning`` clauses (several
+    fields may share one: ``beta1, beta2: ...`` or ``a/b: ...``; names may be in backticks); text
+    before the first clause is the summary."""
+    doc, marks = _doc_clauses(cls)
     out: dict[str, str] = {}
     for j, (_start, end, keys) in enumerate(marks):
         stop = marks[j + 1][0] if j + 1 < len(marks) else len(doc)
@@ -1248,16 +1214,8 @@ def field_docs(cls: type) -> dict[str, str]:
 
 
 def _summary(cls: type) -> str:
-    doc = " ".join((cls.__doc__ or "").split())
-    m = next(
-        (
-            m
-            for m in _CLAUSE.finditer(doc)
-            if any(k.strip().strip("`") in init_fields(cls) for k in re.split(r"[,/]", m.group(1)))
-        ),
-        None,
-    )
-    return (doc[: m.start()] if m else doc).strip()
+    doc, marks = _doc_clauses(cls)
+    return (doc[: marks[0][0]] if marks else doc).strip()
 
 
 # Meanings for fields of classes outside this package whose docstrings do not document them

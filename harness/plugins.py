@@ -75,8 +75,8 @@ def _registry(kind: str) -> dict[str, type]:
     return getattr(importlib.import_module(info.registry_module), info.registry_attr)
 
 
-def _import_optional(module: str) -> bool:
-    """Import a built-in module; False if that very module does not exist (not written yet).
+def _import_optional(module: str) -> None:
+    """Import a built-in module; skip it if that very module does not exist (not written yet).
 
     Any other failure (a missing dependency of the built-in, a bug) is a real error: PluginError,
     so a broken install fails loudly instead of hiding a plugin.
@@ -85,13 +85,12 @@ def _import_optional(module: str) -> bool:
         importlib.import_module(module)
     except ModuleNotFoundError as e:
         if e.name == module:
-            return False
+            return
         raise PluginError(f"built-in module {module!r} cannot be imported: {e}") from e
     except Exception as e:  # a syntax error or import-time bug in a built-in: one line, loud
         raise PluginError(
             f"built-in module {module!r} cannot be imported: {type(e).__name__}: {e}"
         ) from e
-    return True
 
 
 def _load_builtin_modules(kind: str, want: str | None = None) -> list[PluginError]:
@@ -198,7 +197,8 @@ def _check_class(kind: str, obj: Any, what: str) -> type:
 
 
 def known_names(kind: Kind) -> list[str]:
-    """Every name ``resolve`` accepts without a ``":"`` (sorted), without importing plugins."""
+    """Every name ``resolve`` accepts without a ``":"`` (sorted); see ``available`` for what it
+    imports."""
     return sorted(available(kind))
 
 
@@ -254,12 +254,12 @@ def available(kind: Kind) -> dict[str, str]:
     """{name: "module:Attr"} of every plugin of this kind, for ``tokbench ls``.
 
     Built-in encoders whose module does not exist (yet) are left out; entry points are listed by
-    their target string without being imported.
+    their target string without being imported. For the other kinds the modules in
+    ``BUILTIN_MODULES`` are imported, since their plugins register on import.
     """
-    out: dict[str, str] = {}
-    for ep_name, ep in _entry_points(kind).items():
-        out[ep_name] = ep.value
-    for name, target in _builtin_table(kind).items():
+    out: dict[str, str] = {ep_name: ep.value for ep_name, ep in _entry_points(kind).items()}
+    builtin = _builtin_table(kind)
+    for name, target in builtin.items():
         module = target.partition(":")[0]
         try:
             found = importlib.util.find_spec(module) is not None
@@ -269,9 +269,17 @@ def available(kind: Kind) -> dict[str, str]:
             out[name] = target
     if kind != "encoder":
         _load_builtin_modules(kind)
-    builtin = _builtin_table(kind)
     for name, cls in _registry(kind).items():
         # a built-in keeps its table entry, so the listing does not depend on what was imported
         if name not in builtin:
             out[name] = f"{cls.__module__}:{cls.__qualname__}"
     return dict(sorted(out.items()))
+
+
+def default_label(name: str, cls: type) -> str:
+    """Default label / id of a plugin named in a suite: its name, or for ``"module:Class"`` its
+    registry name or class name (this id seeds perturbations, so config and preview share it)."""
+    if ":" not in name:
+        return name
+    # __dict__, not getattr: an unregistered subclass must not inherit its parent's name
+    return cls.__dict__.get("registry_name") or cls.__name__

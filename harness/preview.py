@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.perturb import apply
-from harness.plugins import resolve
+from harness.plugins import default_label, resolve
 from perturbations.base import Perturbation
 from perturbations.measure import edit_rate
 
@@ -65,7 +65,7 @@ def preview(
     name = getattr(cls, "registry_name", cls.__qualname__) if isinstance(name_or_cls, type) else name_or_cls
     # the perturbation id a suite entry without 'id' gets (harness.config): the registered name, or
     # for "module:Class" the class's registry name / class name — it is part of the rng seed
-    pid = name if ":" not in name else (cls.__dict__.get("registry_name") or cls.__name__)
+    pid = default_label(name, cls)
     text = SAMPLE_TEXT if text is None else text
     params = dict(params or {})
     sevs = list(DEFAULT_SEVERITIES if not severities else severities)

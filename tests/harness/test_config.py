@@ -29,7 +29,6 @@ from harness.config import (
     load_suite,
     merge_trees,
     parse_yaml,
-    resolved_config,
     suite_reference,
 )
 from harness.sources.base import SOURCES, Source
@@ -750,23 +749,6 @@ def test_build_perturbation_restores_types(tmp_path: Path) -> None:
     assert p == FakeTypo(severity=0.5, lang="fr", words=("a", "b"))
 
 
-def test_resolved_config_is_json(tmp_path: Path) -> None:
-    s = load_suite(write(tmp_path, BASE).name)
-    out = json.loads(json.dumps(resolved_config(s)))
-    assert out["encoders"][1]["label"] == "fake-512"
-    assert out["encoders"][1]["config"] == {
-        "vocab_size": 512,
-        "dilations": [1, 2, 4],
-        "kind": "a",
-        "scale": 1.0,
-        "tag": None,
-    }
-    assert out["encoders"][1]["class"].endswith(":FakeEncoder")
-    assert out["perturbations"][0]["cls"].endswith(":FakeTypo")
-    assert out["data"]["eval"][1]["config"] == {"language": "de", "text": "hello", "repeat": 1}
-    assert "raw" not in out and out["budget"]["lr"] == 3e-4
-
-
 def test_reference_example_loads(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # the example in docs/suite_reference.md is a real suite (bpe / typo.keyboard stand-ins here,
     # since those modules are developed separately)
@@ -926,4 +908,3 @@ def test_shipped_suites_validate(suite_file: Path) -> None:
     # every suite in suites/ loads with the real plugins (validation only: no data, no training)
     s = load_suite(suite_file)
     assert s.encoders and s.data.eval
-    json.dumps(resolved_config(s))
