@@ -1,6 +1,6 @@
 """FuzzyTok kernel benchmarks on one CUDA GPU (not a test: numbers go to BENCHMARKS.md).
 
-    python benchmarks/bench_fuzzytok.py [--quick] [--out DIR] [--parts check,peak,layer,stack,memory]
+    python benchmarks/bench_fuzzytok.py [--quick] [--out DIR] [--parts check,peak,layer,stack,memory,gemm,profile]
 
 Parts:
   check   Triton vs fp64 reference, fp32 (TF32 dots) and bf16: outputs, dx, dW, db; single convs and
@@ -10,9 +10,17 @@ Parts:
           forward of ours / cuDNN (F.conv1d on pre-padded NCT input) / a naive Triton kernel, and
           backward dx, dW of ours / cuDNN (aten.convolution_backward). Median of do_bench.
   stack   9-layer stack (3 blocks × dilations 1,2,4; K=3, C=256, GELU + residual, bf16,
-          B·T = 131072) forward+backward: PyTorch/cuDNN reference, ours per layer, ours fused block.
+          B·T = 131072) forward+backward: PyTorch/cuDNN reference and ours (layers, store, fused).
   memory  peak training memory (fwd+bwd) of that stack at 1k, 8k, 64k context (batch 8): reference,
-          ours fused, and the shared transformer backbone (2 layers, dim 256, SDPA) on the same input.
+          ours (fused, layers, store), and the shared transformer backbone (2 layers, dim 256, SDPA)
+          on the same input.
+  gemm    cuBLAS (torch.matmul) on the GEMM a conv layer is, (B·T, K·C) @ (K·C, C), beside our
+          kernel with each epilogue (plain, layer, layer + saved pre-activation, act-grad, dx + act-grad).
+  profile kernel time by name (torch.profiler) over fwd+bwd steps of the stack, layers and store.
+
+Stacks: layers = one launch per layer, backward recomputes (memory-saving default); store = one
+launch per layer, every layer's input and pre-activation kept (recompute: false); fused = one launch
+per block, recompute. Stack rows also time a CUDA-graph replay of the same step (launch cost).
 
 TFLOP/s count 2 FLOPs per multiply-add of the convolution proper (dx and dW: one conv each).
 """
@@ -25,6 +33,7 @@ import json
 import os
 import sys
 import time
+import traceback
 from functools import partial
 from pathlib import Path
 
@@ -61,6 +70,13 @@ def rel(a: torch.Tensor, b: torch.Tensor) -> float:
     if not torch.isfinite(a).all():
         return float("nan")
     return float((a - b).norm() / b.norm().clamp_min(1e-30))
+
+
+def _block(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, dils: tuple[int, ...], act: str,
+           variant: str) -> torch.Tensor:
+    """One residual block on the Triton path: fused (one launch, recompute in backward), layers
+    (one launch per layer, recompute in backward) or store (one launch per layer, intermediates kept)."""
+    return conv_block(x, w, b, dils, act, impl="triton", fused=variant == "fused", recompute=variant != "store")
 
 
 # -- check -----------------------------------------------------------------------------------------
@@ -107,15 +123,15 @@ def part_check(quick: bool) -> None:
             y64 = conv_block_ref(*ins64, dils, act)
             dy = torch.randn(y64.shape, device=dev, generator=g).to(dtype)
             want = [y64, *torch.autograd.grad(y64, ins64, dy.double())]
-            for fused in (True, False):
-                y = conv_block(x, w, b, dils, act, impl="triton", fused=fused)
+            for variant in ("fused", "layers", "store"):
+                y = _block(x, w, b, dils, act, variant)
                 got = [y, *torch.autograd.grad(y, [x, w, b], dy)]
                 errs = [rel(a, c) for a, c in zip(got, want)]
                 ok = all(e <= tol[dtype] for e in errs)
                 fails += not ok
-                rows.append(dict(kind="block", fused=fused, dtype=str(dtype), shape=[B, T, C, K, list(dils), act],
+                rows.append(dict(kind="block", variant=variant, dtype=str(dtype), shape=[B, T, C, K, list(dils), act],
                                  errs=errs, ok=ok))
-                log(f"check block {str(dtype):15s} B{B} T{T} C{C} K{K} d{dils} {act} fused={fused}: "
+                log(f"check block {str(dtype):15s} B{B} T{T} C{C} K{K} d{dils} {act} {variant}: "
                     + " ".join(f"{n}={e:.1e}" for n, e in zip(["y", "dx", "dW", "db"], errs)) + ("" if ok else "  FAIL"))
     RESULTS["check"] = dict(rows=rows, failures=fails, tolerance={str(k): v for k, v in tol.items()})
     # These small shapes must not choose the tiles that the timed shapes then reuse.
@@ -220,8 +236,29 @@ def _stack(x: torch.Tensor, ps: list, dils: tuple[int, ...], impl: str) -> torch
         if impl == "torch":
             x = conv_block_ref(x, w, b, dils, "gelu")
         else:
-            x = conv_block(x, w, b, dils, "gelu", impl="triton", fused=impl == "fused")
+            x = _block(x, w, b, dils, "gelu", impl)
     return x
+
+
+TRITON_STACKS = ("layers", "store", "fused")
+
+
+def _graphed(step, params: list):  # noqa: ANN001, ANN202
+    """Capture step() (forward + backward, kernels already compiled and tuned) in a CUDA graph."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(3):
+            for p in params:
+                p.grad = None
+            step()
+    torch.cuda.current_stream().wait_stream(side)
+    for p in params:
+        p.grad = None
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        step()
+    return graph.replay
 
 
 def _stack_step(x: torch.Tensor, dy: torch.Tensor, ps: list, dils: tuple[int, ...], impl: str) -> None:
@@ -246,7 +283,7 @@ def part_stack(quick: bool, peak: float) -> None:
     y_ref = _stack(x, ps, dils, "torch")
     g_ref = torch.autograd.grad(y_ref, params, dy)
     check = {}
-    for impl in ("layers", "fused"):
+    for impl in TRITON_STACKS:
         y = _stack(x, ps, dils, impl)
         g = torch.autograd.grad(y, params, dy)
         check[impl] = dict(y=rel(y, y_ref), dx=rel(g[0], g_ref[0]),
@@ -255,19 +292,112 @@ def part_stack(quick: bool, peak: float) -> None:
         log(f"stack check {impl}: " + " ".join(f"{k}={v:.1e}" for k, v in check[impl].items()))
     del y_ref, g_ref, y, g
     rows = {}
-    for impl in ("cudnn_nct", "torch", "layers", "fused"):
+    for impl in ("cudnn_nct", "torch", *TRITON_STACKS):
         xi, dyi = (x_nct, dy_nct) if impl == "cudnn_nct" else (x, dy)
         fwd = bench(partial(_stack, xi, ps, dils, impl))
         fb = bench(partial(_stack_step, xi, dyi, ps, dils, impl), grad_to_none=[xi] + params[1:])
         rows[impl] = dict(fwd_ms=fwd, fwd_bwd_ms=fb, fwd_tflops=flop_fwd / fwd / 1e9, fwd_bwd_tflops=3 * flop_fwd / fb / 1e9)
-        log(f"stack {impl:7s}: fwd {fwd:.3f} ms ({flop_fwd / fwd / 1e9:.0f} TFLOP/s), "
+        log(f"stack {impl:9s}: fwd {fwd:.3f} ms ({flop_fwd / fwd / 1e9:.0f} TFLOP/s), "
             f"fwd+bwd {fb:.3f} ms ({3 * flop_fwd / fb / 1e9:.0f} TFLOP/s model FLOPs)")
+        if impl != "fused":  # the fused launcher copies the dilations to the GPU: not capturable
+            # Replaying a CUDA graph of the same step removes the CPU's launch and dispatch costs:
+            # the difference to the eager time is what launching costs.
+            try:
+                replay = _graphed(partial(_stack_step, xi, dyi, ps, dils, impl), [xi] + params[1:])
+                gms = bench(replay)
+                rows[impl]["fwd_bwd_graph_ms"] = gms
+                log(f"stack {impl:9s}: fwd+bwd as a CUDA graph {gms:.3f} ms")
+            except Exception as e:  # noqa: BLE001 - a capture failure must not lose the other rows
+                log(f"stack {impl:9s}: CUDA graph capture failed: {type(e).__name__}: {str(e)[:200]}")
     best_torch = min(rows["torch"]["fwd_bwd_ms"], rows["cudnn_nct"]["fwd_bwd_ms"])
-    for impl in ("layers", "fused"):
+    for impl in TRITON_STACKS:
         rows[impl]["fwd_bwd_over_torch"] = rows[impl]["fwd_bwd_ms"] / best_torch
         log(f"stack {impl}: fwd+bwd = {rows[impl]['fwd_bwd_over_torch']:.2f} x the faster PyTorch/cuDNN stack")
     RESULTS["stack"] = dict(B=B, T=T, C=C, K=K, dilations=list(dils), blocks=blocks, rows=rows, peak=peak,
                             check=check)
+
+
+# -- gemm: what the same GEMM costs in cuBLAS, and what our epilogues cost ----------------------------
+
+
+def part_gemm(quick: bool, peak: float) -> None:
+    """A K-tap conv over C channels is a GEMM (B·T, K·C) @ (K·C, C_out): time torch.matmul on that
+    shape (cuBLAS's rate at this short reduction) beside ours, and our epilogue modes at C = 256."""
+    RESULTS["gemm"] = [_gemm_row(C, K, peak) for C, K in ((128, 3), (256, 3), (256, 7), (512, 3))]
+
+
+def _gemm_row(C: int, K: int, peak: float) -> dict:
+    dt = torch.bfloat16
+    B, T = 32, 4096
+    flop = 2 * B * T * C * C * K
+    a = torch.randn(B * T, K * C, device="cuda", dtype=dt)
+    bm = torch.randn(K * C, C, device="cuda", dtype=dt) / (K * C) ** 0.5
+    x = torch.randn(B, T, C, device="cuda", dtype=dt)
+    res = torch.randn(B, T, C, device="cuda", dtype=dt)
+    wt = (torch.randn(C, C, K, device="cuda") / (C * K) ** 0.5).to(dt)
+    bias = torch.randn(C, device="cuda", dtype=dt)
+    w_f, w_t = kn.gemm_weight(wt, False, dt), kn.gemm_weight(wt, True, dt)
+    pre, gout = torch.empty_like(x), torch.empty_like(x)
+    t = {
+        "cublas_gemm": bench(lambda: a @ bm),
+        "plain": bench(lambda: kn.launch_conv(x, w_f, None, 1)),
+        "layer": bench(lambda: kn.launch_conv(x, w_f, bias, 1, mode=kn.MODE_LAYER, act="gelu", res=res)),
+        "layer_save": bench(lambda: kn.launch_conv(x, w_f, bias, 1, mode=kn.MODE_LAYER_SAVE, act="gelu",
+                                                   res=res, pre=pre)),
+        "actgrad": bench(lambda: kn.launch_conv(x, w_f, bias, 1, mode=kn.MODE_ACTGRAD, act="gelu", res=res)),
+        "dx_add_actgrad": bench(lambda: kn.launch_conv(x, w_t, None, 1, mode=kn.MODE_ADD_ACTGRAD, act="gelu",
+                                                       res=res, transpose=True, pre=pre, grad_out=gout)),
+    }
+    tf = {k: flop / v / 1e9 for k, v in t.items()}
+    log(f"gemm C{C} K{K}: " + ", ".join(f"{k} {v * 1e3:.0f} us {tf[k]:.0f} TF ({tf[k] / peak:.2f})"
+                                          for k, v in t.items()))
+    return dict(C=C, K=K, B=B, T=T, ms=t, tflops=tf, over_peak={k: v / peak for k, v in tf.items()})
+
+
+# -- profile: where the stack's time goes ------------------------------------------------------------
+
+
+def part_profile(quick: bool) -> None:
+    """Kernel time by kernel name (torch.profiler, CUPTI) over a few fwd+bwd steps of the stack."""
+    from torch.profiler import ProfilerActivity, profile
+
+    dt = torch.bfloat16
+    C, K, dils, blocks, B, T = 256, 3, (1, 2, 4), 3, 32, 4096
+    ps = _stack_params(C, K, dils, blocks, dt)
+    x = torch.randn(B, T, C, device="cuda", dtype=dt).requires_grad_()
+    dy = torch.randn(B, T, C, device="cuda", dtype=dt)
+    params = [x] + [p for wb in ps for p in wb]
+    steps = 5
+    out = {}
+    for impl in ("layers", "store"):
+        step = partial(_stack_step, x, dy, ps, dils, impl)
+        for _ in range(3):
+            for p in params:
+                p.grad = None
+            step()
+        torch.cuda.synchronize()
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+            t0 = time.perf_counter()
+            for _ in range(steps):
+                for p in params:
+                    p.grad = None
+                step()
+            torch.cuda.synchronize()
+            wall = (time.perf_counter() - t0) / steps * 1e3
+        by_name: dict[str, list[float]] = {}
+        for e in prof.events():
+            if str(getattr(e, "device_type", "")).endswith("CUDA"):
+                us = e.time_range.elapsed_us()
+                by_name.setdefault(e.name, []).append(us)
+        busy = sum(sum(v) for v in by_name.values()) / steps / 1e3
+        top = sorted(by_name.items(), key=lambda kv: -sum(kv[1]))
+        out[impl] = dict(wall_ms_under_profiler=wall, kernel_ms_per_step=busy,
+                         kernels=[dict(name=n[:120], calls_per_step=len(v) / steps, ms_per_step=sum(v) / steps / 1e3)
+                                  for n, v in top[:25]])
+        log(f"profile {impl}: {busy:.3f} ms of kernels per step; {wall:.3f} ms per step under the profiler")
+        for r in out[impl]["kernels"][:12]:
+            log(f"   {r['ms_per_step']:7.3f} ms  {r['calls_per_step']:5.1f}x  {r['name'][:90]}")
+    RESULTS["profile"] = out
 
 
 # -- memory ----------------------------------------------------------------------------------------
@@ -296,7 +426,7 @@ def part_memory(quick: bool) -> None:
         dy = torch.randn(B, T, C, device="cuda", dtype=dt)
         ins = [x] + [p for wb in ps for p in wb] + list(bb.parameters())
         row = dict(T=T, B=B, act_tensor_bytes=x.numel() * x.element_size())
-        for impl in ("torch", "fused", "layers"):
+        for impl in ("torch", "fused", "layers", "store"):
             row[impl] = _peak_training_bytes(partial(_stack_step, x, dy, ps, dils, impl), ins)
         x_nct = x.detach().transpose(1, 2).contiguous().requires_grad_()
         dy_nct = dy.transpose(1, 2).contiguous()
@@ -305,9 +435,11 @@ def part_memory(quick: bool) -> None:
         del x_nct, dy_nct
         row["backbone_sdpa"] = _peak_training_bytes(partial(_stack_step, x, dy, bb, dils, "backbone"), ins)
         row["fused_over_torch"] = row["fused"] / row["torch"]
+        row["store_over_torch"] = row["store"] / row["torch"]
         rows.append(row)
         log(f"memory T={T:6d} B={B}: torch {row['torch'] / 2**20:8.0f} MiB, fused {row['fused'] / 2**20:8.0f} MiB "
             f"({row['fused_over_torch']:.2f}x), cudnn_nct {row['cudnn_nct'] / 2**20:8.0f} MiB, layers {row['layers'] / 2**20:8.0f} MiB, "
+            f"store {row['store'] / 2**20:8.0f} MiB ({row['store_over_torch']:.2f}x), "
             f"backbone(2x256, SDPA) {row['backbone_sdpa'] / 2**20:8.0f} MiB; one (B,T,C) tensor = "
             f"{row['act_tensor_bytes'] / 2**20:.0f} MiB")
 
@@ -334,18 +466,27 @@ def main() -> None:
     out = Path(args.out) / "bench_fuzzytok.json"
     for part in parts:
         t = time.time()
-        if part == "check":
-            part_check(args.quick)
-        elif part == "peak":
-            peak = part_peak(args.quick)
-        elif part == "layer":
-            part_layer(args.quick, peak or part_peak(args.quick))
-        elif part == "stack":
-            part_stack(args.quick, peak)
-        elif part == "memory":
-            part_memory(args.quick)
-        else:
-            raise SystemExit(f"--parts: unknown part {part!r}")
+        try:
+            if part == "check":
+                part_check(args.quick)
+            elif part == "peak":
+                peak = part_peak(args.quick)
+            elif part == "layer":
+                part_layer(args.quick, peak or part_peak(args.quick))
+            elif part == "stack":
+                part_stack(args.quick, peak)
+            elif part == "memory":
+                part_memory(args.quick)
+            elif part == "gemm":
+                part_gemm(args.quick, peak or part_peak(args.quick))
+            elif part == "profile":
+                part_profile(args.quick)
+            else:
+                raise SystemExit(f"--parts: unknown part {part!r}")
+        except SystemExit:
+            raise
+        except Exception:  # noqa: BLE001 - one failing part must not lose the others
+            log(f"[{part} FAILED]\n{traceback.format_exc()[-3000:]}")
         RESULTS.setdefault("seconds", {})[part] = time.time() - t
         out.write_text(json.dumps(RESULTS, indent=1))  # after every part: a timeout keeps the rest
         log(f"[{part} done in {time.time() - t:.0f} s, total {time.time() - t0:.0f} s]")

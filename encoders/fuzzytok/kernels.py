@@ -54,6 +54,8 @@ MODE_PLAIN = 0  # y = acc + bias
 MODE_LAYER = 1  # y = res + act(acc + bias)              (a residual layer's forward)
 MODE_ACTGRAD = 2  # y = res · act'(acc + bias)           (res = dy: gradient at the pre-activation)
 MODE_ADD = 3  # y = acc + res                            (input gradient of a residual layer)
+MODE_LAYER_SAVE = 4  # MODE_LAYER, and also aux = acc + bias (the pre-activation, kept for backward)
+MODE_ADD_ACTGRAD = 5  # MODE_ADD, and also g = y · act'(aux)   (aux = the layer below's pre-activation)
 
 
 def _configs(entries: list[tuple[int, ...]], names: tuple[str, ...]) -> list[triton.Config]:
@@ -159,16 +161,59 @@ def _taps(acc, src, rows, lo, hi, w, cols, CI: tl.constexpr, CO: tl.constexpr, d
     return acc
 
 
-@triton.autotune(configs=_FWD_CONFIGS, key=["CI", "CO", "K"])
 @triton.jit
-def _conv_kernel(x_ptr, w_ptr, b_ptr, r_ptr, y_ptr, T, dil,
+def _epilogue(z, rows, cols, T, b, b_ptr, r_ptr, y_ptr, z_ptr, g_ptr, CO: tl.constexpr,
+              HAS_BIAS: tl.constexpr, MODE: tl.constexpr, ACT: tl.constexpr):
+    """Bias, activation, residual and gradient epilogues of one (rows × cols) piece of a tile."""
+    if HAS_BIAS:
+        z += tl.load(b_ptr + cols, mask=cols < CO, other=0.0).to(tl.float32)[None, :]
+    mask = (rows[:, None] < T) & (cols[None, :] < CO)
+    off = b * T * CO + rows[:, None] * CO + cols[None, :]
+    if MODE == 1 or MODE == 4:
+        if MODE == 4:
+            tl.store(z_ptr + off, z.to(z_ptr.dtype.element_ty), mask=mask)
+        res = tl.load(r_ptr + off, mask=mask, other=0.0).to(tl.float32)
+        z = res + _act(z, ACT)
+    elif MODE == 2:
+        res = tl.load(r_ptr + off, mask=mask, other=0.0).to(tl.float32)
+        z = res * _act_grad(z, ACT)
+    elif MODE == 3 or MODE == 5:
+        res = tl.load(r_ptr + off, mask=mask, other=0.0).to(tl.float32)
+        z = z + res
+        if MODE == 5:
+            pre = tl.load(z_ptr + off, mask=mask, other=0.0).to(tl.float32)
+            tl.store(g_ptr + off, (z * _act_grad(pre, ACT)).to(g_ptr.dtype.element_ty), mask=mask)
+    tl.store(y_ptr + off, z.to(y_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def _halves(t, R: tl.constexpr, N: tl.constexpr):
+    """(R, N) → its left and right (R, N // 2) column halves."""
+    return tl.split(tl.permute(tl.reshape(t, (R, 2, N // 2)), (0, 2, 1)))
+
+
+def _split_epilogue(args: dict) -> int:
+    # Epilogues that load a residual (and evaluate an activation) hold a second fp32 tile next to
+    # the accumulator: at 128 × 256 (and 128 × 128 with 4 warps) that spilled registers (ptxas -v,
+    # sm_90, up to 2 KB per thread). Working on quarters of the columns at a time keeps every
+    # tile of the configs spill-free; halves were not enough.
+    if args["MODE"] == MODE_PLAIN or args["BLOCK_N"] < 32:
+        return 1
+    return 4 if args["BLOCK_N"] >= 128 else 2
+
+
+@triton.autotune(configs=_FWD_CONFIGS, key=["CI", "CO", "K", "MODE", "DIR"])
+@triton.heuristics({"SPLIT": _split_epilogue})
+@triton.jit
+def _conv_kernel(x_ptr, w_ptr, b_ptr, r_ptr, y_ptr, z_ptr, g_ptr, T, dil,
                  CI: tl.constexpr, CO: tl.constexpr, K: tl.constexpr, DIR: tl.constexpr, HAS_BIAS: tl.constexpr, MODE: tl.constexpr,
                  ACT: tl.constexpr, BLOCK_T: tl.constexpr, BLOCK_N: tl.constexpr,
-                 BLOCK_C: tl.constexpr):
+                 BLOCK_C: tl.constexpr, SPLIT: tl.constexpr):
     """One (BLOCK_T rows × BLOCK_N output channels) tile of y (B, T, CO) from x (B, T, CI).
 
     DIR = −1: causal taps (forward); DIR = +1: anti-causal taps (input gradient, with w holding
-    the transposed weight). Epilogue by MODE (see the MODE_* constants).
+    the transposed weight). Epilogue by MODE (see the MODE_* constants), applied to SPLIT column
+    pieces of the tile one after another.
     """
     pid_t = tl.program_id(0)
     pid_n = tl.program_id(1)
@@ -177,22 +222,23 @@ def _conv_kernel(x_ptr, w_ptr, b_ptr, r_ptr, y_ptr, T, dil,
     cols = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     acc = tl.full((BLOCK_T, BLOCK_N), 0.0, tl.float32)
     acc = _taps(acc, x_ptr + b * T * CI, rows, 0, T, w_ptr, cols, CI, CO, dil, K, DIR, BLOCK_C)
-
-    z = acc
-    if HAS_BIAS:
-        z += tl.load(b_ptr + cols, mask=cols < CO, other=0.0).to(tl.float32)[None, :]
-    mask = (rows[:, None] < T) & (cols[None, :] < CO)
-    off = b * T * CO + rows[:, None] * CO + cols[None, :]
-    if MODE == 1:
-        res = tl.load(r_ptr + off, mask=mask, other=0.0).to(tl.float32)
-        z = res + _act(z, ACT)
-    elif MODE == 2:
-        res = tl.load(r_ptr + off, mask=mask, other=0.0).to(tl.float32)
-        z = res * _act_grad(z, ACT)
-    elif MODE == 3:
-        res = tl.load(r_ptr + off, mask=mask, other=0.0).to(tl.float32)
-        z = z + res
-    tl.store(y_ptr + off, z.to(y_ptr.dtype.element_ty), mask=mask)
+    if SPLIT == 1:
+        _epilogue(acc, rows, cols, T, b, b_ptr, r_ptr, y_ptr, z_ptr, g_ptr, CO, HAS_BIAS, MODE, ACT)
+    else:
+        # Column pieces of width BLOCK_N // SPLIT, left to right (SPLIT is 2 or 4).
+        W: tl.constexpr = BLOCK_N // SPLIT
+        c0 = pid_n * BLOCK_N + tl.arange(0, W)
+        a, b2 = _halves(acc, BLOCK_T, BLOCK_N)
+        if SPLIT == 2:
+            _epilogue(a, rows, c0, T, b, b_ptr, r_ptr, y_ptr, z_ptr, g_ptr, CO, HAS_BIAS, MODE, ACT)
+            _epilogue(b2, rows, c0 + W, T, b, b_ptr, r_ptr, y_ptr, z_ptr, g_ptr, CO, HAS_BIAS, MODE, ACT)
+        else:
+            a0, a1 = _halves(a, BLOCK_T, BLOCK_N // 2)
+            _epilogue(a0, rows, c0, T, b, b_ptr, r_ptr, y_ptr, z_ptr, g_ptr, CO, HAS_BIAS, MODE, ACT)
+            _epilogue(a1, rows, c0 + W, T, b, b_ptr, r_ptr, y_ptr, z_ptr, g_ptr, CO, HAS_BIAS, MODE, ACT)
+            b0, b1 = _halves(b2, BLOCK_T, BLOCK_N // 2)
+            _epilogue(b0, rows, c0 + 2 * W, T, b, b_ptr, r_ptr, y_ptr, z_ptr, g_ptr, CO, HAS_BIAS, MODE, ACT)
+            _epilogue(b1, rows, c0 + 3 * W, T, b, b_ptr, r_ptr, y_ptr, z_ptr, g_ptr, CO, HAS_BIAS, MODE, ACT)
 
 
 @triton.autotune(configs=_DW_CONFIGS, key=["CI", "CO", "K"])
@@ -325,15 +371,17 @@ def _check(x: torch.Tensor, weight: torch.Tensor) -> None:
 
 def conv_forward(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, dilation: int,
                  *, mode: int = MODE_PLAIN, act: str = "none", res: torch.Tensor | None = None,
-                 transpose: bool = False) -> torch.Tensor:
+                 transpose: bool = False, out: torch.Tensor | None = None, pre: torch.Tensor | None = None,
+                 grad_out: torch.Tensor | None = None) -> torch.Tensor:
     """Causal conv of x (B, T, C_in) with weight (C_out, C_in, K) → (B, T, C_out), fused epilogue.
 
     ``transpose=True`` computes the input gradient instead: x is then dy (B, T, C_out) and the
-    result is Σ_k dy[t + (K−1−k)·d] @ W[:, :, k] of shape (B, T, C_in).
+    result is Σ_k dy[t + (K−1−k)·d] @ W[:, :, k] of shape (B, T, C_in). ``out``, ``pre``,
+    ``grad_out``: see ``launch_conv``.
     """
     _check(x if not transpose else x.new_empty(0, 0, weight.shape[1]), weight)
     return launch_conv(x, gemm_weight(weight, transpose, x.dtype), bias, dilation, mode=mode, act=act,
-                       res=res, transpose=transpose)
+                       res=res, transpose=transpose, out=out, pre=pre, grad_out=grad_out)
 
 
 def gemm_weight(weight: torch.Tensor, transpose: bool, dtype: torch.dtype) -> torch.Tensor:
@@ -345,12 +393,24 @@ def gemm_weight(weight: torch.Tensor, transpose: bool, dtype: torch.dtype) -> to
 
 def launch_conv(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None, dilation: int,
                 *, mode: int = MODE_PLAIN, act: str = "none", res: torch.Tensor | None = None,
-                transpose: bool = False) -> torch.Tensor:
-    """Launch ``_conv_kernel`` on x (B, T, w.shape[1]) with a ``gemm_weight`` w (K, C_in', C_out')."""
+                transpose: bool = False, out: torch.Tensor | None = None, pre: torch.Tensor | None = None,
+                grad_out: torch.Tensor | None = None) -> torch.Tensor:
+    """Launch ``_conv_kernel`` on x (B, T, w.shape[1]) with a ``gemm_weight`` w (K, C_in', C_out').
+
+    Returns y (B, T, C_out'), written into ``out`` when given (contiguous). ``pre`` (B, T, C_out'):
+    where MODE_LAYER_SAVE writes the pre-activation, or where MODE_ADD_ACTGRAD reads the layer
+    below's; ``grad_out`` (B, T, C_out'): where MODE_ADD_ACTGRAD writes y · act'(pre).
+    """
     x = x.contiguous()
     B, T, _ = x.shape
     K, ci, co = w.shape
-    y = torch.empty(B, T, co, device=x.device, dtype=x.dtype)
+    y = torch.empty(B, T, co, device=x.device, dtype=x.dtype) if out is None else out
+    if (mode in (MODE_LAYER_SAVE, MODE_ADD_ACTGRAD)) != (pre is not None) or (
+            (mode == MODE_ADD_ACTGRAD) != (grad_out is not None)):
+        raise ValueError(f"launch_conv: mode {mode} got pre={pre is not None}, grad_out={grad_out is not None}")
+    for name, t in (("out", out), ("pre", pre), ("grad_out", grad_out)):
+        if t is not None and (t.shape != (B, T, co) or not t.is_contiguous()):
+            raise ValueError(f"launch_conv: {name} must be contiguous {(B, T, co)}, got {tuple(t.shape)}")
     if B == 0 or T == 0:
         return y
     r = res.contiguous() if res is not None else y
@@ -359,7 +419,8 @@ def launch_conv(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None, dil
     def grid(meta: dict) -> tuple[int, int, int]:
         return (triton.cdiv(T, meta["BLOCK_T"]), triton.cdiv(co, meta["BLOCK_N"]), B)
 
-    _conv_kernel[grid](x, w, b, r, y, T, dilation, CI=ci, CO=co, K=K, DIR=1 if transpose else -1,
+    _conv_kernel[grid](x, w, b, r, y, pre if pre is not None else y, grad_out if grad_out is not None else y,
+                       T, dilation, CI=ci, CO=co, K=K, DIR=1 if transpose else -1,
                        HAS_BIAS=bias is not None, MODE=mode, ACT=ACTIVATIONS[act])
     return y
 

@@ -33,7 +33,10 @@ class FuzzyTokConfig:
     ``impl``: auto = Triton kernels on CUDA, PyTorch reference elsewhere; triton | torch force it.
     ``fused_block``: on the Triton path, run each block's layers in one launch (halo recompute).
     Off by default: on an H200 it was slower than one launch per layer (BENCHMARKS.md) and the
-    training memory is the same (both recompute in backward)."""
+    training memory is the same (both recompute in backward).
+    ``recompute``: on the Triton path, keep only each block's input for the backward and recompute
+    the layers' intermediates there (less memory); false keeps every layer's input and
+    pre-activation (a faster backward; needs ``fused_block: false``)."""
 
     dim: int = 64
     kernel_size: int = 3
@@ -42,6 +45,7 @@ class FuzzyTokConfig:
     activation: Literal["gelu", "relu", "silu", "none"] = "gelu"
     impl: Literal["auto", "triton", "torch"] = "auto"
     fused_block: bool = False
+    recompute: bool = True
 
     def __post_init__(self) -> None:
         if self.dim < 1:
@@ -56,6 +60,9 @@ class FuzzyTokConfig:
             raise ValueError(f"fuzzytok.activation: unknown value {self.activation!r} (gelu, relu, silu, none)")
         if self.impl not in ("auto", "triton", "torch"):
             raise ValueError(f"fuzzytok.impl: unknown value {self.impl!r} (auto, triton, torch)")
+        if self.fused_block and not self.recompute:
+            raise ValueError("fuzzytok.recompute: false needs fused_block: false "
+                             "(the fused block keeps no intermediates to reuse)")
 
     @property
     def receptive_field(self) -> int:
@@ -77,8 +84,9 @@ class ConvBlock(nn.Module):
         self.weight = nn.Parameter(torch.randn(len(dilations), dim, dim, kernel_size) * init_std)
         self.bias = nn.Parameter(torch.zeros(len(dilations), dim))
 
-    def forward(self, x: torch.Tensor, impl: str, fused: bool) -> torch.Tensor:
-        return conv_block(x, self.weight, self.bias, self.dilations, self.activation, impl=impl, fused=fused)  # type: ignore[arg-type]
+    def forward(self, x: torch.Tensor, impl: str, fused: bool, recompute: bool) -> torch.Tensor:
+        return conv_block(x, self.weight, self.bias, self.dilations, self.activation, impl=impl,  # type: ignore[arg-type]
+                          fused=fused, recompute=recompute)
 
 
 @register("fuzzytok")
@@ -110,7 +118,7 @@ class FuzzyTokEncoder(ByteLevelEncoder):
         """inputs (B, T) long -> conv features (B, T, out_dim); position t sees inputs <= t."""
         h = self.embed(inputs)
         for blk in self.blocks:
-            h = blk(h, self.config.impl, self.config.fused_block)
+            h = blk(h, self.config.impl, self.config.fused_block, self.config.recompute)
         return self.proj(self.norm(h))
 
     def logits(self, inputs: torch.Tensor) -> torch.Tensor:
@@ -150,4 +158,5 @@ class FuzzyTokEncoder(ByteLevelEncoder):
             "dilations": list(c.dilations),
             "impl": "triton" if use_triton(c.impl, torch.empty(0, device=dev)) else "torch",
             "fused_block": c.fused_block,
+            "recompute": c.recompute,
         }

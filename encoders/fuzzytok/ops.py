@@ -10,6 +10,8 @@ formula whose backward is itself an op, and a FLOP formula so ``FlopCounterMode`
   * ``conv_block(x (B,T,C), weight (L,C,C,K), bias (L,C)?, dilations [L], activation, fused)``
     — L residual layers ``h ← h + act(conv_{d_l}(h) + b_l)``; ``fused`` runs them in one launch.
     Its backward recomputes the block's intermediates from the saved input instead of storing them.
+  * ``conv_block_store(x, weight, bias?, dilations, activation) -> (y, saved)`` — the same block
+    with every layer's input and pre-activation kept for a backward without recomputation.
 FLOP formulas count model FLOPs (2 per multiply-add): backward = 2 × forward (dx and dW), not the
 forward recomputation the block backward also does.
 """
@@ -172,6 +174,113 @@ def _block_backward(ctx, dy: Tensor):  # noqa: ANN001, ANN202
 _block_op.register_autograd(_block_backward, setup_context=_block_setup)
 
 
+# -- conv_block_store: the same block, intermediates kept for the backward -----------------------
+#
+# The recomputing block above saves only its input: its backward runs each layer's convolution
+# again (to get the pre-activation) and rebuilds the block's inner inputs, about 1.7 extra
+# convolutions per layer. This variant trades memory for that time: the forward also writes each
+# layer's pre-activation z_l and keeps each inner layer's input h_l (outputs it writes anyway), so
+# the backward is two convolutions per layer (dx, dW), with act'(z) fused into the dx epilogue.
+
+
+def _store_slots(L: int) -> int:
+    """Saved tensors of a store block: inner inputs h_1 … h_{L−1}, then pre-activations z_0 … z_{L−1}."""
+    return 2 * L - 1
+
+
+@torch.library.custom_op("fuzzytok::conv_block_store", mutates_args=())
+def _block_store_op(
+    x: Tensor, weight: Tensor, bias: Tensor | None, dilations: list[int], activation: str
+) -> tuple[Tensor, Tensor]:
+    """→ (y (B, T, C), saved (2L − 1, B, T, C)); saved is for the backward only."""
+    k = _kernels()
+    x = x.contiguous()
+    L = len(dilations)
+    saved = x.new_empty(_store_slots(L), *x.shape)
+    y = torch.empty_like(x)
+    h = x
+    for i, d in enumerate(dilations):
+        out = saved[i] if i < L - 1 else y
+        k.conv_forward(h, weight[i], _layer_bias(bias, i), d, mode=k.MODE_LAYER_SAVE, act=activation, res=h,
+                       out=out, pre=saved[L - 1 + i])
+        h = out
+    return y, saved
+
+
+@_block_store_op.register_fake
+def _block_store_fake(
+    x: Tensor, weight: Tensor, bias: Tensor | None, dilations: list[int], activation: str
+) -> tuple[Tensor, Tensor]:
+    return torch.empty_like(x), x.new_empty(_store_slots(len(dilations)), *x.shape)
+
+
+def _act_backward(grad: Tensor, z: Tensor, activation: str) -> Tensor:
+    """grad · act'(z), elementwise (one ATen kernel; it computes in fp32 for bf16 inputs)."""
+    if activation == "gelu":
+        return torch.ops.aten.gelu_backward(grad, z)
+    if activation == "silu":
+        return torch.ops.aten.silu_backward(grad, z)
+    if activation == "relu":
+        return torch.ops.aten.threshold_backward(grad, z, 0)
+    return grad
+
+
+@torch.library.custom_op("fuzzytok::conv_block_store_backward", mutates_args=())
+def _block_store_bwd_op(
+    dy: Tensor, x: Tensor, saved: Tensor, weight: Tensor, dilations: list[int], activation: str
+) -> tuple[Tensor, Tensor, Tensor]:
+    k = _kernels()
+    L = len(dilations)
+    hs = [x.contiguous()] + [saved[i] for i in range(L - 1)]
+    zs = [saved[L - 1 + i] for i in range(L)]
+    grad = dy.contiguous()  # dL/dh at the current layer's output
+    g = _act_backward(grad, zs[L - 1], activation).contiguous()  # dL/dz of the current layer
+    dws: list[Tensor] = [x] * L
+    dbs: list[Tensor] = [x] * L
+    for i in reversed(range(L)):
+        d = dilations[i]
+        dws[i] = k.conv_weight_grad(hs[i], g, d, weight.shape[3])
+        dbs[i] = g.sum((0, 1), dtype=torch.float32)
+        if i > 0:
+            # dL/dh_i = grad + convᵀ(g); the same epilogue also forms the layer below's dL/dz.
+            g_below = torch.empty_like(grad)
+            grad = k.conv_forward(g, weight[i], None, d, mode=k.MODE_ADD_ACTGRAD, act=activation, res=grad,
+                                  transpose=True, pre=zs[i - 1], grad_out=g_below)
+            g = g_below
+        else:
+            grad = k.conv_forward(g, weight[i], None, d, mode=k.MODE_ADD, res=grad, transpose=True)
+    return grad, torch.stack(dws).to(weight.dtype), torch.stack(dbs).to(weight.dtype)
+
+
+@_block_store_bwd_op.register_fake
+def _block_store_bwd_fake(
+    dy: Tensor, x: Tensor, saved: Tensor, weight: Tensor, dilations: list[int], activation: str
+) -> tuple[Tensor, Tensor, Tensor]:
+    return torch.empty_like(x), torch.empty_like(weight), weight.new_empty(weight.shape[0], weight.shape[1])
+
+
+def _block_store_setup(ctx, inputs, output) -> None:  # noqa: ANN001
+    x, weight, bias, dilations, activation = inputs
+    _, saved = output
+    ctx.save_for_backward(x, saved, weight)
+    ctx.has_bias = bias is not None
+    ctx.dilations = dilations
+    ctx.activation = activation
+    # `saved` is an output only so the backward can have it; no gradient flows into it, and
+    # materialising a zero gradient for it would cost a (2L − 1, B, T, C) memset.
+    ctx.mark_non_differentiable(saved)
+    ctx.set_materialize_grads(False)
+
+
+def _block_store_backward(ctx, dy: Tensor, _dsaved: Tensor | None):  # noqa: ANN001, ANN202
+    x, saved, weight = ctx.saved_tensors
+    dx, dw, db = _block_store_bwd_op(dy, x, saved, weight, ctx.dilations, ctx.activation)
+    return dx, dw, (db if ctx.has_bias else None), None, None
+
+
+_block_store_op.register_autograd(_block_store_backward, setup_context=_block_store_setup)
+
+
 def block_flops(x_shape: Sequence[int], w_shape: Sequence[int]) -> int:
     """Forward FLOPs of a block: L convolutions C×C×K over B·T rows."""
     L, c_out, c_in, k = w_shape
@@ -188,11 +297,22 @@ def _block_bwd_flop(dy_shape, x_shape, w_shape, bias_shape, dilations, activatio
     return 2 * block_flops(x_shape, w_shape)
 
 
+@register_flop_formula(torch.ops.fuzzytok.conv_block_store)
+def _block_store_flop(x_shape, w_shape, bias_shape, dilations, activation, out_shape=None, **kwargs) -> int:  # noqa: ANN001
+    return block_flops(x_shape, w_shape)
+
+
+@register_flop_formula(torch.ops.fuzzytok.conv_block_store_backward)
+def _block_store_bwd_flop(dy_shape, x_shape, saved_shape, w_shape, dilations, activation, out_shape=None, **kwargs) -> int:  # noqa: ANN001
+    return 2 * block_flops(x_shape, w_shape)
+
+
 # Under torch.autocast on CUDA (the harness's bf16 training) run the kernels on bf16 operands with
 # fp32 accumulation, as autocast does for F.conv1d; without this the custom ops would see the fp32
 # embedding output and run in TF32 at about half the speed.
 torch.library.register_autocast("fuzzytok::dilated_causal_conv", "cuda", torch.bfloat16)
 torch.library.register_autocast("fuzzytok::conv_block", "cuda", torch.bfloat16)
+torch.library.register_autocast("fuzzytok::conv_block_store", "cuda", torch.bfloat16)
 
 
 # -- public entry points ---------------------------------------------------------------------------
@@ -229,14 +349,23 @@ def conv_block(
     *,
     impl: Impl = "auto",
     fused: bool = True,
+    recompute: bool = True,
 ) -> Tensor:
     """Residual block: for each dilation d_l, h ← h + act(conv_{d_l}(h) + b_l). x (B, T, C) → (B, T, C).
 
-    weight (L, C, C, K), bias (L, C) or None. ``fused`` (Triton path): all layers in one launch.
+    weight (L, C, C, K), bias (L, C) or None. Triton path only: ``fused`` runs all layers in one
+    launch; ``recompute`` keeps only the block input for the backward and recomputes the rest
+    (less memory); ``recompute=False`` keeps every layer's input and pre-activation (faster
+    backward, per-layer launches). The reference path keeps what autograd keeps.
     """
     if weight.dim() != 4 or weight.shape[0] != len(dilations) or weight.shape[1] != weight.shape[2]:
         raise ValueError(f"conv_block: weight must be (L, C, C, K) with L = len(dilations) = {len(dilations)}; "
                          f"got {tuple(weight.shape)}")
+    if fused and not recompute:
+        raise ValueError("conv_block: fused=True needs recompute=True (the fused block keeps no intermediates)")
     if use_triton(impl, x):
-        return torch.ops.fuzzytok.conv_block(x, weight, bias, [int(d) for d in dilations], activation, fused)
+        dils = [int(d) for d in dilations]
+        if not recompute:
+            return torch.ops.fuzzytok.conv_block_store(x, weight, bias, dils, activation)[0]
+        return torch.ops.fuzzytok.conv_block(x, weight, bias, dils, activation, fused)
     return conv_block_ref(x, weight, bias, dilations, activation)

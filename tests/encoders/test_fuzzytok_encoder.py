@@ -44,7 +44,7 @@ def test_receptive_field_matches_gradient_probe(cfg: dict) -> None:
     h0 = m.embed(inputs).detach().requires_grad_()
     h = h0
     for blk in m.blocks:
-        h = blk(h, "torch", True)
+        h = blk(h, "torch", True, True)
     out = m.head(m.proj(m.norm(h)))  # (1, T, 256)
     (grad,) = torch.autograd.grad(out[0, t].sum(), h0)
     reached = (grad[0].abs().sum(-1) > 0).nonzero().flatten().tolist()
@@ -75,9 +75,10 @@ def test_causal_changing_later_bytes_leaves_earlier_predictions(
             assert not torch.allclose(new[t + 1], base[t + 1])
 
 
-@pytest.mark.parametrize("impl", ["torch", "triton"])
-def test_flops_match_flop_counter(impl: str) -> None:
-    m = _model(impl=impl)
+@pytest.mark.parametrize("impl, recompute", [("torch", True), ("triton", True), ("triton", False)],
+                         ids=["torch", "triton", "triton-store"])
+def test_flops_match_flop_counter(impl: str, recompute: bool) -> None:
+    m = _model(impl=impl, recompute=recompute)
     batch = m.collate([b"dilated causal convolutions", b"bytes"], [0, 2])
     with FlopCounterMode(display=False) as fc:
         m(batch)
@@ -89,12 +90,14 @@ def test_flops_match_flop_counter(impl: str) -> None:
         assert fc.get_total_flops() == 3 * m.flops(batch)
 
 
-@pytest.mark.parametrize("fused", [False, True], ids=["layers", "fused"])
-def test_triton_path_trains_like_reference_path(fused: bool) -> None:
+@pytest.mark.parametrize(
+    "fused, recompute", [(False, True), (True, True), (False, False)], ids=["layers", "fused", "store"]
+)
+def test_triton_path_trains_like_reference_path(fused: bool, recompute: bool) -> None:
     batch = _model().collate([b"the quick brown fox", b"jumps over"], [0, 3])
     grads = {}
     for impl in ("torch", "triton"):
-        m = _model(impl=impl, activation="silu", fused_block=fused).train()
+        m = _model(impl=impl, activation="silu", fused_block=fused, recompute=recompute).train()
         loss = m(batch).nll.sum() / batch.scored_bytes
         loss.backward()
         grads[impl] = (loss.detach(), {n: p.grad for n, p in m.named_parameters()})
@@ -118,6 +121,7 @@ def test_same_seed_same_output() -> None:
         ({"kernel_size": 0}, "fuzzytok.kernel_size"),
         ({"activation": "tanh"}, "fuzzytok.activation"),
         ({"impl": "cuda"}, "fuzzytok.impl"),
+        ({"fused_block": True, "recompute": False}, "fuzzytok.recompute"),
     ],
 )
 def test_bad_config_names_the_key(kw: dict, key: str) -> None:

@@ -84,8 +84,10 @@ BLOCK_CASES = [
 @pytest.mark.parametrize(
     "case", BLOCK_CASES, ids=lambda c: f"C{c[2]}K{c[3]}d{'-'.join(map(str, c[4]))}{c[5]}"
 )
-@pytest.mark.parametrize("fused", [True, False], ids=["fused", "layers"])
-def test_block_matches_reference(case: tuple, fused: bool) -> None:
+@pytest.mark.parametrize(
+    "fused, recompute", [(True, True), (False, True), (False, False)], ids=["fused", "layers", "store"]
+)
+def test_block_matches_reference(case: tuple, fused: bool, recompute: bool) -> None:
     B, T, C, K, dils, act, bias_on = case
     g = torch.Generator().manual_seed(len(dils) * 1000 + C)
     L = len(dils)
@@ -94,7 +96,7 @@ def test_block_matches_reference(case: tuple, fused: bool) -> None:
     b = torch.randn(L, C, generator=g, requires_grad=True) if bias_on else None
     inputs = [x, w] + ([b] if b is not None else [])
 
-    y = conv_block(x, w, b, dils, act, impl="triton", fused=fused)
+    y = conv_block(x, w, b, dils, act, impl="triton", fused=fused, recompute=recompute)
     y_ref = conv_block_ref(x, w, b, dils, act)
     _assert_same_output_and_grads(y, y_ref, inputs, g)
 
@@ -107,6 +109,8 @@ def test_bad_arguments_raise_one_line_errors() -> None:
         dilated_causal_conv(x, torch.randn(2, 3, 3), None, 1, impl="cuda")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match=r"\(L, C, C, K\)"):
         conv_block(x, torch.randn(2, 3, 3, 3), None, [1], "gelu")
+    with pytest.raises(ValueError, match="recompute"):
+        conv_block(x, torch.randn(1, 3, 3, 3), None, [1], "gelu", fused=True, recompute=False)
 
 
 def test_custom_ops_pass_opcheck() -> None:
@@ -120,6 +124,45 @@ def test_custom_ops_pass_opcheck() -> None:
     wb = torch.randn(2, 4, 4, 2, generator=g, requires_grad=True)
     bb = torch.randn(2, 4, generator=g, requires_grad=True)
     torch.library.opcheck(torch.ops.fuzzytok.conv_block.default, (x, wb, bb, [1, 2], "gelu", True))
+    torch.library.opcheck(torch.ops.fuzzytok.conv_block_store.default, (x, wb, bb, [1, 2], "gelu"))
+
+
+@pytest.mark.parametrize("split", [1, 2, 4])
+@pytest.mark.parametrize("mode", [1, 2, 4, 5])
+def test_epilogue_column_pieces(mode: int, split: int) -> None:
+    # The GPU configs run residual/activation epilogues on 2 or 4 column pieces of a tile (to
+    # avoid register spills); the interpreter's single config would use 2. Force each split on
+    # the raw kernel and check every output of every epilogue against PyTorch.
+    from encoders.fuzzytok import kernels as kn
+
+    g = torch.Generator().manual_seed(mode * 10 + split)
+    B, T, C, K, d = 2, 40, 64, 3, 2
+    x, res, pre = (torch.randn(B, T, C, generator=g) for _ in range(3))
+    w = torch.randn(C, C, K, generator=g) * 0.2
+    bias = torch.randn(C, generator=g)
+    y, z_out, g_out = (torch.full((B, T, C), float("nan")) for _ in range(3))
+    z_arg = z_out if mode == kn.MODE_LAYER_SAVE else pre
+    grid = (triton_cdiv(T, 32), triton_cdiv(C, 64), B)
+    kn._conv_kernel.fn.fn[grid](x, kn.gemm_weight(w, False, x.dtype), bias, res, y, z_arg, g_out, T, d,
+                                CI=C, CO=C, K=K, DIR=-1, HAS_BIAS=True, MODE=mode, ACT=1, BLOCK_T=32,
+                                BLOCK_N=64, BLOCK_C=32, SPLIT=split)
+    z = dilated_causal_conv_ref(x, w, bias, d)
+    gelu = torch.nn.functional.gelu
+    if mode in (kn.MODE_LAYER, kn.MODE_LAYER_SAVE):
+        want = res + gelu(z)
+    elif mode == kn.MODE_ACTGRAD:
+        want = res * torch.ops.aten.gelu_backward(torch.ones_like(z), z)
+    else:
+        want = z + res
+    _assert_close(y, want, "y")
+    if mode == kn.MODE_LAYER_SAVE:
+        _assert_close(z_out, z, "pre-activation")
+    if mode == kn.MODE_ADD_ACTGRAD:
+        _assert_close(g_out, torch.ops.aten.gelu_backward(want, pre), "g")
+
+
+def triton_cdiv(a: int, b: int) -> int:
+    return -(-a // b)
 
 
 def test_kernels_run_when_triton_was_imported_before_the_interpreter_was_enabled() -> None:
