@@ -135,7 +135,7 @@ def part_check(quick: bool) -> None:
                     + " ".join(f"{n}={e:.1e}" for n, e in zip(["y", "dx", "dW", "db"], errs)) + ("" if ok else "  FAIL"))
     RESULTS["check"] = dict(rows=rows, failures=fails, tolerance={str(k): v for k, v in tol.items()})
     # These small shapes must not choose the tiles that the timed shapes then reuse.
-    for fn in (kn._conv_kernel, kn._conv_dw_kernel, kn._block_kernel):
+    for fn in (kn._conv_kernel, kn._conv_tma_kernel, kn._conv_dw_kernel, kn._block_kernel):
         fn.cache.clear()
     log(f"check: {fails} failures")
 
@@ -169,6 +169,9 @@ def _layer_row(B: int, T: int, C: int, K: int, d: int, dt: torch.dtype, peak: fl
     gyc = gy.transpose(1, 2).contiguous()  # (B, C, T)
     t = {}
     t["fwd_ours"] = bench(lambda: kn.launch_conv(x, w_f, None, d))
+    kn.USE_TMA = False  # the pointer kernel (the only one before the TMA kernel), for comparison
+    t["fwd_ptr"] = bench(lambda: kn.launch_conv(x, w_f, None, d))
+    kn.USE_TMA = True
     t["fwd_cudnn"] = bench(lambda: F.conv1d(xp, wt, None, dilation=d))
     t["fwd_naive"] = bench(lambda: naive_conv_forward(x, w_f, d))
     t["dx_ours"] = bench(lambda: kn.launch_conv(gy, w_t, None, d, transpose=True))
@@ -181,7 +184,7 @@ def _layer_row(B: int, T: int, C: int, K: int, d: int, dt: torch.dtype, peak: fl
     row = dict(B=B, T=T, C=C, K=K, d=d, flop=flop, ms=t, tflops=tf,
                ours_over_peak={k: tf[f"{k}_ours"] / peak for k in ("fwd", "dx", "dW")},
                ours_over_cudnn={k: t[f"{k}_cudnn"] / t[f"{k}_ours"] for k in ("fwd", "dx", "dW")})
-    log(f"{C:4d} {K:2d} {d:2d} {B * T:7d} | {tf['fwd_ours']:8.0f} {tf['fwd_cudnn']:6.0f} "
+    log(f"{C:4d} {K:2d} {d:2d} {B * T:7d} | {tf['fwd_ours']:8.0f} {tf['fwd_ptr']:6.0f} {tf['fwd_cudnn']:6.0f} "
         f"{tf['fwd_naive']:6.0f} | {tf['dx_ours']:7.0f} {tf['dx_cudnn']:6.0f} | "
         f"{tf['dW_ours']:7.0f} {tf['dW_cudnn']:6.0f}   "
         f"{row['ours_over_peak']['fwd']:.2f} {row['ours_over_peak']['dx']:.2f} "
@@ -197,7 +200,7 @@ def part_layer(quick: bool, peak: float) -> None:
     Ds = [1, 4] if quick else [1, 2, 4]
     BTs = [(32, 4096)] if quick else [(32, 4096), (64, 4096)]
     rows = []
-    log(f"{'C':>4} {'K':>2} {'d':>2} {'B*T':>7} | {'fwd ours':>8} {'cudnn':>6} {'naive':>6} | "
+    log(f"{'C':>4} {'K':>2} {'d':>2} {'B*T':>7} | {'fwd ours':>8} {'ptr':>6} {'cudnn':>6} {'naive':>6} | "
         f"{'dx ours':>7} {'cudnn':>6} | {'dW ours':>7} {'cudnn':>6}   TFLOP/s; ours/peak fwd dx dW; ours/cudnn fwd")
     for B, T in BTs:
         for C in Cs:
@@ -207,7 +210,8 @@ def part_layer(quick: bool, peak: float) -> None:
     RESULTS["layer"] = rows
     RESULTS["autotune"] = {
         name: {str(k): str(v) for k, v in fn.cache.items()}
-        for name, fn in (("conv", kn._conv_kernel), ("dw", kn._conv_dw_kernel), ("block", kn._block_kernel))
+        for name, fn in (("conv", kn._conv_kernel), ("conv_tma", kn._conv_tma_kernel), ("dw", kn._conv_dw_kernel),
+                         ("block", kn._block_kernel))
     }
 
 
@@ -338,19 +342,27 @@ def _gemm_row(C: int, K: int, peak: float) -> dict:
     bias = torch.randn(C, device="cuda", dtype=dt)
     w_f, w_t = kn.gemm_weight(wt, False, dt), kn.gemm_weight(wt, True, dt)
     pre, gout = torch.empty_like(x), torch.empty_like(x)
-    t = {
-        "cublas_gemm": bench(lambda: a @ bm),
-        "plain": bench(lambda: kn.launch_conv(x, w_f, None, 1)),
-        "layer": bench(lambda: kn.launch_conv(x, w_f, bias, 1, mode=kn.MODE_LAYER, act="gelu", res=res)),
-        "layer_save": bench(lambda: kn.launch_conv(x, w_f, bias, 1, mode=kn.MODE_LAYER_SAVE, act="gelu",
-                                                   res=res, pre=pre)),
-        "actgrad": bench(lambda: kn.launch_conv(x, w_f, bias, 1, mode=kn.MODE_ACTGRAD, act="gelu", res=res)),
-        "dx_add_actgrad": bench(lambda: kn.launch_conv(x, w_t, None, 1, mode=kn.MODE_ADD_ACTGRAD, act="gelu",
-                                                       res=res, transpose=True, pre=pre, grad_out=gout)),
-    }
+    t = {"cublas_gemm": bench(lambda: a @ bm)}
+    for kernel in ("ptr", "tma"):
+        # ptr: the pointer-arithmetic kernel (_conv_kernel); tma: the persistent TMA kernel.
+        kn.USE_TMA = kernel == "tma"
+        t[f"{kernel}_plain"] = bench(lambda: kn.launch_conv(x, w_f, None, 1))
+        t[f"{kernel}_layer"] = bench(lambda: kn.launch_conv(x, w_f, bias, 1, mode=kn.MODE_LAYER, act="gelu", res=res))
+        t[f"{kernel}_layer_save"] = bench(lambda: kn.launch_conv(x, w_f, bias, 1, mode=kn.MODE_LAYER_SAVE,
+                                                                 act="gelu", res=res, pre=pre))
+        t[f"{kernel}_actgrad"] = bench(lambda: kn.launch_conv(x, w_f, bias, 1, mode=kn.MODE_ACTGRAD, act="gelu",
+                                                              res=res))
+        t[f"{kernel}_dx_add_actgrad"] = bench(lambda: kn.launch_conv(
+            x, w_t, None, 1, mode=kn.MODE_ADD_ACTGRAD, act="gelu", res=res, transpose=True, pre=pre, grad_out=gout))
+    kn.USE_TMA = True
+    t["dW"] = bench(lambda: kn.conv_weight_grad(x, res, 1, K))
+    t["dW_db"] = bench(lambda: kn.conv_weight_grad(x, res, 1, K, with_bias=True))
+    t["aten_db_sum"] = bench(lambda: res.sum((0, 1), dtype=torch.float32))
     tf = {k: flop / v / 1e9 for k, v in t.items()}
     log(f"gemm C{C} K{K}: " + ", ".join(f"{k} {v * 1e3:.0f} us {tf[k]:.0f} TF ({tf[k] / peak:.2f})"
-                                          for k, v in t.items()))
+                                          for k, v in t.items() if "db" not in k))
+    log(f"gemm C{C} K{K}: dW {t['dW'] * 1e3:.0f} us, dW + db in one launch {t['dW_db'] * 1e3:.0f} us, "
+        f"ATen g.sum((0, 1)) {t['aten_db_sum'] * 1e3:.0f} us")
     return dict(C=C, K=K, B=B, T=T, ms=t, tflops=tf, over_peak={k: v / peak for k, v in tf.items()})
 
 

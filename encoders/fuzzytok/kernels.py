@@ -44,6 +44,7 @@ if not torch.cuda.is_available():
 
 import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
+from triton.tools.tensor_descriptor import TensorDescriptor  # noqa: E402
 
 INTERPRET = os.environ.get("TRITON_INTERPRET", "0") == "1"
 
@@ -95,6 +96,17 @@ _BLOCK_CONFIGS = (
         _FWD_NAMES,
     )
 )
+# The persistent TMA kernel (Hopper): channel counts must be multiples of a config's BLOCK_C and
+# BLOCK_N (pruned per shape; others use _conv_kernel). Each config compiled for sm_90 with TMA
+# loads, wgmma and no spills (ptxas -v).
+_TMA_CONFIGS = (
+    _configs([(32, 32, 32, 1, 1)], _FWD_NAMES)
+    if INTERPRET
+    else _configs([(128, 128, 64, 4, 4), (128, 256, 64, 8, 3), (128, 128, 64, 8, 4), (128, 64, 64, 4, 4)],
+                  _FWD_NAMES)
+)
+# FUZZYTOK_TMA=0 forces the pointer kernel everywhere (benchmarks compare the two).
+USE_TMA = os.environ.get("FUZZYTOK_TMA", "1") != "0"
 # The dW kernel splits the reduction over row chunks of this many rows (a multiple of every
 # BLOCK_T above) so that even C = 64 fills the GPU with programs.
 _DW_CHUNK_UNIT = 128
@@ -192,6 +204,32 @@ def _halves(t, R: tl.constexpr, N: tl.constexpr):
     return tl.split(tl.permute(tl.reshape(t, (R, 2, N // 2)), (0, 2, 1)))
 
 
+@triton.jit
+def _tile_epilogue(acc, rows, n0, T, b, b_ptr, r_ptr, y_ptr, z_ptr, g_ptr, CO: tl.constexpr,
+                   HAS_BIAS: tl.constexpr, MODE: tl.constexpr, ACT: tl.constexpr, BLOCK_N: tl.constexpr,
+                   SPLIT: tl.constexpr):
+    """``_epilogue`` of a (rows × BLOCK_N from column n0) tile, on SPLIT column pieces in turn."""
+    if SPLIT == 1:
+        _epilogue(acc, rows, n0 + tl.arange(0, BLOCK_N), T, b, b_ptr, r_ptr, y_ptr, z_ptr, g_ptr, CO, HAS_BIAS,
+                  MODE, ACT)
+    else:
+        # Column pieces of width BLOCK_N // SPLIT, left to right (SPLIT is 2 or 4).
+        R: tl.constexpr = acc.shape[0]
+        W: tl.constexpr = BLOCK_N // SPLIT
+        c0 = n0 + tl.arange(0, W)
+        a, b2 = _halves(acc, R, BLOCK_N)
+        if SPLIT == 2:
+            _epilogue(a, rows, c0, T, b, b_ptr, r_ptr, y_ptr, z_ptr, g_ptr, CO, HAS_BIAS, MODE, ACT)
+            _epilogue(b2, rows, c0 + W, T, b, b_ptr, r_ptr, y_ptr, z_ptr, g_ptr, CO, HAS_BIAS, MODE, ACT)
+        else:
+            a0, a1 = _halves(a, R, BLOCK_N // 2)
+            _epilogue(a0, rows, c0, T, b, b_ptr, r_ptr, y_ptr, z_ptr, g_ptr, CO, HAS_BIAS, MODE, ACT)
+            _epilogue(a1, rows, c0 + W, T, b, b_ptr, r_ptr, y_ptr, z_ptr, g_ptr, CO, HAS_BIAS, MODE, ACT)
+            b0, b1 = _halves(b2, R, BLOCK_N // 2)
+            _epilogue(b0, rows, c0 + 2 * W, T, b, b_ptr, r_ptr, y_ptr, z_ptr, g_ptr, CO, HAS_BIAS, MODE, ACT)
+            _epilogue(b1, rows, c0 + 3 * W, T, b, b_ptr, r_ptr, y_ptr, z_ptr, g_ptr, CO, HAS_BIAS, MODE, ACT)
+
+
 def _split_epilogue(args: dict) -> int:
     # Epilogues that load a residual (and evaluate an activation) hold a second fp32 tile next to
     # the accumulator: at 128 × 256 (and 128 × 128 with 4 warps) that spilled registers (ptxas -v,
@@ -222,35 +260,102 @@ def _conv_kernel(x_ptr, w_ptr, b_ptr, r_ptr, y_ptr, z_ptr, g_ptr, T, dil,
     cols = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     acc = tl.full((BLOCK_T, BLOCK_N), 0.0, tl.float32)
     acc = _taps(acc, x_ptr + b * T * CI, rows, 0, T, w_ptr, cols, CI, CO, dil, K, DIR, BLOCK_C)
-    if SPLIT == 1:
-        _epilogue(acc, rows, cols, T, b, b_ptr, r_ptr, y_ptr, z_ptr, g_ptr, CO, HAS_BIAS, MODE, ACT)
-    else:
-        # Column pieces of width BLOCK_N // SPLIT, left to right (SPLIT is 2 or 4).
-        W: tl.constexpr = BLOCK_N // SPLIT
-        c0 = pid_n * BLOCK_N + tl.arange(0, W)
-        a, b2 = _halves(acc, BLOCK_T, BLOCK_N)
-        if SPLIT == 2:
-            _epilogue(a, rows, c0, T, b, b_ptr, r_ptr, y_ptr, z_ptr, g_ptr, CO, HAS_BIAS, MODE, ACT)
-            _epilogue(b2, rows, c0 + W, T, b, b_ptr, r_ptr, y_ptr, z_ptr, g_ptr, CO, HAS_BIAS, MODE, ACT)
-        else:
-            a0, a1 = _halves(a, BLOCK_T, BLOCK_N // 2)
-            _epilogue(a0, rows, c0, T, b, b_ptr, r_ptr, y_ptr, z_ptr, g_ptr, CO, HAS_BIAS, MODE, ACT)
-            _epilogue(a1, rows, c0 + W, T, b, b_ptr, r_ptr, y_ptr, z_ptr, g_ptr, CO, HAS_BIAS, MODE, ACT)
-            b0, b1 = _halves(b2, BLOCK_T, BLOCK_N // 2)
-            _epilogue(b0, rows, c0 + 2 * W, T, b, b_ptr, r_ptr, y_ptr, z_ptr, g_ptr, CO, HAS_BIAS, MODE, ACT)
-            _epilogue(b1, rows, c0 + 3 * W, T, b, b_ptr, r_ptr, y_ptr, z_ptr, g_ptr, CO, HAS_BIAS, MODE, ACT)
+    _tile_epilogue(acc, rows, pid_n * BLOCK_N, T, b, b_ptr, r_ptr, y_ptr, z_ptr, g_ptr, CO, HAS_BIAS, MODE, ACT,
+                   BLOCK_N, SPLIT)
 
 
-@triton.autotune(configs=_DW_CONFIGS, key=["CI", "CO", "K"])
+def _prune_tma(configs: list[triton.Config], named_args: dict, **kwargs: object) -> list[triton.Config]:
+    """Keep TMA configs whose blocks divide the channel counts (``tma_fits`` checked one exists)."""
+    ci, co = kwargs["CI"], kwargs["CO"]
+    return [c for c in configs if ci % c.kwargs["BLOCK_C"] == 0 and co % c.kwargs["BLOCK_N"] == 0]
+
+
+def _set_block_shapes(nargs: dict) -> None:
+    """Autotune pre-hook (every launch): the descriptors' block shapes are the config's tiles."""
+    bt, bn, bc = nargs["BLOCK_T"], nargs["BLOCK_N"], nargs["BLOCK_C"]
+    nargs["x_desc"].block_shape = [1, bt, bc]
+    nargs["w_desc"].block_shape = [bc, bn]
+    nargs["y_desc"].block_shape = [1, bt, bn]
+
+
+for _c in _TMA_CONFIGS:
+    _c.pre_hook = _set_block_shapes
+
+
 @triton.jit
-def _conv_dw_kernel(x_ptr, g_ptr, p_ptr, T, dil, n_chunks,
+def _tma_tile(tile, x_desc, w_desc, y_desc, b_ptr, r_ptr, y_ptr, z_ptr, g_ptr, T, n_t, dil,
+              CI: tl.constexpr, CO: tl.constexpr, K: tl.constexpr, DIR: tl.constexpr, HAS_BIAS: tl.constexpr,
+              MODE: tl.constexpr, ACT: tl.constexpr, BLOCK_T: tl.constexpr, BLOCK_N: tl.constexpr,
+              BLOCK_C: tl.constexpr, SPLIT: tl.constexpr):
+    """Output tile number ``tile`` (CO tile fastest, then T tile, then batch row) of the TMA kernel."""
+    NN: tl.constexpr = CO // BLOCK_N
+    NC: tl.constexpr = CI // BLOCK_C
+    bi = tile // (n_t * NN)
+    t0 = ((tile // NN) % n_t) * BLOCK_T
+    n0 = (tile % NN) * BLOCK_N
+    acc = tl.full((BLOCK_T, BLOCK_N), 0.0, tl.float32)
+    for kc in range(K * NC):
+        k = kc // NC
+        c0 = (kc % NC) * BLOCK_C
+        # The tap's rows may start before 0 or end past T: the TMA unit reads those as zeros,
+        # and the batch row is its own coordinate, so no tile reads a neighbouring sequence.
+        xt = x_desc.load([bi, t0 + DIR * (K - 1 - k) * dil, c0]).reshape(BLOCK_T, BLOCK_C)
+        wt = w_desc.load([k * CI + c0, n0])
+        acc = tl.dot(xt, wt, acc)
+    if MODE == 0:
+        if HAS_BIAS:
+            acc += tl.load(b_ptr + n0 + tl.arange(0, BLOCK_N)).to(tl.float32)[None, :]
+        y_desc.store([bi, t0, n0], acc.to(y_desc.dtype).reshape(1, BLOCK_T, BLOCK_N))  # clips rows ≥ T
+    else:
+        _tile_epilogue(acc, t0 + tl.arange(0, BLOCK_T), n0, T, bi.to(tl.int64), b_ptr, r_ptr, y_ptr, z_ptr,
+                       g_ptr, CO, HAS_BIAS, MODE, ACT, BLOCK_N, SPLIT)
+
+
+@triton.autotune(configs=_TMA_CONFIGS, key=["CI", "CO", "K", "MODE", "DIR"],
+                 prune_configs_by={"early_config_prune": _prune_tma})
+@triton.heuristics({"SPLIT": _split_epilogue})
+@triton.jit
+def _conv_tma_kernel(x_desc, w_desc, y_desc, b_ptr, r_ptr, y_ptr, z_ptr, g_ptr, B, T, dil,
+                     CI: tl.constexpr, CO: tl.constexpr, K: tl.constexpr, DIR: tl.constexpr,
+                     HAS_BIAS: tl.constexpr, MODE: tl.constexpr, ACT: tl.constexpr,
+                     BLOCK_T: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_C: tl.constexpr,
+                     SPLIT: tl.constexpr, INTERP: tl.constexpr):
+    """``_conv_kernel``'s function (every DIR and MODE) with TMA descriptors, persistent grid.
+
+    x_desc: x (B, T, CI) in blocks [1, BLOCK_T, BLOCK_C]; w_desc: w (K·CI, CO) in [BLOCK_C, BLOCK_N];
+    y_desc: y (B, T, CO) in [1, BLOCK_T, BLOCK_N] (MODE_PLAIN stores through it; the other modes
+    through y_ptr with the shared epilogue). Program p does tiles p, p + #programs, …
+    """
+    n_t = (T + BLOCK_T - 1) // BLOCK_T
+    n_tiles = B * n_t * (CO // BLOCK_N)
+    if INTERP:
+        # Triton 3.6's interpreter cannot range() over run-time bounds (NumPy ≥ 2.4).
+        tile = tl.program_id(0)
+        while tile < n_tiles:
+            _tma_tile(tile, x_desc, w_desc, y_desc, b_ptr, r_ptr, y_ptr, z_ptr, g_ptr, T, n_t, dil, CI, CO, K,
+                      DIR, HAS_BIAS, MODE, ACT, BLOCK_T, BLOCK_N, BLOCK_C, SPLIT)
+            tile += tl.num_programs(0)
+    else:
+        # One flattened (tile, tap · channel block) loop, so the next tile's loads are in flight
+        # while this tile's epilogue runs (what Triton's persistent matmul does).
+        for tile in tl.range(tl.program_id(0), n_tiles, tl.num_programs(0), flatten=True):
+            _tma_tile(tile, x_desc, w_desc, y_desc, b_ptr, r_ptr, y_ptr, z_ptr, g_ptr, T, n_t, dil, CI, CO, K,
+                      DIR, HAS_BIAS, MODE, ACT, BLOCK_T, BLOCK_N, BLOCK_C, SPLIT)
+
+
+@triton.autotune(configs=_DW_CONFIGS, key=["CI", "CO", "K", "HAS_DB"])
+@triton.jit
+def _conv_dw_kernel(x_ptr, g_ptr, p_ptr, q_ptr, T, dil, n_chunks,
                     CI: tl.constexpr, CO: tl.constexpr, K: tl.constexpr, CHUNK: tl.constexpr,
-                    BLOCK_T: tl.constexpr, BLOCK_M: tl.constexpr,
+                    HAS_DB: tl.constexpr, BLOCK_T: tl.constexpr, BLOCK_M: tl.constexpr,
                     BLOCK_N: tl.constexpr):
     """Partial weight gradient p[s, k, i, o] = Σ_{t in chunk s} x[b, t − (K−1−k)·dil, i] · g[b, t, o].
 
     Program axis 2 enumerates (chunk s, tap k); chunk s covers rows [c·CHUNK, (c+1)·CHUNK) of
-    batch row b = s // n_chunks. Summing p over s gives dW in (K, CI, CO) layout.
+    batch row b = s // n_chunks. Summing p over s gives dW in (K, CI, CO) layout. With HAS_DB the
+    grid has one more program column on axis 0, whose tap-0 programs write the bias gradient's
+    partial sums q[s, o] = Σ_{t in chunk s} g[b, t, o] instead (a separate reduction over g
+    cost as much as a third of this kernel: a strided column sum in ATen).
     Loop bounds are compile-time constants (channel counts and CHUNK are constexpr): Triton 3.6's
     interpreter cannot loop over run-time scalars with NumPy ≥ 2.4.
     """
@@ -261,26 +366,37 @@ def _conv_dw_kernel(x_ptr, g_ptr, p_ptr, T, dil, n_chunks,
     s = pid_s // K
     b = (s // n_chunks).to(tl.int64)
     c = s % n_chunks
-    ci = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     co = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    shift = (K - 1 - k) * dil
     t_start = c * CHUNK
-    x_base = x_ptr + b * T * CI
     g_base = g_ptr + b * T * CO
-    acc = tl.full((BLOCK_M, BLOCK_N), 0.0, tl.float32)
-    for j in range(CHUNK // BLOCK_T):
-        t = t_start + j * BLOCK_T + tl.arange(0, BLOCK_T)
-        in_chunk = t < T
-        src = t - shift
-        valid = in_chunk & (src >= 0)
-        src = tl.where(valid, src, 0)
-        xt = tl.load(x_base + src[None, :] * CI + ci[:, None],
-                     mask=valid[None, :] & (ci[:, None] < CI), other=0.0)  # (BLOCK_M, BLOCK_T)
-        gt = tl.load(g_base + t[:, None] * CO + co[None, :],
-                     mask=in_chunk[:, None] & (co[None, :] < CO), other=0.0)  # (BLOCK_T, BLOCK_N)
-        acc = tl.dot(xt, gt, acc)
-    off = (s * K + k).to(tl.int64) * CI * CO + ci[:, None] * CO + co[None, :]
-    tl.store(p_ptr + off, acc, mask=(ci[:, None] < CI) & (co[None, :] < CO))
+    NM: tl.constexpr = (CI + BLOCK_M - 1) // BLOCK_M
+    if pid_m == NM:  # the bias-gradient column (only launched with HAS_DB)
+        if k == 0:
+            db = tl.full((BLOCK_N,), 0.0, tl.float32)
+            for j in range(CHUNK // BLOCK_T):
+                t = t_start + j * BLOCK_T + tl.arange(0, BLOCK_T)
+                gt = tl.load(g_base + t[:, None] * CO + co[None, :],
+                             mask=(t < T)[:, None] & (co[None, :] < CO), other=0.0)
+                db += tl.sum(gt.to(tl.float32), axis=0)
+            tl.store(q_ptr + s.to(tl.int64) * CO + co, db, mask=co < CO)
+    else:
+        ci = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+        shift = (K - 1 - k) * dil
+        x_base = x_ptr + b * T * CI
+        acc = tl.full((BLOCK_M, BLOCK_N), 0.0, tl.float32)
+        for j in range(CHUNK // BLOCK_T):
+            t = t_start + j * BLOCK_T + tl.arange(0, BLOCK_T)
+            in_chunk = t < T
+            src = t - shift
+            valid = in_chunk & (src >= 0)
+            src = tl.where(valid, src, 0)
+            xt = tl.load(x_base + src[None, :] * CI + ci[:, None],
+                         mask=valid[None, :] & (ci[:, None] < CI), other=0.0)  # (BLOCK_M, BLOCK_T)
+            gt = tl.load(g_base + t[:, None] * CO + co[None, :],
+                         mask=in_chunk[:, None] & (co[None, :] < CO), other=0.0)  # (BLOCK_T, BLOCK_N)
+            acc = tl.dot(xt, gt, acc)
+        off = (s * K + k).to(tl.int64) * CI * CO + ci[:, None] * CO + co[None, :]
+        tl.store(p_ptr + off, acc, mask=(ci[:, None] < CI) & (co[None, :] < CO))
 
 
 @triton.autotune(configs=_BLOCK_CONFIGS, key=["C", "K", "HALO"],
@@ -416,22 +532,53 @@ def launch_conv(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None, dil
     r = res.contiguous() if res is not None else y
     b = bias if bias is not None else y
 
+    aux = pre if pre is not None else y
+    gout = grad_out if grad_out is not None else y
+    common = dict(CI=ci, CO=co, K=K, DIR=1 if transpose else -1, HAS_BIAS=bias is not None, MODE=mode,
+                  ACT=ACTIVATIONS[act])
+    if tma_fits(x, w, y, r, aux, gout):
+        x_desc = TensorDescriptor(x, [B, T, ci], [T * ci, ci, 1], [1, 32, 32])  # blocks: set per config
+        w_desc = TensorDescriptor(w.view(K * ci, co), [K * ci, co], [co, 1], [32, 32])
+        y_desc = TensorDescriptor(y, [B, T, co], [T * co, co, 1], [1, 32, 32])
+        sms = _num_sms(x.device)
+
+        def pgrid(meta: dict) -> tuple[int]:
+            return (min(sms, B * triton.cdiv(T, meta["BLOCK_T"]) * (co // meta["BLOCK_N"])),)
+
+        _conv_tma_kernel[pgrid](x_desc, w_desc, y_desc, b, r, y, aux, gout, B, T, dilation, INTERP=INTERPRET,
+                                **common)
+        return y
+
     def grid(meta: dict) -> tuple[int, int, int]:
         return (triton.cdiv(T, meta["BLOCK_T"]), triton.cdiv(co, meta["BLOCK_N"]), B)
 
-    _conv_kernel[grid](x, w, b, r, y, pre if pre is not None else y, grad_out if grad_out is not None else y,
-                       T, dilation, CI=ci, CO=co, K=K, DIR=1 if transpose else -1,
-                       HAS_BIAS=bias is not None, MODE=mode, ACT=ACTIVATIONS[act])
+    _conv_kernel[grid](x, w, b, r, y, aux, gout, T, dilation, **common)
     return y
 
 
-def conv_weight_grad(x: torch.Tensor, g: torch.Tensor, dilation: int, K: int) -> torch.Tensor:
-    """dW (C_out, C_in, K) fp32 of y = conv(x, W) given g = dL/dy (B, T, C_out), x (B, T, C_in)."""
+def tma_fits(x: torch.Tensor, w: torch.Tensor, *others: torch.Tensor) -> bool:
+    """Whether ``_conv_tma_kernel`` can run: Hopper or newer (or the interpreter), channel counts
+    that some TMA config's tiles divide, and 16-byte aligned contiguous tensors (TMA's rules)."""
+    if not USE_TMA:
+        return False
+    if not INTERPRET and not (x.is_cuda and torch.cuda.get_device_capability(x.device)[0] >= 9):
+        return False
+    _, ci, co = w.shape
+    if not any(ci % c.kwargs["BLOCK_C"] == 0 and co % c.kwargs["BLOCK_N"] == 0 for c in _TMA_CONFIGS):
+        return False
+    return all(t.is_contiguous() and t.data_ptr() % 16 == 0 for t in (x, w, *others))
+
+
+def conv_weight_grad(x: torch.Tensor, g: torch.Tensor, dilation: int, K: int, *,
+                     with_bias: bool = False) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+    """dW (C_out, C_in, K) fp32 of y = conv(x, W) given g = dL/dy (B, T, C_out), x (B, T, C_in);
+    with ``with_bias``, (dW, db) with db (C_out,) fp32 = Σ_{b,t} g, from the same launch."""
     x, g = x.contiguous(), g.contiguous()
     B, T, C_in = x.shape
     C_out = g.shape[2]
     if B == 0 or T == 0:
-        return torch.zeros(C_out, C_in, K, device=x.device, dtype=torch.float32)
+        dw = torch.zeros(C_out, C_in, K, device=x.device, dtype=torch.float32)
+        return (dw, dw.new_zeros(C_out)) if with_bias else dw
     tiles = triton.cdiv(C_in, 64) * triton.cdiv(C_out, 128) * K
     target = 4 * _num_sms(x.device)  # enough programs to fill the GPU several times over
     per_b = max(1, min(triton.cdiv(T, _DW_CHUNK_UNIT), triton.cdiv(target, max(1, tiles * B))))
@@ -439,12 +586,16 @@ def conv_weight_grad(x: torch.Tensor, g: torch.Tensor, dilation: int, K: int) ->
     chunk = max(_DW_CHUNK_UNIT, triton.next_power_of_2(triton.cdiv(T, per_b)))
     n_chunks = triton.cdiv(T, chunk)
     p = torch.empty(B * n_chunks, K, C_in, C_out, device=x.device, dtype=torch.float32)
+    q = torch.empty(B * n_chunks, C_out, device=x.device, dtype=torch.float32) if with_bias else p
 
     def grid(meta: dict) -> tuple[int, int, int]:
-        return (triton.cdiv(C_in, meta["BLOCK_M"]), triton.cdiv(C_out, meta["BLOCK_N"]), B * n_chunks * K)
+        return (triton.cdiv(C_in, meta["BLOCK_M"]) + with_bias, triton.cdiv(C_out, meta["BLOCK_N"]),
+                B * n_chunks * K)
 
-    _conv_dw_kernel[grid](x, g, p, T, dilation, n_chunks, CI=C_in, CO=C_out, K=K, CHUNK=chunk)
-    return p.sum(0).permute(2, 1, 0)  # (K, C_in, C_out) -> (C_out, C_in, K)
+    _conv_dw_kernel[grid](x, g, p, q, T, dilation, n_chunks, CI=C_in, CO=C_out, K=K, CHUNK=chunk,
+                          HAS_DB=with_bias)
+    dw = p.sum(0).permute(2, 1, 0)  # (K, C_in, C_out) -> (C_out, C_in, K)
+    return (dw, q.sum(0)) if with_bias else dw
 
 
 def _num_sms(device: torch.device) -> int:

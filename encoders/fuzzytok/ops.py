@@ -55,9 +55,8 @@ def _conv_fake(x: Tensor, weight: Tensor, bias: Tensor | None, dilation: int) ->
 def _conv_bwd_op(dy: Tensor, x: Tensor, weight: Tensor, dilation: int) -> tuple[Tensor, Tensor, Tensor]:
     k = _kernels()
     dx = k.conv_forward(dy, weight, None, dilation, transpose=True)
-    dw = k.conv_weight_grad(x, dy, dilation, weight.shape[2]).to(weight.dtype)
-    db = dy.sum((0, 1), dtype=torch.float32).to(weight.dtype)
-    return dx, dw, db
+    dw, db = k.conv_weight_grad(x, dy, dilation, weight.shape[2], with_bias=True)
+    return dx, dw.to(weight.dtype), db.to(weight.dtype)
 
 
 @_conv_bwd_op.register_fake
@@ -144,8 +143,7 @@ def _block_bwd_op(
         # g = dL/dz at the pre-activation z = conv(h) + b: recompute z, multiply by act'(z).
         g = k.conv_forward(hs[i], weight[i], _layer_bias(bias, i), d, mode=k.MODE_ACTGRAD,
                            act=activation, res=grad)
-        dws[i] = k.conv_weight_grad(hs[i], g, d, weight.shape[3])
-        dbs[i] = g.sum((0, 1), dtype=torch.float32)
+        dws[i], dbs[i] = k.conv_weight_grad(hs[i], g, d, weight.shape[3], with_bias=True)
         # dL/dh = grad (residual path) + convᵀ(g).
         grad = k.conv_forward(g, weight[i], None, d, mode=k.MODE_ADD, res=grad, transpose=True)
     return grad, torch.stack(dws).to(weight.dtype), torch.stack(dbs).to(weight.dtype)
@@ -239,8 +237,7 @@ def _block_store_bwd_op(
     dbs: list[Tensor] = [x] * L
     for i in reversed(range(L)):
         d = dilations[i]
-        dws[i] = k.conv_weight_grad(hs[i], g, d, weight.shape[3])
-        dbs[i] = g.sum((0, 1), dtype=torch.float32)
+        dws[i], dbs[i] = k.conv_weight_grad(hs[i], g, d, weight.shape[3], with_bias=True)
         if i > 0:
             # dL/dh_i = grad + convᵀ(g); the same epilogue also forms the layer below's dL/dz.
             g_below = torch.empty_like(grad)
