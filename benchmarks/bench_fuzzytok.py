@@ -17,6 +17,7 @@ Parts:
   gemm    cuBLAS (torch.matmul) on the GEMM a conv layer is, (B·T, K·C) @ (K·C, C), beside our
           kernel with each epilogue (plain, layer, layer + saved pre-activation, act-grad, dx + act-grad).
   profile kernel time by name (torch.profiler) over fwd+bwd steps of the stack, layers and store.
+  launch  host (CPU) microseconds per call of each launcher, and a cProfile of one.
 
 Stacks: layers = one launch per layer, backward recomputes (memory-saving default); store = one
 launch per layer, every layer's input and pre-activation kept (recompute: false); fused = one launch
@@ -327,7 +328,8 @@ def part_stack(quick: bool, peak: float) -> None:
 def part_gemm(quick: bool, peak: float) -> None:
     """A K-tap conv over C channels is a GEMM (B·T, K·C) @ (K·C, C_out): time torch.matmul on that
     shape (cuBLAS's rate at this short reduction) beside ours, and our epilogue modes at C = 256."""
-    RESULTS["gemm"] = [_gemm_row(C, K, peak) for C, K in ((128, 3), (256, 3), (256, 7), (512, 3))]
+    shapes = ((128, 3), (256, 3)) if quick else ((128, 3), (256, 3), (256, 7), (512, 3))
+    RESULTS["gemm"] = [_gemm_row(C, K, peak) for C, K in shapes]
 
 
 def _gemm_row(C: int, K: int, peak: float) -> dict:
@@ -410,6 +412,75 @@ def part_profile(quick: bool) -> None:
         for r in out[impl]["kernels"][:12]:
             log(f"   {r['ms_per_step']:7.3f} ms  {r['calls_per_step']:5.1f}x  {r['name'][:90]}")
     RESULTS["profile"] = out
+
+
+# -- launch: host (CPU) time per call --------------------------------------------------------------
+
+
+def part_launch(quick: bool) -> None:
+    """Host microseconds per call, on shapes so small that the GPU never makes the CPU wait; and a
+    cProfile of the TMA launch path. The stack is launch-bound when these add up to more than its
+    kernels' time (compare the stack's eager and CUDA-graph times)."""
+    import cProfile
+    import io
+    import pstats
+
+    from triton.tools.tensor_descriptor import TensorDescriptor
+
+    dt = torch.bfloat16
+    B, T, C, K = 1, 256, 128, 3
+    x = torch.randn(B, T, C, device="cuda", dtype=dt)
+    res = torch.randn(B, T, C, device="cuda", dtype=dt)
+    wt = (torch.randn(C, C, K, device="cuda") / (C * K) ** 0.5).to(dt)
+    w_f = kn.gemm_weight(wt, False, dt)
+    bias = torch.zeros(C, device="cuda", dtype=dt)
+    wb = (torch.randn(3, C, C, K, device="cuda") / (C * K) ** 0.5).to(dt)
+    bb = torch.zeros(3, C, device="cuda", dtype=dt)
+
+    def with_tma(flag: bool, fn):  # noqa: ANN001, ANN202
+        def run() -> None:
+            kn.USE_TMA = flag
+            fn()
+        return run
+
+    calls = {
+        "torch_add": lambda: x.add(1),
+        "ptr_plain": with_tma(False, lambda: kn.launch_conv(x, w_f, None, 1)),
+        "tma_plain": with_tma(True, lambda: kn.launch_conv(x, w_f, None, 1)),
+        "tma_layer": with_tma(True, lambda: kn.launch_conv(x, w_f, bias, 1, mode=kn.MODE_LAYER, act="gelu", res=res)),
+        "three_descriptors": lambda: [TensorDescriptor(x, [B, T, C], [T * C, C, 1], [1, 128, 64]) for _ in range(3)],
+        "gemm_weight": lambda: kn.gemm_weight(wt, False, dt),
+        "dw_db": lambda: kn.conv_weight_grad(x, res, 1, K, with_bias=True),
+        "op_conv_fwd": lambda: torch.ops.fuzzytok.dilated_causal_conv(x, wt, bias, 1),
+        "block_store_fwd_3_layers": lambda: conv_block(x, wb, bb, (1, 2, 4), "gelu", impl="triton", fused=False,
+                                                       recompute=False),
+        "block_layers_fwd_3_layers": lambda: conv_block(x, wb, bb, (1, 2, 4), "gelu", impl="triton", fused=False),
+    }
+    out = {}
+    n = 200
+    for name, fn in calls.items():
+        for _ in range(20):
+            fn()
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        for _ in range(n):
+            fn()
+        host_us = (time.perf_counter() - t0) / n * 1e6
+        torch.cuda.synchronize()
+        out[name] = host_us
+        log(f"launch {name:26s}: {host_us:7.1f} us host time per call")
+    kn.USE_TMA = True
+    prof = cProfile.Profile()
+    prof.enable()
+    for _ in range(n):
+        kn.launch_conv(x, w_f, bias, 1, mode=kn.MODE_LAYER, act="gelu", res=res)
+    prof.disable()
+    torch.cuda.synchronize()
+    buf = io.StringIO()
+    pstats.Stats(prof, stream=buf).sort_stats("tottime").print_stats(14)
+    text = buf.getvalue()
+    log("cProfile of 200 TMA MODE_LAYER launches (tottime):\n" + "\n".join(text.splitlines()[:40]))
+    RESULTS["launch"] = dict(host_us=out, cprofile=text)
 
 
 # -- memory ----------------------------------------------------------------------------------------

@@ -33,6 +33,7 @@ interpreter — and would then refuse to run inside an interpreted kernel.
 
 from __future__ import annotations
 
+import functools
 import os
 
 import torch
@@ -99,11 +100,16 @@ _BLOCK_CONFIGS = (
 # The persistent TMA kernel (Hopper): channel counts must be multiples of a config's BLOCK_C and
 # BLOCK_N (pruned per shape; others use _conv_kernel). Each config compiled for sm_90 with TMA
 # loads, wgmma and no spills (ptxas -v).
+# PER_SM: persistent programs per SM. Two small programs (128 × 128 tiles, 4 warps, 3 stages: about
+# 100 KB of shared memory and ≤ 255 registers × 128 threads each) fit on one SM together, so one's
+# epilogue (residual loads, erf, stores: ~40 % of a C = 256, K = 3 tile's time) overlaps the
+# other's main loop; one program per SM cannot overlap them (no warp specialisation here).
+_TMA_NAMES = ("BLOCK_T", "BLOCK_N", "BLOCK_C", "PER_SM")
 _TMA_CONFIGS = (
-    _configs([(32, 32, 32, 1, 1)], _FWD_NAMES)
+    _configs([(32, 32, 32, 1, 1, 1)], _TMA_NAMES)
     if INTERPRET
-    else _configs([(128, 128, 64, 4, 4), (128, 256, 64, 8, 3), (128, 128, 64, 8, 4), (128, 64, 64, 4, 4)],
-                  _FWD_NAMES)
+    else _configs([(128, 128, 64, 1, 4, 4), (128, 256, 64, 1, 8, 3), (128, 128, 64, 1, 8, 4),
+                   (128, 64, 64, 1, 4, 4), (128, 128, 64, 2, 4, 3), (128, 64, 64, 2, 4, 3)], _TMA_NAMES)
 )
 # FUZZYTOK_TMA=0 forces the pointer kernel everywhere (benchmarks compare the two).
 USE_TMA = os.environ.get("FUZZYTOK_TMA", "1") != "0"
@@ -319,7 +325,7 @@ def _conv_tma_kernel(x_desc, w_desc, y_desc, b_ptr, r_ptr, y_ptr, z_ptr, g_ptr, 
                      CI: tl.constexpr, CO: tl.constexpr, K: tl.constexpr, DIR: tl.constexpr,
                      HAS_BIAS: tl.constexpr, MODE: tl.constexpr, ACT: tl.constexpr,
                      BLOCK_T: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_C: tl.constexpr,
-                     SPLIT: tl.constexpr, INTERP: tl.constexpr):
+                     PER_SM: tl.constexpr, SPLIT: tl.constexpr, INTERP: tl.constexpr):
     """``_conv_kernel``'s function (every DIR and MODE) with TMA descriptors, persistent grid.
 
     x_desc: x (B, T, CI) in blocks [1, BLOCK_T, BLOCK_C]; w_desc: w (K·CI, CO) in [BLOCK_C, BLOCK_N];
@@ -347,15 +353,15 @@ def _conv_tma_kernel(x_desc, w_desc, y_desc, b_ptr, r_ptr, y_ptr, z_ptr, g_ptr, 
 @triton.jit
 def _conv_dw_kernel(x_ptr, g_ptr, p_ptr, q_ptr, T, dil, n_chunks,
                     CI: tl.constexpr, CO: tl.constexpr, K: tl.constexpr, CHUNK: tl.constexpr,
-                    HAS_DB: tl.constexpr, BLOCK_T: tl.constexpr, BLOCK_M: tl.constexpr,
-                    BLOCK_N: tl.constexpr):
+                    HAS_DB: tl.constexpr, DB_ROWS: tl.constexpr, BLOCK_T: tl.constexpr,
+                    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
     """Partial weight gradient p[s, k, i, o] = Σ_{t in chunk s} x[b, t − (K−1−k)·dil, i] · g[b, t, o].
 
     Program axis 2 enumerates (chunk s, tap k); chunk s covers rows [c·CHUNK, (c+1)·CHUNK) of
     batch row b = s // n_chunks. Summing p over s gives dW in (K, CI, CO) layout. With HAS_DB the
     grid has one more program column on axis 0, whose tap-0 programs write the bias gradient's
-    partial sums q[s, o] = Σ_{t in chunk s} g[b, t, o] instead (a separate reduction over g
-    cost as much as a third of this kernel: a strided column sum in ATen).
+    partial sums q[s·K + k, o] (Σ over a K-th of chunk s's rows of g[b, t, o]) instead; a separate
+    column sum over g in ATen cost as much as this whole kernel at C = 256.
     Loop bounds are compile-time constants (channel counts and CHUNK are constexpr): Triton 3.6's
     interpreter cannot loop over run-time scalars with NumPy ≥ 2.4.
     """
@@ -371,14 +377,16 @@ def _conv_dw_kernel(x_ptr, g_ptr, p_ptr, q_ptr, T, dil, n_chunks,
     g_base = g_ptr + b * T * CO
     NM: tl.constexpr = (CI + BLOCK_M - 1) // BLOCK_M
     if pid_m == NM:  # the bias-gradient column (only launched with HAS_DB)
-        if k == 0:
-            db = tl.full((BLOCK_N,), 0.0, tl.float32)
-            for j in range(CHUNK // BLOCK_T):
-                t = t_start + j * BLOCK_T + tl.arange(0, BLOCK_T)
+        # Its K programs of a chunk take every K-th block of DB_ROWS rows: short serial chains of
+        # wide loads (one program per chunk took as long as the whole dW, measured on an H200).
+        db = tl.full((BLOCK_N,), 0.0, tl.float32)
+        for j in range(CHUNK // DB_ROWS):
+            if j % K == k:
+                t = t_start + j * DB_ROWS + tl.arange(0, DB_ROWS)
                 gt = tl.load(g_base + t[:, None] * CO + co[None, :],
                              mask=(t < T)[:, None] & (co[None, :] < CO), other=0.0)
                 db += tl.sum(gt.to(tl.float32), axis=0)
-            tl.store(q_ptr + s.to(tl.int64) * CO + co, db, mask=co < CO)
+        tl.store(q_ptr + pid_s.to(tl.int64) * CO + co, db, mask=co < CO)
     else:
         ci = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
         shift = (K - 1 - k) * dil
@@ -543,7 +551,7 @@ def launch_conv(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None, dil
         sms = _num_sms(x.device)
 
         def pgrid(meta: dict) -> tuple[int]:
-            return (min(sms, B * triton.cdiv(T, meta["BLOCK_T"]) * (co // meta["BLOCK_N"])),)
+            return (min(meta["PER_SM"] * sms, B * triton.cdiv(T, meta["BLOCK_T"]) * (co // meta["BLOCK_N"])),)
 
         _conv_tma_kernel[pgrid](x_desc, w_desc, y_desc, b, r, y, aux, gout, B, T, dilation, INTERP=INTERPRET,
                                 **common)
@@ -561,7 +569,8 @@ def tma_fits(x: torch.Tensor, w: torch.Tensor, *others: torch.Tensor) -> bool:
     that some TMA config's tiles divide, and 16-byte aligned contiguous tensors (TMA's rules)."""
     if not USE_TMA:
         return False
-    if not INTERPRET and not (x.is_cuda and torch.cuda.get_device_capability(x.device)[0] >= 9):
+    if not INTERPRET and not (x.is_cuda and _cuda_facts(
+            x.device.index if x.device.index is not None else torch.cuda.current_device())[1] >= 9):
         return False
     _, ci, co = w.shape
     if not any(ci % c.kwargs["BLOCK_C"] == 0 and co % c.kwargs["BLOCK_N"] == 0 for c in _TMA_CONFIGS):
@@ -586,22 +595,29 @@ def conv_weight_grad(x: torch.Tensor, g: torch.Tensor, dilation: int, K: int, *,
     chunk = max(_DW_CHUNK_UNIT, triton.next_power_of_2(triton.cdiv(T, per_b)))
     n_chunks = triton.cdiv(T, chunk)
     p = torch.empty(B * n_chunks, K, C_in, C_out, device=x.device, dtype=torch.float32)
-    q = torch.empty(B * n_chunks, C_out, device=x.device, dtype=torch.float32) if with_bias else p
+    q = torch.empty(B * n_chunks * K, C_out, device=x.device, dtype=torch.float32) if with_bias else p
 
     def grid(meta: dict) -> tuple[int, int, int]:
         return (triton.cdiv(C_in, meta["BLOCK_M"]) + with_bias, triton.cdiv(C_out, meta["BLOCK_N"]),
                 B * n_chunks * K)
 
     _conv_dw_kernel[grid](x, g, p, q, T, dilation, n_chunks, CI=C_in, CO=C_out, K=K, CHUNK=chunk,
-                          HAS_DB=with_bias)
+                          HAS_DB=with_bias, DB_ROWS=min(chunk, 32 if INTERPRET else 256))
     dw = p.sum(0).permute(2, 1, 0)  # (K, C_in, C_out) -> (C_out, C_in, K)
     return (dw, q.sum(0)) if with_bias else dw
 
 
 def _num_sms(device: torch.device) -> int:
     if device.type == "cuda":
-        return torch.cuda.get_device_properties(device).multi_processor_count
+        return _cuda_facts(device.index if device.index is not None else torch.cuda.current_device())[0]
     return 2  # interpreter: few programs, it runs them one after another anyway
+
+
+@functools.cache
+def _cuda_facts(index: int) -> tuple[int, int]:
+    """(SM count, compute-capability major) of a CUDA device: asked once, not per launch."""
+    props = torch.cuda.get_device_properties(index)
+    return props.multi_processor_count, props.major
 
 
 def block_halo(dilations: tuple[int, ...] | list[int], K: int) -> int:
