@@ -564,6 +564,8 @@ def main() -> None:
                 part_gemm(args.quick, peak or part_peak(args.quick))
             elif part == "profile":
                 part_profile(args.quick)
+            elif part == "launch":
+                part_launch(args.quick)
             else:
                 raise SystemExit(f"--parts: unknown part {part!r}")
         except SystemExit:
