@@ -32,11 +32,12 @@ class FuzzyTokConfig:
     ``dilations``: one residual layer per entry in each of ``blocks`` blocks.
     ``impl``: auto = Triton kernels on CUDA, PyTorch reference elsewhere; triton | torch force it.
     ``fused_block``: on the Triton path, run each block's layers in one launch (halo recompute).
-    Off by default: on an H200 it was slower than one launch per layer (BENCHMARKS.md) and the
-    training memory is the same (both recompute in backward).
-    ``recompute``: on the Triton path, keep only each block's input for the backward and recompute
-    the layers' intermediates there (less memory); false keeps every layer's input and
-    pre-activation (a faster backward; needs ``fused_block: false``)."""
+    Off by default: on an H200 it was slower than one launch per layer (BENCHMARKS.md), and its
+    training memory is that of ``recompute: true`` per layer.
+    ``recompute``: on the Triton path, true keeps only each block's input for the backward and
+    recomputes the layers' intermediates there (about a third of the reference's training memory);
+    false keeps every layer's input and pre-activation (about the reference's memory, a faster
+    backward). Unset: false, or true with ``fused_block`` (the fused block always recomputes)."""
 
     dim: int = 64
     kernel_size: int = 3
@@ -45,7 +46,7 @@ class FuzzyTokConfig:
     activation: Literal["gelu", "relu", "silu", "none"] = "gelu"
     impl: Literal["auto", "triton", "torch"] = "auto"
     fused_block: bool = False
-    recompute: bool = True
+    recompute: bool | None = None
 
     def __post_init__(self) -> None:
         if self.dim < 1:
@@ -60,9 +61,14 @@ class FuzzyTokConfig:
             raise ValueError(f"fuzzytok.activation: unknown value {self.activation!r} (gelu, relu, silu, none)")
         if self.impl not in ("auto", "triton", "torch"):
             raise ValueError(f"fuzzytok.impl: unknown value {self.impl!r} (auto, triton, torch)")
-        if self.fused_block and not self.recompute:
+        if self.fused_block and self.recompute is False:
             raise ValueError("fuzzytok.recompute: false needs fused_block: false "
                              "(the fused block keeps no intermediates to reuse)")
+
+    @property
+    def recompute_backward(self) -> bool:
+        """``recompute`` resolved: unset means false, or true with the fused block."""
+        return self.fused_block if self.recompute is None else self.recompute
 
     @property
     def receptive_field(self) -> int:
@@ -118,7 +124,7 @@ class FuzzyTokEncoder(ByteLevelEncoder):
         """inputs (B, T) long -> conv features (B, T, out_dim); position t sees inputs <= t."""
         h = self.embed(inputs)
         for blk in self.blocks:
-            h = blk(h, self.config.impl, self.config.fused_block, self.config.recompute)
+            h = blk(h, self.config.impl, self.config.fused_block, self.config.recompute_backward)
         return self.proj(self.norm(h))
 
     def logits(self, inputs: torch.Tensor) -> torch.Tensor:
@@ -158,5 +164,5 @@ class FuzzyTokEncoder(ByteLevelEncoder):
             "dilations": list(c.dilations),
             "impl": "triton" if use_triton(c.impl, torch.empty(0, device=dev)) else "torch",
             "fused_block": c.fused_block,
-            "recompute": c.recompute,
+            "recompute": c.recompute_backward,
         }

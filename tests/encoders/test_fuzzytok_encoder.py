@@ -75,8 +75,8 @@ def test_causal_changing_later_bytes_leaves_earlier_predictions(
             assert not torch.allclose(new[t + 1], base[t + 1])
 
 
-@pytest.mark.parametrize("impl, recompute", [("torch", True), ("triton", True), ("triton", False)],
-                         ids=["torch", "triton", "triton-store"])
+@pytest.mark.parametrize("impl, recompute", [("torch", None), ("triton", True), ("triton", None)],
+                         ids=["torch", "triton-recompute", "triton-default"])
 def test_flops_match_flop_counter(impl: str, recompute: bool) -> None:
     m = _model(impl=impl, recompute=recompute)
     batch = m.collate([b"dilated causal convolutions", b"bytes"], [0, 2])
@@ -104,6 +104,12 @@ def test_triton_path_trains_like_reference_path(fused: bool, recompute: bool) ->
     torch.testing.assert_close(grads["triton"][0], grads["torch"][0], atol=1e-5, rtol=1e-5)
     for name, g in grads["torch"][1].items():
         torch.testing.assert_close(grads["triton"][1][name], g, atol=1e-5, rtol=1e-4, msg=name)
+
+
+def test_recompute_defaults_to_store_except_with_the_fused_block() -> None:
+    assert FuzzyTokConfig().recompute_backward is False
+    assert FuzzyTokConfig(fused_block=True).recompute_backward is True
+    assert FuzzyTokConfig(recompute=True).recompute_backward is True
 
 
 def test_same_seed_same_output() -> None:
