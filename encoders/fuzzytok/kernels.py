@@ -529,6 +529,13 @@ def gemm_weight(weight: torch.Tensor, transpose: bool, dtype: torch.dtype) -> to
     return weight.permute(*perm).contiguous().to(dtype)
 
 
+def gemm_weights(weight: torch.Tensor, transpose: bool, dtype: torch.dtype) -> torch.Tensor:
+    """A block's (L, C_out, C_in, K) weights → (L, K, C_in, C_out) (or (L, K, C_out, C_in) for input
+    gradients) in one copy: ``gemm_weight`` of every layer at once (one launch, not L)."""
+    perm = (0, 3, 1, 2) if transpose else (0, 3, 2, 1)
+    return weight.permute(*perm).contiguous().to(dtype)
+
+
 def launch_conv(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None, dilation: int,
                 *, mode: int = MODE_PLAIN, act: str = "none", res: torch.Tensor | None = None,
                 transpose: bool = False, out: torch.Tensor | None = None, pre: torch.Tensor | None = None,

@@ -111,9 +111,10 @@ def _block_op(
     k = _kernels()
     if fused and k.block_halo(dilations, weight.shape[3]) <= k.MAX_BLOCK_HALO:
         return k.block_forward(x, weight, bias, dilations, activation)
-    h = x
+    h = x.contiguous()
+    wf = k.gemm_weights(weight, False, x.dtype)
     for i, d in enumerate(dilations):
-        h = k.conv_forward(h, weight[i], _layer_bias(bias, i), d, mode=k.MODE_LAYER, act=activation, res=h)
+        h = k.launch_conv(h, wf[i], _layer_bias(bias, i), d, mode=k.MODE_LAYER, act=activation, res=h)
     return h
 
 
@@ -131,21 +132,21 @@ def _block_bwd_op(
     k = _kernels()
     L = len(dilations)
     # Recompute the block's inputs to each layer (never stored by the forward).
+    wf, wt = k.gemm_weights(weight, False, x.dtype), k.gemm_weights(weight, True, x.dtype)
     hs = [x.contiguous()]
     for i in range(L - 1):
-        hs.append(k.conv_forward(hs[i], weight[i], _layer_bias(bias, i), dilations[i],
-                                 mode=k.MODE_LAYER, act=activation, res=hs[i]))
+        hs.append(k.launch_conv(hs[i], wf[i], _layer_bias(bias, i), dilations[i],
+                                mode=k.MODE_LAYER, act=activation, res=hs[i]))
     dws: list[Tensor] = [x] * L
     dbs: list[Tensor] = [x] * L
     grad = dy.contiguous()
     for i in reversed(range(L)):
         d = dilations[i]
         # g = dL/dz at the pre-activation z = conv(h) + b: recompute z, multiply by act'(z).
-        g = k.conv_forward(hs[i], weight[i], _layer_bias(bias, i), d, mode=k.MODE_ACTGRAD,
-                           act=activation, res=grad)
+        g = k.launch_conv(hs[i], wf[i], _layer_bias(bias, i), d, mode=k.MODE_ACTGRAD, act=activation, res=grad)
         dws[i], dbs[i] = k.conv_weight_grad(hs[i], g, d, weight.shape[3], with_bias=True)
         # dL/dh = grad (residual path) + convᵀ(g).
-        grad = k.conv_forward(g, weight[i], None, d, mode=k.MODE_ADD, res=grad, transpose=True)
+        grad = k.launch_conv(g, wt[i], None, d, mode=k.MODE_ADD, res=grad, transpose=True)
     return grad, torch.stack(dws).to(weight.dtype), torch.stack(dbs).to(weight.dtype)
 
 
@@ -196,11 +197,12 @@ def _block_store_op(
     L = len(dilations)
     saved = x.new_empty(_store_slots(L), *x.shape)
     y = torch.empty_like(x)
+    wf = k.gemm_weights(weight, False, x.dtype)
     h = x
     for i, d in enumerate(dilations):
         out = saved[i] if i < L - 1 else y
-        k.conv_forward(h, weight[i], _layer_bias(bias, i), d, mode=k.MODE_LAYER_SAVE, act=activation, res=h,
-                       out=out, pre=saved[L - 1 + i])
+        k.launch_conv(h, wf[i], _layer_bias(bias, i), d, mode=k.MODE_LAYER_SAVE, act=activation, res=h,
+                      out=out, pre=saved[L - 1 + i])
         h = out
     return y, saved
 
@@ -231,6 +233,7 @@ def _block_store_bwd_op(
     L = len(dilations)
     hs = [x.contiguous()] + [saved[i] for i in range(L - 1)]
     zs = [saved[L - 1 + i] for i in range(L)]
+    wt = k.gemm_weights(weight, True, x.dtype)
     grad = dy.contiguous()  # dL/dh at the current layer's output
     g = _act_backward(grad, zs[L - 1], activation).contiguous()  # dL/dz of the current layer
     dws: list[Tensor] = [x] * L
@@ -241,11 +244,11 @@ def _block_store_bwd_op(
         if i > 0:
             # dL/dh_i = grad + convᵀ(g); the same epilogue also forms the layer below's dL/dz.
             g_below = torch.empty_like(grad)
-            grad = k.conv_forward(g, weight[i], None, d, mode=k.MODE_ADD_ACTGRAD, act=activation, res=grad,
-                                  transpose=True, pre=zs[i - 1], grad_out=g_below)
+            grad = k.launch_conv(g, wt[i], None, d, mode=k.MODE_ADD_ACTGRAD, act=activation, res=grad,
+                                 transpose=True, pre=zs[i - 1], grad_out=g_below)
             g = g_below
         else:
-            grad = k.conv_forward(g, weight[i], None, d, mode=k.MODE_ADD, res=grad, transpose=True)
+            grad = k.launch_conv(g, wt[i], None, d, mode=k.MODE_ADD, res=grad, transpose=True)
     return grad, torch.stack(dws).to(weight.dtype), torch.stack(dbs).to(weight.dtype)
 
 
