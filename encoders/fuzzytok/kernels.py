@@ -260,7 +260,16 @@ def _split_epilogue(args: dict) -> int:
     return 4 if args["BLOCK_N"] >= 128 else 2
 
 
-@triton.autotune(configs=_FWD_CONFIGS, key=["CI", "CO", "K", "MODE", "DIR"])
+def _prune_fwd(configs: list[triton.Config], named_args: dict, **kwargs: object) -> list[triton.Config]:
+    """Drop pointer-kernel tiles far wider than the output channels: at C_out ≤ 128 the
+    256-column tiles only compute padding, and with an activation epilogue they spilled registers
+    (benchmarks/fuzzytok_aot.py)."""
+    width = max(64, triton.next_power_of_2(int(kwargs["CO"])))
+    return [c for c in configs if c.kwargs["BLOCK_N"] <= width] or configs[:1]
+
+
+@triton.autotune(configs=_FWD_CONFIGS, key=["CI", "CO", "K", "MODE", "DIR"],
+                 prune_configs_by={"early_config_prune": _prune_fwd})
 @triton.heuristics({"SPLIT": _split_epilogue})
 @triton.jit
 def _conv_kernel(x_ptr, w_ptr, b_ptr, r_ptr, y_ptr, z_ptr, g_ptr, T, dil,
@@ -540,7 +549,8 @@ def launch_conv(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None, dil
                 *, mode: int = MODE_PLAIN, act: str = "none", res: torch.Tensor | None = None,
                 transpose: bool = False, out: torch.Tensor | None = None, pre: torch.Tensor | None = None,
                 grad_out: torch.Tensor | None = None) -> torch.Tensor:
-    """Launch ``_conv_kernel`` on x (B, T, w.shape[1]) with a ``gemm_weight`` w (K, C_in', C_out').
+    """Convolve x (B, T, w.shape[1]) with a ``gemm_weight`` w (K, C_in', C_out'): ``_conv_tma_kernel``
+    where ``tma_fits``, else ``_conv_kernel``.
 
     Returns y (B, T, C_out'), written into ``out`` when given (contiguous). ``pre`` (B, T, C_out'):
     where MODE_LAYER_SAVE writes the pre-activation, or where MODE_ADD_ACTGRAD reads the layer
