@@ -15,7 +15,8 @@ Kernels:
     persistent grid whose operands arrive by TMA from descriptors over (B, T, C), so a tap's rows
     before 0 or past T are zero-filled by the copy engine and the batch row is its own coordinate.
     One flattened loop over (tile, tap · channel block) keeps the next tile's loads in flight
-    during an epilogue. Measured faster than the pointer kernel at every benchmarked shape.
+    during an epilogue. Its kernel time (CUDA-graph replay) was below the pointer kernel's at every
+    shape measured on an H200; a launch costs more host time (three descriptors).
   * ``_conv_kernel`` — the same function with pointer arithmetic and masked loads: any shape, any GPU.
     Both end in the same fused epilogue (``MODE``): bias, activation, residual, the activation's
     derivative times an incoming gradient, optionally writing a second output (the pre-activation,
@@ -69,7 +70,13 @@ MODE_LAYER_SAVE = 4  # MODE_LAYER, and also aux = acc + bias (the pre-activation
 MODE_ADD_ACTGRAD = 5  # MODE_ADD, and also g = y · act'(aux)   (aux = the layer below's pre-activation)
 
 
-def _configs(entries: list[tuple[int, ...]], names: tuple[str, ...]) -> list[triton.Config]:
+def _configs(names: tuple[str, ...], entries: list[tuple[int, ...]],
+             interpreted: tuple[int, ...] = (32, 32, 32)) -> list[triton.Config]:
+    """Autotune configs from (block sizes…, num_warps, num_stages) entries. Under the interpreter a
+    single small config instead (``interpreted``: its block sizes; 1 warp, 1 stage): the default
+    benchmarker cannot run there, and smaller tiles are faster to emulate."""
+    if INTERPRET:
+        entries = [(*interpreted, 1, 1)]
     out = []
     for e in entries:
         *blocks, warps, stages = e
@@ -77,49 +84,25 @@ def _configs(entries: list[tuple[int, ...]], names: tuple[str, ...]) -> list[tri
     return out
 
 
-# Short lists (every config compiles for every key); one small config under the interpreter,
-# where the default benchmarker cannot run and smaller tiles are faster to emulate.
+# Short lists: every config compiles for every key.
 _FWD_NAMES = ("BLOCK_T", "BLOCK_N", "BLOCK_C")
-_FWD_CONFIGS = (
-    _configs([(32, 32, 32, 1, 1)], _FWD_NAMES)
-    if INTERPRET
-    else _configs(
-        [(128, 128, 64, 8, 3), (128, 256, 64, 8, 3), (256, 128, 64, 8, 3), (128, 64, 64, 4, 4),
-         (64, 128, 64, 4, 4)],
-        _FWD_NAMES,
-    )
-)
-_DW_NAMES = ("BLOCK_T", "BLOCK_M", "BLOCK_N")
-_DW_CONFIGS = (
-    _configs([(32, 32, 32, 1, 1)], _DW_NAMES)
-    if INTERPRET
-    else _configs(
-        [(64, 128, 128, 8, 3), (64, 64, 128, 4, 3), (128, 64, 64, 4, 3), (64, 128, 256, 8, 3)],
-        _DW_NAMES,
-    )
-)
-_BLOCK_CONFIGS = (
-    _configs([(32, 32, 32, 1, 1)], _FWD_NAMES)
-    if INTERPRET
-    else _configs(
-        [(128, 128, 64, 8, 3), (128, 64, 64, 4, 3), (64, 128, 64, 4, 3), (128, 256, 64, 8, 3)],
-        _FWD_NAMES,
-    )
-)
+_FWD_CONFIGS = _configs(_FWD_NAMES, [(128, 128, 64, 8, 3), (128, 256, 64, 8, 3), (256, 128, 64, 8, 3),
+                                     (128, 64, 64, 4, 4), (64, 128, 64, 4, 4)])
+_DW_CONFIGS = _configs(("BLOCK_T", "BLOCK_M", "BLOCK_N"),
+                       [(64, 128, 128, 8, 3), (64, 64, 128, 4, 3), (128, 64, 64, 4, 3), (64, 128, 256, 8, 3)])
+_BLOCK_CONFIGS = _configs(_FWD_NAMES, [(128, 128, 64, 8, 3), (128, 64, 64, 4, 3), (64, 128, 64, 4, 3),
+                                       (128, 256, 64, 8, 3)])
 # The persistent TMA kernel (Hopper): channel counts must be multiples of a config's BLOCK_C and
 # BLOCK_N (pruned per shape; others use _conv_kernel). Each config compiled for sm_90 with TMA
-# loads, wgmma and no spills (ptxas -v).
-# PER_SM: persistent programs per SM. Two small programs (128 × 128 tiles, 4 warps, 3 stages: about
-# 100 KB of shared memory and ≤ 255 registers × 128 threads each) fit on one SM together, so one's
-# epilogue (residual loads, erf, stores: ~40 % of a C = 256, K = 3 tile's time) overlaps the
-# other's main loop; one program per SM cannot overlap them (no warp specialisation here).
-_TMA_NAMES = ("BLOCK_T", "BLOCK_N", "BLOCK_C", "PER_SM")
-_TMA_CONFIGS = (
-    _configs([(32, 32, 32, 1, 1, 1)], _TMA_NAMES)
-    if INTERPRET
-    else _configs([(128, 128, 64, 1, 4, 4), (128, 256, 64, 1, 8, 3), (128, 128, 64, 1, 8, 4),
-                   (128, 64, 64, 1, 4, 4), (128, 128, 64, 2, 4, 3), (128, 64, 64, 2, 4, 3)], _TMA_NAMES)
-)
+# loads, wgmma and no spills (benchmarks/fuzzytok_aot.py).
+# PER_SM: persistent programs per SM. With PER_SM = 2 two small programs (128 × 128 tiles, 4 warps,
+# 3 stages: about 100 KB of shared memory each in the epilogue modes) share an SM, so that one's
+# epilogue could overlap the other's main loop. On an H200 adding them moved the epilogue launches
+# by only 1–6 µs (BENCHMARKS.md, runs 5 and 6); the autotuner keeps them where they win.
+_TMA_CONFIGS = _configs(("BLOCK_T", "BLOCK_N", "BLOCK_C", "PER_SM"),
+                        [(128, 128, 64, 1, 4, 4), (128, 256, 64, 1, 8, 3), (128, 128, 64, 1, 8, 4),
+                         (128, 64, 64, 1, 4, 4), (128, 128, 64, 2, 4, 3), (128, 64, 64, 2, 4, 3)],
+                        interpreted=(32, 32, 32, 1))
 # FUZZYTOK_TMA=0 forces the pointer kernel everywhere (benchmarks compare the two).
 USE_TMA = os.environ.get("FUZZYTOK_TMA", "1") != "0"
 # The dW kernel splits the reduction over row chunks of this many rows (a multiple of every
@@ -382,9 +365,9 @@ def _conv_dw_kernel(x_ptr, g_ptr, p_ptr, q_ptr, T, dil, n_chunks,
 
     Program axis 2 enumerates (chunk s, tap k); chunk s covers rows [c·CHUNK, (c+1)·CHUNK) of
     batch row b = s // n_chunks. Summing p over s gives dW in (K, CI, CO) layout. With HAS_DB the
-    grid has one more program column on axis 0, whose tap-0 programs write the bias gradient's
-    partial sums q[s·K + k, o] (Σ over a K-th of chunk s's rows of g[b, t, o]) instead; a separate
-    column sum over g in ATen cost as much as this whole kernel at C = 256.
+    grid has one more program column on axis 0, whose programs write the bias gradient's partial
+    sums q[s·K + k, o] (Σ over every K-th block of chunk s's rows of g[b, t, o]) instead; a
+    separate column sum over g in ATen cost as much as this whole kernel at C = 256.
     Loop bounds are compile-time constants (channel counts and CHUNK are constexpr): Triton 3.6's
     interpreter cannot loop over run-time scalars with NumPy ≥ 2.4.
     """
@@ -534,8 +517,7 @@ def conv_forward(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | Non
 def gemm_weight(weight: torch.Tensor, transpose: bool, dtype: torch.dtype) -> torch.Tensor:
     """Conv1d weight (C_out, C_in, K) → the kernel's contiguous (K, C_in, C_out), or (K, C_out, C_in)
     for the input gradient, in the activations' dtype."""
-    perm = (2, 0, 1) if transpose else (2, 1, 0)
-    return weight.permute(*perm).contiguous().to(dtype)
+    return gemm_weights(weight.unsqueeze(0), transpose, dtype)[0]
 
 
 def gemm_weights(weight: torch.Tensor, transpose: bool, dtype: torch.dtype) -> torch.Tensor:
