@@ -1,6 +1,7 @@
 """FuzzyTok kernel benchmarks on one CUDA GPU (not a test: numbers go to BENCHMARKS.md).
 
-    python benchmarks/bench_fuzzytok.py [--quick] [--out DIR] [--parts check,peak,layer,stack,memory,gemm,profile]
+    python benchmarks/bench_fuzzytok.py [--quick] [--out DIR] [--timer graph|eager]
+                                        [--parts check,peak,layer,stack,memory,gemm,profile,launch]
 
 Parts:
   check   Triton vs fp64 reference, fp32 (TF32 dots) and bf16: outputs, dx, dW, db; single convs and
@@ -19,9 +20,9 @@ Parts:
   profile kernel time by name (torch.profiler) over fwd+bwd steps of the stack, layers and store.
   launch  host (CPU) microseconds per call of each launcher, and a cProfile of one.
 
-Stacks: layers = one launch per layer, backward recomputes (memory-saving default); store = one
-launch per layer, every layer's input and pre-activation kept (recompute: false); fused = one launch
-per block, recompute. Stack rows also time a CUDA-graph replay of the same step (launch cost).
+Stacks: layers = one launch per layer, backward recomputes (recompute: true); store = one launch
+per layer, every layer's input and pre-activation kept (recompute: false, the default); fused = one
+launch per block, recompute. Stack rows also time a CUDA-graph replay of the same step (launch cost).
 
 TFLOP/s count 2 FLOPs per multiply-add of the convolution proper (dx and dW: one conv each).
 ``--timer graph`` (default) times single launches in the layer and gemm parts by CUDA-graph replay;
