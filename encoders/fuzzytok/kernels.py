@@ -283,11 +283,14 @@ def _prune_tma(configs: list[triton.Config], named_args: dict, **kwargs: object)
 
 
 def _set_block_shapes(nargs: dict) -> None:
-    """Autotune pre-hook (every launch): the descriptors' block shapes are the config's tiles."""
+    """Autotune pre-hook (every launch): the descriptors' block shapes are the config's tiles;
+    the epilogue's descriptors move one column piece (BLOCK_N // SPLIT wide) at a time."""
     bt, bn, bc = nargs["BLOCK_T"], nargs["BLOCK_N"], nargs["BLOCK_C"]
+    piece = bn // _split_epilogue(dict(MODE=nargs["MODE"], BLOCK_N=bn))
     nargs["x_desc"].block_shape = [1, bt, bc]
     nargs["w_desc"].block_shape = [bc, bn]
-    nargs["y_desc"].block_shape = [1, bt, bn]
+    for name in ("y_desc", "r_desc", "a_desc", "g_desc"):
+        nargs[name].block_shape = [1, bt, piece]
 
 
 for _c in _TMA_CONFIGS:
@@ -295,7 +298,35 @@ for _c in _TMA_CONFIGS:
 
 
 @triton.jit
-def _tma_tile(tile, x_desc, w_desc, y_desc, b_ptr, r_ptr, y_ptr, z_ptr, g_ptr, T, n_t, dil,
+def _tma_piece(z, bi, t0, n, b_ptr, r_desc, y_desc, a_desc, g_desc, HAS_BIAS: tl.constexpr,
+               MODE: tl.constexpr, ACT: tl.constexpr):
+    """The MODE epilogue of one (BLOCK_T, W) fp32 piece z of a tile: rows t0…, columns n… of
+    batch row bi. Every operand moves by TMA: loads arrive in shared memory and are read in the
+    accumulator's register layout, stores leave from shared memory asynchronously; rows past T
+    read as zeros and are not written (no masks, no layout conversion through shared memory)."""
+    R: tl.constexpr = z.shape[0]
+    W: tl.constexpr = z.shape[1]
+    if HAS_BIAS:
+        z += tl.load(b_ptr + n + tl.arange(0, W)).to(tl.float32)[None, :]
+    if MODE == 1 or MODE == 4:
+        if MODE == 4:
+            a_desc.store([bi, t0, n], z.to(a_desc.dtype).reshape(1, R, W))
+        res = r_desc.load([bi, t0, n]).reshape(R, W).to(tl.float32)
+        z = res + _act(z, ACT)
+    elif MODE == 2:
+        res = r_desc.load([bi, t0, n]).reshape(R, W).to(tl.float32)
+        z = res * _act_grad(z, ACT)
+    elif MODE == 3 or MODE == 5:
+        res = r_desc.load([bi, t0, n]).reshape(R, W).to(tl.float32)
+        z = z + res
+        if MODE == 5:
+            pre = a_desc.load([bi, t0, n]).reshape(R, W).to(tl.float32)
+            g_desc.store([bi, t0, n], (z * _act_grad(pre, ACT)).to(g_desc.dtype).reshape(1, R, W))
+    y_desc.store([bi, t0, n], z.to(y_desc.dtype).reshape(1, R, W))
+
+
+@triton.jit
+def _tma_tile(tile, x_desc, w_desc, y_desc, r_desc, a_desc, g_desc, b_ptr, n_t, dil,
               CI: tl.constexpr, CO: tl.constexpr, K: tl.constexpr, DIR: tl.constexpr, HAS_BIAS: tl.constexpr,
               MODE: tl.constexpr, ACT: tl.constexpr, BLOCK_T: tl.constexpr, BLOCK_N: tl.constexpr,
               BLOCK_C: tl.constexpr, SPLIT: tl.constexpr):
@@ -314,29 +345,40 @@ def _tma_tile(tile, x_desc, w_desc, y_desc, b_ptr, r_ptr, y_ptr, z_ptr, g_ptr, T
         xt = x_desc.load([bi, t0 + DIR * (K - 1 - k) * dil, c0]).reshape(BLOCK_T, BLOCK_C)
         wt = w_desc.load([k * CI + c0, n0])
         acc = tl.dot(xt, wt, acc)
-    if MODE == 0:
-        if HAS_BIAS:
-            acc += tl.load(b_ptr + n0 + tl.arange(0, BLOCK_N)).to(tl.float32)[None, :]
-        y_desc.store([bi, t0, n0], acc.to(y_desc.dtype).reshape(1, BLOCK_T, BLOCK_N))  # clips rows ≥ T
+    if SPLIT == 1:
+        _tma_piece(acc, bi, t0, n0, b_ptr, r_desc, y_desc, a_desc, g_desc, HAS_BIAS, MODE, ACT)
     else:
-        _tile_epilogue(acc, t0 + tl.arange(0, BLOCK_T), n0, T, bi.to(tl.int64), b_ptr, r_ptr, y_ptr, z_ptr,
-                       g_ptr, CO, HAS_BIAS, MODE, ACT, BLOCK_N, SPLIT)
+        # Column pieces of width BLOCK_N // SPLIT, left to right (SPLIT is 2 or 4).
+        W: tl.constexpr = BLOCK_N // SPLIT
+        a, b2 = _halves(acc, BLOCK_T, BLOCK_N)
+        if SPLIT == 2:
+            _tma_piece(a, bi, t0, n0, b_ptr, r_desc, y_desc, a_desc, g_desc, HAS_BIAS, MODE, ACT)
+            _tma_piece(b2, bi, t0, n0 + W, b_ptr, r_desc, y_desc, a_desc, g_desc, HAS_BIAS, MODE, ACT)
+        else:
+            a0, a1 = _halves(a, BLOCK_T, BLOCK_N // 2)
+            _tma_piece(a0, bi, t0, n0, b_ptr, r_desc, y_desc, a_desc, g_desc, HAS_BIAS, MODE, ACT)
+            _tma_piece(a1, bi, t0, n0 + W, b_ptr, r_desc, y_desc, a_desc, g_desc, HAS_BIAS, MODE, ACT)
+            b0, b1 = _halves(b2, BLOCK_T, BLOCK_N // 2)
+            _tma_piece(b0, bi, t0, n0 + 2 * W, b_ptr, r_desc, y_desc, a_desc, g_desc, HAS_BIAS, MODE, ACT)
+            _tma_piece(b1, bi, t0, n0 + 3 * W, b_ptr, r_desc, y_desc, a_desc, g_desc, HAS_BIAS, MODE, ACT)
 
 
 @triton.autotune(configs=_TMA_CONFIGS, key=["CI", "CO", "K", "MODE", "DIR"],
                  prune_configs_by={"early_config_prune": _prune_tma})
 @triton.heuristics({"SPLIT": _split_epilogue})
 @triton.jit
-def _conv_tma_kernel(x_desc, w_desc, y_desc, b_ptr, r_ptr, y_ptr, z_ptr, g_ptr, B, T, dil,
+def _conv_tma_kernel(x_desc, w_desc, y_desc, r_desc, a_desc, g_desc, b_ptr, B, T, dil,
                      CI: tl.constexpr, CO: tl.constexpr, K: tl.constexpr, DIR: tl.constexpr,
                      HAS_BIAS: tl.constexpr, MODE: tl.constexpr, ACT: tl.constexpr,
                      BLOCK_T: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_C: tl.constexpr,
                      PER_SM: tl.constexpr, SPLIT: tl.constexpr, INTERP: tl.constexpr):
     """``_conv_kernel``'s function (every DIR and MODE) with TMA descriptors, persistent grid.
 
-    x_desc: x (B, T, CI) in blocks [1, BLOCK_T, BLOCK_C]; w_desc: w (K·CI, CO) in [BLOCK_C, BLOCK_N];
-    y_desc: y (B, T, CO) in [1, BLOCK_T, BLOCK_N] (MODE_PLAIN stores through it; the other modes
-    through y_ptr with the shared epilogue). Program p does tiles p, p + #programs, …
+    Descriptors over (B, T, ·) tensors: x_desc x (B, T, CI) in blocks [1, BLOCK_T, BLOCK_C];
+    w_desc w (K·CI, CO) in [BLOCK_C, BLOCK_N]; in [1, BLOCK_T, BLOCK_N // SPLIT] (one epilogue
+    piece): y_desc the output, r_desc the residual or incoming gradient, a_desc the
+    pre-activation (written by MODE_LAYER_SAVE, read by MODE_ADD_ACTGRAD), g_desc MODE_ADD_ACTGRAD's
+    second output; unused ones may repeat y_desc. Program p does tiles p, p + #programs, …
     """
     n_t = (T + BLOCK_T - 1) // BLOCK_T
     n_tiles = B * n_t * (CO // BLOCK_N)
@@ -344,14 +386,14 @@ def _conv_tma_kernel(x_desc, w_desc, y_desc, b_ptr, r_ptr, y_ptr, z_ptr, g_ptr, 
         # Triton 3.6's interpreter cannot range() over run-time bounds (NumPy ≥ 2.4).
         tile = tl.program_id(0)
         while tile < n_tiles:
-            _tma_tile(tile, x_desc, w_desc, y_desc, b_ptr, r_ptr, y_ptr, z_ptr, g_ptr, T, n_t, dil, CI, CO, K,
+            _tma_tile(tile, x_desc, w_desc, y_desc, r_desc, a_desc, g_desc, b_ptr, n_t, dil, CI, CO, K,
                       DIR, HAS_BIAS, MODE, ACT, BLOCK_T, BLOCK_N, BLOCK_C, SPLIT)
             tile += tl.num_programs(0)
     else:
         # One flattened (tile, tap · channel block) loop, so the next tile's loads are in flight
         # while this tile's epilogue runs (what Triton's persistent matmul does).
         for tile in tl.range(tl.program_id(0), n_tiles, tl.num_programs(0), flatten=True):
-            _tma_tile(tile, x_desc, w_desc, y_desc, b_ptr, r_ptr, y_ptr, z_ptr, g_ptr, T, n_t, dil, CI, CO, K,
+            _tma_tile(tile, x_desc, w_desc, y_desc, r_desc, a_desc, g_desc, b_ptr, n_t, dil, CI, CO, K,
                       DIR, HAS_BIAS, MODE, ACT, BLOCK_T, BLOCK_N, BLOCK_C, SPLIT)
 
 
@@ -560,14 +602,21 @@ def launch_conv(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None, dil
     if tma_fits(x, w, y, r, aux, gout):
         x_desc = TensorDescriptor(x, [B, T, ci], [T * ci, ci, 1], [1, 32, 32])  # blocks: set per config
         w_desc = TensorDescriptor(w.view(K * ci, co), [K * ci, co], [co, 1], [32, 32])
-        y_desc = TensorDescriptor(y, [B, T, co], [T * co, co, 1], [1, 32, 32])
+
+        def desc(t: torch.Tensor) -> TensorDescriptor:
+            return TensorDescriptor(t, [B, T, co], [T * co, co, 1], [1, 32, 32])
+
+        y_desc = desc(y)
+        r_desc = desc(r) if res is not None else y_desc
+        a_desc = desc(aux) if pre is not None else y_desc
+        g_desc = desc(gout) if grad_out is not None else y_desc
         sms = _num_sms(x.device)
 
         def pgrid(meta: dict) -> tuple[int]:
             return (min(meta["PER_SM"] * sms, B * triton.cdiv(T, meta["BLOCK_T"]) * (co // meta["BLOCK_N"])),)
 
-        _conv_tma_kernel[pgrid](x_desc, w_desc, y_desc, b, r, y, aux, gout, B, T, dilation, INTERP=INTERPRET,
-                                **common)
+        _conv_tma_kernel[pgrid](x_desc, w_desc, y_desc, r_desc, a_desc, g_desc, b, B, T, dilation,
+                                INTERP=INTERPRET, **common)
         return y
 
     def grid(meta: dict) -> tuple[int, int, int]:
