@@ -105,9 +105,15 @@ _TMA_CONFIGS = _configs(("BLOCK_T", "BLOCK_N", "BLOCK_C", "PER_SM"),
                         interpreted=(32, 32, 32, 1))
 # FUZZYTOK_TMA=0 forces the pointer kernel everywhere (benchmarks compare the two).
 USE_TMA = os.environ.get("FUZZYTOK_TMA", "1") != "0"
+# The TMA kernel asks L2 for a tile's epilogue operands when the tile starts (compiled kernels
+# only: the interpreter has no inline assembly). FUZZYTOK_PREFETCH=0 turns it off (benchmarks).
+EPILOGUE_PREFETCH = os.environ.get("FUZZYTOK_PREFETCH", "1") != "0" and not INTERPRET
 # The dW kernel splits the reduction over row chunks of this many rows (a multiple of every
 # BLOCK_T above) so that even C = 64 fills the GPU with programs.
 _DW_CHUNK_UNIT = 128
+# Programs per SM the dW launch's row chunks aim at (more: shorter tail of the last wave, more
+# fp32 partial sums to add up afterwards).
+DW_PROGRAMS_PER_SM = 4
 
 
 def _prune_block_configs(configs: list[triton.Config], named_args: dict, **kwargs: object) -> list:
@@ -326,16 +332,35 @@ def _tma_piece(z, bi, t0, n, b_ptr, r_desc, y_desc, a_desc, g_desc, HAS_BIAS: tl
 
 
 @triton.jit
-def _tma_tile(tile, x_desc, w_desc, y_desc, r_desc, a_desc, g_desc, b_ptr, n_t, dil,
+def _prefetch_l2(ptr, bi, t0, n0, T, R: tl.constexpr, N: tl.constexpr, CO: tl.constexpr):
+    """Ask L2 for rows t0 … t0 + R, columns n0 … n0 + N of a (B, T, CO) tensor at batch row bi:
+    one ``prefetch.global.L2`` per 128-byte line (rows past T clamped to T − 1, never out of
+    bounds). Nothing waits for it; the epilogue's TMA load then finds the lines in L2."""
+    STEP: tl.constexpr = 1024 // ptr.dtype.element_ty.primitive_bitwidth  # elements per 128 bytes
+    LINES: tl.constexpr = (N + STEP - 1) // STEP
+    rows = tl.minimum(t0 + tl.arange(0, R), T - 1)
+    off = bi.to(tl.int64) * T * CO + rows[:, None] * CO + (n0 + tl.arange(0, LINES) * STEP)[None, :]
+    tl.inline_asm_elementwise("prefetch.global.L2 [$1]; mov.u32 $0, 0;", "=r,l", [ptr + off],
+                              dtype=tl.int32, is_pure=False, pack=1)
+
+
+@triton.jit
+def _tma_tile(tile, x_desc, w_desc, y_desc, r_desc, a_desc, g_desc, b_ptr, r_ptr, a_ptr, T, n_t, dil,
               CI: tl.constexpr, CO: tl.constexpr, K: tl.constexpr, DIR: tl.constexpr, HAS_BIAS: tl.constexpr,
               MODE: tl.constexpr, ACT: tl.constexpr, BLOCK_T: tl.constexpr, BLOCK_N: tl.constexpr,
-              BLOCK_C: tl.constexpr, SPLIT: tl.constexpr):
+              BLOCK_C: tl.constexpr, SPLIT: tl.constexpr, PREFETCH: tl.constexpr):
     """Output tile number ``tile`` (CO tile fastest, then T tile, then batch row) of the TMA kernel."""
     NN: tl.constexpr = CO // BLOCK_N
     NC: tl.constexpr = CI // BLOCK_C
     bi = tile // (n_t * NN)
     t0 = ((tile // NN) % n_t) * BLOCK_T
     n0 = (tile % NN) * BLOCK_N
+    if PREFETCH and MODE != 0:
+        # The epilogue's TMA loads wait their full latency (nothing else runs meanwhile); asked for
+        # now, their lines are in L2 by the time this tile's main loop is done.
+        _prefetch_l2(r_ptr, bi, t0, n0, T, BLOCK_T, BLOCK_N, CO)
+        if MODE == 5:
+            _prefetch_l2(a_ptr, bi, t0, n0, T, BLOCK_T, BLOCK_N, CO)
     acc = tl.full((BLOCK_T, BLOCK_N), 0.0, tl.float32)
     for kc in range(K * NC):
         k = kc // NC
@@ -367,11 +392,12 @@ def _tma_tile(tile, x_desc, w_desc, y_desc, r_desc, a_desc, g_desc, b_ptr, n_t, 
                  prune_configs_by={"early_config_prune": _prune_tma})
 @triton.heuristics({"SPLIT": _split_epilogue})
 @triton.jit
-def _conv_tma_kernel(x_desc, w_desc, y_desc, r_desc, a_desc, g_desc, b_ptr, B, T, dil,
+def _conv_tma_kernel(x_desc, w_desc, y_desc, r_desc, a_desc, g_desc, b_ptr, r_ptr, a_ptr, B, T, dil,
                      CI: tl.constexpr, CO: tl.constexpr, K: tl.constexpr, DIR: tl.constexpr,
                      HAS_BIAS: tl.constexpr, MODE: tl.constexpr, ACT: tl.constexpr,
                      BLOCK_T: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_C: tl.constexpr,
-                     PER_SM: tl.constexpr, SPLIT: tl.constexpr, INTERP: tl.constexpr):
+                     PER_SM: tl.constexpr, PREFETCH: tl.constexpr, SPLIT: tl.constexpr,
+                     INTERP: tl.constexpr):
     """``_conv_kernel``'s function (every DIR and MODE) with TMA descriptors, persistent grid.
 
     Descriptors over (B, T, ·) tensors: x_desc x (B, T, CI) in blocks [1, BLOCK_T, BLOCK_C];
@@ -386,15 +412,15 @@ def _conv_tma_kernel(x_desc, w_desc, y_desc, r_desc, a_desc, g_desc, b_ptr, B, T
         # Triton 3.6's interpreter cannot range() over run-time bounds (NumPy ≥ 2.4).
         tile = tl.program_id(0)
         while tile < n_tiles:
-            _tma_tile(tile, x_desc, w_desc, y_desc, r_desc, a_desc, g_desc, b_ptr, n_t, dil, CI, CO, K,
-                      DIR, HAS_BIAS, MODE, ACT, BLOCK_T, BLOCK_N, BLOCK_C, SPLIT)
+            _tma_tile(tile, x_desc, w_desc, y_desc, r_desc, a_desc, g_desc, b_ptr, r_ptr, a_ptr, T, n_t, dil,
+                      CI, CO, K, DIR, HAS_BIAS, MODE, ACT, BLOCK_T, BLOCK_N, BLOCK_C, SPLIT, PREFETCH)
             tile += tl.num_programs(0)
     else:
         # One flattened (tile, tap · channel block) loop, so the next tile's loads are in flight
         # while this tile's epilogue runs (what Triton's persistent matmul does).
         for tile in tl.range(tl.program_id(0), n_tiles, tl.num_programs(0), flatten=True):
-            _tma_tile(tile, x_desc, w_desc, y_desc, r_desc, a_desc, g_desc, b_ptr, n_t, dil, CI, CO, K,
-                      DIR, HAS_BIAS, MODE, ACT, BLOCK_T, BLOCK_N, BLOCK_C, SPLIT)
+            _tma_tile(tile, x_desc, w_desc, y_desc, r_desc, a_desc, g_desc, b_ptr, r_ptr, a_ptr, T, n_t, dil,
+                      CI, CO, K, DIR, HAS_BIAS, MODE, ACT, BLOCK_T, BLOCK_N, BLOCK_C, SPLIT, PREFETCH)
 
 
 @triton.autotune(configs=_DW_CONFIGS, key=["CI", "CO", "K", "HAS_DB"])
@@ -615,8 +641,8 @@ def launch_conv(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None, dil
         def pgrid(meta: dict) -> tuple[int]:
             return (min(meta["PER_SM"] * sms, B * triton.cdiv(T, meta["BLOCK_T"]) * (co // meta["BLOCK_N"])),)
 
-        _conv_tma_kernel[pgrid](x_desc, w_desc, y_desc, r_desc, a_desc, g_desc, b, B, T, dilation,
-                                INTERP=INTERPRET, **common)
+        _conv_tma_kernel[pgrid](x_desc, w_desc, y_desc, r_desc, a_desc, g_desc, b, r, aux, B, T, dilation,
+                                PREFETCH=EPILOGUE_PREFETCH, INTERP=INTERPRET, **common)
         return y
 
     def grid(meta: dict) -> tuple[int, int, int]:
@@ -651,7 +677,7 @@ def conv_weight_grad(x: torch.Tensor, g: torch.Tensor, dilation: int, K: int, *,
         dw = torch.zeros(C_out, C_in, K, device=x.device, dtype=torch.float32)
         return (dw, dw.new_zeros(C_out)) if with_bias else dw
     tiles = triton.cdiv(C_in, 64) * triton.cdiv(C_out, 128) * K
-    target = 4 * _num_sms(x.device)  # enough programs to fill the GPU several times over
+    target = DW_PROGRAMS_PER_SM * _num_sms(x.device)  # enough programs to fill the GPU several times over
     per_b = max(1, min(triton.cdiv(T, _DW_CHUNK_UNIT), triton.cdiv(target, max(1, tiles * B))))
     # A power of two ≥ 128 (a multiple of every BLOCK_T): few distinct compiled variants.
     chunk = max(_DW_CHUNK_UNIT, triton.next_power_of_2(triton.cdiv(T, per_b)))
