@@ -365,11 +365,9 @@ def _gemm_row(C: int, K: int, peak: float) -> dict:
     w_f, w_t = kn.gemm_weight(wt, False, dt), kn.gemm_weight(wt, True, dt)
     pre, gout = torch.empty_like(x), torch.empty_like(x)
     t = {"cublas_gemm": kernel_bench(lambda: a @ bm)}
-    for kernel in ("ptr", "tma", "tma_nopf"):
-        # ptr: the pointer-arithmetic kernel (_conv_kernel); tma: the persistent TMA kernel;
-        # tma_nopf: the same without the L2 prefetch of the epilogue's operands.
-        kn.USE_TMA = kernel != "ptr"
-        kn.EPILOGUE_PREFETCH = kernel == "tma"
+    for kernel in ("ptr", "tma"):
+        # ptr: the pointer-arithmetic kernel (_conv_kernel); tma: the persistent TMA kernel.
+        kn.USE_TMA = kernel == "tma"
         t[f"{kernel}_plain"] = kernel_bench(lambda: kn.launch_conv(x, w_f, None, 1))
         t[f"{kernel}_layer"] = kernel_bench(lambda: kn.launch_conv(x, w_f, bias, 1, mode=kn.MODE_LAYER, act="gelu", res=res))
         t[f"{kernel}_layer_save"] = kernel_bench(lambda: kn.launch_conv(x, w_f, bias, 1, mode=kn.MODE_LAYER_SAVE,
@@ -378,19 +376,14 @@ def _gemm_row(C: int, K: int, peak: float) -> dict:
                                                               res=res))
         t[f"{kernel}_dx_add_actgrad"] = kernel_bench(lambda: kn.launch_conv(
             x, w_t, None, 1, mode=kn.MODE_ADD_ACTGRAD, act="gelu", res=res, transpose=True, pre=pre, grad_out=gout))
-    kn.USE_TMA, kn.EPILOGUE_PREFETCH = True, True
+    kn.USE_TMA = True
     t["dW"] = kernel_bench(lambda: kn.conv_weight_grad(x, res, 1, K))
     t["dW_db"] = kernel_bench(lambda: kn.conv_weight_grad(x, res, 1, K, with_bias=True))
-    for per_sm in (8, 16):  # row chunks for more programs per SM (the default aims at 4)
-        kn.DW_PROGRAMS_PER_SM = per_sm
-        t[f"dW_db_{per_sm}_per_sm"] = kernel_bench(lambda: kn.conv_weight_grad(x, res, 1, K, with_bias=True))
-    kn.DW_PROGRAMS_PER_SM = 4
     t["aten_db_sum"] = kernel_bench(lambda: res.sum((0, 1), dtype=torch.float32))
     tf = {k: flop / v / 1e9 for k, v in t.items()}
     log(f"gemm C{C} K{K}: " + ", ".join(f"{k} {v * 1e3:.0f} us {tf[k]:.0f} TF ({tf[k] / peak:.2f})"
                                           for k, v in t.items() if "db" not in k))
-    log(f"gemm C{C} K{K}: dW {t['dW'] * 1e3:.0f} us, dW + db in one launch {t['dW_db'] * 1e3:.0f} us "
-        f"(row chunks for 8 / 16 programs per SM: {t['dW_db_8_per_sm'] * 1e3:.0f} / {t['dW_db_16_per_sm'] * 1e3:.0f} us), "
+    log(f"gemm C{C} K{K}: dW {t['dW'] * 1e3:.0f} us, dW + db in one launch {t['dW_db'] * 1e3:.0f} us, "
         f"ATen g.sum((0, 1)) {t['aten_db_sum'] * 1e3:.0f} us")
     return dict(C=C, K=K, B=B, T=T, ms=t, tflops=tf, over_peak={k: v / peak for k, v in tf.items()})
 

@@ -143,12 +143,12 @@ def _source(job: dict) -> tuple[object, dict, dict, int, int]:
         fn = kn._conv_kernel.fn.fn  # autotune -> heuristics -> jit
     else:
         bt, bn, bc, per_sm, warps, stages = cfg
-        const = epi | dict(BLOCK_T=bt, BLOCK_N=bn, BLOCK_C=bc, PER_SM=per_sm, PREFETCH=True,
+        const = epi | dict(BLOCK_T=bt, BLOCK_N=bn, BLOCK_C=bc, PER_SM=per_sm,
                            SPLIT=kn._split_epilogue(dict(MODE=mode, BLOCK_N=bn)), INTERP=False)
-        piece = bn // const["SPLIT"]
-        sig = {"x_desc": f"tensordesc<bf16[1,{bt},{bc}]>", "w_desc": f"tensordesc<bf16[{bc},{bn}]>"}
-        sig |= {name: f"tensordesc<bf16[1,{bt},{piece}]>" for name in ("y_desc", "r_desc", "a_desc", "g_desc")}
-        sig |= {"b_ptr": "*bf16", "r_ptr": "*bf16", "a_ptr": "*bf16", "B": "i32", "T": "i32", "dil": "i32"}
+        sig = {"x_desc": f"tensordesc<bf16[1,{bt},{bc}]>", "w_desc": f"tensordesc<bf16[{bc},{bn}]>",
+               "y_desc": f"tensordesc<bf16[1,{bt},{bn}]>"}
+        sig |= {"b_ptr": "*bf16", "r_ptr": "*bf16", "y_ptr": "*bf16", "z_ptr": "*bf16", "g_ptr": "*bf16",
+                "B": "i32", "T": "i32", "dil": "i32"}
         fn = kn._conv_tma_kernel.fn.fn
     return fn, sig | dict.fromkeys(const, "constexpr"), const, warps, stages
 

@@ -105,15 +105,9 @@ _TMA_CONFIGS = _configs(("BLOCK_T", "BLOCK_N", "BLOCK_C", "PER_SM"),
                         interpreted=(32, 32, 32, 1))
 # FUZZYTOK_TMA=0 forces the pointer kernel everywhere (benchmarks compare the two).
 USE_TMA = os.environ.get("FUZZYTOK_TMA", "1") != "0"
-# The TMA kernel asks L2 for a tile's epilogue operands when the tile starts (compiled kernels
-# only: the interpreter has no inline assembly). FUZZYTOK_PREFETCH=0 turns it off (benchmarks).
-EPILOGUE_PREFETCH = os.environ.get("FUZZYTOK_PREFETCH", "1") != "0" and not INTERPRET
 # The dW kernel splits the reduction over row chunks of this many rows (a multiple of every
 # BLOCK_T above) so that even C = 64 fills the GPU with programs.
 _DW_CHUNK_UNIT = 128
-# Programs per SM the dW launch's row chunks aim at (more: shorter tail of the last wave, more
-# fp32 partial sums to add up afterwards).
-DW_PROGRAMS_PER_SM = 4
 
 
 def _prune_block_configs(configs: list[triton.Config], named_args: dict, **kwargs: object) -> list:
@@ -289,14 +283,11 @@ def _prune_tma(configs: list[triton.Config], named_args: dict, **kwargs: object)
 
 
 def _set_block_shapes(nargs: dict) -> None:
-    """Autotune pre-hook (every launch): the descriptors' block shapes are the config's tiles;
-    the epilogue's descriptors move one column piece (BLOCK_N // SPLIT wide) at a time."""
+    """Autotune pre-hook (every launch): the descriptors' block shapes are the config's tiles."""
     bt, bn, bc = nargs["BLOCK_T"], nargs["BLOCK_N"], nargs["BLOCK_C"]
-    piece = bn // _split_epilogue(dict(MODE=nargs["MODE"], BLOCK_N=bn))
     nargs["x_desc"].block_shape = [1, bt, bc]
     nargs["w_desc"].block_shape = [bc, bn]
-    for name in ("y_desc", "r_desc", "a_desc", "g_desc"):
-        nargs[name].block_shape = [1, bt, piece]
+    nargs["y_desc"].block_shape = [1, bt, bn]
 
 
 for _c in _TMA_CONFIGS:
@@ -304,63 +295,16 @@ for _c in _TMA_CONFIGS:
 
 
 @triton.jit
-def _tma_piece(z, bi, t0, n, b_ptr, r_desc, y_desc, a_desc, g_desc, HAS_BIAS: tl.constexpr,
-               MODE: tl.constexpr, ACT: tl.constexpr):
-    """The MODE epilogue of one (BLOCK_T, W) fp32 piece z of a tile: rows t0…, columns n… of
-    batch row bi. Every operand moves by TMA: loads arrive in shared memory and are read in the
-    accumulator's register layout, stores leave from shared memory asynchronously; rows past T
-    read as zeros and are not written (no masks, no layout conversion through shared memory)."""
-    R: tl.constexpr = z.shape[0]
-    W: tl.constexpr = z.shape[1]
-    if HAS_BIAS:
-        z += tl.load(b_ptr + n + tl.arange(0, W)).to(tl.float32)[None, :]
-    if MODE == 1 or MODE == 4:
-        if MODE == 4:
-            a_desc.store([bi, t0, n], z.to(a_desc.dtype).reshape(1, R, W))
-        res = r_desc.load([bi, t0, n]).reshape(R, W).to(tl.float32)
-        z = res + _act(z, ACT)
-    elif MODE == 2:
-        res = r_desc.load([bi, t0, n]).reshape(R, W).to(tl.float32)
-        z = res * _act_grad(z, ACT)
-    elif MODE == 3 or MODE == 5:
-        res = r_desc.load([bi, t0, n]).reshape(R, W).to(tl.float32)
-        z = z + res
-        if MODE == 5:
-            pre = a_desc.load([bi, t0, n]).reshape(R, W).to(tl.float32)
-            g_desc.store([bi, t0, n], (z * _act_grad(pre, ACT)).to(g_desc.dtype).reshape(1, R, W))
-    y_desc.store([bi, t0, n], z.to(y_desc.dtype).reshape(1, R, W))
-
-
-@triton.jit
-def _prefetch_l2(ptr, bi, t0, n0, T, R: tl.constexpr, N: tl.constexpr, CO: tl.constexpr):
-    """Ask L2 for rows t0 … t0 + R, columns n0 … n0 + N of a (B, T, CO) tensor at batch row bi:
-    one ``prefetch.global.L2`` per 128-byte line (rows past T clamped to T − 1, never out of
-    bounds). Nothing waits for it; the epilogue's TMA load then finds the lines in L2."""
-    STEP: tl.constexpr = 1024 // ptr.dtype.element_ty.primitive_bitwidth  # elements per 128 bytes
-    LINES: tl.constexpr = (N + STEP - 1) // STEP
-    rows = tl.minimum(t0 + tl.arange(0, R), T - 1)
-    off = bi.to(tl.int64) * T * CO + rows[:, None] * CO + (n0 + tl.arange(0, LINES) * STEP)[None, :]
-    tl.inline_asm_elementwise("prefetch.global.L2 [$1]; mov.u32 $0, 0;", "=r,l", [ptr + off],
-                              dtype=tl.int32, is_pure=False, pack=1)
-
-
-@triton.jit
-def _tma_tile(tile, x_desc, w_desc, y_desc, r_desc, a_desc, g_desc, b_ptr, r_ptr, a_ptr, T, n_t, dil,
+def _tma_tile(tile, x_desc, w_desc, y_desc, b_ptr, r_ptr, y_ptr, z_ptr, g_ptr, T, n_t, dil,
               CI: tl.constexpr, CO: tl.constexpr, K: tl.constexpr, DIR: tl.constexpr, HAS_BIAS: tl.constexpr,
               MODE: tl.constexpr, ACT: tl.constexpr, BLOCK_T: tl.constexpr, BLOCK_N: tl.constexpr,
-              BLOCK_C: tl.constexpr, SPLIT: tl.constexpr, PREFETCH: tl.constexpr):
+              BLOCK_C: tl.constexpr, SPLIT: tl.constexpr):
     """Output tile number ``tile`` (CO tile fastest, then T tile, then batch row) of the TMA kernel."""
     NN: tl.constexpr = CO // BLOCK_N
     NC: tl.constexpr = CI // BLOCK_C
     bi = tile // (n_t * NN)
     t0 = ((tile // NN) % n_t) * BLOCK_T
     n0 = (tile % NN) * BLOCK_N
-    if PREFETCH and MODE != 0:
-        # The epilogue's TMA loads wait their full latency (nothing else runs meanwhile); asked for
-        # now, their lines are in L2 by the time this tile's main loop is done.
-        _prefetch_l2(r_ptr, bi, t0, n0, T, BLOCK_T, BLOCK_N, CO)
-        if MODE == 5:
-            _prefetch_l2(a_ptr, bi, t0, n0, T, BLOCK_T, BLOCK_N, CO)
     acc = tl.full((BLOCK_T, BLOCK_N), 0.0, tl.float32)
     for kc in range(K * NC):
         k = kc // NC
@@ -370,41 +314,29 @@ def _tma_tile(tile, x_desc, w_desc, y_desc, r_desc, a_desc, g_desc, b_ptr, r_ptr
         xt = x_desc.load([bi, t0 + DIR * (K - 1 - k) * dil, c0]).reshape(BLOCK_T, BLOCK_C)
         wt = w_desc.load([k * CI + c0, n0])
         acc = tl.dot(xt, wt, acc)
-    if SPLIT == 1:
-        _tma_piece(acc, bi, t0, n0, b_ptr, r_desc, y_desc, a_desc, g_desc, HAS_BIAS, MODE, ACT)
+    if MODE == 0:
+        if HAS_BIAS:
+            acc += tl.load(b_ptr + n0 + tl.arange(0, BLOCK_N)).to(tl.float32)[None, :]
+        y_desc.store([bi, t0, n0], acc.to(y_desc.dtype).reshape(1, BLOCK_T, BLOCK_N))  # clips rows ≥ T
     else:
-        # Column pieces of width BLOCK_N // SPLIT, left to right (SPLIT is 2 or 4).
-        W: tl.constexpr = BLOCK_N // SPLIT
-        a, b2 = _halves(acc, BLOCK_T, BLOCK_N)
-        if SPLIT == 2:
-            _tma_piece(a, bi, t0, n0, b_ptr, r_desc, y_desc, a_desc, g_desc, HAS_BIAS, MODE, ACT)
-            _tma_piece(b2, bi, t0, n0 + W, b_ptr, r_desc, y_desc, a_desc, g_desc, HAS_BIAS, MODE, ACT)
-        else:
-            a0, a1 = _halves(a, BLOCK_T, BLOCK_N // 2)
-            _tma_piece(a0, bi, t0, n0, b_ptr, r_desc, y_desc, a_desc, g_desc, HAS_BIAS, MODE, ACT)
-            _tma_piece(a1, bi, t0, n0 + W, b_ptr, r_desc, y_desc, a_desc, g_desc, HAS_BIAS, MODE, ACT)
-            b0, b1 = _halves(b2, BLOCK_T, BLOCK_N // 2)
-            _tma_piece(b0, bi, t0, n0 + 2 * W, b_ptr, r_desc, y_desc, a_desc, g_desc, HAS_BIAS, MODE, ACT)
-            _tma_piece(b1, bi, t0, n0 + 3 * W, b_ptr, r_desc, y_desc, a_desc, g_desc, HAS_BIAS, MODE, ACT)
+        _tile_epilogue(acc, t0 + tl.arange(0, BLOCK_T), n0, T, bi.to(tl.int64), b_ptr, r_ptr, y_ptr, z_ptr,
+                       g_ptr, CO, HAS_BIAS, MODE, ACT, BLOCK_N, SPLIT)
 
 
 @triton.autotune(configs=_TMA_CONFIGS, key=["CI", "CO", "K", "MODE", "DIR"],
                  prune_configs_by={"early_config_prune": _prune_tma})
 @triton.heuristics({"SPLIT": _split_epilogue})
 @triton.jit
-def _conv_tma_kernel(x_desc, w_desc, y_desc, r_desc, a_desc, g_desc, b_ptr, r_ptr, a_ptr, B, T, dil,
+def _conv_tma_kernel(x_desc, w_desc, y_desc, b_ptr, r_ptr, y_ptr, z_ptr, g_ptr, B, T, dil,
                      CI: tl.constexpr, CO: tl.constexpr, K: tl.constexpr, DIR: tl.constexpr,
                      HAS_BIAS: tl.constexpr, MODE: tl.constexpr, ACT: tl.constexpr,
                      BLOCK_T: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_C: tl.constexpr,
-                     PER_SM: tl.constexpr, PREFETCH: tl.constexpr, SPLIT: tl.constexpr,
-                     INTERP: tl.constexpr):
+                     PER_SM: tl.constexpr, SPLIT: tl.constexpr, INTERP: tl.constexpr):
     """``_conv_kernel``'s function (every DIR and MODE) with TMA descriptors, persistent grid.
 
-    Descriptors over (B, T, ·) tensors: x_desc x (B, T, CI) in blocks [1, BLOCK_T, BLOCK_C];
-    w_desc w (K·CI, CO) in [BLOCK_C, BLOCK_N]; in [1, BLOCK_T, BLOCK_N // SPLIT] (one epilogue
-    piece): y_desc the output, r_desc the residual or incoming gradient, a_desc the
-    pre-activation (written by MODE_LAYER_SAVE, read by MODE_ADD_ACTGRAD), g_desc MODE_ADD_ACTGRAD's
-    second output; unused ones may repeat y_desc. Program p does tiles p, p + #programs, …
+    x_desc: x (B, T, CI) in blocks [1, BLOCK_T, BLOCK_C]; w_desc: w (K·CI, CO) in [BLOCK_C, BLOCK_N];
+    y_desc: y (B, T, CO) in [1, BLOCK_T, BLOCK_N] (MODE_PLAIN stores through it; the other modes
+    through y_ptr with the shared epilogue). Program p does tiles p, p + #programs, …
     """
     n_t = (T + BLOCK_T - 1) // BLOCK_T
     n_tiles = B * n_t * (CO // BLOCK_N)
@@ -412,15 +344,15 @@ def _conv_tma_kernel(x_desc, w_desc, y_desc, r_desc, a_desc, g_desc, b_ptr, r_pt
         # Triton 3.6's interpreter cannot range() over run-time bounds (NumPy ≥ 2.4).
         tile = tl.program_id(0)
         while tile < n_tiles:
-            _tma_tile(tile, x_desc, w_desc, y_desc, r_desc, a_desc, g_desc, b_ptr, r_ptr, a_ptr, T, n_t, dil,
-                      CI, CO, K, DIR, HAS_BIAS, MODE, ACT, BLOCK_T, BLOCK_N, BLOCK_C, SPLIT, PREFETCH)
+            _tma_tile(tile, x_desc, w_desc, y_desc, b_ptr, r_ptr, y_ptr, z_ptr, g_ptr, T, n_t, dil, CI, CO, K,
+                      DIR, HAS_BIAS, MODE, ACT, BLOCK_T, BLOCK_N, BLOCK_C, SPLIT)
             tile += tl.num_programs(0)
     else:
         # One flattened (tile, tap · channel block) loop, so the next tile's loads are in flight
         # while this tile's epilogue runs (what Triton's persistent matmul does).
         for tile in tl.range(tl.program_id(0), n_tiles, tl.num_programs(0), flatten=True):
-            _tma_tile(tile, x_desc, w_desc, y_desc, r_desc, a_desc, g_desc, b_ptr, r_ptr, a_ptr, T, n_t, dil,
-                      CI, CO, K, DIR, HAS_BIAS, MODE, ACT, BLOCK_T, BLOCK_N, BLOCK_C, SPLIT, PREFETCH)
+            _tma_tile(tile, x_desc, w_desc, y_desc, b_ptr, r_ptr, y_ptr, z_ptr, g_ptr, T, n_t, dil, CI, CO, K,
+                      DIR, HAS_BIAS, MODE, ACT, BLOCK_T, BLOCK_N, BLOCK_C, SPLIT)
 
 
 @triton.autotune(configs=_DW_CONFIGS, key=["CI", "CO", "K", "HAS_DB"])
@@ -628,21 +560,14 @@ def launch_conv(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None, dil
     if tma_fits(x, w, y, r, aux, gout):
         x_desc = TensorDescriptor(x, [B, T, ci], [T * ci, ci, 1], [1, 32, 32])  # blocks: set per config
         w_desc = TensorDescriptor(w.view(K * ci, co), [K * ci, co], [co, 1], [32, 32])
-
-        def desc(t: torch.Tensor) -> TensorDescriptor:
-            return TensorDescriptor(t, [B, T, co], [T * co, co, 1], [1, 32, 32])
-
-        y_desc = desc(y)
-        r_desc = desc(r) if res is not None else y_desc
-        a_desc = desc(aux) if pre is not None else y_desc
-        g_desc = desc(gout) if grad_out is not None else y_desc
+        y_desc = TensorDescriptor(y, [B, T, co], [T * co, co, 1], [1, 32, 32])
         sms = _num_sms(x.device)
 
         def pgrid(meta: dict) -> tuple[int]:
             return (min(meta["PER_SM"] * sms, B * triton.cdiv(T, meta["BLOCK_T"]) * (co // meta["BLOCK_N"])),)
 
-        _conv_tma_kernel[pgrid](x_desc, w_desc, y_desc, r_desc, a_desc, g_desc, b, r, aux, B, T, dilation,
-                                PREFETCH=EPILOGUE_PREFETCH, INTERP=INTERPRET, **common)
+        _conv_tma_kernel[pgrid](x_desc, w_desc, y_desc, b, r, y, aux, gout, B, T, dilation, INTERP=INTERPRET,
+                                **common)
         return y
 
     def grid(meta: dict) -> tuple[int, int, int]:
@@ -677,7 +602,7 @@ def conv_weight_grad(x: torch.Tensor, g: torch.Tensor, dilation: int, K: int, *,
         dw = torch.zeros(C_out, C_in, K, device=x.device, dtype=torch.float32)
         return (dw, dw.new_zeros(C_out)) if with_bias else dw
     tiles = triton.cdiv(C_in, 64) * triton.cdiv(C_out, 128) * K
-    target = DW_PROGRAMS_PER_SM * _num_sms(x.device)  # enough programs to fill the GPU several times over
+    target = 4 * _num_sms(x.device)  # enough programs to fill the GPU several times over
     per_b = max(1, min(triton.cdiv(T, _DW_CHUNK_UNIT), triton.cdiv(target, max(1, tiles * B))))
     # A power of two ≥ 128 (a multiple of every BLOCK_T): few distinct compiled variants.
     chunk = max(_DW_CHUNK_UNIT, triton.next_power_of_2(triton.cdiv(T, per_b)))
