@@ -58,6 +58,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from fuzzytok_naive import naive_conv_forward  # noqa: E402
 
 RESULTS: dict = {}
+CHECK_DTYPES = {"fp32": (torch.float32,), "bf16": (torch.bfloat16,), "both": (torch.float32, torch.bfloat16)}
 
 
 def log(msg: str) -> None:
@@ -103,7 +104,7 @@ def _block(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, dils: tuple[int, .
 # -- check -----------------------------------------------------------------------------------------
 
 
-def part_check(quick: bool) -> None:
+def part_check(quick: bool, dtypes: tuple[torch.dtype, ...] = (torch.float32, torch.bfloat16)) -> None:
     dev = "cuda"
     tol = {torch.float32: 3e-3, torch.bfloat16: 2e-2}
     rows = []
@@ -115,7 +116,7 @@ def part_check(quick: bool) -> None:
     # relative-norm tolerance without any kernel error.
     block_cases = [(2, 1500, 256, 3, (1, 2, 4), "gelu"), (1, 999, 128, 7, (1, 2, 4), "silu"),
                    (2, 700, 72, 3, (1, 2, 4, 8, 16), "gelu")]
-    for dtype in (torch.float32, torch.bfloat16):
+    for dtype in dtypes:
         for B, T, ci, co, K, d, has_b in conv_cases:
             g = torch.Generator(device=dev).manual_seed(T + ci)
             x = torch.randn(B, T, ci, device=dev, generator=g).to(dtype).requires_grad_()
@@ -554,6 +555,8 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="fewer layer shapes")
     ap.add_argument("--out", default=os.environ.get("OUT", "."), help="folder for bench_fuzzytok.json")
     ap.add_argument("--parts", default="check,peak,layer,stack,memory")
+    ap.add_argument("--check-dtype", choices=tuple(CHECK_DTYPES), default="both",
+                    help="check part: fp32 inputs (TF32 dots), bf16, or both (each compiles its own kernels)")
     ap.add_argument("--timer", choices=("graph", "eager"), default="graph",
                     help="layer and gemm parts: CUDA-graph replay (kernel time) or eager do_bench (host included)")
     args = ap.parse_args()
@@ -575,7 +578,7 @@ def main() -> None:
         t = time.time()
         try:
             if part == "check":
-                part_check(args.quick)
+                part_check(args.quick, CHECK_DTYPES[args.check_dtype])
             elif part == "peak":
                 peak = part_peak(args.quick)
             elif part == "layer":
