@@ -9,7 +9,8 @@ the constexprs a real launch gets:
 
 * conv kernels: the epilogue modes with the directions that occur (forward, DIR = −1: MODE 0, 1,
   2, 4 with a bias; input gradient, DIR = +1: MODE 0, 3, 5 without), SPLIT from
-  ``kernels._split_epilogue``, GELU; only the configs the kernels' early prunes keep for C (TMA:
+  ``kernels._split_epilogue``, GELU in the modes that evaluate it (1, 2, 4; MODE 5 multiplies by a
+  saved derivative and is launched without one); only the configs the kernels' early prunes keep for C (TMA:
   BLOCK_C must divide C_in and BLOCK_N C_out; pointer: no tile far wider than C_out);
 * dW: HAS_DB False and True, CHUNK = 4096, DB_ROWS = 256.
 
@@ -80,7 +81,7 @@ DW_DB_ROWS = 256
 KERNELS = ("ptr", "tma", "dw")
 
 _PTR_SIG = {"x_ptr": "*bf16", "w_ptr": "*bf16", "b_ptr": "*bf16", "r_ptr": "*bf16", "y_ptr": "*bf16",
-            "z_ptr": "*bf16", "g_ptr": "*bf16", "T": "i32", "dil": "i32"}
+            "z_ptr": "*bf16", "g_ptr": "*bf16", "q_ptr": "*fp32", "T": "i32", "dil": "i32", "Q_ROWS": "i32"}
 _DW_SIG = {"x_ptr": "*bf16", "g_ptr": "*bf16", "p_ptr": "*fp32", "q_ptr": "*fp32", "T": "i32",
            "dil": "i32", "n_chunks": "i32"}
 
@@ -134,7 +135,7 @@ def _source(job: dict) -> tuple[object, dict, dict, int, int]:
         return kn._conv_dw_kernel.fn, sig | dict.fromkeys(const, "constexpr"), const, warps, stages
     mode, direction = job["mode"], job["dir"]
     epi = dict(CI=C, CO=C, K=K, DIR=direction, HAS_BIAS=direction == -1, MODE=mode,
-               ACT=ACT_GELU if mode in (1, 2, 4, 5) else kn.ACTIVATIONS["none"])
+               ACT=ACT_GELU if mode in (1, 2, 4) else kn.ACTIVATIONS["none"])
     if job["kernel"] == "ptr":
         bt, bn, bc, warps, stages = cfg
         const = epi | dict(BLOCK_T=bt, BLOCK_N=bn, BLOCK_C=bc,
@@ -148,7 +149,7 @@ def _source(job: dict) -> tuple[object, dict, dict, int, int]:
         sig = {"x_desc": f"tensordesc<bf16[1,{bt},{bc}]>", "w_desc": f"tensordesc<bf16[{bc},{bn}]>",
                "y_desc": f"tensordesc<bf16[1,{bt},{bn}]>"}
         sig |= {"b_ptr": "*bf16", "r_ptr": "*bf16", "y_ptr": "*bf16", "z_ptr": "*bf16", "g_ptr": "*bf16",
-                "B": "i32", "T": "i32", "dil": "i32"}
+                "q_ptr": "*fp32", "B": "i32", "T": "i32", "dil": "i32", "Q_ROWS": "i32"}
         fn = kn._conv_tma_kernel.fn.fn
     return fn, sig | dict.fromkeys(const, "constexpr"), const, warps, stages
 

@@ -66,8 +66,9 @@ MODE_PLAIN = 0  # y = acc + bias
 MODE_LAYER = 1  # y = res + act(acc + bias)              (a residual layer's forward)
 MODE_ACTGRAD = 2  # y = res · act'(acc + bias)           (res = dy: gradient at the pre-activation)
 MODE_ADD = 3  # y = acc + res                            (input gradient of a residual layer)
-MODE_LAYER_SAVE = 4  # MODE_LAYER, and also aux = acc + bias (the pre-activation, kept for backward)
-MODE_ADD_ACTGRAD = 5  # MODE_ADD, and also g = y · act'(aux)   (aux = the layer below's pre-activation)
+MODE_LAYER_SAVE = 4  # MODE_LAYER, and also aux = act'(acc + bias) (kept for the backward)
+MODE_ADD_ACTGRAD = 5  # MODE_ADD, and also g = y · aux, (aux = the layer below's act'(pre-activation)),
+#                       and q = Σ_rows g per column (the layer below's bias-gradient partial sums)
 
 
 def _configs(names: tuple[str, ...], entries: list[tuple[int, ...]],
@@ -105,6 +106,8 @@ _TMA_CONFIGS = _configs(("BLOCK_T", "BLOCK_N", "BLOCK_C", "PER_SM"),
                         interpreted=(32, 32, 32, 1))
 # FUZZYTOK_TMA=0 forces the pointer kernel everywhere (benchmarks compare the two).
 USE_TMA = os.environ.get("FUZZYTOK_TMA", "1") != "0"
+# Per-tile column sums (MODE_ADD_ACTGRAD, _mul_col_sums_kernel) get one row per tile of this height.
+_Q_BLOCK_T = min(c.kwargs["BLOCK_T"] for c in _FWD_CONFIGS + _TMA_CONFIGS)
 # The dW kernel splits the reduction over row chunks of this many rows (a multiple of every
 # BLOCK_T above) so that even C = 64 fills the GPU with programs.
 _DW_CHUNK_UNIT = 128
@@ -117,10 +120,38 @@ def _prune_block_configs(configs: list[triton.Config], named_args: dict, **kwarg
     return keep or [max(configs, key=lambda c: c.kwargs["BLOCK_T"])]
 
 
+# GELU without libdevice's erff. With x = |z|/√2, h = erfc(x)/2 = Φ(−|z|) comes from
+# Abramowitz & Stegun 7.1.26, erfc(x) ≈ t·(a1 + t·(a2 + t·(a3 + t·(a4 + t·a5)))) · e^(−x²),
+# t = 1 / (1 + p·x), |error| ≤ 1.5e-7 for x ≥ 0: below the rounding of the fp32/TF32 and bf16
+# arithmetic around it (checked against float64 in tests/encoders/test_fuzzytok_kernels.py).
+# Then GELU(z) = z·Φ(z) = max(z, 0) − |z|·h and GELU'(z) = Φ(z) + z·φ(z), with Φ(z) = 1 − h or h
+# by the sign of z (no cancellation in the left tail) and φ(z) = e^(−x²)/√(2π) from the same
+# exponential. Ahead-of-time PTX for sm_90: 14 instructions per element for GELU where libdevice's
+# erff took 39; the epilogues are issue-bound, and erff was most of their cost.
+_AS_P = tl.constexpr(0.3275911 / 1.4142135623730951)  # p / √2: t from |z| directly
+_AS_C1 = tl.constexpr(0.254829592 / 2)  # a_i / 2: h rather than erfc
+_AS_C2 = tl.constexpr(-0.284496736 / 2)
+_AS_C3 = tl.constexpr(1.421413741 / 2)
+_AS_C4 = tl.constexpr(-1.453152027 / 2)
+_AS_C5 = tl.constexpr(1.061405429 / 2)
+_NEG_HALF_LOG2E = tl.constexpr(-0.5 * 1.4426950408889634)  # e^(−z²/2) = 2^(z² · this)
+_INV_SQRT_2PI = tl.constexpr(0.3989422804014327)
+
+
+@triton.jit
+def _gelu_tail(z):
+    """(h, e) elementwise in fp32: h = Φ(−|z|) (the normal CDF's tail), e = e^(−z²/2)."""
+    t = 1.0 / (1.0 + _AS_P * tl.abs(z))
+    e = tl.exp2(z * z * _NEG_HALF_LOG2E)
+    h = t * (_AS_C1 + t * (_AS_C2 + t * (_AS_C3 + t * (_AS_C4 + t * _AS_C5)))) * e
+    return h, e
+
+
 @triton.jit
 def _act(z, ACT: tl.constexpr):
-    if ACT == 1:  # exact GELU (erf), as torch.nn.functional.gelu
-        out = 0.5 * z * (1.0 + tl.math.erf(z * 0.7071067811865476))
+    if ACT == 1:  # GELU, z · Φ(z), as torch.nn.functional.gelu (approximate='none')
+        h, _ = _gelu_tail(z)
+        out = tl.maximum(z, 0.0) - tl.abs(z) * h
     elif ACT == 2:
         out = tl.maximum(z, 0.0)
     elif ACT == 3:
@@ -132,9 +163,9 @@ def _act(z, ACT: tl.constexpr):
 
 @triton.jit
 def _act_grad(z, ACT: tl.constexpr):
-    if ACT == 1:
-        cdf = 0.5 * (1.0 + tl.math.erf(z * 0.7071067811865476))
-        out = cdf + z * tl.exp(-0.5 * z * z) * 0.3989422804014327
+    if ACT == 1:  # Φ(z) + z · φ(z)
+        h, e = _gelu_tail(z)
+        out = tl.where(z >= 0.0, 1.0 - h, h) + z * e * _INV_SQRT_2PI
     elif ACT == 2:
         out = tl.where(z > 0.0, 1.0, 0.0)
     elif ACT == 3:
@@ -143,6 +174,23 @@ def _act_grad(z, ACT: tl.constexpr):
     else:
         out = tl.full(z.shape, 1.0, tl.float32)
     return out
+
+
+@triton.jit
+def _act_both(z, ACT: tl.constexpr):
+    """(act(z), act'(z)), sharing their common work (GELU's tail and exponential, SiLU's sigmoid)."""
+    if ACT == 1:
+        h, e = _gelu_tail(z)
+        out = tl.maximum(z, 0.0) - tl.abs(z) * h
+        grad = tl.where(z >= 0.0, 1.0 - h, h) + z * e * _INV_SQRT_2PI
+    elif ACT == 3:
+        s = 1.0 / (1.0 + tl.exp(-z))
+        out = z * s
+        grad = s * (1.0 + z * (1.0 - s))
+    else:
+        out = _act(z, ACT)
+        grad = _act_grad(z, ACT)
+    return out, grad
 
 
 @triton.jit
@@ -172,18 +220,22 @@ def _taps(acc, src, rows, lo, hi, w, cols, CI: tl.constexpr, CO: tl.constexpr, d
 
 
 @triton.jit
-def _epilogue(z, rows, cols, T, b, b_ptr, r_ptr, y_ptr, z_ptr, g_ptr, CO: tl.constexpr,
+def _epilogue(z, rows, cols, T, b, b_ptr, r_ptr, y_ptr, z_ptr, g_ptr, q_ptr, CO: tl.constexpr,
               HAS_BIAS: tl.constexpr, MODE: tl.constexpr, ACT: tl.constexpr):
-    """Bias, activation, residual and gradient epilogues of one (rows × cols) piece of a tile."""
+    """Bias, activation, residual and gradient epilogues of one (rows × cols) piece of a tile.
+    q_ptr: this tile's row of MODE_ADD_ACTGRAD's column sums."""
     if HAS_BIAS:
         z += tl.load(b_ptr + cols, mask=cols < CO, other=0.0).to(tl.float32)[None, :]
     mask = (rows[:, None] < T) & (cols[None, :] < CO)
     off = b * T * CO + rows[:, None] * CO + cols[None, :]
-    if MODE == 1 or MODE == 4:
-        if MODE == 4:
-            tl.store(z_ptr + off, z.to(z_ptr.dtype.element_ty), mask=mask)
+    if MODE == 1:
         res = tl.load(r_ptr + off, mask=mask, other=0.0).to(tl.float32)
         z = res + _act(z, ACT)
+    elif MODE == 4:
+        act, grad = _act_both(z, ACT)
+        tl.store(z_ptr + off, grad.to(z_ptr.dtype.element_ty), mask=mask)
+        res = tl.load(r_ptr + off, mask=mask, other=0.0).to(tl.float32)
+        z = res + act
     elif MODE == 2:
         res = tl.load(r_ptr + off, mask=mask, other=0.0).to(tl.float32)
         z = res * _act_grad(z, ACT)
@@ -191,8 +243,12 @@ def _epilogue(z, rows, cols, T, b, b_ptr, r_ptr, y_ptr, z_ptr, g_ptr, CO: tl.con
         res = tl.load(r_ptr + off, mask=mask, other=0.0).to(tl.float32)
         z = z + res
         if MODE == 5:
-            pre = tl.load(z_ptr + off, mask=mask, other=0.0).to(tl.float32)
-            tl.store(g_ptr + off, (z * _act_grad(pre, ACT)).to(g_ptr.dtype.element_ty), mask=mask)
+            g = z * tl.load(z_ptr + off, mask=mask, other=0.0).to(tl.float32)
+            tl.store(g_ptr + off, g.to(g_ptr.dtype.element_ty), mask=mask)
+            # The layer below's bias gradient, Σ_{b,t} g, as one partial sum per tile and column
+            # (from g before its rounding to the activations' dtype).
+            col_sum = tl.reduce(tl.where(mask, g, 0.0), 0, _add)  # tl.sum is a standard-library @jit
+            tl.store(q_ptr + cols, col_sum, mask=cols < CO)
     tl.store(y_ptr + off, z.to(y_ptr.dtype.element_ty), mask=mask)
 
 
@@ -208,12 +264,12 @@ def _halves(t, R: tl.constexpr, N: tl.constexpr):
 
 
 @triton.jit
-def _tile_epilogue(acc, rows, n0, T, b, b_ptr, r_ptr, y_ptr, z_ptr, g_ptr, CO: tl.constexpr,
+def _tile_epilogue(acc, rows, n0, T, b, b_ptr, r_ptr, y_ptr, z_ptr, g_ptr, q_ptr, CO: tl.constexpr,
                    HAS_BIAS: tl.constexpr, MODE: tl.constexpr, ACT: tl.constexpr, BLOCK_N: tl.constexpr,
                    SPLIT: tl.constexpr):
     """``_epilogue`` of a (rows × BLOCK_N from column n0) tile, on SPLIT column pieces in turn."""
     if SPLIT == 1:
-        _epilogue(acc, rows, n0 + tl.arange(0, BLOCK_N), T, b, b_ptr, r_ptr, y_ptr, z_ptr, g_ptr, CO, HAS_BIAS,
+        _epilogue(acc, rows, n0 + tl.arange(0, BLOCK_N), T, b, b_ptr, r_ptr, y_ptr, z_ptr, g_ptr, q_ptr, CO, HAS_BIAS,
                   MODE, ACT)
     else:
         # Column pieces of width BLOCK_N // SPLIT, left to right (SPLIT is 2 or 4).
@@ -222,15 +278,15 @@ def _tile_epilogue(acc, rows, n0, T, b, b_ptr, r_ptr, y_ptr, z_ptr, g_ptr, CO: t
         c0 = n0 + tl.arange(0, W)
         a, b2 = _halves(acc, R, BLOCK_N)
         if SPLIT == 2:
-            _epilogue(a, rows, c0, T, b, b_ptr, r_ptr, y_ptr, z_ptr, g_ptr, CO, HAS_BIAS, MODE, ACT)
-            _epilogue(b2, rows, c0 + W, T, b, b_ptr, r_ptr, y_ptr, z_ptr, g_ptr, CO, HAS_BIAS, MODE, ACT)
+            _epilogue(a, rows, c0, T, b, b_ptr, r_ptr, y_ptr, z_ptr, g_ptr, q_ptr, CO, HAS_BIAS, MODE, ACT)
+            _epilogue(b2, rows, c0 + W, T, b, b_ptr, r_ptr, y_ptr, z_ptr, g_ptr, q_ptr, CO, HAS_BIAS, MODE, ACT)
         else:
             a0, a1 = _halves(a, R, BLOCK_N // 2)
-            _epilogue(a0, rows, c0, T, b, b_ptr, r_ptr, y_ptr, z_ptr, g_ptr, CO, HAS_BIAS, MODE, ACT)
-            _epilogue(a1, rows, c0 + W, T, b, b_ptr, r_ptr, y_ptr, z_ptr, g_ptr, CO, HAS_BIAS, MODE, ACT)
+            _epilogue(a0, rows, c0, T, b, b_ptr, r_ptr, y_ptr, z_ptr, g_ptr, q_ptr, CO, HAS_BIAS, MODE, ACT)
+            _epilogue(a1, rows, c0 + W, T, b, b_ptr, r_ptr, y_ptr, z_ptr, g_ptr, q_ptr, CO, HAS_BIAS, MODE, ACT)
             b0, b1 = _halves(b2, R, BLOCK_N // 2)
-            _epilogue(b0, rows, c0 + 2 * W, T, b, b_ptr, r_ptr, y_ptr, z_ptr, g_ptr, CO, HAS_BIAS, MODE, ACT)
-            _epilogue(b1, rows, c0 + 3 * W, T, b, b_ptr, r_ptr, y_ptr, z_ptr, g_ptr, CO, HAS_BIAS, MODE, ACT)
+            _epilogue(b0, rows, c0 + 2 * W, T, b, b_ptr, r_ptr, y_ptr, z_ptr, g_ptr, q_ptr, CO, HAS_BIAS, MODE, ACT)
+            _epilogue(b1, rows, c0 + 3 * W, T, b, b_ptr, r_ptr, y_ptr, z_ptr, g_ptr, q_ptr, CO, HAS_BIAS, MODE, ACT)
 
 
 def _split_epilogue(args: dict) -> int:
@@ -255,7 +311,7 @@ def _prune_fwd(configs: list[triton.Config], named_args: dict, **kwargs: object)
                  prune_configs_by={"early_config_prune": _prune_fwd})
 @triton.heuristics({"SPLIT": _split_epilogue})
 @triton.jit
-def _conv_kernel(x_ptr, w_ptr, b_ptr, r_ptr, y_ptr, z_ptr, g_ptr, T, dil,
+def _conv_kernel(x_ptr, w_ptr, b_ptr, r_ptr, y_ptr, z_ptr, g_ptr, q_ptr, T, dil, Q_ROWS,
                  CI: tl.constexpr, CO: tl.constexpr, K: tl.constexpr, DIR: tl.constexpr, HAS_BIAS: tl.constexpr, MODE: tl.constexpr,
                  ACT: tl.constexpr, BLOCK_T: tl.constexpr, BLOCK_N: tl.constexpr,
                  BLOCK_C: tl.constexpr, SPLIT: tl.constexpr):
@@ -263,7 +319,8 @@ def _conv_kernel(x_ptr, w_ptr, b_ptr, r_ptr, y_ptr, z_ptr, g_ptr, T, dil,
 
     DIR = −1: causal taps (forward); DIR = +1: anti-causal taps (input gradient, with w holding
     the transposed weight). Epilogue by MODE (see the MODE_* constants), applied to SPLIT column
-    pieces of the tile one after another.
+    pieces of the tile one after another. q_ptr: (B · Q_ROWS, CO) column sums, one row per tile
+    (MODE_ADD_ACTGRAD).
     """
     pid_t = tl.program_id(0)
     pid_n = tl.program_id(1)
@@ -272,8 +329,9 @@ def _conv_kernel(x_ptr, w_ptr, b_ptr, r_ptr, y_ptr, z_ptr, g_ptr, T, dil,
     cols = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     acc = tl.full((BLOCK_T, BLOCK_N), 0.0, tl.float32)
     acc = _taps(acc, x_ptr + b * T * CI, rows, 0, T, w_ptr, cols, CI, CO, dil, K, DIR, BLOCK_C)
-    _tile_epilogue(acc, rows, pid_n * BLOCK_N, T, b, b_ptr, r_ptr, y_ptr, z_ptr, g_ptr, CO, HAS_BIAS, MODE, ACT,
-                   BLOCK_N, SPLIT)
+    q_row = q_ptr + (b * Q_ROWS + pid_t) * CO
+    _tile_epilogue(acc, rows, pid_n * BLOCK_N, T, b, b_ptr, r_ptr, y_ptr, z_ptr, g_ptr, q_row, CO, HAS_BIAS, MODE,
+                   ACT, BLOCK_N, SPLIT)
 
 
 def _prune_tma(configs: list[triton.Config], named_args: dict, **kwargs: object) -> list[triton.Config]:
@@ -295,7 +353,7 @@ for _c in _TMA_CONFIGS:
 
 
 @triton.jit
-def _tma_tile(tile, x_desc, w_desc, y_desc, b_ptr, r_ptr, y_ptr, z_ptr, g_ptr, T, n_t, dil,
+def _tma_tile(tile, x_desc, w_desc, y_desc, b_ptr, r_ptr, y_ptr, z_ptr, g_ptr, q_ptr, T, n_t, dil, Q_ROWS,
               CI: tl.constexpr, CO: tl.constexpr, K: tl.constexpr, DIR: tl.constexpr, HAS_BIAS: tl.constexpr,
               MODE: tl.constexpr, ACT: tl.constexpr, BLOCK_T: tl.constexpr, BLOCK_N: tl.constexpr,
               BLOCK_C: tl.constexpr, SPLIT: tl.constexpr):
@@ -319,15 +377,16 @@ def _tma_tile(tile, x_desc, w_desc, y_desc, b_ptr, r_ptr, y_ptr, z_ptr, g_ptr, T
             acc += tl.load(b_ptr + n0 + tl.arange(0, BLOCK_N)).to(tl.float32)[None, :]
         y_desc.store([bi, t0, n0], acc.to(y_desc.dtype).reshape(1, BLOCK_T, BLOCK_N))  # clips rows ≥ T
     else:
+        q_row = q_ptr + (bi.to(tl.int64) * Q_ROWS + t0 // BLOCK_T) * CO
         _tile_epilogue(acc, t0 + tl.arange(0, BLOCK_T), n0, T, bi.to(tl.int64), b_ptr, r_ptr, y_ptr, z_ptr,
-                       g_ptr, CO, HAS_BIAS, MODE, ACT, BLOCK_N, SPLIT)
+                       g_ptr, q_row, CO, HAS_BIAS, MODE, ACT, BLOCK_N, SPLIT)
 
 
 @triton.autotune(configs=_TMA_CONFIGS, key=["CI", "CO", "K", "MODE", "DIR"],
                  prune_configs_by={"early_config_prune": _prune_tma})
 @triton.heuristics({"SPLIT": _split_epilogue})
 @triton.jit
-def _conv_tma_kernel(x_desc, w_desc, y_desc, b_ptr, r_ptr, y_ptr, z_ptr, g_ptr, B, T, dil,
+def _conv_tma_kernel(x_desc, w_desc, y_desc, b_ptr, r_ptr, y_ptr, z_ptr, g_ptr, q_ptr, B, T, dil, Q_ROWS,
                      CI: tl.constexpr, CO: tl.constexpr, K: tl.constexpr, DIR: tl.constexpr,
                      HAS_BIAS: tl.constexpr, MODE: tl.constexpr, ACT: tl.constexpr,
                      BLOCK_T: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_C: tl.constexpr,
@@ -344,14 +403,14 @@ def _conv_tma_kernel(x_desc, w_desc, y_desc, b_ptr, r_ptr, y_ptr, z_ptr, g_ptr, 
         # Triton 3.6's interpreter cannot range() over run-time bounds (NumPy ≥ 2.4).
         tile = tl.program_id(0)
         while tile < n_tiles:
-            _tma_tile(tile, x_desc, w_desc, y_desc, b_ptr, r_ptr, y_ptr, z_ptr, g_ptr, T, n_t, dil, CI, CO, K,
+            _tma_tile(tile, x_desc, w_desc, y_desc, b_ptr, r_ptr, y_ptr, z_ptr, g_ptr, q_ptr, T, n_t, dil, Q_ROWS, CI, CO, K,
                       DIR, HAS_BIAS, MODE, ACT, BLOCK_T, BLOCK_N, BLOCK_C, SPLIT)
             tile += tl.num_programs(0)
     else:
         # One flattened (tile, tap · channel block) loop, so the next tile's loads are in flight
         # while this tile's epilogue runs (what Triton's persistent matmul does).
         for tile in tl.range(tl.program_id(0), n_tiles, tl.num_programs(0), flatten=True):
-            _tma_tile(tile, x_desc, w_desc, y_desc, b_ptr, r_ptr, y_ptr, z_ptr, g_ptr, T, n_t, dil, CI, CO, K,
+            _tma_tile(tile, x_desc, w_desc, y_desc, b_ptr, r_ptr, y_ptr, z_ptr, g_ptr, q_ptr, T, n_t, dil, Q_ROWS, CI, CO, K,
                       DIR, HAS_BIAS, MODE, ACT, BLOCK_T, BLOCK_N, BLOCK_C, SPLIT)
 
 
@@ -530,21 +589,28 @@ def gemm_weights(weight: torch.Tensor, transpose: bool, dtype: torch.dtype) -> t
 def launch_conv(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None, dilation: int,
                 *, mode: int = MODE_PLAIN, act: str = "none", res: torch.Tensor | None = None,
                 transpose: bool = False, out: torch.Tensor | None = None, pre: torch.Tensor | None = None,
-                grad_out: torch.Tensor | None = None) -> torch.Tensor:
+                grad_out: torch.Tensor | None = None, col_sums: torch.Tensor | None = None) -> torch.Tensor:
     """Convolve x (B, T, w.shape[1]) with a ``gemm_weight`` w (K, C_in', C_out'): ``_conv_tma_kernel``
     where ``tma_fits``, else ``_conv_kernel``.
 
     Returns y (B, T, C_out'), written into ``out`` when given (contiguous). ``pre`` (B, T, C_out'):
-    where MODE_LAYER_SAVE writes the pre-activation, or where MODE_ADD_ACTGRAD reads the layer
-    below's; ``grad_out`` (B, T, C_out'): where MODE_ADD_ACTGRAD writes y · act'(pre).
+    where MODE_LAYER_SAVE writes act'(pre-activation), or where MODE_ADD_ACTGRAD reads the layer
+    below's; ``grad_out`` (B, T, C_out'): where MODE_ADD_ACTGRAD writes g = y · pre, and
+    ``col_sums`` (a ``col_sum_buffer``) where it adds up g's columns per tile (``.sum(0)`` of it is
+    Σ_{b,t} g, the layer below's bias gradient).
     """
     x = x.contiguous()
     B, T, _ = x.shape
     K, ci, co = w.shape
     y = torch.empty(B, T, co, device=x.device, dtype=x.dtype) if out is None else out
     if (mode in (MODE_LAYER_SAVE, MODE_ADD_ACTGRAD)) != (pre is not None) or (
-            (mode == MODE_ADD_ACTGRAD) != (grad_out is not None)):
-        raise ValueError(f"launch_conv: mode {mode} got pre={pre is not None}, grad_out={grad_out is not None}")
+            (mode == MODE_ADD_ACTGRAD) != (grad_out is not None) or (grad_out is None) != (col_sums is None)):
+        raise ValueError(f"launch_conv: mode {mode} got pre={pre is not None}, grad_out={grad_out is not None}, "
+                         f"col_sums={col_sums is not None}")
+    q_rows = triton.cdiv(T, _Q_BLOCK_T)
+    if col_sums is not None and (col_sums.shape != (B * q_rows, co) or col_sums.dtype != torch.float32
+                                 or not col_sums.is_contiguous()):
+        raise ValueError(f"launch_conv: col_sums must be col_sum_buffer({B}, {T}, {co}), got {tuple(col_sums.shape)}")
     for name, t in (("out", out), ("pre", pre), ("grad_out", grad_out)):
         if t is not None and (t.shape != (B, T, co) or not t.is_contiguous()):
             raise ValueError(f"launch_conv: {name} must be contiguous {(B, T, co)}, got {tuple(t.shape)}")
@@ -555,6 +621,7 @@ def launch_conv(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None, dil
 
     aux = pre if pre is not None else y
     gout = grad_out if grad_out is not None else y
+    q = col_sums if col_sums is not None else y
     common = dict(CI=ci, CO=co, K=K, DIR=1 if transpose else -1, HAS_BIAS=bias is not None, MODE=mode,
                   ACT=ACTIVATIONS[act])
     if tma_fits(x, w, y, r, aux, gout):
@@ -566,15 +633,52 @@ def launch_conv(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None, dil
         def pgrid(meta: dict) -> tuple[int]:
             return (min(meta["PER_SM"] * sms, B * triton.cdiv(T, meta["BLOCK_T"]) * (co // meta["BLOCK_N"])),)
 
-        _conv_tma_kernel[pgrid](x_desc, w_desc, y_desc, b, r, y, aux, gout, B, T, dilation, INTERP=INTERPRET,
-                                **common)
+        _conv_tma_kernel[pgrid](x_desc, w_desc, y_desc, b, r, y, aux, gout, q, B, T, dilation, q_rows,
+                                INTERP=INTERPRET, **common)
         return y
 
     def grid(meta: dict) -> tuple[int, int, int]:
         return (triton.cdiv(T, meta["BLOCK_T"]), triton.cdiv(co, meta["BLOCK_N"]), B)
 
-    _conv_kernel[grid](x, w, b, r, y, aux, gout, T, dilation, **common)
+    _conv_kernel[grid](x, w, b, r, y, aux, gout, q, T, dilation, q_rows, **common)
     return y
+
+
+def col_sum_buffer(B: int, T: int, C: int, device: torch.device) -> torch.Tensor:
+    """Zeros (B · ⌈T / _Q_BLOCK_T⌉, C) fp32 for per-tile column sums: one row per row tile of the
+    smallest tile height any config has (taller tiles leave rows at zero)."""
+    return torch.zeros(B * triton.cdiv(T, _Q_BLOCK_T), C, device=device, dtype=torch.float32)
+
+
+@triton.jit
+def _mul_col_sums_kernel(a_ptr, s_ptr, g_ptr, q_ptr, T, Q_ROWS, C: tl.constexpr, BLOCK_T: tl.constexpr,
+                         BLOCK_N: tl.constexpr):
+    """g = a · s elementwise over (B, T, C), and q[b · Q_ROWS + tile, c] = Σ_{t in tile} g[b, t, c]."""
+    pid_t = tl.program_id(0)
+    cols = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
+    b = tl.program_id(2).to(tl.int64)
+    rows = pid_t * BLOCK_T + tl.arange(0, BLOCK_T)
+    mask = (rows < T)[:, None] & (cols < C)[None, :]
+    off = b * T * C + rows[:, None] * C + cols[None, :]
+    g = tl.load(a_ptr + off, mask=mask, other=0.0).to(tl.float32) * tl.load(s_ptr + off, mask=mask,
+                                                                             other=0.0).to(tl.float32)
+    tl.store(g_ptr + off, g.to(g_ptr.dtype.element_ty), mask=mask)
+    tl.store(q_ptr + (b * Q_ROWS + pid_t) * C + cols, tl.reduce(g, 0, _add), mask=cols < C)
+
+
+def mul_col_sums(a: torch.Tensor, s: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(g, q) for a, s (B, T, C): g = a · s in a's dtype, and q a ``col_sum_buffer`` of g's per-tile
+    column sums (``q.sum(0)`` = Σ_{b,t} g, in fp32 from g before its rounding)."""
+    a, s = a.contiguous(), s.contiguous()
+    B, T, C = a.shape
+    g = torch.empty_like(a)
+    q = col_sum_buffer(B, T, C, a.device)
+    if B == 0 or T == 0:
+        return g, q
+    bn = min(128, triton.next_power_of_2(C))
+    _mul_col_sums_kernel[(triton.cdiv(T, _Q_BLOCK_T), triton.cdiv(C, bn), B)](
+        a, s, g, q, T, triton.cdiv(T, _Q_BLOCK_T), C=C, BLOCK_T=_Q_BLOCK_T, BLOCK_N=bn, num_warps=4)
+    return g, q
 
 
 def tma_fits(x: torch.Tensor, w: torch.Tensor, *others: torch.Tensor) -> bool:

@@ -36,7 +36,7 @@ class FuzzyTokConfig:
     training memory is that of ``recompute: true`` per layer.
     ``recompute``: on the Triton path, true keeps only each block's input for the backward and
     recomputes the layers' intermediates there (about a third of the reference's training memory);
-    false keeps every layer's input and pre-activation (about the reference's memory, a faster
+    false keeps every layer's input and activation derivative (about the reference's memory, a faster
     backward). Unset: false, or true with ``fused_block`` (the fused block always recomputes)."""
 
     dim: int = 64

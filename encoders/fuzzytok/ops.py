@@ -11,7 +11,8 @@ formula whose backward is itself an op, and a FLOP formula so ``FlopCounterMode`
     — L residual layers ``h ← h + act(conv_{d_l}(h) + b_l)``; ``fused`` runs them in one launch.
     Its backward recomputes the block's intermediates from the saved input instead of storing them.
   * ``conv_block_store(x, weight, bias?, dilations, activation) -> (y, saved)`` — the same block
-    with every layer's input and pre-activation kept for a backward without recomputation.
+    with every layer's input and activation derivative act'(z) kept for a backward without
+    recomputation.
 FLOP formulas count model FLOPs (2 per multiply-add): backward = 2 × forward (dx and dW), not the
 forward recomputation the block backward also does.
 """
@@ -178,12 +179,14 @@ _block_op.register_autograd(_block_backward, setup_context=_block_setup)
 # The recomputing block above saves only its input: its backward runs each layer's convolution
 # again (to get the pre-activation) and rebuilds the block's inner inputs, about 1.7 extra
 # convolutions per layer. This variant trades memory for that time: the forward also writes each
-# layer's pre-activation z_l and keeps each inner layer's input h_l (outputs it writes anyway), so
-# the backward is two convolutions per layer (dx, dW), with act'(z) fused into the dx epilogue.
+# layer's activation derivative act'(z_l) (from the same evaluation as act(z_l)) and keeps each
+# inner layer's input h_l (outputs it writes anyway), so the backward is two convolutions per
+# layer (dx, dW) and no activation at all: g = dL/dz of the layer below is one multiply in the dx
+# epilogue, which also sums g's columns for that layer's bias gradient.
 
 
 def _store_slots(L: int) -> int:
-    """Saved tensors of a store block: inner inputs h_1 … h_{L−1}, then pre-activations z_0 … z_{L−1}."""
+    """Saved tensors of a store block: inner inputs h_1 … h_{L−1}, then act'(z_0) … act'(z_{L−1})."""
     return 2 * L - 1
 
 
@@ -214,39 +217,31 @@ def _block_store_fake(
     return torch.empty_like(x), x.new_empty(_store_slots(len(dilations)), *x.shape)
 
 
-def _act_backward(grad: Tensor, z: Tensor, activation: str) -> Tensor:
-    """grad · act'(z), elementwise (one ATen kernel; it computes in fp32 for bf16 inputs)."""
-    if activation == "gelu":
-        return torch.ops.aten.gelu_backward(grad, z)
-    if activation == "silu":
-        return torch.ops.aten.silu_backward(grad, z)
-    if activation == "relu":
-        return torch.ops.aten.threshold_backward(grad, z, 0)
-    return grad
-
-
 @torch.library.custom_op("fuzzytok::conv_block_store_backward", mutates_args=())
 def _block_store_bwd_op(
     dy: Tensor, x: Tensor, saved: Tensor, weight: Tensor, dilations: list[int], activation: str
 ) -> tuple[Tensor, Tensor, Tensor]:
     k = _kernels()
     L = len(dilations)
+    B, T, C = x.shape
     hs = [x.contiguous()] + [saved[i] for i in range(L - 1)]
-    zs = [saved[L - 1 + i] for i in range(L)]
+    ds = [saved[L - 1 + i] for i in range(L)]  # act'(z_i)
     wt = k.gemm_weights(weight, True, x.dtype)
     grad = dy.contiguous()  # dL/dh at the current layer's output
-    g = _act_backward(grad, zs[L - 1], activation).contiguous()  # dL/dz of the current layer
+    # g = dL/dz of the current layer, q its per-tile column sums (q.sum(0) is the bias gradient).
+    g, q = k.mul_col_sums(grad, ds[L - 1])
     dws: list[Tensor] = [x] * L
     dbs: list[Tensor] = [x] * L
     for i in reversed(range(L)):
         d = dilations[i]
-        dws[i], dbs[i] = k.conv_weight_grad(hs[i], g, d, weight.shape[3], with_bias=True)
+        dws[i] = k.conv_weight_grad(hs[i], g, d, weight.shape[3])
+        dbs[i] = q.sum(0)
         if i > 0:
-            # dL/dh_i = grad + convᵀ(g); the same epilogue also forms the layer below's dL/dz.
-            g_below = torch.empty_like(grad)
-            grad = k.launch_conv(g, wt[i], None, d, mode=k.MODE_ADD_ACTGRAD, act=activation, res=grad,
-                                 transpose=True, pre=zs[i - 1], grad_out=g_below)
-            g = g_below
+            # dL/dh_i = grad + convᵀ(g); the same epilogue forms the layer below's g and its sums.
+            g_below, q_below = torch.empty_like(grad), k.col_sum_buffer(B, T, C, grad.device)
+            grad = k.launch_conv(g, wt[i], None, d, mode=k.MODE_ADD_ACTGRAD, res=grad, transpose=True,
+                                 pre=ds[i - 1], grad_out=g_below, col_sums=q_below)
+            g, q = g_below, q_below
         else:
             grad = k.launch_conv(g, wt[i], None, d, mode=k.MODE_ADD, res=grad, transpose=True)
     return grad, torch.stack(dws).to(weight.dtype), torch.stack(dbs).to(weight.dtype)
@@ -355,7 +350,7 @@ def conv_block(
 
     weight (L, C, C, K), bias (L, C) or None. Triton path only: ``fused`` runs all layers in one
     launch; ``recompute`` keeps only the block input for the backward and recomputes the rest
-    (less memory); ``recompute=False`` keeps every layer's input and pre-activation (faster
+    (less memory); ``recompute=False`` keeps every layer's input and activation derivative (faster
     backward, per-layer launches). The reference path keeps what autograd keeps.
     """
     if weight.dim() != 4 or weight.shape[0] != len(dilations) or weight.shape[1] != weight.shape[2]:
