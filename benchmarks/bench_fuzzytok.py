@@ -366,18 +366,23 @@ def _gemm_row(C: int, K: int, peak: float) -> dict:
     w_f, w_t = kn.gemm_weight(wt, False, dt), kn.gemm_weight(wt, True, dt)
     pre, gout = torch.empty_like(x), torch.empty_like(x)
     t = {"cublas_gemm": kernel_bench(lambda: a @ bm)}
-    for kernel in ("ptr", "tma"):
-        # ptr: the pointer-arithmetic kernel (_conv_kernel); tma: the persistent TMA kernel.
-        kn.USE_TMA = kernel == "tma"
-        t[f"{kernel}_plain"] = kernel_bench(lambda: kn.launch_conv(x, w_f, None, 1))
-        t[f"{kernel}_layer"] = kernel_bench(lambda: kn.launch_conv(x, w_f, bias, 1, mode=kn.MODE_LAYER, act="gelu", res=res))
-        t[f"{kernel}_layer_save"] = kernel_bench(lambda: kn.launch_conv(x, w_f, bias, 1, mode=kn.MODE_LAYER_SAVE,
-                                                                 act="gelu", res=res, pre=pre))
-        t[f"{kernel}_actgrad"] = kernel_bench(lambda: kn.launch_conv(x, w_f, bias, 1, mode=kn.MODE_ACTGRAD, act="gelu",
-                                                              res=res))
-        t[f"{kernel}_dx_add_actgrad"] = kernel_bench(lambda: kn.launch_conv(
-            x, w_t, None, 1, mode=kn.MODE_ADD_ACTGRAD, act="gelu", res=res, transpose=True, pre=pre, grad_out=gout))
-    kn.USE_TMA = True
+    q = kn.col_sum_buffer(B, T, C, x.device)
+    try:
+        for kernel in ("ptr", "tma"):
+            # ptr: the pointer-arithmetic kernel (_conv_kernel); tma: the persistent TMA kernel.
+            kn.USE_TMA = kernel == "tma"
+            t[f"{kernel}_plain"] = kernel_bench(lambda: kn.launch_conv(x, w_f, None, 1))
+            t[f"{kernel}_layer"] = kernel_bench(lambda: kn.launch_conv(x, w_f, bias, 1, mode=kn.MODE_LAYER, act="gelu",
+                                                                       res=res))
+            t[f"{kernel}_layer_save"] = kernel_bench(lambda: kn.launch_conv(x, w_f, bias, 1, mode=kn.MODE_LAYER_SAVE,
+                                                                            act="gelu", res=res, pre=pre))
+            t[f"{kernel}_actgrad"] = kernel_bench(lambda: kn.launch_conv(x, w_f, bias, 1, mode=kn.MODE_ACTGRAD,
+                                                                         act="gelu", res=res))
+            t[f"{kernel}_dx_add_actgrad"] = kernel_bench(lambda: kn.launch_conv(
+                x, w_t, None, 1, mode=kn.MODE_ADD_ACTGRAD, res=res, transpose=True, pre=pre, grad_out=gout,
+                col_sums=q))
+    finally:
+        kn.USE_TMA = True  # the parts after this one time the default path
     t["dW"] = kernel_bench(lambda: kn.conv_weight_grad(x, res, 1, K))
     t["dW_db"] = kernel_bench(lambda: kn.conv_weight_grad(x, res, 1, K, with_bias=True))
     t["aten_db_sum"] = kernel_bench(lambda: res.sum((0, 1), dtype=torch.float32))

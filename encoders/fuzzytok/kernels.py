@@ -307,8 +307,10 @@ def _prune_fwd(configs: list[triton.Config], named_args: dict, **kwargs: object)
     return [c for c in configs if c.kwargs["BLOCK_N"] <= width] or configs[:1]
 
 
+# reset_to_zero: a tuning trial with one tile height leaves column sums in rows that a taller
+# tile (the chosen config) never writes; each trial and the real launch start from zeros.
 @triton.autotune(configs=_FWD_CONFIGS, key=["CI", "CO", "K", "MODE", "DIR"],
-                 prune_configs_by={"early_config_prune": _prune_fwd})
+                 prune_configs_by={"early_config_prune": _prune_fwd}, reset_to_zero=["q_ptr"])
 @triton.heuristics({"SPLIT": _split_epilogue})
 @triton.jit
 def _conv_kernel(x_ptr, w_ptr, b_ptr, r_ptr, y_ptr, z_ptr, g_ptr, q_ptr, T, dil, Q_ROWS,
@@ -383,7 +385,7 @@ def _tma_tile(tile, x_desc, w_desc, y_desc, b_ptr, r_ptr, y_ptr, z_ptr, g_ptr, q
 
 
 @triton.autotune(configs=_TMA_CONFIGS, key=["CI", "CO", "K", "MODE", "DIR"],
-                 prune_configs_by={"early_config_prune": _prune_tma})
+                 prune_configs_by={"early_config_prune": _prune_tma}, reset_to_zero=["q_ptr"])
 @triton.heuristics({"SPLIT": _split_epilogue})
 @triton.jit
 def _conv_tma_kernel(x_desc, w_desc, y_desc, b_ptr, r_ptr, y_ptr, z_ptr, g_ptr, q_ptr, B, T, dil, Q_ROWS,
@@ -621,7 +623,8 @@ def launch_conv(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None, dil
 
     aux = pre if pre is not None else y
     gout = grad_out if grad_out is not None else y
-    q = col_sums if col_sums is not None else y
+    # Without col_sums, q_ptr is a one-element scratch tensor: the autotuner zeroes q_ptr.
+    q = col_sums if col_sums is not None else _scratch(x.device)
     common = dict(CI=ci, CO=co, K=K, DIR=1 if transpose else -1, HAS_BIAS=bias is not None, MODE=mode,
                   ACT=ACTIVATIONS[act])
     if tma_fits(x, w, y, r, aux, gout):
@@ -642,6 +645,11 @@ def launch_conv(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None, dil
 
     _conv_kernel[grid](x, w, b, r, y, aux, gout, q, T, dilation, q_rows, **common)
     return y
+
+
+@functools.cache
+def _scratch(device: torch.device) -> torch.Tensor:
+    return torch.zeros(1, device=device, dtype=torch.float32)
 
 
 def col_sum_buffer(B: int, T: int, C: int, device: torch.device) -> torch.Tensor:
