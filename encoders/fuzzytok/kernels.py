@@ -19,8 +19,11 @@ Kernels:
     shape measured on an H200; a launch costs more host time (three descriptors).
   * ``_conv_kernel`` — the same function with pointer arithmetic and masked loads: any shape, any GPU.
     Both end in the same fused epilogue (``MODE``): bias, activation, residual, the activation's
-    derivative times an incoming gradient, optionally writing a second output (the pre-activation,
-    or the next layer's pre-activation gradient), on 1, 2 or 4 column pieces of the tile.
+    derivative times an incoming gradient, optionally writing a second output (the activation's
+    derivative for the backward, or the layer below's pre-activation gradient with its per-tile
+    column sums, i.e. that layer's bias gradient), on 1, 2 or 4 column pieces of the tile.
+  * ``_mul_col_sums_kernel`` — g = a · s elementwise with g's per-tile column sums (the top layer
+    of a stored block: incoming gradient times the saved activation derivative).
   * ``_conv_dw_kernel`` — weight gradient: per tap, ``dW_k = X_shiftedᵀ · G`` reduced over the
     B·T rows, split over row chunks into fp32 partial sums (deterministic, no atomics); with the
     bias gradient's partial sums from extra programs of the same launch.
