@@ -221,6 +221,7 @@ def _block_store_fake(
 def _block_store_bwd_op(
     dy: Tensor, x: Tensor, saved: Tensor, weight: Tensor, dilations: list[int], activation: str
 ) -> tuple[Tensor, Tensor, Tensor]:
+    # ``activation`` is not needed here (the saved derivatives carry it); it stays in the schema.
     k = _kernels()
     L = len(dilations)
     B, T, C = x.shape
