@@ -127,6 +127,30 @@ def test_custom_ops_pass_opcheck() -> None:
     torch.library.opcheck(torch.ops.fuzzytok.conv_block_store.default, (x, wb, bb, [1, 2], "gelu"))
 
 
+@pytest.mark.parametrize("recompute", [True, False], ids=["layers", "store"])
+def test_block_under_torch_compile_matches_eager(recompute: bool) -> None:
+    # The whole graph traced by torch.compile (fake tensors through the ops' fake implementations,
+    # the autograd formulas into the backward graph) and then run: output and every gradient as
+    # eager. aot_eager runs the traced graphs without Inductor's code generation (no C++ compiler
+    # on CI); the tracing is what the custom ops must get right.
+    g = torch.Generator().manual_seed(11)
+    x = torch.randn(2, 21, 8, generator=g, requires_grad=True)
+    w = (0.2 * torch.randn(2, 8, 8, 3, generator=g)).requires_grad_()
+    b = torch.randn(2, 8, generator=g, requires_grad=True)
+    dy = torch.randn(2, 21, 8, generator=g)
+
+    def f(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        return conv_block(x, w, b, [1, 2], "gelu", impl="triton", fused=False, recompute=recompute)
+
+    compiled = torch.compile(f, backend="aot_eager", fullgraph=True)
+    got = [compiled(x, w, b)]
+    got += torch.autograd.grad(got[0], [x, w, b], dy)
+    want = [f(x, w, b)]
+    want += torch.autograd.grad(want[0], [x, w, b], dy)
+    for name, a, c in zip(["y", "dx", "dW", "db"], got, want):
+        _assert_close(a, c, name)
+
+
 @pytest.mark.parametrize("split", [1, 2, 4])
 @pytest.mark.parametrize("mode", [1, 2, 4, 5])
 def test_epilogue_column_pieces(mode: int, split: int) -> None:
