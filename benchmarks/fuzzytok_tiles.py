@@ -39,7 +39,7 @@ def main() -> None:
 
         def run(bt=bt, bn=bn, bc=bc, warps=warps, stages=stages, y=y, grid=grid) -> None:  # noqa: ANN001
             # .fn.fn: past the autotuner and the epilogue-split heuristic, to the raw kernel.
-            kn._conv_kernel.fn.fn[grid](x, w, y, y, y, y, y, T, d, CI=C, CO=C, K=K, DIR=-1, HAS_BIAS=False,
+            kn._conv_kernel.fn.fn[grid](x, w, y, y, y, y, y, y, T, d, 1, CI=C, CO=C, K=K, DIR=-1, HAS_BIAS=False,
                                         MODE=kn.MODE_PLAIN, ACT=0, BLOCK_T=bt, BLOCK_N=bn, BLOCK_C=bc,
                                         SPLIT=1, num_warps=warps, num_stages=stages)
 
