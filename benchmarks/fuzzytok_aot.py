@@ -75,7 +75,6 @@ ALL_C = (64, 128, 256, 512)
 ALL_K = (3, 7)
 # (MODE, DIR) pairs that launches use: ops.py's forward and input-gradient calls.
 CONV_MODES = ((0, -1), (1, -1), (2, -1), (4, -1), (0, 1), (3, 1), (5, 1))
-ACT_GELU = kn.ACTIVATIONS["gelu"]
 DW_CHUNK = 4096
 DW_DB_ROWS = 256
 KERNELS = ("ptr", "tma", "dw")
@@ -134,8 +133,8 @@ def _source(job: dict) -> tuple[object, dict, dict, int, int]:
                      BLOCK_T=bt, BLOCK_M=bm, BLOCK_N=bn)
         return kn._conv_dw_kernel.fn, sig | dict.fromkeys(const, "constexpr"), const, warps, stages
     mode, direction = job["mode"], job["dir"]
-    epi = dict(CI=C, CO=C, K=K, DIR=direction, HAS_BIAS=direction == -1, MODE=mode,
-               ACT=ACT_GELU if mode in (1, 2, 4) else kn.ACTIVATIONS["none"])
+    act = job.get("act") or ("gelu" if mode in (1, 2, 4) else "none")
+    epi = dict(CI=C, CO=C, K=K, DIR=direction, HAS_BIAS=direction == -1, MODE=mode, ACT=kn.ACTIVATIONS[act])
     if job["kernel"] == "ptr":
         bt, bn, bc, warps, stages = cfg
         const = epi | dict(BLOCK_T=bt, BLOCK_N=bn, BLOCK_C=bc,
@@ -162,6 +161,27 @@ def _parse_ptxas(log: str) -> dict | None:
     num = {key: int(m.group(1)) if m else 0 for key, m in num.items()}
     return dict(regs=int(regs.group(1)), stack=num["stack frame"], spill_stores=num["spill stores"],
                 spill_loads=num["spill loads"])
+
+
+def _count_instructions(ptx: str) -> int:
+    """PTX instructions in a kernel (lines that are not directives, labels, braces or comments)."""
+    return sum(1 for line in ptx.splitlines()
+               if line.strip() and not line.strip().startswith(("//", ".", "$", "{", "}", "@$")))
+
+
+def act_cost(workers: int) -> None:
+    """PTX instructions per output element that each activation adds to the forward layer epilogue
+    (MODE 1: bias + act + residual) of the TMA kernel's 128 × 256 tile on 8 warps (128 elements per
+    thread), C = 256, K = 3: (instructions with the activation − with none) / 128."""
+    cfg = [128, 256, 64, 1, 8, 3]
+    per_thread = 128 * 256 // (32 * 8)
+    jobs = [dict(kernel="tma", C=256, K=3, cfg=cfg, config=config_name("tma", cfg), mode=1, dir=-1, has_db=None,
+                 act=act) for act in kn.ACTIVATIONS]
+    res = {r["act"]: r for r in run_jobs(jobs, workers)}
+    base = res["none"]["ptx_instrs"]
+    for act, r in res.items():
+        print(f"{act:5s}: {r['ptx_instrs']} PTX instructions, {(r['ptx_instrs'] - base) / per_thread:.1f} per element "
+              f"for the activation")
 
 
 def _run_ptxas(ptx: str) -> str:
@@ -205,6 +225,7 @@ def compile_job(job: dict) -> dict:
             split=const.get("SPLIT"), warps=warps, spill=stats["spill_stores"] + stats["spill_loads"],
             smem=smem, per_sm_fit=fit,
             wgmma=ptx.count("wgmma.mma_async"),
+            ptx_instrs=_count_instructions(ptx),
             tma_load=len(re.findall(r"cp\.async\.bulk\.tensor\.\dd\.shared::cluster\.global", ptx)),
             tma_store=len(re.findall(r"cp\.async\.bulk\.tensor\.\dd\.global\.shared", ptx)),
             cp_async=len(re.findall(r"cp\.async\.c[ag]\.", ptx)),
@@ -269,9 +290,14 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="C = 256, K = 3 only")
     ap.add_argument("--json", type=Path, help="write every result and the summary here")
+    ap.add_argument("--act-cost", action="store_true",
+                    help="only: instructions per element each activation adds to the layer epilogue")
     ap.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1),
                     help="compile processes (default: min(2, CPUs))")
     args = ap.parse_args(argv)
+    if args.act_cost:
+        act_cost(args.workers)
+        return
     cs, ks = ((256,), (3,)) if args.quick else (ALL_C, ALL_K)
     jobs = make_jobs(cs, ks)
     print(f"{len(jobs)} compiles for {ARCH} (triton {triton.__version__}), {args.workers} workers", flush=True)

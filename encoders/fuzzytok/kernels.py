@@ -126,11 +126,11 @@ def _prune_block_configs(configs: list[triton.Config], named_args: dict, **kwarg
 # GELU without libdevice's erff. With x = |z|/√2, h = erfc(x)/2 = Φ(−|z|) comes from
 # Abramowitz & Stegun 7.1.26, erfc(x) ≈ t·(a1 + t·(a2 + t·(a3 + t·(a4 + t·a5)))) · e^(−x²),
 # t = 1 / (1 + p·x), |error| ≤ 1.5e-7 for x ≥ 0: below the rounding of the fp32/TF32 and bf16
-# arithmetic around it (checked against float64 in tests/encoders/test_fuzzytok_kernels.py).
+# arithmetic around it (measured against float64 by benchmarks/fuzzytok_gelu.py, bounded in the tests).
 # Then GELU(z) = z·Φ(z) = max(z, 0) − |z|·h and GELU'(z) = Φ(z) + z·φ(z), with Φ(z) = 1 − h or h
 # by the sign of z (no cancellation in the left tail) and φ(z) = e^(−x²)/√(2π) from the same
-# exponential. Ahead-of-time PTX for sm_90: 14 instructions per element for GELU where libdevice's
-# erff took 39; the epilogues are issue-bound, and erff was most of their cost.
+# exponential. Ahead-of-time PTX for sm_90 (benchmarks/fuzzytok_aot.py --act-cost): 15 instructions
+# per element for GELU where libdevice's erff took 39; the epilogues are issue-bound.
 _AS_P = tl.constexpr(0.3275911 / 1.4142135623730951)  # p / √2: t from |z| directly
 _AS_C1 = tl.constexpr(0.254829592 / 2)  # a_i / 2: h rather than erfc
 _AS_C2 = tl.constexpr(-0.284496736 / 2)
@@ -151,49 +151,37 @@ def _gelu_tail(z):
 
 
 @triton.jit
-def _act(z, ACT: tl.constexpr):
-    if ACT == 1:  # GELU, z · Φ(z), as torch.nn.functional.gelu (approximate='none')
-        h, _ = _gelu_tail(z)
-        out = tl.maximum(z, 0.0) - tl.abs(z) * h
-    elif ACT == 2:
-        out = tl.maximum(z, 0.0)
-    elif ACT == 3:
-        out = z / (1.0 + tl.exp(-z))
-    else:
-        out = z
-    return out
-
-
-@triton.jit
-def _act_grad(z, ACT: tl.constexpr):
-    if ACT == 1:  # Φ(z) + z · φ(z)
-        h, e = _gelu_tail(z)
-        out = tl.where(z >= 0.0, 1.0 - h, h) + z * e * _INV_SQRT_2PI
-    elif ACT == 2:
-        out = tl.where(z > 0.0, 1.0, 0.0)
-    elif ACT == 3:
-        s = 1.0 / (1.0 + tl.exp(-z))
-        out = s * (1.0 + z * (1.0 - s))
-    else:
-        out = tl.full(z.shape, 1.0, tl.float32)
-    return out
-
-
-@triton.jit
 def _act_both(z, ACT: tl.constexpr):
-    """(act(z), act'(z)), sharing their common work (GELU's tail and exponential, SiLU's sigmoid)."""
-    if ACT == 1:
+    """(act(z), act'(z)) elementwise in fp32, sharing their common work (GELU's tail and
+    exponential, SiLU's sigmoid). GELU is exact GELU (torch's approximate='none')."""
+    if ACT == 1:  # z · Φ(z) and Φ(z) + z · φ(z)
         h, e = _gelu_tail(z)
         out = tl.maximum(z, 0.0) - tl.abs(z) * h
         grad = tl.where(z >= 0.0, 1.0 - h, h) + z * e * _INV_SQRT_2PI
+    elif ACT == 2:
+        out = tl.maximum(z, 0.0)
+        grad = tl.where(z > 0.0, 1.0, 0.0)
     elif ACT == 3:
         s = 1.0 / (1.0 + tl.exp(-z))
         out = z * s
         grad = s * (1.0 + z * (1.0 - s))
     else:
-        out = _act(z, ACT)
-        grad = _act_grad(z, ACT)
+        out = z
+        grad = tl.full(z.shape, 1.0, tl.float32)
     return out, grad
+
+
+# The compiler drops the unused half of _act_both (pure arithmetic): one place for each formula.
+@triton.jit
+def _act(z, ACT: tl.constexpr):
+    out, _ = _act_both(z, ACT)
+    return out
+
+
+@triton.jit
+def _act_grad(z, ACT: tl.constexpr):
+    _, grad = _act_both(z, ACT)
+    return grad
 
 
 @triton.jit
@@ -687,8 +675,9 @@ def mul_col_sums(a: torch.Tensor, s: torch.Tensor) -> tuple[torch.Tensor, torch.
     if B == 0 or T == 0:
         return g, q
     bn = min(128, triton.next_power_of_2(C))
-    _mul_col_sums_kernel[(triton.cdiv(T, _Q_BLOCK_T), triton.cdiv(C, bn), B)](
-        a, s, g, q, T, triton.cdiv(T, _Q_BLOCK_T), C=C, BLOCK_T=_Q_BLOCK_T, BLOCK_N=bn, num_warps=4)
+    q_rows = q.shape[0] // B
+    _mul_col_sums_kernel[(q_rows, triton.cdiv(C, bn), B)](a, s, g, q, T, q_rows, C=C, BLOCK_T=_Q_BLOCK_T,
+                                                          BLOCK_N=bn, num_warps=4)
     return g, q
 
 

@@ -282,26 +282,12 @@ def test_block_on_tma_path_matches_reference(recompute: bool) -> None:
 
 def test_gelu_epilogue_matches_float64_erf() -> None:
     # The kernels evaluate GELU's normal CDF with Abramowitz & Stegun 7.1.26 instead of
-    # libdevice's erff (2.6× fewer instructions in the issue-bound epilogues). Through the real
-    # epilogues (a K = 1 identity convolution, so the pre-activation is exactly z): GELU and its
-    # derivative against float64 torch on a dense grid, the tails and signed zeros. fp32 torch's
-    # own GELU is 1.0e-6 from float64 on this grid; ours measured 3.3e-7 and 2.3e-7.
-    from encoders.fuzzytok import kernels as kn
+    # libdevice's erff (15 instead of 39 PTX instructions per element in the issue-bound
+    # epilogues). benchmarks/fuzzytok_gelu.py runs GELU and its derivative through the real
+    # epilogues against float64 torch on a dense grid, the tails and signed zeros.
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+    from fuzzytok_gelu import errors
 
-    z = torch.cat([torch.linspace(-12, 12, 48001),
-                   torch.tensor([0.0, -0.0, 1e-30, -1e-30, 1e-6, -1e-6, 30.0, -30.0, 1e4, -1e4])])
-    C = 8
-    n = z.numel() + (-z.numel()) % C
-    x = torch.zeros(n)
-    x[: z.numel()] = z
-    x = x.view(1, n // C, C)
-    eye = torch.eye(C).unsqueeze(0)  # the kernels' (K, C_in, C_out) weight layout
-    y = kn.launch_conv(x, eye, None, 1, mode=kn.MODE_LAYER, act="gelu", res=torch.zeros_like(x))
-    d = kn.launch_conv(x, eye, None, 1, mode=kn.MODE_ACTGRAD, act="gelu", res=torch.ones_like(x))
-    zd = z.double()
-    want_y = torch.nn.functional.gelu(zd)
-    want_d = torch.ops.aten.gelu_backward(torch.ones_like(zd), zd)
-    err_y = (y.flatten()[: z.numel()].double() - want_y).abs()
-    err_d = (d.flatten()[: z.numel()].double() - want_d).abs()
-    assert (err_y / (1 + zd.abs())).max() <= 2e-7
-    assert err_d.max() <= 5e-7
+    err = errors()
+    assert err["gelu_rel"] <= 2e-7
+    assert err["gelu_grad"] <= 5e-7
