@@ -1319,7 +1319,7 @@ A `name:` (or `source:`) is looked up in this order:
    `name: my_perturbation:Shout`; its default `id` / label is the class name.
 2. A registered name: the built-ins (`tokbench ls encoders|sources|perturbations|analyses`) and
    anything registered with the kind's decorator (`encoders.registry.register`,
-   `perturbations.registry.register`, `harness.sources.base.register_source`,
+   `perturbations.registry.register`, `sources.base.register_source`,
    `harness.analyses.base.register_analysis`) by a module already imported.
 3. An entry point of an installed package, group `tokbench.encoders`, `tokbench.sources`,
    `tokbench.perturbations` or `tokbench.analyses`. Only the entry point that is named is loaded:
@@ -1330,7 +1330,7 @@ A `name:` (or `source:`) is looked up in this order:
 ```
 
 A plugin class subclasses the kind's base class (`encoders.base.Encoder` with a dataclass `Config`,
-`harness.sources.base.Source`, `perturbations.base.Perturbation`, `harness.analyses.base.Analysis`);
+`sources.base.Source`, `perturbations.base.Perturbation`, `harness.analyses.base.Analysis`);
 its dataclass fields are its YAML keys, validated by their type annotations. An unknown name is an
 error that names the closest known one.
 """

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from encoders.base import config_to_dict
-from harness.sources.base import Document, SourceContext
+from sources.base import Document, SourceContext
 
 _WS = frozenset(b" \t\n\r\x0b\x0c")
 _CJK_PUNCT = frozenset(c.encode() for c in "。、，．！？：；」』）】〉》")
@@ -102,8 +102,8 @@ def prepare_sources(suite: Any, ctx: SourceContext) -> None:
     morph = any(p.name.startswith("morph.") for p in suite.perturbations) or any(
         a.name == "morphology" for a in suite.analyses)
     if packages or morph:
-        from harness.sources.debian import hunspell_packages
-        from harness.sources.fetch import fetch_packages
+        from sources.debian import hunspell_packages
+        from sources.fetch import fetch_packages
 
         if packages:
             fetch_packages(dict.fromkeys(packages), ctx.cache_dir, source="data prepare", log=ctx.log)

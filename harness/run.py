@@ -51,13 +51,13 @@ from harness.results import (
     write_jsonl,
 )
 from harness.score import ScoreItem, plan_clean_target, plan_full, score_items, split_for_target
-from harness.sources.base import Document, SourceContext
-from harness.sources.fetch import default_cache_dir
-from harness.sources.script import detect_script
 from harness.suite import SCHEMA_VERSION, EncoderSpec, PerturbationSpec, Suite
 from harness.train import Checkpointer, fit_context, train_encoder
 from perturbations.base import Perturbation
 from perturbations.measure import edit_rate
+from sources.base import Document, SourceContext
+from sources.fetch import default_cache_dir
+from sources.script import detect_script
 
 CLEAN = PerturbationSpec(name="identity", id="clean", severity=0.0, params={})
 TEXT_LIMIT = 20_000  # characters of each text kept in samples.jsonl

@@ -24,13 +24,12 @@ from typing import Any
 import torch
 from torch import nn
 
+from core.metrics import LN2
 from encoders.base import Encoder, FitContext
 from harness.data import training_windows
 from harness.results import atomic_torch_save
-from harness.sources.base import Document
 from harness.suite import BudgetConfig
-
-LN2 = math.log(2.0)
+from sources.base import Document
 
 
 def lr_at(budget: BudgetConfig, seen: int, total: int) -> float:

@@ -18,7 +18,8 @@ from hypothesis import strategies as st
 from encoders.backbone import BackboneConfig
 from encoders.base import Encoder
 from encoders.registry import REGISTRY as ENCODERS
-from harness.analyses.base import ANALYSES, Analysis
+from harness.analyses.base import Analysis
+from harness.analyses.registry import REGISTRY as ANALYSES
 from harness.config import (
     EXAMPLE_SUITE,
     ConfigError,
@@ -31,10 +32,11 @@ from harness.config import (
     parse_yaml,
     suite_reference,
 )
-from harness.sources.base import SOURCES, Source
 from harness.suite import SCHEMA_VERSION, BudgetConfig, EvalConfig
 from perturbations.base import Perturbation
 from perturbations.registry import REGISTRY as PERTURBATIONS
+from sources.base import Source
+from sources.registry import REGISTRY as SOURCES
 
 # ---------------------------------------------------------------------------------------------
 # Fake plugins, registered per test (the real encoders are written in parallel)
