@@ -25,6 +25,7 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
+from core.schema import BUCKET_COLUMNS, RESULT_COLUMNS
 from encoders.base import Encoder, config_to_dict
 from harness import plugins
 from harness.config import build_perturbation
@@ -41,8 +42,6 @@ from harness.metrics import CellTotals, cell_metrics, count_words
 from harness.perturb import apply
 from harness.provenance import git_sha, hardware, package_versions, tokbench_version
 from harness.results import (
-    BUCKET_COLUMNS,
-    RESULT_COLUMNS,
     RunDir,
     atomic_torch_save,
     atomic_write_json,
