@@ -62,7 +62,9 @@ from triton.tools.tensor_descriptor import TensorDescriptor  # noqa: E402
 
 INTERPRET = os.environ.get("TRITON_INTERPRET", "0") == "1"
 
-ACTIVATIONS = {"none": 0, "gelu": 1, "relu": 2, "silu": 3}
+# Activation codes (the ACT argument of the kernels).
+ACT_NONE, ACT_GELU, ACT_RELU, ACT_SILU = 0, 1, 2, 3
+ACTIVATIONS = {"none": ACT_NONE, "gelu": ACT_GELU, "relu": ACT_RELU, "silu": ACT_SILU}
 
 # Epilogue modes of _conv_kernel and _conv_tma_kernel.
 MODE_PLAIN = 0  # y = acc + bias
@@ -72,6 +74,18 @@ MODE_ADD = 3  # y = acc + res                            (input gradient of a re
 MODE_LAYER_SAVE = 4  # MODE_LAYER, and also aux = act'(acc + bias) (kept for the backward)
 MODE_ADD_ACTGRAD = 5  # MODE_ADD, and also g = y · aux, (aux = the layer below's act'(pre-activation)),
 #                       and q = Σ_rows g per column (the layer below's bias-gradient partial sums)
+
+# The same codes as compile-time constants: a @triton.jit function may read a global only if it is
+# a tl.constexpr, and comparing against them keeps every branch static (no runtime test).
+_MODE_PLAIN = tl.constexpr(MODE_PLAIN)
+_MODE_LAYER = tl.constexpr(MODE_LAYER)
+_MODE_ACTGRAD = tl.constexpr(MODE_ACTGRAD)
+_MODE_ADD = tl.constexpr(MODE_ADD)
+_MODE_LAYER_SAVE = tl.constexpr(MODE_LAYER_SAVE)
+_MODE_ADD_ACTGRAD = tl.constexpr(MODE_ADD_ACTGRAD)
+_ACT_GELU = tl.constexpr(ACT_GELU)
+_ACT_RELU = tl.constexpr(ACT_RELU)
+_ACT_SILU = tl.constexpr(ACT_SILU)
 
 
 def _configs(names: tuple[str, ...], entries: list[tuple[int, ...]],
@@ -154,14 +168,14 @@ def _gelu_tail(z):
 def _act_both(z, ACT: tl.constexpr):
     """(act(z), act'(z)) elementwise in fp32, sharing their common work (GELU's tail and
     exponential, SiLU's sigmoid). GELU is exact GELU (torch's approximate='none')."""
-    if ACT == 1:  # z · Φ(z) and Φ(z) + z · φ(z)
+    if ACT == _ACT_GELU:  # z · Φ(z) and Φ(z) + z · φ(z)
         h, e = _gelu_tail(z)
         out = tl.maximum(z, 0.0) - tl.abs(z) * h
         grad = tl.where(z >= 0.0, 1.0 - h, h) + z * e * _INV_SQRT_2PI
-    elif ACT == 2:
+    elif ACT == _ACT_RELU:
         out = tl.maximum(z, 0.0)
         grad = tl.where(z > 0.0, 1.0, 0.0)
-    elif ACT == 3:
+    elif ACT == _ACT_SILU:
         s = 1.0 / (1.0 + tl.exp(-z))
         out = z * s
         grad = s * (1.0 + z * (1.0 - s))
@@ -219,21 +233,21 @@ def _epilogue(z, rows, cols, T, b, b_ptr, r_ptr, y_ptr, z_ptr, g_ptr, q_ptr, CO:
         z += tl.load(b_ptr + cols, mask=cols < CO, other=0.0).to(tl.float32)[None, :]
     mask = (rows[:, None] < T) & (cols[None, :] < CO)
     off = b * T * CO + rows[:, None] * CO + cols[None, :]
-    if MODE == 1:
+    if MODE == _MODE_LAYER:
         res = tl.load(r_ptr + off, mask=mask, other=0.0).to(tl.float32)
         z = res + _act(z, ACT)
-    elif MODE == 4:
+    elif MODE == _MODE_LAYER_SAVE:
         act, grad = _act_both(z, ACT)
         tl.store(z_ptr + off, grad.to(z_ptr.dtype.element_ty), mask=mask)
         res = tl.load(r_ptr + off, mask=mask, other=0.0).to(tl.float32)
         z = res + act
-    elif MODE == 2:
+    elif MODE == _MODE_ACTGRAD:
         res = tl.load(r_ptr + off, mask=mask, other=0.0).to(tl.float32)
         z = res * _act_grad(z, ACT)
-    elif MODE == 3 or MODE == 5:
+    elif MODE == _MODE_ADD or MODE == _MODE_ADD_ACTGRAD:
         res = tl.load(r_ptr + off, mask=mask, other=0.0).to(tl.float32)
         z = z + res
-        if MODE == 5:
+        if MODE == _MODE_ADD_ACTGRAD:
             g = z * tl.load(z_ptr + off, mask=mask, other=0.0).to(tl.float32)
             tl.store(g_ptr + off, g.to(g_ptr.dtype.element_ty), mask=mask)
             # The layer below's bias gradient, Σ_{b,t} g, as one partial sum per tile and column
@@ -365,7 +379,7 @@ def _tma_tile(tile, x_desc, w_desc, y_desc, b_ptr, r_ptr, y_ptr, z_ptr, g_ptr, q
         xt = x_desc.load([bi, t0 + DIR * (K - 1 - k) * dil, c0]).reshape(BLOCK_T, BLOCK_C)
         wt = w_desc.load([k * CI + c0, n0])
         acc = tl.dot(xt, wt, acc)
-    if MODE == 0:
+    if MODE == _MODE_PLAIN:
         if HAS_BIAS:
             acc += tl.load(b_ptr + n0 + tl.arange(0, BLOCK_N)).to(tl.float32)[None, :]
         y_desc.store([bi, t0, n0], acc.to(y_desc.dtype).reshape(1, BLOCK_T, BLOCK_N))  # clips rows ≥ T

@@ -25,7 +25,6 @@ One module per job: ``where`` (locations, ``ConfigError``), ``loader`` (YAML wit
 from harness.config.build import (
     DEFAULT_SOURCE,
     RESERVED_PERTURBATION_IDS,
-    build_perturbation,
     build_suite,
     load_raw,
     load_suite,
@@ -46,7 +45,6 @@ __all__ = [
     "SuiteLoader",
     "Where",
     "apply_override",
-    "build_perturbation",
     "build_suite",
     "field_docs",
     "format_keypath",

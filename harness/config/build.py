@@ -295,7 +295,12 @@ def _perturbations(
             resolved = {n: getattr(inst, n) for n in cls_fields if n != "lang"}
             specs.append(
                 PerturbationSpec(
-                    name=name, id=pid, severity=s, params=_json_params(resolved, w), cls=cls
+                    name=name,
+                    id=pid,
+                    severity=s,
+                    params=_json_params(resolved, w),
+                    cls=cls,
+                    perturbation=inst,
                 )
             )
     return tuple(specs)
@@ -432,15 +437,4 @@ def load_suite(path: str | Path, overrides: Sequence[str] = ()) -> Suite:
     where = Where((), locs, locs[()])  # locs[()] is "<suite file>:1"
     return build_suite(
         data, where, path=str(path), search_paths=[Path.cwd(), Path(path).resolve().parent]
-    )
-
-
-def build_perturbation(spec: PerturbationSpec, lang: str | None = None) -> Any:
-    """A fresh perturbation instance for one document language: ``spec.params`` (JSON types)
-    converted back through the class's annotations (lists -> tuples), plus severity and lang."""
-    return from_mapping(
-        spec.cls,
-        {k: v for k, v in spec.params.items() if k not in ("severity", "lang")},
-        f"perturbation {spec.id!r}",
-        fixed={"severity": spec.severity, "lang": lang},
     )

@@ -11,7 +11,6 @@ from config_fixtures import BASE, FakeAnalysis, FakeConfig, FakeSource, FakeTypo
 
 from encoders.backbone import BackboneConfig
 from harness.config import (
-    build_perturbation,
     load_suite,
 )
 from harness.suite import SCHEMA_VERSION, BudgetConfig, EvalConfig
@@ -347,12 +346,13 @@ def test_analyses(tmp_path: Path) -> None:
         "suite.yaml:25: analyses[0].datasets[0]: no eval set named 'othr' (did you mean 'other'?); eval sets: other, same"
     )
 
-def test_build_perturbation_restores_types(tmp_path: Path) -> None:
+def test_perturbation_is_built_once_with_its_final_parameters(tmp_path: Path) -> None:
     s = load_suite(write(tmp_path, BASE, "s.yaml").name, ["perturbations[0].words=[a, b]"])
     spec = s.perturbations[1]
     assert spec.params == {"keys": "qwerty", "words": ["a", "b"], "severity": 0.5}
-    p = build_perturbation(spec, lang="fr")
-    assert p == FakeTypo(severity=0.5, lang="fr", words=("a", "b"))
+    assert spec.perturbation == FakeTypo(severity=0.5, words=("a", "b"))  # lists -> tuples
+    assert spec.perturbation.for_language("fr") == FakeTypo(severity=0.5, lang="fr", words=("a", "b"))
+    assert s.perturbations[0].perturbation.severity == 0.1
 
 def test_module_class_plugin_from_cwd(tmp_path: Path) -> None:
     (tmp_path / "tb_cwd_plugin.py").write_text(PLUGIN_FILE)
