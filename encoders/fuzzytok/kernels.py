@@ -88,12 +88,42 @@ def _configs(names: tuple[str, ...], entries: list[tuple[int, ...]],
     return out
 
 
-# Short lists: every config compiles for every key.
+def _sized_configs(names: tuple[str, ...], large: list[tuple[int, ...]], small: list[tuple[int, ...]],
+                   interpreted: tuple[int, ...] = (32, 32, 32)) -> tuple[list[triton.Config], set[int]]:
+    """(all configs, ids of the small-channel ones) for an autotuner whose early prune calls
+    ``_by_width``: entries in both lists become two configs, one in each set. Under the
+    interpreter one config, in neither set (``_by_width`` keeps it)."""
+    if INTERPRET:
+        return _configs(names, large, interpreted), set()
+    big, little = _configs(names, large), _configs(names, small)
+    return big + little, {id(c) for c in little}
+
+
+def _by_width(configs: list[triton.Config], small_ids: set[int], ci: int, co: int) -> list[triton.Config]:
+    """The configs of a shape's size class: the small-channel list when C_in and C_out are both
+    ≤ SMALL_C, else the list for wide shapes (all configs when the sets are empty: interpreter)."""
+    if not small_ids:
+        return configs
+    small = max(ci, co) <= SMALL_C
+    return [c for c in configs if (id(c) in small_ids) == small]
+
+
+# Short lists: every config compiles for every key. Shapes whose channel counts are all
+# ≤ SMALL_C (32–128) take lists of their own (``_by_width``): narrower tiles and more programs per
+# SM, since 64 channels give each output tile a short reduction (K · 64) and few tiles; the
+# lists for C ≥ 256 stay as tuned there.
+SMALL_C = 128
 _FWD_NAMES = ("BLOCK_T", "BLOCK_N", "BLOCK_C")
-_FWD_CONFIGS = _configs(_FWD_NAMES, [(128, 128, 64, 8, 3), (128, 256, 64, 8, 3), (256, 128, 64, 8, 3),
-                                     (128, 64, 64, 4, 4), (64, 128, 64, 4, 4)])
-_DW_CONFIGS = _configs(("BLOCK_T", "BLOCK_M", "BLOCK_N"),
-                       [(64, 128, 128, 8, 3), (64, 64, 128, 4, 3), (128, 64, 64, 4, 3), (64, 128, 256, 8, 3)])
+_FWD_CONFIGS, _FWD_SMALL = _sized_configs(
+    _FWD_NAMES,
+    large=[(128, 128, 64, 8, 3), (128, 256, 64, 8, 3), (256, 128, 64, 8, 3), (128, 64, 64, 4, 4),
+           (64, 128, 64, 4, 4)],
+    small=[(128, 64, 64, 4, 4), (64, 128, 64, 4, 4), (64, 64, 32, 4, 4), (128, 32, 32, 4, 4), (64, 32, 32, 4, 3)])
+_DW_CONFIGS, _DW_SMALL = _sized_configs(
+    ("BLOCK_T", "BLOCK_M", "BLOCK_N"),
+    large=[(64, 128, 128, 8, 3), (64, 64, 128, 4, 3), (128, 64, 64, 4, 3), (64, 128, 256, 8, 3)],
+    small=[(128, 64, 64, 4, 3), (64, 64, 64, 4, 3), (128, 32, 64, 4, 3), (64, 32, 32, 4, 4),
+           (64, 128, 128, 8, 3), (64, 64, 128, 4, 3)])
 _BLOCK_CONFIGS = _configs(_FWD_NAMES, [(128, 128, 64, 8, 3), (128, 64, 64, 4, 3), (64, 128, 64, 4, 3),
                                        (128, 256, 64, 8, 3)])
 # The persistent TMA kernel (Hopper): channel counts must be multiples of a config's BLOCK_C and
@@ -102,11 +132,16 @@ _BLOCK_CONFIGS = _configs(_FWD_NAMES, [(128, 128, 64, 8, 3), (128, 64, 64, 4, 3)
 # PER_SM: persistent programs per SM. With PER_SM = 2 two small programs (128 × 128 tiles, 4 warps,
 # 3 stages: about 100 KB of shared memory each in the epilogue modes) share an SM, so that one's
 # epilogue could overlap the other's main loop. On an H200 adding them moved the epilogue launches
-# by only 1–6 µs (BENCHMARKS.md, runs 5 and 6); the autotuner keeps them where they win.
-_TMA_CONFIGS = _configs(("BLOCK_T", "BLOCK_N", "BLOCK_C", "PER_SM"),
-                        [(128, 128, 64, 1, 4, 4), (128, 256, 64, 1, 8, 3), (128, 128, 64, 1, 8, 4),
-                         (128, 64, 64, 1, 4, 4), (128, 128, 64, 2, 4, 3), (128, 64, 64, 2, 4, 3)],
-                        interpreted=(32, 32, 32, 1))
+# by only 1–6 µs (BENCHMARKS.md, runs 5 and 6); the autotuner keeps them where they win. Small
+# channel counts add 64-row and 32-column tiles with up to 4 programs per SM (C = 32 fits only these).
+_TMA_CONFIGS, _TMA_SMALL = _sized_configs(
+    ("BLOCK_T", "BLOCK_N", "BLOCK_C", "PER_SM"),
+    large=[(128, 128, 64, 1, 4, 4), (128, 256, 64, 1, 8, 3), (128, 128, 64, 1, 8, 4), (128, 64, 64, 1, 4, 4),
+           (128, 128, 64, 2, 4, 3), (128, 64, 64, 2, 4, 3)],
+    small=[(128, 64, 64, 1, 4, 4), (128, 64, 64, 2, 4, 3), (64, 64, 64, 2, 4, 4), (64, 64, 64, 4, 4, 3),
+           (256, 64, 64, 1, 8, 3), (128, 128, 64, 1, 4, 4), (128, 128, 64, 2, 4, 3), (128, 32, 32, 2, 4, 4),
+           (64, 32, 32, 4, 4, 4)],
+    interpreted=(32, 32, 32, 1))
 # FUZZYTOK_TMA=0 forces the pointer kernel everywhere (benchmarks compare the two).
 USE_TMA = os.environ.get("FUZZYTOK_TMA", "1") != "0"
 # Per-tile column sums (MODE_ADD_ACTGRAD, _mul_col_sums_kernel) get one row per tile of this height.
@@ -291,10 +326,12 @@ def _split_epilogue(args: dict) -> int:
 
 
 def _prune_fwd(configs: list[triton.Config], named_args: dict, **kwargs: object) -> list[triton.Config]:
-    """Drop pointer-kernel tiles far wider than the output channels: at C_out ≤ 128 the
-    256-column tiles only compute padding, and with an activation epilogue they spilled registers
-    (benchmarks/fuzzytok_aot.py)."""
-    width = max(64, triton.next_power_of_2(int(kwargs["CO"])))
+    """The shape's size class (``_by_width``), without pointer-kernel tiles far wider than the
+    output channels: at C_out ≤ 128 the 256-column tiles only compute padding, and with an
+    activation epilogue they spilled registers (benchmarks/fuzzytok_aot.py)."""
+    ci, co = int(kwargs["CI"]), int(kwargs["CO"])
+    configs = _by_width(configs, _FWD_SMALL, ci, co)
+    width = max(64, triton.next_power_of_2(co))
     return [c for c in configs if c.kwargs["BLOCK_N"] <= width] or configs[:1]
 
 
@@ -303,7 +340,7 @@ def _prune_fwd(configs: list[triton.Config], named_args: dict, **kwargs: object)
 @triton.autotune(configs=_FWD_CONFIGS, key=["CI", "CO", "K", "MODE", "DIR"],
                  prune_configs_by={"early_config_prune": _prune_fwd}, reset_to_zero=["q_ptr"])
 @triton.heuristics({"SPLIT": _split_epilogue})
-@triton.jit
+@triton.jit(do_not_specialize=["dil", "Q_ROWS"])
 def _conv_kernel(x_ptr, w_ptr, b_ptr, r_ptr, y_ptr, z_ptr, g_ptr, q_ptr, T, dil, Q_ROWS,
                  CI: tl.constexpr, CO: tl.constexpr, K: tl.constexpr, DIR: tl.constexpr, HAS_BIAS: tl.constexpr, MODE: tl.constexpr,
                  ACT: tl.constexpr, BLOCK_T: tl.constexpr, BLOCK_N: tl.constexpr,
@@ -328,9 +365,20 @@ def _conv_kernel(x_ptr, w_ptr, b_ptr, r_ptr, y_ptr, z_ptr, g_ptr, q_ptr, T, dil,
 
 
 def _prune_tma(configs: list[triton.Config], named_args: dict, **kwargs: object) -> list[triton.Config]:
-    """Keep TMA configs whose blocks divide the channel counts (``tma_fits`` checked one exists)."""
-    ci, co = kwargs["CI"], kwargs["CO"]
-    return [c for c in configs if ci % c.kwargs["BLOCK_C"] == 0 and co % c.kwargs["BLOCK_N"] == 0]
+    """Keep the shape's size class (``_by_width``) of TMA configs whose blocks divide the channel
+    counts (``tma_fits`` checked that one exists)."""
+    ci, co = int(kwargs["CI"]), int(kwargs["CO"])
+    return [c for c in _by_width(configs, _TMA_SMALL, ci, co)
+            if ci % c.kwargs["BLOCK_C"] == 0 and co % c.kwargs["BLOCK_N"] == 0]
+
+
+def _prune_dw(configs: list[triton.Config], named_args: dict, **kwargs: object) -> list[triton.Config]:
+    """The shape's size class (``_by_width``), without tiles more than twice as wide as the
+    channels they cover (at C = 64 a 128-column tile is half padding)."""
+    ci, co = int(kwargs["CI"]), int(kwargs["CO"])
+    configs = _by_width(configs, _DW_SMALL, ci, co)
+    mi, ni = max(32, triton.next_power_of_2(ci)), max(32, triton.next_power_of_2(co))
+    return [c for c in configs if c.kwargs["BLOCK_M"] <= mi and c.kwargs["BLOCK_N"] <= ni] or configs[:1]
 
 
 def _set_block_shapes(nargs: dict) -> None:
@@ -378,7 +426,7 @@ def _tma_tile(tile, x_desc, w_desc, y_desc, b_ptr, r_ptr, y_ptr, z_ptr, g_ptr, q
 @triton.autotune(configs=_TMA_CONFIGS, key=["CI", "CO", "K", "MODE", "DIR"],
                  prune_configs_by={"early_config_prune": _prune_tma}, reset_to_zero=["q_ptr"])
 @triton.heuristics({"SPLIT": _split_epilogue})
-@triton.jit
+@triton.jit(do_not_specialize=["B", "dil", "Q_ROWS"])
 def _conv_tma_kernel(x_desc, w_desc, y_desc, b_ptr, r_ptr, y_ptr, z_ptr, g_ptr, q_ptr, B, T, dil, Q_ROWS,
                      CI: tl.constexpr, CO: tl.constexpr, K: tl.constexpr, DIR: tl.constexpr,
                      HAS_BIAS: tl.constexpr, MODE: tl.constexpr, ACT: tl.constexpr,
@@ -407,8 +455,11 @@ def _conv_tma_kernel(x_desc, w_desc, y_desc, b_ptr, r_ptr, y_ptr, z_ptr, g_ptr, 
                       DIR, HAS_BIAS, MODE, ACT, BLOCK_T, BLOCK_N, BLOCK_C, SPLIT)
 
 
-@triton.autotune(configs=_DW_CONFIGS, key=["CI", "CO", "K", "HAS_DB"])
-@triton.jit
+@triton.autotune(configs=_DW_CONFIGS, key=["CI", "CO", "K", "HAS_DB"],
+                 prune_configs_by={"early_config_prune": _prune_dw})
+# Run-time integers that only enter address arithmetic are not specialised (Triton would compile
+# separate variants for 1 and for multiples of 16).
+@triton.jit(do_not_specialize=["dil", "n_chunks"])
 def _conv_dw_kernel(x_ptr, g_ptr, p_ptr, q_ptr, T, dil, n_chunks,
                     CI: tl.constexpr, CO: tl.constexpr, K: tl.constexpr, CHUNK: tl.constexpr,
                     HAS_DB: tl.constexpr, DB_ROWS: tl.constexpr, BLOCK_T: tl.constexpr,
@@ -535,6 +586,157 @@ def _block_kernel(x_ptr, w_ptr, b_ptr, d_ptr, y_ptr, s_ptr, B, T, HALO,
 
 
 # ------------------------------------------------------------------------------------------------
+# Thin launches. ``kernel[grid](...)`` through ``@autotune`` and ``@heuristics`` rebuilds argument
+# dicts, the tuning key and the heuristics' inputs, runs the config's pre-hook and then the JIT's
+# own binding and cache lookup on every call: tens of µs of Python per launch, more than a
+# C = 64 kernel runs. A ``ThinLauncher`` goes through those wrappers once per key and keeps what
+# they chose (config, heuristics' values and, on a GPU, the compiled kernel); later calls launch
+# that compiled kernel directly.
+
+# FUZZYTOK_THIN=0 (or ``kernels.THIN = False``) sends every launch through the wrappers.
+THIN = os.environ.get("FUZZYTOK_THIN", "1") != "0"
+
+
+def _spec_backend(jit: object, device: int) -> object:
+    """The backend whose argument specialisation Triton's JIT uses on ``device``."""
+    from triton.backends.compiler import BaseBackend
+
+    caches = getattr(jit, "device_caches", None)
+    if caches is not None and device in caches:
+        return caches[device][3]  # (kernel cache, key cache, target, backend, binder)
+    return BaseBackend
+
+
+class ThinLauncher:
+    """Launches one ``@triton.autotune``(``@triton.heuristics``)``@triton.jit`` kernel past its
+    wrappers once a key has been through them.
+
+    Key: the caller's constexprs (every value the autotuner keys on, and every other constexpr),
+    the current device, and Triton's own specialisation of each run-time argument that is no
+    descriptor (``native_specialize_impl``: dtype, 16-byte alignment of pointers, integers that are
+    1 or multiples of 16, 32 or 64 bits): everything the chosen config and the compiled binary
+    depend on. Descriptors are built from the entry's tiles (their dtype follows from the
+    constexprs' caller key, ``static``). A new key goes through the autotuner (which tunes it if its
+    own, coarser key is new) and is recorded. Under the interpreter the recorded config and
+    heuristics' values are passed to the bare ``@jit`` function (no binary to call).
+    """
+
+    def __init__(self, tuner: triton.runtime.Autotuner, first_spec_arg: int = 0) -> None:
+        inner = tuner.fn
+        self.tuner = tuner
+        self.heuristics = inner.values if isinstance(inner, triton.runtime.Heuristics) else {}
+        self.jit = inner.fn if isinstance(inner, triton.runtime.Heuristics) else inner
+        self.arg_names: list[str] = list(self.jit.arg_names)
+        # (specialise?, specialise on alignment?) of the run-time arguments from first_spec_arg on,
+        # as the @jit declares them (the interpreter's function has no params: it compiles nothing).
+        params = getattr(self.jit, "params", [])[first_spec_arg:]
+        self.spec_flags = [(not p.do_not_specialize, not p.do_not_specialize_on_alignment) for p in params
+                           if not p.is_constexpr]
+        # key -> (meta, constexpr tail, launch, function handle, packed metadata, compiled kernel)
+        self.entries: dict[tuple, tuple] = {}
+        self.tuned_calls = 0  # calls that went through the wrappers (tests and benchmarks read them)
+        self.direct_calls = 0
+
+    def clear(self) -> None:
+        """Forget every entry and the autotuner's choices (the next call of each key re-tunes)."""
+        self.entries.clear()
+        self.tuner.cache.clear()
+
+    def __call__(self, grid, make_args, spec_args: tuple, consts: dict, static: tuple = ()) -> None:  # noqa: ANN001
+        """Launch with run-time arguments ``make_args(meta)`` (signature order; ``meta`` is None on a
+        tuned call, else the recorded config's constexprs), grid ``grid(meta)``, constexprs
+        ``consts``. ``spec_args``: the run-time arguments other than descriptors."""
+        device = -1 if INTERPRET else torch.cuda.current_device()
+        key = self.key(device, spec_args, consts, static)
+        entry = self.entries.get(key) if THIN else None
+        if entry is None:
+            self._tune(key, grid, make_args, consts)
+            return
+        self.direct_calls += 1
+        meta, tail, run, function, packed = entry[:5]
+        args = make_args(meta)
+        g = grid(meta)
+        if run is None:  # interpreter
+            self.jit[g](*args, **dict(zip(self.arg_names[len(args):], tail)))
+            return
+        stream = _get_stream(device)
+        hooks = triton.knobs.runtime
+        enter, leave = hooks.launch_enter_hook, hooks.launch_exit_hook
+        if _hooked(enter) or _hooked(leave):  # a profiler listens: what JITFunction.run passes it
+            md = entry[5].launch_metadata(g, stream, *args, *tail)
+        else:  # Triton's launcher skips None hooks (its own run calls two empty hook chains)
+            enter = leave = md = None
+        run(g[0], g[1] if len(g) > 1 else 1, g[2] if len(g) > 2 else 1, stream, function, packed, md, enter, leave,
+            *args, *tail)
+
+    def key(self, device: int, spec_args: tuple, consts: dict, static: tuple = ()) -> tuple:
+        """The entry key of a call (see the class docstring)."""
+        backend = _spec_backend(self.jit, device)
+        flags = self.spec_flags or [(True, True)] * len(spec_args)
+        spec = tuple(_specialize(backend, a, False, sp, al) for a, (sp, al) in zip(spec_args, flags))
+        return (device, static, tuple(consts.items()), spec)
+
+    def _tune(self, key: tuple, grid, make_args, consts: dict) -> None:  # noqa: ANN001
+        args = make_args(None)
+        compiled = self.tuner[grid](*args, **consts)
+        self.tuned_calls += 1
+        if not THIN:
+            return
+        cfg = self.tuner.best_config
+        named = dict(zip(self.arg_names, args))
+        meta = {**consts, **cfg.kwargs}
+        for name, fn in self.heuristics.items():  # as Heuristics.run evaluates them
+            meta[name] = fn({**named, **consts, **cfg.all_kwargs()})
+        tail = tuple(meta[n] for n in self.arg_names[len(args):])
+        if INTERPRET:
+            self.entries[key] = (meta, tail, None, None, None, None)
+        elif isinstance(compiled, triton.compiler.CompiledKernel):
+            self.entries[key] = (meta, tail, compiled.run, compiled.function, compiled.packed_metadata, compiled)
+
+
+def _hooked(hook: object) -> bool:
+    """Whether a launch hook (None, a function, or a ``HookChain``) would call anything."""
+    return hook is not None and bool(getattr(hook, "calls", True))
+
+
+def _specialize(backend: object, arg: object, is_const: bool, specialize: bool, align: bool) -> tuple:
+    from triton._C.libtriton import native_specialize_impl
+
+    return native_specialize_impl(backend, arg, is_const, specialize, align)
+
+
+@functools.cache
+def _stream_getter():  # noqa: ANN202 - Triton's driver function
+    return triton.runtime.driver.active.get_current_stream
+
+
+def _get_stream(device: int) -> int:
+    return _stream_getter()(device)
+
+
+def _desc(t: torch.Tensor, shape: list[int], strides: list[int], block: list[int]) -> TensorDescriptor:
+    """A TensorDescriptor without ``__post_init__``'s checks (alignment, strides, block shape):
+    ``tma_fits`` checked the tensors and the key's first call built the same shapes checked."""
+    d = TensorDescriptor.__new__(TensorDescriptor)
+    d.base, d.shape, d.strides, d.block_shape, d.padding = t, shape, strides, block, "zero"
+    return d
+
+
+_CONV = ThinLauncher(_conv_kernel)
+_CONV_TMA = ThinLauncher(_conv_tma_kernel, first_spec_arg=3)  # after the three descriptors
+_CONV_DW = ThinLauncher(_conv_dw_kernel)
+LAUNCHERS = {"conv": _CONV, "conv_tma": _CONV_TMA, "dw": _CONV_DW}
+
+
+def clear_tuning() -> None:
+    """Forget every tuned config and recorded launch (benchmarks: small shapes must not choose
+    the tiles that timed shapes then reuse)."""
+    for launcher in LAUNCHERS.values():
+        launcher.clear()
+    _block_kernel.cache.clear()
+
+
+# ------------------------------------------------------------------------------------------------
 # Launchers. All take and return contiguous channels-last tensors; weights in torch's Conv1d
 # layout (C_out, C_in, K).
 
@@ -610,7 +812,7 @@ def launch_conv(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None, dil
     if B == 0 or T == 0:
         return y
     r = res.contiguous() if res is not None else y
-    b = bias if bias is not None else y
+    b = bias.contiguous() if bias is not None else y  # the epilogues read bias[cols] densely
 
     aux = pre if pre is not None else y
     gout = grad_out if grad_out is not None else y
@@ -619,22 +821,30 @@ def launch_conv(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None, dil
     common = dict(CI=ci, CO=co, K=K, DIR=1 if transpose else -1, HAS_BIAS=bias is not None, MODE=mode,
                   ACT=ACTIVATIONS[act])
     if tma_fits(x, w, y, r, aux, gout):
-        x_desc = TensorDescriptor(x, [B, T, ci], [T * ci, ci, 1], [1, 32, 32])  # blocks: set per config
-        w_desc = TensorDescriptor(w.view(K * ci, co), [K * ci, co], [co, 1], [32, 32])
-        y_desc = TensorDescriptor(y, [B, T, co], [T * co, co, 1], [1, 32, 32])
         sms = _num_sms(x.device)
+        w2 = w.view(K * ci, co)
+        rest = (b, r, y, aux, gout, q, B, T, dilation, q_rows)
+
+        def make_args(meta: dict | None) -> tuple:
+            if meta is None:  # a call through the autotuner: its pre-hook sets the tiles
+                return (TensorDescriptor(x, [B, T, ci], [T * ci, ci, 1], [1, 32, 32]),
+                        TensorDescriptor(w2, [K * ci, co], [co, 1], [32, 32]),
+                        TensorDescriptor(y, [B, T, co], [T * co, co, 1], [1, 32, 32]), *rest)
+            bt, bn, bc = meta["BLOCK_T"], meta["BLOCK_N"], meta["BLOCK_C"]
+            return (_desc(x, [B, T, ci], [T * ci, ci, 1], [1, bt, bc]), _desc(w2, [K * ci, co], [co, 1], [bc, bn]),
+                    _desc(y, [B, T, co], [T * co, co, 1], [1, bt, bn]), *rest)
 
         def pgrid(meta: dict) -> tuple[int]:
             return (min(meta["PER_SM"] * sms, B * triton.cdiv(T, meta["BLOCK_T"]) * (co // meta["BLOCK_N"])),)
 
-        _conv_tma_kernel[pgrid](x_desc, w_desc, y_desc, b, r, y, aux, gout, q, B, T, dilation, q_rows,
-                                INTERP=INTERPRET, **common)
+        _CONV_TMA(pgrid, make_args, rest, dict(common, INTERP=INTERPRET), static=(x.dtype, w.dtype))
         return y
 
     def grid(meta: dict) -> tuple[int, int, int]:
         return (triton.cdiv(T, meta["BLOCK_T"]), triton.cdiv(co, meta["BLOCK_N"]), B)
 
-    _conv_kernel[grid](x, w, b, r, y, aux, gout, q, T, dilation, q_rows, **common)
+    args = (x, w, b, r, y, aux, gout, q, T, dilation, q_rows)
+    _CONV(grid, lambda meta: args, args, common)
     return y
 
 
@@ -690,9 +900,14 @@ def tma_fits(x: torch.Tensor, w: torch.Tensor, *others: torch.Tensor) -> bool:
             x.device.index if x.device.index is not None else torch.cuda.current_device())[1] >= 9):
         return False
     _, ci, co = w.shape
-    if not any(ci % c.kwargs["BLOCK_C"] == 0 and co % c.kwargs["BLOCK_N"] == 0 for c in _TMA_CONFIGS):
+    if not _tma_shape_fits(ci, co):
         return False
     return all(t.is_contiguous() and t.data_ptr() % 16 == 0 for t in (x, w, *others))
+
+
+@functools.cache
+def _tma_shape_fits(ci: int, co: int) -> bool:
+    return bool(_prune_tma(_TMA_CONFIGS, {}, CI=ci, CO=co))
 
 
 def conv_weight_grad(x: torch.Tensor, g: torch.Tensor, dilation: int, K: int, *,
@@ -718,8 +933,9 @@ def conv_weight_grad(x: torch.Tensor, g: torch.Tensor, dilation: int, K: int, *,
         return (triton.cdiv(C_in, meta["BLOCK_M"]) + with_bias, triton.cdiv(C_out, meta["BLOCK_N"]),
                 B * n_chunks * K)
 
-    _conv_dw_kernel[grid](x, g, p, q, T, dilation, n_chunks, CI=C_in, CO=C_out, K=K, CHUNK=chunk,
-                          HAS_DB=with_bias, DB_ROWS=min(chunk, 32 if INTERPRET else 256))
+    args = (x, g, p, q, T, dilation, n_chunks)
+    _CONV_DW(grid, lambda meta: args, args, dict(CI=C_in, CO=C_out, K=K, CHUNK=chunk, HAS_DB=with_bias,
+                                                 DB_ROWS=min(chunk, 32 if INTERPRET else 256)))
     dw = p.sum(0).permute(2, 1, 0)  # (K, C_in, C_out) -> (C_out, C_in, K)
     return (dw, q.sum(0)) if with_bias else dw
 
