@@ -697,6 +697,11 @@ class ThinLauncher:
         entry = self.entries.get(key)
         if entry is None:
             self._tune(key, grid, make_args, consts)
+            # The JIT's backend for this device exists now: record under the key it gives (the
+            # lookup before the first launch on a device used Triton's base rules).
+            final = self.key(device, spec_args, consts, static)
+            if final != key and key in self.entries:
+                self.entries[final] = self.entries.pop(key)
             return
         self.direct_calls += 1
         meta, tail, run, function, packed = entry[:5]
