@@ -650,12 +650,23 @@ def _eager_row(C: int, K: int, d: int) -> dict:
         gtn = grads[name.split("_")[0]] if not name.endswith("fwd") else None
         t[f"{name}_eager"] = float(do_bench(fn, warmup=5, rep=25, grad_to_none=gtn, return_mode="median"))
     # Graph replay: forward, and forward + backward in one capture (a backward runs on its
-    # forward's stream, so it is captured with it); backward = the difference.
-    for name in ("ours_fwd", "ours_fb", "cudnn_fwd", "cudnn_fb"):
+    # forward's stream, so it is captured with it); backward = the difference. Fresh leaves: the
+    # graphs recorded above keep their leaves' gradient accumulators on the default stream, which
+    # would invalidate a capture on another stream.
+    eager.clear()
+    y = yc = None  # noqa: F841 - frees the recorded graphs (the closures above hold these cells)
+    x, w, b, xp = (t_.detach().requires_grad_() for t_ in (x, w, b, xp))
+    graphed = {
+        "ours_fwd": lambda: dilated_causal_conv(x, w, b, d),
+        "ours_fb": lambda: dilated_causal_conv(x, w, b, d).backward(dy),
+        "cudnn_fwd": lambda: F.conv1d(xp, w, b, dilation=d),
+        "cudnn_fb": lambda: F.conv1d(xp, w, b, dilation=d).backward(dyc),
+    }
+    grads = {"ours": [x, w, b], "cudnn": [xp, w, b]}
+    for name, fn in graphed.items():
         gtn = grads[name.split("_")[0]] if name.endswith("fb") else None
         try:
-            t[f"{name}_graph"] = float(do_bench_cudagraph(eager[name], rep=15, grad_to_none=gtn,
-                                                          return_mode="median"))
+            t[f"{name}_graph"] = float(do_bench_cudagraph(fn, rep=15, grad_to_none=gtn, return_mode="median"))
         except Exception as e:  # noqa: BLE001 - keep the eager numbers
             log(f"(graph timing of {name} failed: {type(e).__name__}: {str(e)[:120]})")
             t[f"{name}_graph"] = float("nan")

@@ -792,11 +792,28 @@ def clear_tuning() -> None:
 # layout (C_out, C_in, K).
 
 
-def _check(x: torch.Tensor, weight: torch.Tensor) -> None:
-    if x.dim() != 3 or weight.dim() != 3 or x.shape[2] != weight.shape[1]:
+def _cdiv(a: int, b: int) -> int:
+    # Host-side integer math: triton.cdiv and triton.next_power_of_2 are Triton constexpr functions
+    # whose Python calls cost several µs each on the lent VM (13 of them per eager fwd + bwd).
+    return -(-a // b)
+
+
+def _pow2(n: int) -> int:
+    """The smallest power of two ≥ n (n ≥ 1)."""
+    return 1 << (n - 1).bit_length()
+
+
+def _dense(t: torch.Tensor) -> torch.Tensor:
+    """t, or a contiguous copy: the check costs less host time than a no-op ``.contiguous()``."""
+    return t if t.is_contiguous() else t.contiguous()
+
+
+def _check(x: torch.Tensor, weight: torch.Tensor, transpose: bool = False) -> None:
+    """x (B, T, C_in) for weight (C_out, C_in, K); with ``transpose``, x is dy (B, T, C_out)."""
+    if x.dim() != 3 or weight.dim() != 3 or x.shape[2] != weight.shape[0 if transpose else 1]:
         raise ValueError(
             f"dilated_causal_conv: x must be (B, T, C_in) and weight (C_out, C_in, K); "
-            f"got x {tuple(x.shape)}, weight {tuple(weight.shape)}"
+            f"got x {tuple(x.shape)}, weight {tuple(weight.shape)}{' (input gradient: x is dy)' if transpose else ''}"
         )
     if x.device.type != "cuda" and not INTERPRET:
         raise ValueError(
@@ -814,7 +831,7 @@ def conv_forward(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | Non
     result is Σ_k dy[t + (K−1−k)·d] @ W[:, :, k] of shape (B, T, C_in). ``out``, ``pre``,
     ``grad_out``: see ``launch_conv``.
     """
-    _check(x if not transpose else x.new_empty(0, 0, weight.shape[1]), weight)
+    _check(x, weight, transpose)
     return launch_conv(x, gemm_weight(weight, transpose, x.dtype), bias, dilation, mode=mode, act=act,
                        res=res, transpose=transpose, out=out, pre=pre, grad_out=grad_out)
 
@@ -829,7 +846,8 @@ def gemm_weights(weight: torch.Tensor, transpose: bool, dtype: torch.dtype) -> t
     """A block's (L, C_out, C_in, K) weights → (L, K, C_in, C_out) (or (L, K, C_out, C_in) for input
     gradients) in one copy: ``gemm_weight`` of every layer at once (one launch, not L)."""
     perm = (0, 3, 1, 2) if transpose else (0, 3, 2, 1)
-    return weight.permute(*perm).contiguous().to(dtype)
+    w = weight.permute(*perm).contiguous()
+    return w if w.dtype == dtype else w.to(dtype)
 
 
 def launch_conv(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None, dilation: int,
@@ -845,7 +863,7 @@ def launch_conv(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None, dil
     ``col_sums`` (a ``col_sum_buffer``) where it adds up g's columns per tile (``.sum(0)`` of it is
     Σ_{b,t} g, the layer below's bias gradient).
     """
-    x = x.contiguous()
+    x = _dense(x)
     B, T, _ = x.shape
     K, ci, co = w.shape
     y = torch.empty(B, T, co, device=x.device, dtype=x.dtype) if out is None else out
@@ -853,7 +871,7 @@ def launch_conv(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None, dil
             (mode == MODE_ADD_ACTGRAD) != (grad_out is not None) or (grad_out is None) != (col_sums is None)):
         raise ValueError(f"launch_conv: mode {mode} got pre={pre is not None}, grad_out={grad_out is not None}, "
                          f"col_sums={col_sums is not None}")
-    q_rows = triton.cdiv(T, _Q_BLOCK_T)
+    q_rows = _cdiv(T, _Q_BLOCK_T)
     if col_sums is not None and (col_sums.shape != (B * q_rows, co) or col_sums.dtype != torch.float32
                                  or not col_sums.is_contiguous()):
         raise ValueError(f"launch_conv: col_sums must be col_sum_buffer({B}, {T}, {co}), got {tuple(col_sums.shape)}")
@@ -862,8 +880,8 @@ def launch_conv(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None, dil
             raise ValueError(f"launch_conv: {name} must be contiguous {(B, T, co)}, got {tuple(t.shape)}")
     if B == 0 or T == 0:
         return y
-    r = res.contiguous() if res is not None else y
-    b = bias.contiguous() if bias is not None else y  # the epilogues read bias[cols] densely
+    r = _dense(res) if res is not None else y
+    b = _dense(bias) if bias is not None else y  # the epilogues read bias[cols] densely
 
     aux = pre if pre is not None else y
     gout = grad_out if grad_out is not None else y
@@ -886,13 +904,13 @@ def launch_conv(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None, dil
                     _desc(y, [B, T, co], [T * co, co, 1], [1, bt, bn]), *rest)
 
         def pgrid(meta: dict) -> tuple[int]:
-            return (min(meta["PER_SM"] * sms, B * triton.cdiv(T, meta["BLOCK_T"]) * (co // meta["BLOCK_N"])),)
+            return (min(meta["PER_SM"] * sms, B * _cdiv(T, meta["BLOCK_T"]) * (co // meta["BLOCK_N"])),)
 
         _CONV_TMA(pgrid, make_args, rest, dict(common, INTERP=INTERPRET), static=(x.dtype, w.dtype))
         return y
 
     def grid(meta: dict) -> tuple[int, int, int]:
-        return (triton.cdiv(T, meta["BLOCK_T"]), triton.cdiv(co, meta["BLOCK_N"]), B)
+        return (_cdiv(T, meta["BLOCK_T"]), _cdiv(co, meta["BLOCK_N"]), B)
 
     args = (x, w, b, r, y, aux, gout, q, T, dilation, q_rows)
     _CONV(grid, lambda meta: args, args, common)
@@ -907,7 +925,7 @@ def _scratch(device: torch.device) -> torch.Tensor:
 def col_sum_buffer(B: int, T: int, C: int, device: torch.device) -> torch.Tensor:
     """Zeros (B · ⌈T / _Q_BLOCK_T⌉, C) fp32 for per-tile column sums: one row per row tile of the
     smallest tile height any config has (taller tiles leave rows at zero)."""
-    return torch.zeros(B * triton.cdiv(T, _Q_BLOCK_T), C, device=device, dtype=torch.float32)
+    return torch.zeros(B * _cdiv(T, _Q_BLOCK_T), C, device=device, dtype=torch.float32)
 
 
 @triton.jit
@@ -929,15 +947,15 @@ def _mul_col_sums_kernel(a_ptr, s_ptr, g_ptr, q_ptr, T, Q_ROWS, C: tl.constexpr,
 def mul_col_sums(a: torch.Tensor, s: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """(g, q) for a, s (B, T, C): g = a · s in a's dtype, and q a ``col_sum_buffer`` of g's per-tile
     column sums (``q.sum(0)`` = Σ_{b,t} g, in fp32 from g before its rounding)."""
-    a, s = a.contiguous(), s.contiguous()
+    a, s = _dense(a), _dense(s)
     B, T, C = a.shape
     g = torch.empty_like(a)
     q = col_sum_buffer(B, T, C, a.device)
     if B == 0 or T == 0:
         return g, q
-    bn = min(128, triton.next_power_of_2(C))
+    bn = min(128, _pow2(C))
     q_rows = q.shape[0] // B
-    _mul_col_sums_kernel[(q_rows, triton.cdiv(C, bn), B)](a, s, g, q, T, q_rows, C=C, BLOCK_T=_Q_BLOCK_T,
+    _mul_col_sums_kernel[(q_rows, _cdiv(C, bn), B)](a, s, g, q, T, q_rows, C=C, BLOCK_T=_Q_BLOCK_T,
                                                           BLOCK_N=bn, num_warps=4)
     return g, q
 
@@ -965,23 +983,23 @@ def conv_weight_grad(x: torch.Tensor, g: torch.Tensor, dilation: int, K: int, *,
                      with_bias: bool = False) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
     """dW (C_out, C_in, K) fp32 of y = conv(x, W) given g = dL/dy (B, T, C_out), x (B, T, C_in);
     with ``with_bias``, (dW, db) with db (C_out,) fp32 = Σ_{b,t} g, from the same launch."""
-    x, g = x.contiguous(), g.contiguous()
+    x, g = _dense(x), _dense(g)
     B, T, C_in = x.shape
     C_out = g.shape[2]
     if B == 0 or T == 0:
         dw = torch.zeros(C_out, C_in, K, device=x.device, dtype=torch.float32)
         return (dw, dw.new_zeros(C_out)) if with_bias else dw
-    tiles = triton.cdiv(C_in, 64) * triton.cdiv(C_out, 128) * K
+    tiles = _cdiv(C_in, 64) * _cdiv(C_out, 128) * K
     target = 4 * _num_sms(x.device)  # enough programs to fill the GPU several times over
-    per_b = max(1, min(triton.cdiv(T, _DW_CHUNK_UNIT), triton.cdiv(target, max(1, tiles * B))))
+    per_b = max(1, min(_cdiv(T, _DW_CHUNK_UNIT), _cdiv(target, max(1, tiles * B))))
     # A power of two ≥ 128 (a multiple of every BLOCK_T): few distinct compiled variants.
-    chunk = max(_DW_CHUNK_UNIT, triton.next_power_of_2(triton.cdiv(T, per_b)))
-    n_chunks = triton.cdiv(T, chunk)
+    chunk = max(_DW_CHUNK_UNIT, _pow2(_cdiv(T, per_b)))
+    n_chunks = _cdiv(T, chunk)
     p = torch.empty(B * n_chunks, K, C_in, C_out, device=x.device, dtype=torch.float32)
     q = torch.empty(B * n_chunks * K, C_out, device=x.device, dtype=torch.float32) if with_bias else p
 
     def grid(meta: dict) -> tuple[int, int, int]:
-        return (triton.cdiv(C_in, meta["BLOCK_M"]) + with_bias, triton.cdiv(C_out, meta["BLOCK_N"]),
+        return (_cdiv(C_in, meta["BLOCK_M"]) + with_bias, _cdiv(C_out, meta["BLOCK_N"]),
                 B * n_chunks * K)
 
     args = (x, g, p, q, T, dilation, n_chunks)
@@ -1034,7 +1052,7 @@ def block_forward(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | No
 
     def grid(meta: dict) -> tuple[int]:
         useful = meta["BLOCK_T"] - halo
-        return (min(nprog, B * triton.cdiv(T, useful)),)
+        return (min(nprog, B * _cdiv(T, useful)),)
 
     _block_kernel[grid](x, w, b, d, y, scratch, B, T, halo, C=C, L=L, K=K, ACT=ACTIVATIONS[act],
                         HAS_BIAS=bias is not None)
