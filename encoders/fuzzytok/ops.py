@@ -15,6 +15,10 @@ formula whose backward is itself an op, and a FLOP formula so ``FlopCounterMode`
     recomputation.
 FLOP formulas count model FLOPs (2 per multiply-add): backward = 2 × forward (dx and dW), not the
 forward recomputation the block backward also does.
+
+Eager calls of ``dilated_causal_conv`` (no torch.compile tracing, dispatch mode or autocast) run
+the same kernels through ``_ConvFunction`` (a ``torch.autograd.Function``): the custom op's
+Python autograd wrapper and redispatch cost more host time than a small convolution's kernels.
 """
 
 from __future__ import annotations
