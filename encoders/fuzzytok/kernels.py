@@ -36,6 +36,10 @@ Kernels:
     so the scratch is bounded (34 MB at C = 256 in bf16, about the H200's L2) whatever B·T is.
     Measured slower than one launch per layer on an H200 (BENCHMARKS.md), hence off by default.
 
+Launches go through ``ThinLauncher``: Triton's autotuner and heuristics wrappers once per key
+(tuning timed by CUDA-graph replay, ``_tune_bench``), then the compiled kernel's launcher directly.
+Shapes whose channel counts are all ≤ ``SMALL_C`` tune over config lists of their own.
+
 Accumulation is fp32 whatever the input dtype (bf16 or fp32; an fp32 ``tl.dot`` uses TF32 on GPU).
 Without a GPU the kernels run only in Triton's interpreter (``TRITON_INTERPRET=1``); this module
 then enables it before the kernels are defined, and autotuning keeps a single config. The kernels
