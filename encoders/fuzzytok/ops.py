@@ -121,8 +121,11 @@ EAGER_FUNCTION = os.environ.get("FUZZYTOK_EAGER_FUNCTION", "1") != "0"
 
 def _eager_plain(*tensors: Tensor | None) -> bool:
     """Whether a call may skip the custom op: plain tensors, not traced by torch.compile, no
-    dispatch mode (FlopCounterMode, fake tensors) and no autocast, which the op registers rules for."""
+    dispatch mode (FlopCounterMode, fake tensors), no autocast (which the op registers rules for)
+    and no torch.func transform (which then meets the op exactly as before this path existed)."""
     if not EAGER_FUNCTION or torch.compiler.is_compiling() or _get_current_dispatch_mode() is not None:
+        return False
+    if torch._C._are_functorch_transforms_active():
         return False
     if any(t is not None and type(t) is not Tensor for t in tensors):
         return False
