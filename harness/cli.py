@@ -2,6 +2,7 @@
 
     tokbench run suites/smoke.yaml            # train every encoder, score every cell, write a report
     tokbench run SUITE --set budget.lr=1e-3 --limit 20 --out runs/x
+    tokbench run SUITE --nproc 2              # 2 ranks under torchrun (docs/distributed.md)
     tokbench validate SUITE                   # check a suite, print the resolved config
     tokbench ls encoders|perturbations|sources|analyses|suites
     tokbench report RUN_DIR                   # re-render the report from results files only
@@ -62,8 +63,19 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(dry_run(suite, opts))
         return 0
     t0 = time.perf_counter()
-    runner = Runner(suite, opts)
-    root = runner.run()
+    if args.nproc is not None:  # the launcher: torchrun with N ranks (docs/distributed.md)
+        from harness.launch import launch
+
+        return launch(args.argv, args.nproc, opts.out or Path("runs") / suite.name)
+    if int(os.environ.get("WORLD_SIZE", "1") or 1) > 1:  # one rank of a torchrun job
+        from harness.distributed import is_rank0, run_distributed
+
+        runner, root = run_distributed(suite, opts)
+        if not is_rank0():
+            return 0
+    else:
+        runner = Runner(suite, opts)
+        root = runner.run()
     print(summary_table(runner.rows))
     print(f"\nrun directory: {root}  ({time.perf_counter() - t0:.0f} s)")
     if (root / "report.html").exists():
@@ -208,6 +220,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--no-report", action="store_true")
     r.add_argument("--no-prepare", action="store_true", help="do not fetch/build data sources first")
     r.add_argument("--quiet", action="store_true", help="no progress bars")
+    r.add_argument("--nproc", type=int, help="start N torchrun ranks (one per GPU; gloo on CPU)")
     r.set_defaults(fn=cmd_run)
 
     v = sub.add_parser("validate", help="check a suite and print it resolved")
@@ -260,6 +273,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)  # what the --nproc launcher repeats
     try:
         return int(args.fn(args) or 0)
     except BrokenPipeError:  # `tokbench ls ... | head`

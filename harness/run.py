@@ -148,8 +148,20 @@ def build_encoder(spec: EncoderSpec, seed: int, base_dir: Path) -> Encoder:
     return cls(spec.config, spec.backbone)
 
 
+def _budget_key(budget: Any) -> dict[str, Any]:
+    """The budget as it enters a model's cache key; ``data_parallel: false`` is left out so the
+    keys (and caches) of one-process runs did not change when the key was added."""
+    out = asdict(budget)
+    if not out.get("data_parallel"):
+        out.pop("data_parallel", None)
+    return out
+
+
 class Runner:
     """One run of one suite. Public entry: ``run()``."""
+
+    dp: Any = None  # harness.distributed.DataParallel when each model trains across ranks
+    writes_models = True  # False on the ranks of a data-parallel job other than rank 0
 
     def __init__(self, suite: Suite, opts: RunOptions) -> None:
         self.suite = suite
@@ -168,7 +180,7 @@ class Runner:
     def model_key(self, spec: EncoderSpec, seed: int, train_fp: str, extra: dict[str, Any] | None = None) -> str:
         return stable_hash({
             "encoder": spec.name, "config": config_to_dict(spec.config),
-            "backbone": config_to_dict(spec.backbone), "budget": asdict(self.budget),
+            "backbone": config_to_dict(spec.backbone), "budget": _budget_key(self.budget),
             "train": train_fp, "seed": seed, "version": tokbench_version(), **(extra or {}),
         }) + f"-{spec.label}-s{seed}"
 
@@ -221,7 +233,7 @@ class Runner:
         stats = train_encoder(
             enc, windows, n_bytes, self.budget, self.device, max_flops=max_flops,
             checkpoint=Checkpointer(self.rd.partial_path(key), self.opts.checkpoint_seconds),
-            progress=self._bar(f"train {spec.label} s{seed}", n_bytes),
+            progress=self._bar(f"train {spec.label} s{seed}", n_bytes), dp=self.dp,
         )
         total = sum(p.numel() for p in enc.parameters())
         emb = enc.embedding_parameters()
@@ -237,8 +249,9 @@ class Runner:
             "total_flops": stats["flops"] + float(fit.get("flops", 0.0)),
             "describe": enc.describe(),
         }
-        atomic_torch_save(enc.state_dict(), path)
-        atomic_write_json(meta_path, meta)
+        if self.writes_models:
+            atomic_torch_save(enc.state_dict(), path)
+            atomic_write_json(meta_path, meta)
         self.log(
             f"[model] {spec.label} seed {seed}: {stats['bytes']:,} bytes in {stats['seconds']:.1f}s, "
             f"final loss {stats['final_loss_bpb']:.3f} bpb"

@@ -72,6 +72,8 @@ class BudgetConfig:
     flops_reference: label of the encoder whose FLOPs set the budget under match=flops (null =
     the first encoder).
     dtype: float32 | bfloat16 — compute dtype of training and scoring (bfloat16 on GPU only).
+    data_parallel: under torchrun / --nproc, train each model on all ranks together (DDP; each
+    rank takes a slice of every step's windows) instead of whole models per rank.
     """
 
     train_bytes: int = 1_000_000
@@ -88,6 +90,7 @@ class BudgetConfig:
     match: Literal["bytes", "flops"] = "bytes"
     flops_reference: str | None = None
     dtype: Literal["float32", "bfloat16"] = "float32"
+    data_parallel: bool = False
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -111,6 +111,7 @@ def train_encoder(
     max_flops: float | None = None,
     checkpoint: Checkpointer | None = None,
     progress: Callable[[int, int, float], None] | None = None,
+    dp: Any = None,
 ) -> dict[str, Any]:
     """Train ``encoder`` in place on ``windows`` (byte strings of <= context_bytes) until
     ``n_bytes`` bytes have been consumed — or, if ``max_flops`` is given, until that many
@@ -121,6 +122,10 @@ def train_encoder(
     Returns stats for run.json: bytes, steps, flops, seconds, bytes_per_s, peak_mem_bytes,
     final_loss_bpb (mean of the last 10 steps, bits/byte) and a loss curve of ~100 points
     (bytes seen, mean bits/byte since the previous point).
+
+    dp: a ``harness.distributed.DataParallel`` to train across ranks (each rank collates its
+    slice of every step's windows; bytes, FLOPs and loss are global; only its writer rank saves
+    checkpoints).
     """
     encoder.to(device)
     encoder.train()
@@ -136,6 +141,9 @@ def train_encoder(
         seen, steps, flops, elapsed = int(state["seen"]), int(state["steps"]), float(state["flops"]), float(state["elapsed"])
         fwd_flops = float(state.get("forward_flops", 0.0))
         curve = [(int(a), float(b)) for a, b in state["curve"]]
+    if dp is not None:
+        dp.sync_parameters(encoder)
+    writer = dp is None or dp.writer
     skip = steps  # batches already consumed by the interrupted run
     autocast = autocast_for(budget, device)
     if device.type == "cuda":
@@ -150,30 +158,35 @@ def train_encoder(
         # Under a FLOP budget the FLOPs decide when to stop (n_bytes only shapes the schedule).
         if (flops >= max_flops) if max_flops is not None else (seen >= n_bytes):
             break
-        batch = encoder.collate(chunk, [0] * len(chunk))
-        # Training = forward + backward ≈ 3 × forward, except for frozen parts (BLT's entropy
-        # model) which only run forward.
-        fwd = encoder.flops(batch)
-        step_flops = 3.0 * fwd - 2.0 * encoder.frozen_flops(batch)
-        loss = train_step(encoder, batch.to(device), opt, lr_at(budget, seen, n_bytes), budget, autocast)
+        lr = lr_at(budget, seen, n_bytes)
+        if dp is None:
+            batch = encoder.collate(chunk, [0] * len(chunk))
+            # Training = forward + backward ≈ 3 × forward, except for frozen parts (BLT's
+            # entropy model) which only run forward.
+            fwd = encoder.flops(batch)
+            step_flops = 3.0 * fwd - 2.0 * encoder.frozen_flops(batch)
+            step_bytes = batch.scored_bytes
+            loss = train_step(encoder, batch.to(device), opt, lr, budget, autocast)
+        else:
+            step_bytes, fwd, step_flops, loss = _dp_step(encoder, chunk, opt, lr, budget, autocast, dp, device)
         lv = float(loss) / LN2
         if not math.isfinite(lv):
             raise FloatingPointError(f"training loss is {lv} at step {steps}; lower budget.lr")
-        seen += batch.scored_bytes
+        seen += step_bytes
         steps += 1
         flops += step_flops
         fwd_flops += fwd
         recent = (recent + [lv])[-10:]
         # Each curve point is the byte-weighted mean loss since the previous point (a single
         # step's loss is too noisy to read, above all for large-vocabulary BPE).
-        window_loss += lv * batch.scored_bytes
-        window_bytes += batch.scored_bytes
+        window_loss += lv * step_bytes
+        window_bytes += step_bytes
         if not curve or seen - curve[-1][0] >= curve_every:
             curve.append((seen, window_loss / window_bytes))
             window_loss, window_bytes = 0.0, 0
         if progress is not None:
             progress(seen, n_bytes, lv)
-        if checkpoint is not None and time.perf_counter() - last_ckpt > checkpoint.every_seconds:
+        if writer and checkpoint is not None and time.perf_counter() - last_ckpt > checkpoint.every_seconds:
             atomic_torch_save(
                 {"model": encoder.state_dict(), "optimizer": opt.state_dict(), "seen": seen, "steps": steps,
                  "flops": flops, "forward_flops": fwd_flops, "elapsed": time.perf_counter() - t0, "curve": curve},
@@ -182,7 +195,7 @@ def train_encoder(
             last_ckpt = time.perf_counter()
     seconds = time.perf_counter() - t0
     encoder.eval()
-    if checkpoint is not None and checkpoint.path.exists():
+    if writer and checkpoint is not None and checkpoint.path.exists():
         os.unlink(checkpoint.path)
     return {
         "forward_flops": fwd_flops,
@@ -196,6 +209,21 @@ def train_encoder(
         "final_loss_bpb": sum(recent) / len(recent) if recent else math.nan,
         "loss_curve": curve,
     }
+
+
+def _dp_step(encoder: Encoder, chunk: list[bytes], opt: torch.optim.Optimizer, lr: float,
+             budget: BudgetConfig, autocast: Any, dp: Any, device: torch.device) -> tuple[int, float, float, torch.Tensor]:
+    """One data-parallel step on this rank's slice of ``chunk``: (global scored bytes, global
+    forward FLOPs, global training FLOPs, global loss in nats per byte)."""
+    from harness.distributed import train_step_dp
+
+    part = dp.shard(chunk)
+    batch = encoder.collate(part, [0] * len(part)) if part else None
+    local = [0.0, 0.0, 0.0] if batch is None else \
+        [float(batch.scored_bytes), encoder.flops(batch), encoder.frozen_flops(batch)]
+    n, fwd, frozen = dp.sum(local, device)
+    loss = train_step_dp(encoder, None if batch is None else batch.to(device), n, opt, lr, budget, autocast, dp)
+    return int(round(n)), fwd, 3.0 * fwd - 2.0 * frozen, loss
 
 
 def fit_context(

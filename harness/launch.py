@@ -1,0 +1,103 @@
+"""``tokbench run SUITE --nproc N``: start torchrun for the user (one process per GPU; on a
+machine without CUDA, N CPU processes on gloo) and hold the run directory's lock meanwhile.
+
+    launch(["run", "suites/smoke.yaml", "--out", "runs/x"], nproc=2, run_dir=Path("runs/x"))
+
+The same ranks can be started by hand (multi-node: torchrun's rendezvous flags, see
+docs/distributed.md); then rank 0 takes the lock itself.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import socket
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from datetime import datetime, timezone
+from pathlib import Path
+
+from harness.distributed import LOCK_HELD_ENV, MULTICAST_OFF
+
+LOCK_NAME = ".lock"  # the same file as harness.lock (issue reliab), so the two exclude each other
+
+
+@contextlib.contextmanager
+def run_lock(root: Path, log: Callable[[str], None] | None = None) -> Iterator[None]:
+    """Hold the run directory's exclusive lock for the block. Uses ``harness.lock.RunLock``
+    where it exists; else an equivalent flock on ``<root>/.lock`` (released by the kernel when
+    the holder dies), raising ValueError with the holder when another process has it."""
+    try:
+        from harness.lock import RunLock  # type: ignore[import-not-found]
+    except ImportError:
+        RunLock = None  # noqa: N806
+    if RunLock is not None:
+        with RunLock(root, log=log):
+            yield
+        return
+    root.mkdir(parents=True, exist_ok=True)
+    path = root / LOCK_NAME
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            try:
+                holder = json.loads(path.read_text() or "{}")
+            except ValueError:
+                holder = {}
+            raise ValueError(f"{root}: run directory is in use by pid {holder.get('pid', '?')} on "
+                             f"{holder.get('host', '?')}; wait for it or choose another --out") from None
+        info = {"pid": os.getpid(), "host": socket.gethostname(),
+                "since": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, (json.dumps(info) + "\n").encode(), 0)
+        try:
+            yield
+        finally:
+            os.ftruncate(fd, 0)
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
+
+
+def strip_nproc(argv: list[str]) -> list[str]:
+    """``argv`` without ``--nproc N`` / ``--nproc=N`` (the ranks must not launch again)."""
+    out, skip = [], False
+    for a in argv:
+        if skip:
+            skip = False
+        elif a == "--nproc":
+            skip = True
+        elif not a.startswith("--nproc="):
+            out.append(a)
+    return out
+
+
+def torchrun_command(argv: list[str], nproc: int) -> list[str]:
+    """The torchrun command line of the ranks: one node, ``nproc`` processes, a free port."""
+    return [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}",
+            "-m", "harness.cli", *strip_nproc(argv)]
+
+
+def rank_env(base: dict[str, str] | None = None) -> dict[str, str]:
+    """The ranks' environment: NVLink multicast off, the lock marked as held by the launcher,
+    and this checkout importable (the ranks run ``-m harness.cli``)."""
+    env = dict(os.environ if base is None else base)
+    env.update(MULTICAST_OFF)
+    env[LOCK_HELD_ENV] = "1"
+    root = str(Path(__file__).resolve().parent.parent)
+    env["PYTHONPATH"] = os.pathsep.join([root, *([env["PYTHONPATH"]] if env.get("PYTHONPATH") else [])])
+    return env
+
+
+def launch(argv: list[str], nproc: int, run_dir: Path, log: Callable[[str], None] | None = None) -> int:
+    """Run ``tokbench <argv>`` as ``nproc`` torchrun ranks while holding ``run_dir``'s lock;
+    returns torchrun's exit code (a killed run resumes with the same command)."""
+    if nproc < 1:
+        raise ValueError(f"--nproc {nproc}: expected a positive number of processes")
+    with run_lock(run_dir, log):
+        return subprocess.call(torchrun_command(argv, nproc), env=rank_env())
