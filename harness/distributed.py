@@ -30,7 +30,7 @@ from torch import nn
 
 from encoders.base import config_to_dict
 from harness.data import DataPart, load_data, training_windows
-from harness.run import CLEAN, EvalSet, RunOptions, Runner, TrainedModel, build_encoder
+from harness.run import CLEAN, EvalSet, Runner, RunOptions, TrainedModel, build_encoder
 from harness.suite import EncoderSpec, Suite
 
 # Set in every process the launcher starts (and by ``init`` for a bare torchrun): NVLink

@@ -1,0 +1,153 @@
+"""Distributed runs on CPU (gloo): the planner by hand, the launcher's command and environment,
+and a 2-rank run in both modes whose results.csv equals the one-process run's."""
+
+from __future__ import annotations
+
+import csv
+import fcntl
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness.distributed import LOCK_HELD_ENV, MULTICAST_OFF, assign_lpt
+from harness.launch import rank_env, run_lock, strip_nproc, torchrun_command
+
+ROOT = Path(__file__).resolve().parents[2]
+
+SUITE = """\
+name: tinydist
+seeds: [0, 1]
+data:
+  train: {paths: [corpus], docs: paragraph, language: en}
+  eval:
+    - {name: heldout, paths: [corpus], language: en}
+budget: {train_bytes: 6000, context_bytes: 64, batch_bytes: 512, warmup_bytes: 500}
+backbone: {layers: 1, dim: 16, heads: 2}
+encoders:
+  - name: bytes
+  - {name: fuzzytok, dim: 8, blocks: 1}
+perturbations:
+  - {name: case.upper, severity: 1.0}
+eval: {max_docs: 4, target_bytes: 24, sample_docs: 1}
+"""
+# Text columns and counts must be equal as strings; every other numeric column to 1e-6.
+EXACT = ("encoder", "encoder_name", "seed", "dataset", "language", "perturbation", "perturbation_id",
+         "severity", "mode", "n_docs", "n_bytes", "n_bytes_clean", "n_tokens", "n_words", "token_unit",
+         "segment_unit", "fingerprint")
+
+
+def test_lpt_by_hand() -> None:
+    # costs 5,4,3,3,3 on 2 ranks: 5→r0, 4→r1, 3→r1 (4<5), 3→r0 (5<7), 3→r1 (7<8)
+    assert assign_lpt([5, 4, 3, 3, 3], 2) == [0, 1, 1, 0, 1]
+    assert assign_lpt([1.0, 1.0, 1.0], 1) == [0, 0, 0]
+    assert assign_lpt([1.0, 9.0], 3) == [1, 0]
+
+
+def test_launcher_command_and_env() -> None:
+    argv = ["run", "s.yaml", "--nproc", "2", "--out", "x", "--nproc=3"]
+    assert strip_nproc(argv) == ["run", "s.yaml", "--out", "x"]
+    cmd = torchrun_command(argv, 2)
+    assert cmd[1:5] == ["-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2"]
+    assert cmd[-4:] == ["run", "s.yaml", "--out", "x"]
+    env = rank_env({"PATH": "/bin"})
+    assert env["NCCL_NVLS_ENABLE"] == "0" and env["TORCH_SYMM_MEM_DISABLE_MULTICAST"] == "1"
+    assert MULTICAST_OFF.items() <= env.items() and env[LOCK_HELD_ENV] == "1"
+    assert env["PYTHONPATH"].split(os.pathsep)[0] == str(ROOT)
+
+
+def test_run_lock_excludes_a_second_holder(tmp_path: Path) -> None:
+    with run_lock(tmp_path):
+        fd = os.open(tmp_path / ".lock", os.O_RDWR)
+        try:
+            with pytest.raises(BlockingIOError):
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        finally:
+            os.close(fd)
+    with run_lock(tmp_path):  # released on exit: can be taken again
+        pass
+
+
+def _suite(tmp: Path) -> Path:
+    (tmp / "corpus").mkdir()
+    for f in range(2):
+        paras = [f"File {f} paragraph {p}: the quick brown fox jumps over the lazy dog." for p in range(25)]
+        (tmp / "corpus" / f"f{f}.txt").write_text("\n\n".join(paras))
+    p = tmp / "tinydist.yaml"
+    p.write_text(SUITE)
+    return p
+
+
+def _run(tmp: Path, out: str, *extra: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}  # threads pinned
+    env.pop("WORLD_SIZE", None)
+    cmd = [sys.executable, "-m", "harness.cli", "run", str(tmp / "tinydist.yaml"), "--out", str(tmp / out),
+           "--quiet", "--no-report", "--device", "cpu", *extra]
+    r = subprocess.run(cmd, cwd=tmp, env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return r
+
+
+def _rows(run: Path) -> list[dict[str, str]]:
+    with open(run / "results.csv", newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def _compare(a: list[dict[str, str]], b: list[dict[str, str]], tol: float, tol_cols: tuple[str, ...] | None) -> float:
+    """Assert equal rows (same order); returns the largest numeric difference seen."""
+    assert len(a) == len(b) and len(a) > 0
+    worst = 0.0
+    for x, y in zip(a, b):
+        assert x.keys() == y.keys()
+        for k in x:
+            if k in EXACT or x[k] == y[k]:
+                assert x[k] == y[k], (k, x[k], y[k])
+                continue
+            d = abs(float(x[k]) - float(y[k]))
+            scale = max(1.0, abs(float(x[k])))
+            worst = max(worst, d / scale)
+            limit = tol if tol_cols is None or k in tol_cols else 10 * tol
+            assert d <= limit * scale, (x["encoder"], x["seed"], x["mode"], k, x[k], y[k])
+    return worst
+
+
+def test_two_ranks_equal_one_process(tmp_path: Path) -> None:
+    """One process vs 2 gloo ranks (models across ranks; resumed; data_parallel)."""
+    _suite(tmp_path)
+    _run(tmp_path, "one")
+    r2 = _run(tmp_path, "two", "--nproc", "2")
+    one, two = _rows(tmp_path / "one"), _rows(tmp_path / "two")
+    # models across ranks: each model trains in one process exactly as alone → 1e-6 everywhere
+    _compare(one, two, 1e-6, None)
+    assert "[rank 1]" in r2.stderr and "models across ranks" in r2.stderr
+    facts = json.loads((tmp_path / "two" / "run.json").read_text())
+    assert facts["status"] == "finished" and facts["distributed"]["world_size"] == 2
+    assert sorted(set(facts["distributed"]["owner"].values())) == [0, 1]
+    assert facts["encoders"].keys() == json.loads((tmp_path / "one" / "run.json").read_text())["encoders"].keys()
+
+    # resume: lose results and half the cells; the same command retrains nothing
+    cells = sorted((tmp_path / "two" / "cells").glob("*.json"))
+    for c in cells[::2]:
+        c.unlink()
+    (tmp_path / "two" / "results.csv").unlink()
+    r3 = _run(tmp_path, "two", "--nproc", "2")
+    assert "fit + train" not in r3.stderr and r3.stderr.count("loaded from cache") == 4
+    _compare(one, _rows(tmp_path / "two"), 1e-6, None)
+
+    # one model across ranks: the global step is split, loss normalised by all-reduced bytes
+    r4 = _run(tmp_path, "dp", "--nproc", "2", "--set", "budget.data_parallel=true")
+    assert "data_parallel" in r4.stderr
+    _compare(one, _rows(tmp_path / "dp"), 1e-4, ("bpb", "bpb_clean", "nll_nats"))
+    # only rank 0 wrote the models: one file per (encoder, seed)
+    assert len(list((tmp_path / "dp" / "models").glob("*.pt"))) == 4
+    dp = json.loads((tmp_path / "dp" / "run.json").read_text())
+    single = json.loads((tmp_path / "one" / "run.json").read_text())
+    for label in ("bytes", "fuzzytok"):
+        a, b = single["encoders"][label]["seeds"]["0"]["train"], dp["encoders"][label]["seeds"]["0"]["train"]
+        assert a["bytes"] == b["bytes"] and a["steps"] == b["steps"]  # same byte stream
+        # FLOPs of all ranks are counted; each rank's slice pads only to its own longest window,
+        # so the count is what was computed (at most the one-process count, within a few %)
+        assert a["flops"] * 0.97 <= b["flops"] <= a["flops"] * (1 + 1e-9)
