@@ -240,9 +240,12 @@ def bucket_bars(buckets: pd.DataFrame, encoders: list[str], colors: dict[str, An
     return fig
 
 
-def segment_hist(texts: list[dict[str, Any]], encoders: list[str]) -> Figure | None:
+def segment_hist(texts: list[dict[str, Any]], encoders: list[str],
+                 bytes_per_segment: dict[str, float] | None = None) -> Figure | None:
     """Segment (token / patch) length distribution per encoder: clean text vs the most severe
-    perturbation's text, from samples that carry ``segments`` (full mode preferred)."""
+    perturbation's text, from samples that carry ``segments`` (full mode preferred). Titles show
+    ``bytes_per_segment[encoder]`` (the efficiency table's pooled number, so the figure and the
+    table never disagree); without it, nothing (a sample mean would be a different number)."""
     rows = []
     for s in texts:
         segs = s.get("segments")
@@ -274,8 +277,8 @@ def segment_hist(texts: list[dict[str, Any]], encoders: list[str]) -> Figure | N
             ax.get_legend().remove()  # one legend (last panel) is enough
         elif ax.get_legend() is not None:
             sns.move_legend(ax, "upper right", title=None, fontsize=7, frameon=False)
-        mean_c = d[d.text == "clean"].len.mean()
-        ax.set_title(f"{enc} (clean mean {mean_c:.2f} B)")
+        bps = (bytes_per_segment or {}).get(enc, math.nan)
+        ax.set_title(f"{enc}: {bps:.3f} B / segment (clean)" if math.isfinite(bps) else enc)
         ax.set_xlabel("segment length (bytes)")
     return fig
 

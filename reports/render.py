@@ -94,6 +94,11 @@ def fbytes(x: Any) -> str:
     return f"{x:.0f} B"
 
 
+def fbps(x: Any) -> str:
+    """Bytes per segment: three decimals, as in the BLT fit log."""
+    return f"{float(x):.3f}" if _ok(x) else "—"
+
+
 def fsev(x: Any) -> str:
     return f"{float(x):g}" if _ok(x) else "—"
 
@@ -263,12 +268,18 @@ def build_tables(t: Tables) -> dict[str, Table]:
          True),
         ("peak memory", lambda r: fbytes(r.peak_mem_bytes) + (" (RSS)" if r.peak_mem_kind ==
                                                               "process_max_rss" else ""), True),
-        ("bytes / unit", lambda r: (f"{r.bytes_per_segment:.2f} ({r.token_unit or 'segment'})"
-                                    if _ok(r.bytes_per_segment) else "—"), True),
+        ("bytes / unit (eval, clean)", lambda r: (f"{fbps(r.bytes_per_segment)} "
+                                                  f"({r.token_unit or 'segment'})"
+                                                  if _ok(r.bytes_per_segment) else "—"), True),
+        ("bytes / unit (training fit)", lambda r: fbps(r.bytes_per_segment_train), True),
     ], t.efficiency, note="From run.json, averaged over trained seeds (peak memory: the "
                           "maximum; RSS = whole-process resident memory on CPU, not the model "
-                          "alone); bytes per unit = mean bytes per segment (token, patch or byte) "
-                          "on clean text.")
+                          "alone). Bytes per unit = Σ scored bytes / Σ segments (token, patch "
+                          "or byte; a segment running into the scored span from its context "
+                          "counts once): 'eval' pools the clean cells of results.csv "
+                          f"({t.level_mode} mode; the same number as the segments figure), "
+                          "'training fit' is what the encoder's fit measured on training "
+                          "windows (the BLT fit log's bytes/patch).")
 
     g = _ordered(t, t.groups, ["mode", "perturbation_id", "severity", "encoder"])
     out["cells"] = _table("cells", "All cell groups", [
@@ -524,7 +535,12 @@ def _figures(t: Tables, data: load.RunData, fig_dir: Path, svg: bool) -> dict[st
          lambda: F.bucket_bars(data.buckets, t.encoders, colors)),
         ("segments", "Segment (token / patch) sizes",
          "Distribution of segment lengths in bytes on the stored samples, clean vs the most "
-         "severe perturbation.", lambda: F.segment_hist(data.texts, t.encoders)),
+         "severe perturbation (a segment running into a scored span from its context counts "
+         "with its scored bytes). The number in each title is bytes per segment on all clean "
+         "documents, the efficiency table's.",
+         lambda: F.segment_hist(data.texts, t.encoders, dict(zip(t.efficiency.encoder,
+                                                                  t.efficiency.bytes_per_segment))
+                                if len(t.efficiency) else {})),
         ("loss_curves", "Training loss", "Training loss in bits per byte from run.json (one line per seed).",
          lambda: F.loss_curves(data.run, t.encoders, colors)),
     ]

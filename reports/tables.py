@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from core.segments import bytes_per_segment
 from reports import stats
 from reports.fmt import is_num, p_phrase, sig3
 from reports.load import CLEAN_ID, LN2, MODES, RunData
@@ -538,9 +539,12 @@ def efficiency_table(data: RunData, encoders: list[str], level_mode: str) -> pd.
         mem_kind = next((t.get("peak_mem_kind") for t in trains if t.get("peak_mem_kind")), "")
         clean = res[(res.encoder == label) & (res.perturbation_id == CLEAN_ID)
                     & (res["mode"] == level_mode)]
-        seg = (float(clean.n_bytes.sum() / clean.n_segments.sum())
-               if len(clean) and clean.n_segments.notna().all() and clean.n_segments.sum() > 0
-               else math.nan)
+        # pooled over eval sets and seeds with the one definition (core.segments): Σ bytes / Σ
+        # segments of the clean cells — the number the segments figure shows too
+        seg = (bytes_per_segment(clean.n_bytes.sum(), clean.n_segments.sum())
+               if len(clean) and clean.n_segments.notna().all() else math.nan)
+        desc = e.get("describe") if isinstance(e.get("describe"), dict) else {}
+        seg_train = _num(desc.get("mean_patch_bytes_train", desc.get("bytes_per_token_train")))
         # the segment the bytes/unit figure counts (token, patch, byte); older runs lack the column
         unit = (clean.segment_unit.iloc[0] or clean.token_unit.iloc[0]) if len(clean) else ""
         total = _num(e.get("params_total"))
@@ -554,7 +558,8 @@ def efficiency_table(data: RunData, encoders: list[str], level_mode: str) -> pd.
             train_bytes=_num(tr.get("bytes")), train_seconds=_num(tr.get("seconds")),
             bytes_per_s=_num(tr.get("bytes_per_s")), peak_mem_bytes=_num(tr.get("peak_mem_bytes")),
             fit_seconds=_num(fit.get("seconds")), final_loss=_num(tr.get("final_loss")),
-            bytes_per_segment=seg, token_unit=unit, peak_mem_kind=mem_kind,
+            bytes_per_segment=seg, bytes_per_segment_train=seg_train, token_unit=unit,
+            peak_mem_kind=mem_kind,
             n_seeds_trained=len(trains),
         ))
     return pd.DataFrame(rows)

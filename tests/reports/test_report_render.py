@@ -227,3 +227,27 @@ def test_severity_figure_plots_delta_with_paired_ci(synthetic_run: Path) -> None
         assert y[0] == 0.0 and np.allclose(y[1:], want.delta)
     assert "ΔBPB" in ax.get_ylabel()
     F.plt.close(fig)
+
+
+def test_bytes_per_segment_is_one_number_everywhere(synthetic_run: Path, rendered: Path) -> None:
+    import pandas as pd
+
+    from reports import figures as F
+    from reports.load import load_run
+    from reports.tables import compute_tables
+
+    res = pd.read_csv(synthetic_run / "results.csv")
+    clean = res[(res.encoder == "bpe-4096") & (res.perturbation_id == "clean")
+                & (res["mode"] == "full")]
+    want = f"{clean.n_bytes.sum() / clean.n_segments.sum():.3f}"
+    html = rendered.read_text(encoding="utf-8")
+    eff = html[html.index('id="tbl-efficiency"'):]
+    eff = eff[:eff.index("</table>")]
+    assert f"{want} (token)" in eff
+    data = load_run(synthetic_run)
+    t = compute_tables(data, n_boot=10, n_perm=10)
+    fig = F.segment_hist(data.texts, t.encoders,
+                         dict(zip(t.efficiency.encoder, t.efficiency.bytes_per_segment)))
+    titles = [ax.get_title() for ax in fig.axes]
+    assert f"bpe-4096: {want} B / segment (clean)" in titles
+    F.plt.close(fig)
