@@ -27,6 +27,7 @@ from reports.fmt import p_phrase, pvalue, sig3
 from reports.surprisal import BIN_LABELS, build_samples
 from reports.tables import (
     ALPHA,
+    ANOMALY_CAUSES,
     Tables,
     clean_buckets,
     compute_tables,
@@ -205,7 +206,6 @@ def build_tables(t: Tables) -> dict[str, Table]:
         ("95 % CI", lambda r: fci(r.delta_lo, r.delta_hi, True), True),
         ("p (Holm)", lambda r: fp(r.p_delta_holm), True),
         ("docs", lambda r: f"{r.n_docs:.0f}" if _ok(r.n_docs) else "—", True),
-        ("possible causes", lambda r: r.cause, False),
     ], t.anomalies, note=("Cells whose ΔBPB is significantly below zero: a sign-flip permutation "
                           "test of perturbed vs clean NLL on the same documents and seeds, "
                           f"Holm-adjusted over every ΔBPB-vs-zero test in this report, p < {ALPHA}."
@@ -235,7 +235,8 @@ def build_tables(t: Tables) -> dict[str, Table]:
                  "sign-flip permutation test (exact for ≤ 14 documents, else Monte Carlo; when no random "
                  "sign pattern reaches the observed statistic, the Hoeffding upper bound on the exact "
                  "p). p (Holm): Holm-adjusted "
-                 "over every comparison in this report. Wilcoxon: signed-rank test on per-document "
+                 "over every encoder-vs-encoder test in this report (every cell, both modes, and "
+                 "the mean-degradation tests of the summary). Wilcoxon: signed-rank test on per-document "
                  "BPB differences (unweighted); 'agree' = same decision at 0.05 as the permutation "
                  "test.", collapsed=len(cmp) > 60)
 
@@ -616,7 +617,9 @@ def _render(data: load.RunData, out_dir: Path, title: str, n_boot: int, n_perm: 
         bins=list(enumerate(BIN_LABELS)), note_bpb=NOTE_BPB, note_flops=_flops_note(t),
         provenance=_provenance(data), warnings=data.warnings, n_boot=n_boot, n_perm=n_perm,
         stat_seed=seed, language_note=language_note(data), sections=sections(t),
-        anomalies=t.anomalies, full_mode_note=FULL_MODE_NOTE, alpha=ALPHA,
+        anomaly_causes=[(m, ANOMALY_CAUSES[m]) for m in t.modes
+                        if len(t.anomalies) and m in set(t.anomalies["mode"])],
+        full_mode_note=FULL_MODE_NOTE, alpha=ALPHA,
     )
     html = _jinja().get_template("report.html.j2").render(**ctx)
     html_path = out_dir / "report.html"
@@ -682,7 +685,10 @@ def _full_md(ctx: dict[str, Any]) -> list[str]:
 
 
 def _anomalies_md(ctx: dict[str, Any]) -> list[str]:
-    return [md_table(ctx["tables"]["anomalies"])] if ctx["tables"]["anomalies"].rows else []
+    if not ctx["tables"]["anomalies"].rows:
+        return []
+    return [md_table(ctx["tables"]["anomalies"])] + [
+        f"- Possible causes ({m}): {text}" for m, text in ctx["anomaly_causes"]] + [""]
 
 
 def sections(t: Tables) -> list[Section]:

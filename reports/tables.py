@@ -681,11 +681,21 @@ def summary_findings(verdict_df: pd.DataFrame, cmp: pd.DataFrame, mean_tests: pd
                              m if len(m) else pd.DataFrame(columns=["a", "b"]),
                              "less degradation than")
         out.append(Finding(f"{head} — {clause}.", status))
-    for r in anomalies.itertuples(index=False):
+    if len(anomalies):
+        # one line for all of them (details and causes: the Robustness section)
+        parts = []
+        for (enc, pid), g in anomalies.groupby(["encoder", "perturbation_id"], sort=False):
+            worst = g.loc[g.delta.idxmin()]
+            parts.append(
+                f"{pid} improves {enc} at severity "
+                f"{', '.join(f'{x:g}' for x in sorted(set(g.severity)))} "
+                f"({', '.join(dict.fromkeys(g['mode']))}; largest: ΔBPB {sig3(worst.delta)} "
+                f"[{sig3(worst.delta_lo)}, {sig3(worst.delta_hi)}] in {worst['mode']}, Holm "
+                f"{p_phrase(worst.p_delta_holm)})")
         out.append(Finding(
-            f"Anomaly: {r.perturbation_id} @ {r.severity:g} makes {r.encoder} significantly "
-            f"better ({r.mode}: ΔBPB {sig3(r.delta)} [{sig3(r.delta_lo)}, {sig3(r.delta_hi)}], "
-            f"Holm {p_phrase(r.p_delta_holm)}); see Robustness for possible causes.", "anomaly"))
+            f"Anomal{'y' if len(anomalies) == 1 else 'ies'} — a perturbation makes an encoder "
+            f"significantly better: {'; '.join(parts)}. Unexpected under noise: see Robustness "
+            "for possible causes.", "anomaly"))
     return out
 
 

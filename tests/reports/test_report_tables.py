@@ -236,7 +236,8 @@ def test_anomaly_is_flagged_with_causes(three) -> None:
     assert (a.delta < 0).all() and (a.delta_hi < 0).all() and (a.p_delta_holm < 0.05).all()
     assert list(a["mode"])[0] == "clean_target"  # primary mode first
     assert all("training" in c or "deletes" in c for c in a.cause)
-    assert any(f.status == "anomaly" and "case.random" in f.text for f in three.verdict_lines)
+    lines = [f for f in three.verdict_lines if f.status == "anomaly"]
+    assert len(lines) == 1 and "case.random improves bytes at severity 0.1, 0.3" in lines[0].text
     # a degrading perturbation is not an anomaly
     g = three.groups
     assert not len(a.merge(g[g.delta > 0][["encoder", "perturbation_id", "severity", "mode"]]))
