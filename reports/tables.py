@@ -630,7 +630,7 @@ def _vs(best: str, others: list[str], tests: pd.DataFrame, lower_is: str) -> tup
     (rows with a, b, diff = a − b, ci_lo, ci_hi, p_holm; lower is better).
 
     lower_is: the word for "better" in the clause ("lower", "less degradation than")."""
-    sig, nsig, untested = [], [], []
+    sig, nsig, worse, untested = [], [], [], []
     for o in others:
         r = tests[((tests.a == best) & (tests.b == o)) | ((tests.a == o) & (tests.b == best))]
         if not len(r) or not is_num(r.p_holm.iloc[0]):
@@ -641,15 +641,24 @@ def _vs(best: str, others: list[str], tests: pd.DataFrame, lower_is: str) -> tup
         d, lo, hi = flip * r["diff"], flip * r.ci_lo, flip * r.ci_hi
         lo, hi = min(lo, hi), max(lo, hi)
         detail = f"{o}: {sig3(d)} [{sig3(lo)}, {sig3(hi)}], Holm {p_phrase(r.p_holm)}"
-        (sig if (r.p_holm < ALPHA and d < 0) else nsig).append(detail)
+        if r.p_holm < ALPHA:
+            # pooled over all documents it is best, but on the documents both encoders scored
+            # the other one can be significantly better (different coverage): say so
+            (sig if d < 0 else worse).append(detail)
+        else:
+            nsig.append(detail)
     parts = []
     if sig:
         parts.append(f"significantly {lower_is} {'; '.join(sig)}")
     if nsig:
         parts.append(f"not distinguishable from {'; '.join(nsig)}")
+    if worse:
+        parts.append(f"but significantly worse on the documents both scored than "
+                     f"{'; '.join(worse)}")
     if untested:
         parts.append(f"not tested against {', '.join(untested)} (no per-document samples)")
-    status = ("not distinguishable" if nsig else "untested" if untested else "significant")
+    status = ("not distinguishable" if nsig or worse else "untested" if untested
+              else "significant")
     return "; ".join(parts), status
 
 

@@ -256,3 +256,12 @@ def test_pair_matrix_counts_hand_computed(three) -> None:
         assert fwd.losses == int((sig & (g["diff"] > 0)).sum()) == rev.wins
         assert fwd.ties == int((~sig).sum()) == rev.ties
         assert fwd.wins + fwd.losses + fwd.ties + fwd.untested == len(g)
+
+
+def test_without_samples_a_winner_is_untested(make_run) -> None:
+    run = make_run("nosamples", samples=False, buckets=False, seeds=(0,),
+                   datasets=("en-docs",))
+    t = compute_tables(load_run(run), n_boot=20, n_perm=100)
+    lowest = next(f for f in t.verdict_lines if f.text.startswith("Lowest clean BPB"))
+    assert lowest.status == "untested" and "not tested against" in lowest.text
+    assert "significantly" not in lowest.text
