@@ -63,7 +63,7 @@ def load(args: argparse.Namespace) -> Any:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from harness.checks import load_warning
+    from harness.preflight import load_warning
     from harness.run import Runner, RunOptions, summary_table
 
     suite = load(args)
@@ -99,7 +99,7 @@ def cmd_data(args: argparse.Namespace) -> int:
 def cmd_validate(args: argparse.Namespace) -> int:
     import yaml
 
-    from harness.checks import check_data
+    from harness.preflight import check_data
 
     suite = load(args)
     check_data(suite)  # data paths exist (a missing file fails here, not at run time)
