@@ -14,12 +14,9 @@ from typing import Any
 def check_data(suite: Any, cache_dir: Path | None = None) -> None:
     """Raise ValueError naming the suite key (``data.train`` / ``data.eval[i] (name)``) of the
     first source whose local inputs are missing (``Source.check``)."""
-    from harness.sources.base import SourceContext
-    from harness.sources.fetch import default_cache_dir
+    from harness.data import source_context
 
-    ctx = SourceContext(
-        base_dir=Path(suite.path).resolve().parent if getattr(suite, "path", None) else Path.cwd(),
-        cache_dir=cache_dir or default_cache_dir(), log=lambda _msg: None)
+    ctx = source_context(suite, cache_dir, log=lambda _msg: None)
     specs = [("data.train", suite.data.train)] + [
         (f"data.eval[{i}] ({s.name})", s) for i, s in enumerate(suite.data.eval)]
     for key, spec in specs:
