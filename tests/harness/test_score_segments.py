@@ -64,13 +64,13 @@ def test_segments_that_do_not_tile_are_an_error() -> None:
             return units
 
     enc = Gappy(ByteConfig(dim=16), BackboneConfig(layers=1, dim=16, heads=2))
-    with pytest.raises(ValueError, match="do not tile the 5 scored bytes"):
+    with pytest.raises(AssertionError, match="do not tile the 5 scored bytes"):
         score_items(enc, [plan_full(b"hello", 64, 32)], torch.device("cpu"))
 
 
 def test_one_definition_of_bytes_per_segment() -> None:
     check_tiling([3, 2], 5)
-    with pytest.raises(ValueError):
+    with pytest.raises(AssertionError):
         check_tiling([3, 0, 2], 5)
     assert bytes_per_segment(10, 4) == 2.5
     assert bytes_per_segment(10, 0) != bytes_per_segment(10, 0)  # NaN
