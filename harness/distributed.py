@@ -261,10 +261,10 @@ class DistRunner(Runner):
             from harness.launch import run_lock
 
             with run_lock(self.rd.root, self.log):
-                return self._run()
-        return self._run()
+                return self._run_ranks()
+        return self._run_ranks()
 
-    def _run(self) -> Path:
+    def _run_ranks(self) -> Path:
         ctx = self.dist
         t_start = time.perf_counter()
         # rank 0 fetches / builds the sources first; the others then read its cache

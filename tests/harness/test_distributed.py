@@ -151,3 +151,15 @@ def test_two_ranks_equal_one_process(tmp_path: Path) -> None:
         # FLOPs of all ranks are counted; each rank's slice pads only to its own longest window,
         # so the count is what was computed (at most the one-process count, within a few %)
         assert a["flops"] * 0.97 <= b["flops"] <= a["flops"] * (1 + 1e-9)
+
+
+def test_launcher_refuses_a_locked_run_dir(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from harness.cli import main
+
+    suite = _suite(tmp_path)
+    out = tmp_path / "run"
+    with run_lock(out):  # another live run holds the directory: exit 2, one line, nothing started
+        assert main(["run", str(suite), "--out", str(out), "--nproc", "2"]) == 2
+    assert "run directory is in use" in capsys.readouterr().err
+    assert main(["run", str(suite), "--out", str(out), "--nproc", "0"]) == 2
+    assert "--nproc 0" in capsys.readouterr().err
