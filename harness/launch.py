@@ -10,9 +10,11 @@ docs/distributed.md); then rank 0 takes the lock itself.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import fcntl
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -100,4 +102,22 @@ def launch(argv: list[str], nproc: int, run_dir: Path, log: Callable[[str], None
     if nproc < 1:
         raise ValueError(f"--nproc {nproc}: expected a positive number of processes")
     with run_lock(run_dir, log):
-        return subprocess.call(torchrun_command(argv, nproc), env=rank_env())
+        # The ranks must not outlive the lock holder: torchrun gets SIGTERM (and stops its ranks)
+        # if this process dies, and on Ctrl-C we wait for it to finish stopping them.
+        proc = subprocess.Popen(torchrun_command(argv, nproc), env=rank_env(),
+                                preexec_fn=_term_with_parent if sys.platform.startswith("linux") else None)
+        try:
+            return proc.wait()
+        except KeyboardInterrupt:
+            proc.send_signal(signal.SIGTERM)
+            proc.wait()
+            raise
+
+
+def _term_with_parent() -> None:
+    """In the child before exec: SIGTERM when the parent (the launcher) dies (Linux prctl)."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG = 1
+    except (OSError, AttributeError):
+        pass

@@ -163,3 +163,43 @@ def test_launcher_refuses_a_locked_run_dir(tmp_path: Path, capsys: pytest.Captur
     assert "run directory is in use" in capsys.readouterr().err
     assert main(["run", str(suite), "--out", str(out), "--nproc", "0"]) == 2
     assert "--nproc 0" in capsys.readouterr().err
+
+
+def test_killed_launcher_stops_its_ranks_and_resumes(tmp_path: Path) -> None:
+    """kill -9 of the launcher after its first finished model: torchrun and both ranks die with
+    it (nothing writes without the lock holder); the same command then loads every finished
+    model instead of retraining it."""
+    import signal
+    import time
+
+    _suite(tmp_path)
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
+    env.pop("WORLD_SIZE", None)
+    args = ["run", str(tmp_path / "tinydist.yaml"), "--out", str(tmp_path / "k"), "--quiet", "--no-report",
+            "--device", "cpu", "--set", "budget.train_bytes=40000", "--nproc", "2"]
+    # its own process group, so the test can tell when every process of the job is gone
+    proc = subprocess.Popen([sys.executable, "-m", "harness.cli", *args], cwd=tmp_path, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    models = tmp_path / "k" / "models"
+    deadline = time.time() + 240
+    while time.time() < deadline and not list(models.glob("*.pt")) and proc.poll() is None:
+        time.sleep(0.2)
+    assert proc.poll() is None, "the run finished before it could be killed"
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        try:
+            os.killpg(proc.pid, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.2)
+    else:
+        os.killpg(proc.pid, signal.SIGKILL)
+        pytest.fail("ranks outlived the killed launcher")
+    done = len(list(models.glob("*.pt")))
+    assert 1 <= done < 4
+    r = _run(tmp_path, "k", *args[8:])
+    assert r.stderr.count("loaded from cache") == done
+    assert r.stderr.count("fit + train") == 4 - done
+    assert len(_rows(tmp_path / "k")) == 2 * 2 * 2 * 2  # seeds × encoders × (clean, upper) × modes
