@@ -203,3 +203,64 @@ def test_killed_launcher_stops_its_ranks_and_resumes(tmp_path: Path) -> None:
     assert r.stderr.count("loaded from cache") == done
     assert r.stderr.count("fit + train") == 4 - done
     assert len(_rows(tmp_path / "k")) == 2 * 2 * 2 * 2  # seeds × encoders × (clean, upper) × modes
+
+
+# --- DataParallel against one process, including a step whose last window leaves rank 0 empty
+
+def _windows() -> list[bytes]:
+    """17 windows of 30..63 bytes: steps of 8, 8 and 1 windows (rank 0's last slice is empty),
+    lengths differ so each rank's slice pads differently."""
+    return [(f"window {i}: the quick brown fox jumps over the lazy dog " * 2).encode()[:30 + (i * 13) % 34]
+            for i in range(17)]
+
+
+def _train(tmp: Path, dp: object | None, ckpt: Path | None) -> tuple[dict, dict]:
+    import torch
+
+    from harness.config import load_suite
+    from harness.run import build_encoder
+    from harness.train import Checkpointer, train_encoder
+
+    torch.set_num_threads(1)
+    suite = load_suite(tmp / "tinydist.yaml")
+    enc = build_encoder(suite.encoders[0], 0, tmp)
+    ws = _windows()
+    stats = train_encoder(enc, ws, sum(map(len, ws)), suite.budget, torch.device("cpu"), dp=dp,
+                          checkpoint=None if ckpt is None else Checkpointer(ckpt, every_seconds=-1.0))
+    return {k: v.clone() for k, v in enc.state_dict().items()}, stats
+
+
+def _dp_worker(rank: int, tmp: Path) -> None:
+    import torch
+    import torch.distributed as tdist
+
+    from harness.distributed import DataParallel, DistContext
+
+    tdist.init_process_group("gloo", init_method=f"file://{tmp / 'store'}", rank=rank, world_size=2)
+    try:
+        # each rank its own checkpoint path: the non-writer's must never appear
+        state, stats = _train(tmp, DataParallel(DistContext(rank, 2, rank, "gloo")), tmp / f"ck{rank}.pt")
+        torch.save({"state": state, "stats": {k: stats[k] for k in ("bytes", "steps", "flops", "final_loss_bpb")}},
+                   tmp / f"rank{rank}.pt")
+    finally:
+        tdist.destroy_process_group()
+
+
+def test_data_parallel_step_equals_one_process(tmp_path: Path) -> None:
+    import torch
+    import torch.multiprocessing as mp
+
+    _suite(tmp_path)
+    ref_state, ref = _train(tmp_path, None, None)
+    mp.spawn(_dp_worker, args=(tmp_path,), nprocs=2, join=True)
+    r0 = torch.load(tmp_path / "rank0.pt", weights_only=True)
+    r1 = torch.load(tmp_path / "rank1.pt", weights_only=True)
+    assert not (tmp_path / "ck1.pt").exists()  # only rank 0 checkpoints (and removes its own at the end)
+    assert not (tmp_path / "ck0.pt").exists()
+    assert r0["stats"]["bytes"] == ref["bytes"] == sum(map(len, _windows()))
+    assert r0["stats"]["steps"] == ref["steps"] == 3
+    assert r0["stats"]["final_loss_bpb"] == pytest.approx(ref["final_loss_bpb"], abs=1e-5)
+    assert r1["stats"] == r0["stats"]  # the loss, bytes and FLOPs reported are global
+    for k, v in ref_state.items():
+        assert torch.equal(r0["state"][k], r1["state"][k]), k  # replicas identical
+        assert torch.allclose(r0["state"][k], v, atol=1e-5, rtol=1e-4), k  # = one process
