@@ -78,7 +78,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(dry_run(suite, opts))
         return 0
     t0 = time.perf_counter()
-    if args.nproc is not None:  # the launcher: torchrun with N ranks (docs/distributed.md)
+    if args.nproc is not None and args.nproc != 1:  # the launcher: N torchrun ranks (docs/distributed.md)
         from harness.launch import launch
 
         return launch(args.argv, args.nproc, opts.out or Path("runs") / suite.name)
