@@ -208,6 +208,9 @@ def train_encoder(
         "peak_mem_kind": "cuda_allocated" if device.type == "cuda" else "process_max_rss",
         "final_loss_bpb": sum(recent) / len(recent) if recent else math.nan,
         "loss_curve": curve,
+        # data parallel: bytes, flops and forward_flops above are the sums over these ranks (an
+        # MFU divides by ranks × one GPU's peak)
+        **({"ranks": dp.ctx.world} if dp is not None else {}),
     }
 
 

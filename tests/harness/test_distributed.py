@@ -151,6 +151,7 @@ def test_two_ranks_equal_one_process(tmp_path: Path) -> None:
         # FLOPs of all ranks are counted; each rank's slice pads only to its own longest window,
         # so the count is what was computed (at most the one-process count, within a few %)
         assert a["flops"] * 0.97 <= b["flops"] <= a["flops"] * (1 + 1e-9)
+        assert b["ranks"] == 2 and "ranks" not in a
 
 
 def test_launcher_refuses_a_locked_run_dir(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
