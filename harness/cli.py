@@ -78,11 +78,12 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(dry_run(suite, opts))
         return 0
     t0 = time.perf_counter()
-    if args.nproc is not None and args.nproc != 1:  # the launcher: N torchrun ranks (docs/distributed.md)
-        from harness.launch import launch
+    world = int(os.environ.get("WORLD_SIZE", "1") or 1)
+    if args.nproc is not None and args.nproc != 1 and world == 1:  # launch N torchrun ranks
+        from harness.launch import launch  # (already a rank of a torchrun job: --nproc is moot)
 
         return launch(args.argv, args.nproc, opts.out or Path("runs") / suite.name)
-    if int(os.environ.get("WORLD_SIZE", "1") or 1) > 1:  # one rank of a torchrun job
+    if world > 1:  # one rank of a torchrun job (docs/distributed.md)
         from harness.distributed import is_rank0, run_distributed
 
         runner, root = run_distributed(suite, opts)
