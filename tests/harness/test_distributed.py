@@ -7,8 +7,10 @@ import csv
 import fcntl
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -114,37 +116,67 @@ def _compare(a: list[dict[str, str]], b: list[dict[str, str]], tol: float, tol_c
     return worst
 
 
+TB = ("--set", "budget.train_bytes=40000")  # long enough to kill the run between two models
+
+
+def _kill_after_first_model(tmp: Path, out: str, *extra: str) -> int:
+    """Start ``tokbench run ... --nproc 2``, kill -9 the launcher once a model is on disk, wait
+    until every process of the job is gone (the ranks die with it); returns the models on disk."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
+    env.pop("WORLD_SIZE", None)
+    cmd = [sys.executable, "-m", "harness.cli", "run", str(tmp / "tinydist.yaml"), "--out", str(tmp / out),
+           "--quiet", "--no-report", "--device", "cpu", *extra]
+    # its own process group, so the test can tell when every process of the job is gone
+    proc = subprocess.Popen(cmd, cwd=tmp, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+    models = tmp / out / "models"
+    deadline = time.time() + 240
+    while time.time() < deadline and not list(models.glob("*.pt")) and proc.poll() is None:
+        time.sleep(0.1)
+    assert proc.poll() is None, "the run finished before it could be killed"
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        try:
+            os.killpg(proc.pid, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.1)
+    else:
+        os.killpg(proc.pid, signal.SIGKILL)
+        pytest.fail("ranks outlived the killed launcher")
+    return len(list(models.glob("*.pt")))
+
+
 def test_two_ranks_equal_one_process(tmp_path: Path) -> None:
-    """One process vs 2 gloo ranks (models across ranks; resumed; data_parallel)."""
+    """One process vs 2 gloo ranks: models across ranks (killed, then resumed) and data_parallel."""
     _suite(tmp_path)
-    _run(tmp_path, "one")
-    r2 = _run(tmp_path, "two", "--nproc", "2")
-    one, two = _rows(tmp_path / "one"), _rows(tmp_path / "two")
-    # models across ranks: each model trains in one process exactly as alone → 1e-6 everywhere
-    _compare(one, two, 1e-6, None)
-    assert "[rank 1]" in r2.stderr and "models across ranks" in r2.stderr
+    _run(tmp_path, "one", *TB)
+    one = _rows(tmp_path / "one")
+    assert len(one) == 2 * 2 * 2 * 2  # seeds × encoders × (clean, upper) × modes
+
+    # models across ranks, killed after its first finished model: the same command trains only
+    # the unfinished models, and the rows equal the one-process run's
+    done = _kill_after_first_model(tmp_path, "two", *TB, "--nproc", "2")
+    assert 1 <= done < 4
+    r = _run(tmp_path, "two", *TB, "--nproc", "2")
+    assert r.stderr.count("loaded from cache") == done and r.stderr.count("fit + train") == 4 - done
+    assert "[rank 1]" in r.stderr and "models across ranks" in r.stderr
+    _compare(one, _rows(tmp_path / "two"), 1e-6, None)  # each model trains exactly as alone
     facts = json.loads((tmp_path / "two" / "run.json").read_text())
+    single = json.loads((tmp_path / "one" / "run.json").read_text())
     assert facts["status"] == "finished" and facts["distributed"]["world_size"] == 2
     assert sorted(set(facts["distributed"]["owner"].values())) == [0, 1]
-    assert facts["encoders"].keys() == json.loads((tmp_path / "one" / "run.json").read_text())["encoders"].keys()
-
-    # resume: lose results and half the cells; the same command retrains nothing
-    cells = sorted((tmp_path / "two" / "cells").glob("*.json"))
-    for c in cells[::2]:
-        c.unlink()
-    (tmp_path / "two" / "results.csv").unlink()
-    r3 = _run(tmp_path, "two", "--nproc", "2")
-    assert "fit + train" not in r3.stderr and r3.stderr.count("loaded from cache") == 4
-    _compare(one, _rows(tmp_path / "two"), 1e-6, None)
+    assert list(facts["encoders"]) == list(single["encoders"])
 
     # one model across ranks: the global step is split, loss normalised by all-reduced bytes
-    r4 = _run(tmp_path, "dp", "--nproc", "2", "--set", "budget.data_parallel=true")
-    assert "data_parallel" in r4.stderr
+    r = _run(tmp_path, "dp", *TB, "--nproc", "2", "--set", "budget.data_parallel=true")
+    assert "data_parallel" in r.stderr
     _compare(one, _rows(tmp_path / "dp"), 1e-4, ("bpb", "bpb_clean", "nll_nats"))
     # only rank 0 wrote the models: one file per (encoder, seed)
     assert len(list((tmp_path / "dp" / "models").glob("*.pt"))) == 4
     dp = json.loads((tmp_path / "dp" / "run.json").read_text())
-    single = json.loads((tmp_path / "one" / "run.json").read_text())
     for label in ("bytes", "fuzzytok"):
         a, b = single["encoders"][label]["seeds"]["0"]["train"], dp["encoders"][label]["seeds"]["0"]["train"]
         assert a["bytes"] == b["bytes"] and a["steps"] == b["steps"]  # same byte stream
@@ -164,46 +196,6 @@ def test_launcher_refuses_a_locked_run_dir(tmp_path: Path, capsys: pytest.Captur
     assert "run directory is in use" in capsys.readouterr().err
     assert main(["run", str(suite), "--out", str(out), "--nproc", "0"]) == 2
     assert "--nproc 0" in capsys.readouterr().err
-
-
-def test_killed_launcher_stops_its_ranks_and_resumes(tmp_path: Path) -> None:
-    """kill -9 of the launcher after its first finished model: torchrun and both ranks die with
-    it (nothing writes without the lock holder); the same command then loads every finished
-    model instead of retraining it."""
-    import signal
-    import time
-
-    _suite(tmp_path)
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
-    env.pop("WORLD_SIZE", None)
-    args = ["run", str(tmp_path / "tinydist.yaml"), "--out", str(tmp_path / "k"), "--quiet", "--no-report",
-            "--device", "cpu", "--set", "budget.train_bytes=40000", "--nproc", "2"]
-    # its own process group, so the test can tell when every process of the job is gone
-    proc = subprocess.Popen([sys.executable, "-m", "harness.cli", *args], cwd=tmp_path, env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    models = tmp_path / "k" / "models"
-    deadline = time.time() + 240
-    while time.time() < deadline and not list(models.glob("*.pt")) and proc.poll() is None:
-        time.sleep(0.2)
-    assert proc.poll() is None, "the run finished before it could be killed"
-    os.kill(proc.pid, signal.SIGKILL)
-    proc.wait()
-    deadline = time.time() + 60
-    while time.time() < deadline:
-        try:
-            os.killpg(proc.pid, 0)
-        except ProcessLookupError:
-            break
-        time.sleep(0.2)
-    else:
-        os.killpg(proc.pid, signal.SIGKILL)
-        pytest.fail("ranks outlived the killed launcher")
-    done = len(list(models.glob("*.pt")))
-    assert 1 <= done < 4
-    r = _run(tmp_path, "k", *args[8:])
-    assert r.stderr.count("loaded from cache") == done
-    assert r.stderr.count("fit + train") == 4 - done
-    assert len(_rows(tmp_path / "k")) == 2 * 2 * 2 * 2  # seeds × encoders × (clean, upper) × modes
 
 
 # --- DataParallel against one process, including a step whose last window leaves rank 0 empty
