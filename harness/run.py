@@ -27,6 +27,8 @@ from tqdm import tqdm
 
 from encoders.base import Encoder, config_to_dict
 from harness import plugins
+from harness.accel import compile_backbones, gemm_tflops, want_compile
+from harness.batchscore import PlanCache, perturb_many
 from harness.config import build_perturbation
 from harness.data import (
     DataPart,
@@ -50,7 +52,7 @@ from harness.results import (
     write_csv,
     write_jsonl,
 )
-from harness.score import ScoreItem, plan_clean_target, plan_full, score_items, split_for_target
+from harness.score import plan_clean_target, plan_full, score_items, split_for_target
 from harness.sources.base import Document, SourceContext
 from harness.sources.fetch import default_cache_dir
 from harness.sources.script import detect_script
@@ -59,6 +61,7 @@ from harness.train import Checkpointer, fit_context, train_encoder
 from perturbations.base import Perturbation
 from perturbations.measure import edit_rate
 
+ESTIMATE_FILE = "estimate.json"  # written by --dry-run into the run directory
 CLEAN = PerturbationSpec(name="identity", id="clean", severity=0.0, params={})
 TEXT_LIMIT = 20_000  # characters of each text kept in samples.jsonl
 
@@ -75,7 +78,17 @@ class RunOptions:
     progress: bool = True
     cache_dir: Path | None = None
     checkpoint_seconds: float = 120.0
+    plan_cache: bool = True  # keep perturbed texts in <cache>/perturbed for later runs
     log: Callable[[str], None] = field(default=lambda s: print(s, file=sys.stderr))
+
+
+SPEED_KEYS = ("compile", "micro_batch_bytes")  # budget keys that change speed/memory, not the model
+
+
+def cache_budget(budget: Any) -> dict[str, Any]:
+    """The budget as it enters the model cache key: without the speed-only keys, so turning
+    compile or micro-batching on reuses the models trained without them (and old caches)."""
+    return {k: v for k, v in asdict(budget).items() if k not in SPEED_KEYS}
 
 
 def pick_device(name: str) -> torch.device:
@@ -140,6 +153,8 @@ class Runner:
         self.encoder_facts: dict[str, dict[str, Any]] = {}
         self.data_facts: dict[str, Any] = {}
         self.analysis_facts: dict[str, Any] = {}
+        self.score_facts: dict[str, dict[str, float]] = {}
+        self.gemm_tflops: float | None = None
 
     # -- data ---------------------------------------------------------------------------------
     def load_data(self) -> tuple[DataPart, list[DataPart]]:
@@ -201,7 +216,7 @@ class Runner:
     def model_key(self, spec: EncoderSpec, seed: int, train_fp: str, extra: dict[str, Any] | None = None) -> str:
         return stable_hash({
             "encoder": spec.name, "config": config_to_dict(spec.config),
-            "backbone": config_to_dict(spec.backbone), "budget": asdict(self.budget),
+            "backbone": config_to_dict(spec.backbone), "budget": cache_budget(self.budget),
             "train": train_fp, "seed": seed, "version": tokbench_version(), **(extra or {}),
         }) + f"-{spec.label}-s{seed}"
 
@@ -233,6 +248,8 @@ class Runner:
             meta = json.loads(meta_path.read_text())
             enc.load_state_dict(torch.load(path, map_location="cpu", weights_only=True))
             enc.to(self.device).eval()
+            if want_compile(self.budget.compile, self.device):
+                compile_backbones(enc)
             self.log(f"[model] {spec.label} seed {seed}: loaded from cache {path.name}")
             return enc, meta
         self.log(f"[model] {spec.label} seed {seed}: fit + train on {self.budget.train_bytes:,} bytes ({self.device})")
@@ -242,6 +259,7 @@ class Runner:
                           progress=lambda what, n: self._bar(f"{spec.label} ({what})", n))
         fit = enc.fit(ctx) or {}
         fit.setdefault("seconds", time.perf_counter() - t0)
+        fit["wall_seconds"] = time.perf_counter() - t0
         n_bytes = self.budget.train_bytes
         max_flops = None
         if flops_target is not None:
@@ -324,12 +342,15 @@ class Runner:
             "encoders": self.encoder_facts,
             "analyses": self.analysis_facts,
             "timings": self.timings,
+            "speed": self.speed_facts(),
+            "estimate_vs_actual": self.estimate_vs_actual(),
             **(extra or {}),
         }
 
     def run(self) -> Path:
         t_start = time.perf_counter()
         train, evals = self.load_data()
+        self.gemm_tflops = gemm_tflops(self.device)  # the MFU ceiling, measured in this process
         self.rd.root.mkdir(parents=True, exist_ok=True)
         atomic_write_json(self.rd.root / "run.json", self.run_json("running"))
         perts = self.perturbation_instances(train)
@@ -344,7 +365,8 @@ class Runner:
         lang_script = {e.name: (dataset_language(e.docs, e.language), dominant_script(e.docs, scripts[e.name]))
                        for e in evals}
         cell_keys: list[str] = []
-        t_train = t_score = 0.0
+        t_train = t_score = t_perturb = 0.0
+        score_stats: dict[str, dict[str, float]] = {}
         for seed in self.suite.seeds:
             # ---- train (or load) every encoder for this seed
             models: dict[str, tuple[Encoder, dict[str, Any], EncoderSpec]] = {}
@@ -370,36 +392,55 @@ class Runner:
                 a.fit(train.docs, {label: m[0] for label, m in models.items()})
                 describe = getattr(a, "describe", None)
                 self.analysis_facts[a.registry_name] = describe() if callable(describe) else {}
-            # ---- score every cell
+            # ---- score every cell: perturb once (cached, several processes), then each model
+            # scores all its cells of an eval set in one packed job
             t0 = time.perf_counter()
             n_cells = len(evals) * len(specs_p) * len(modes) * len(models)
             bar = tqdm(total=n_cells, desc=f"score seed {seed}", unit="cell", leave=False, file=sys.stderr,
                        disable=not self.opts.progress, mininterval=1.0)
             for ep in evals:
                 fp = ep.fingerprint
+                cells: list[tuple[PerturbationSpec, str, dict[str, str], list[str]]] = []
                 for pspec in specs_p:
-                    inst = perts.get((pspec.id, pspec.severity))
-                    plans: dict[str, list[tuple[Document, ScoreItem, str, str, int, float, int] | None]] = {}
                     for mode in modes:
                         keys = {label: self.cell_key(m[1]["key"], fp, pspec, mode, seed) for label, m in models.items()}
                         todo = [label for label, k in keys.items() if not self.rd.cell_path(k).exists()]
                         cell_keys.extend(keys.values())
-                        if not todo:
-                            bar.update(len(keys))
-                            continue
-                        if mode not in plans:
-                            plans[mode] = self.plan(ep, texts[ep.name], pspec, inst, seed, mode, stride)
-                        for label in todo:
-                            enc, meta, spec = models[label]
-                            cell = self.score_cell(enc, spec, ep, pspec, mode, seed, plans[mode], lang_script[ep.name],
-                                                   scripts[ep.name], analyses)
+                        bar.update(len(keys) - len(todo))
+                        cells.append((pspec, mode, keys, todo))
+                if not any(c[3] for c in cells):
+                    continue
+                tp = time.perf_counter()
+                plans = self.plans(ep, texts[ep.name], [(c[0], c[1]) for c in cells], perts, seed, stride)
+                t_perturb += time.perf_counter() - tp
+                for label, (enc, _meta, spec) in models.items():
+                    if not any(label in c[3] for c in cells):
+                        continue
+                    # All cells of this model and eval set are packed into one job, the finished
+                    # ones too: batches are then the same in a fresh and in a resumed run (so are
+                    # the numbers, to the last bit); batches holding only finished cells are skipped.
+                    plan_of = [plans[(c[0].id, c[0].severity, c[1])] for c in cells]
+                    items = [p[1] for plan in plan_of for p in plan if p is not None]
+                    needed = [label in c[3] for c, plan in zip(cells, plan_of) for p in plan if p is not None]
+                    st = score_stats.setdefault(label, {})
+                    scores = score_items(enc, items, self.device, ev.batch_windows, self.budget.dtype == "bfloat16",
+                                         stats=st, needed=needed)
+                    k = 0
+                    for (pspec, mode, keys, todo), plan in zip(cells, plan_of):
+                        n = sum(p is not None for p in plan)
+                        if label in todo:
+                            cell = self.score_cell(enc, spec, ep, pspec, mode, seed, plan, lang_script[ep.name],
+                                                   scripts[ep.name], analyses, scores[k : k + n])
                             cell["row"]["fingerprint"] = fp
                             self.rd.save_cell(keys[label], cell)
-                        bar.update(len(keys))
+                            bar.update(1)
+                        k += n
             bar.close()
             t_score += time.perf_counter() - t0
             del models
-        self.timings.update({"train_seconds": t_train, "score_seconds": t_score})
+        self.timings.update({"train_seconds": t_train, "score_seconds": t_score, "perturb_seconds": t_perturb,
+                             "score_forward_seconds": t_score - t_perturb})
+        self.score_facts = score_stats
         self.assemble(cell_keys)
         # bytes per token / patch / byte on each clean eval set (BPE's "multilingual inequity")
         for r in self.rows:
@@ -409,8 +450,58 @@ class Runner:
         self.timings["total_seconds"] = time.perf_counter() - t_start
         atomic_write_json(self.rd.root / "run.json", self.run_json("finished"))
         if self.opts.report:
+            t0 = time.perf_counter()
             self.render_report()
+            self.timings["report_seconds"] = time.perf_counter() - t0
+            self.timings["total_seconds"] = time.perf_counter() - t_start
+            atomic_write_json(self.rd.root / "run.json", self.run_json("finished"))
+        self.log(phase_table(self.timings, self.encoder_facts))
+        eva = self.estimate_vs_actual()
+        if eva is not None:
+            self.log("[time] estimated vs actual per seed: " + ", ".join(
+                f"{k} {eva['estimated'].get(k, 0.0):.0f}/{v:.0f} s" for k, v in eva["actual"].items()))
         return self.rd.root
+
+    def estimate_vs_actual(self) -> dict[str, Any] | None:
+        """The dry run's per-seed estimate (``estimate.json`` in the run directory, if any)
+        beside this run's measured phases, per seed."""
+        path = self.rd.root / ESTIMATE_FILE
+        if not path.exists() or "total_seconds" not in self.timings:
+            return None
+        est = json.loads(path.read_text())
+        t, n = self.timings, max(1, len(self.suite.seeds))
+        fits = sum(float(m["fit"].get("wall_seconds", 0.0)) for f in self.encoder_facts.values() for m in f["seeds"].values())
+        actual = {"data": t.get("data_seconds", 0.0), "fits": fits / n, "training": (t.get("train_seconds", 0.0) - fits) / n,
+                  "perturbation": t.get("perturb_seconds", 0.0) / n, "scoring": t.get("score_forward_seconds", 0.0) / n,
+                  "per_seed": (t["total_seconds"] - t.get("report_seconds", 0.0)) / n}
+        e = est["seconds_per_seed"]
+        return {"estimated": e, "actual": actual, "device": est.get("device"),
+                "ratio_per_seed": e["per_seed"] / actual["per_seed"] if actual["per_seed"] else None}
+
+    def speed_facts(self) -> dict[str, Any]:
+        """MFU and throughput: model FLOPs per second ÷ the bf16 GEMM rate measured in this
+        process (``gemm_bf16_tflops``; null on CPU, where no MFU is given). Training MFU counts
+        causal attention at half (``flops_causal_attn_half``); ``mfu_full_attn`` uses run.json's
+        own count (attention at full cost). Scoring: forward FLOPs of the packed scoring job."""
+        peak = self.gemm_tflops * 1e12 if self.gemm_tflops else None
+        train: dict[str, Any] = {}
+        for label, facts in self.encoder_facts.items():
+            for seed, meta in facts.get("seeds", {}).items():
+                st = meta["train"]
+                sec = st["seconds"] or math.nan
+                row = {"bytes_per_s": st["bytes_per_s"], "seconds": st["seconds"],
+                       "first_step_seconds": st.get("first_step_seconds"), "fit_seconds": meta["fit"].get("wall_seconds"),
+                       "peak_mem_bytes": st["peak_mem_bytes"]}
+                if peak and "flops_causal_attn_half" in st:
+                    row["mfu"] = st["flops_causal_attn_half"] / sec / peak
+                    row["mfu_full_attn"] = st["flops"] / sec / peak
+                train[f"{label} s{seed}"] = row
+        score = {}
+        for label, st in self.score_facts.items():
+            sec = st.get("seconds") or math.nan
+            score[label] = {**st, "mb_per_s": st.get("scored_bytes", 0.0) / sec / 1e6,
+                            "mfu": st.get("forward_flops", 0.0) / sec / peak if peak else None}
+        return {"gemm_bf16_tflops": self.gemm_tflops, "train": train, "score": score}
 
     def cell_key(self, model_key: str, fp: str, pspec: PerturbationSpec, mode: str, seed: int) -> str:
         ev = self.suite.eval
@@ -421,19 +512,45 @@ class Runner:
             "sample_docs": ev.sample_docs, "texts": [ev.keep_texts, self.suite.encoders[0].label], "analyses": [config_to_dict(a.config) for a in self.suite.analyses],
         })
 
-    def plan(self, ep: DataPart, texts: list[str], pspec: PerturbationSpec, inst: Any, seed: int, mode: str,
-             stride: int) -> list[Any]:
+    def plans(self, ep: DataPart, texts: list[str], cells: list[tuple[PerturbationSpec, str]],
+              perts: dict[tuple[str, float], Any], seed: int, stride: int) -> dict[tuple[str, float, str], list[Any]]:
         """Perturb and cut every document of an eval set once per (perturbation, mode); the plan
-        is shared by all encoders, so they score exactly the same bytes."""
+        is shared by all encoders, so they score exactly the same bytes. Perturbed texts come from
+        the plan cache (keyed by content) or are computed in several processes and stored."""
+        ev = self.suite.eval
+        cache = PlanCache(self.ctx.cache_dir / "perturbed" if self.opts.plan_cache else None)
+        keys = {}
+        for pspec, mode in cells:
+            keys[(pspec.id, pspec.severity, mode)] = cache.key(
+                data=ep.fingerprint, perturbation=pspec.name, id=pspec.id, severity=pspec.severity,
+                params=pspec.params, seed=seed, mode=mode, fraction=ev.context_fraction if mode != "full" else None,
+                # a fitted perturbation (e.g. morphology) learned from the training text
+                train=self.data_facts["train"]["fingerprint"], version=tokbench_version())
+        rows = {k: cache.get(key) for k, key in keys.items()}
+        missing = list({(p.id, p.severity, m): (p, m) for p, m in cells
+                        if rows[(p.id, p.severity, m)] is None}.values())
+
+        def work(task: tuple[PerturbationSpec, str]) -> list[Any]:
+            pspec, mode = task
+            return self.plan_rows(ep, texts, pspec, perts.get((pspec.id, pspec.severity)), seed, mode)
+
+        for (pspec, mode), r in zip(missing, perturb_many(missing, work)):
+            k = (pspec.id, pspec.severity, mode)
+            rows[k] = r
+            cache.put(keys[k], r)
+        return {k: self.plan_items(ep, texts, k[2], r, stride) for k, r in rows.items()}
+
+    def plan_rows(self, ep: DataPart, texts: list[str], pspec: PerturbationSpec, inst: Any, seed: int,
+                  mode: str) -> list[Any]:
+        """Per document (perturbed text — the prefix in clean_target mode —, edit rate, words
+        scored), or None when clean_target leaves nothing to score."""
         ev = self.suite.eval
         out: list[Any] = []
         for doc, text in zip(ep.docs, texts):
             if mode == "full":
                 ptext = self.perturbed(inst, pspec, seed, doc, text)
-                pbytes = encode(ptext)
-                item = plan_full(pbytes, self.budget.context_bytes, stride)
                 er = edit_rate(text, ptext) if pspec.id != "clean" else 0.0
-                out.append((doc, item, text, ptext, len(doc.data), er, count_words(text)))
+                out.append((ptext, er, count_words(text)))
             else:
                 prefix, cont = split_for_target(text, ev.context_fraction)
                 pprefix = self.perturbed(inst, pspec, seed, doc, prefix)
@@ -441,18 +558,37 @@ class Runner:
                 if item is None:
                     out.append(None)
                     continue
-                target = item.scored_bytes
                 er = edit_rate(prefix, pprefix) if pspec.id != "clean" else 0.0
-                out.append((doc, item, text, pprefix + decode(target), len(target), er, count_words(decode(target))))
+                out.append((pprefix, er, count_words(decode(item.scored_bytes))))
+        return out
+
+    def plan_items(self, ep: DataPart, texts: list[str], mode: str, rows: list[Any], stride: int) -> list[Any]:
+        """Plan rows -> (doc, ScoreItem, text, perturbed text, clean bytes, edit rate, words)."""
+        ev = self.suite.eval
+        out: list[Any] = []
+        for doc, text, r in zip(ep.docs, texts, rows):
+            if r is None:
+                out.append(None)
+                continue
+            ptext, er, n_words = r
+            if mode == "full":
+                out.append((doc, plan_full(encode(ptext), self.budget.context_bytes, stride), text, ptext,
+                            len(doc.data), er, n_words))
+            else:
+                _, cont = split_for_target(text, ev.context_fraction)
+                item = plan_clean_target(encode(ptext), encode(cont), self.budget.context_bytes, ev.target_bytes)
+                assert item is not None
+                target = item.scored_bytes
+                out.append((doc, item, text, ptext + decode(target), len(target), er, n_words))
         return out
 
     def score_cell(self, enc: Encoder, spec: EncoderSpec, ep: DataPart, pspec: PerturbationSpec, mode: str,
                    seed: int, plan: list[Any], lang_script: tuple[str, str | None], scripts: list[str],
-                   analyses: list[Any]) -> dict[str, Any]:
+                   analyses: list[Any], scores: list[Any]) -> dict[str, Any]:
+        """One cell's row, samples and buckets from its documents' scores (``score_items``)."""
         ev = self.suite.eval
         doc_scripts = dict(zip((d.id for d in ep.docs), scripts))
         live = [p for p in plan if p is not None]
-        scores = score_items(enc, [p[1] for p in live], self.device, ev.batch_windows, self.budget.dtype == "bfloat16")
         totals = CellTotals()
         samples = []
         buckets: dict[tuple[str, str], list[float]] = defaultdict(lambda: [0, 0, 0.0])
@@ -518,6 +654,23 @@ class Runner:
                      f"re-render with: tokbench report {self.rd.root}")
             return
         self.log(f"[report] {path}")
+
+
+def phase_table(timings: dict[str, float], encoders: dict[str, Any]) -> str:
+    """Where the wall time went: data, per-model fit / first step (cold compile) / training,
+    perturbation, scoring forward, report."""
+    lines = ["[time] phase                         seconds"]
+    for k in ("data_seconds", "perturb_seconds", "score_forward_seconds", "report_seconds"):
+        if k in timings:
+            lines.append(f"[time] {k.removesuffix('_seconds'):<28} {timings[k]:8.1f}")
+    for label, facts in encoders.items():
+        for seed, meta in facts.get("seeds", {}).items():
+            st, fit = meta["train"], meta["fit"]
+            lines.append(f"[time] {label + ' s' + seed:<20} fit {fit.get('wall_seconds', 0.0):6.1f}  "
+                         f"first step {st.get('first_step_seconds', 0.0):6.1f}  train {st['seconds']:7.1f}")
+    if "total_seconds" in timings:
+        lines.append(f"[time] {'total':<28} {timings['total_seconds']:8.1f}")
+    return "\n".join(lines)
 
 
 def summary_table(rows: list[dict[str, Any]]) -> str:

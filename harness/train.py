@@ -25,6 +25,14 @@ import torch
 from torch import nn
 
 from encoders.base import Encoder, FitContext
+from harness.accel import (
+    AttentionCounter,
+    IdleMeter,
+    Prefetcher,
+    compile_backbones,
+    pin,
+    want_compile,
+)
 from harness.data import training_windows
 from harness.results import atomic_torch_save
 from harness.sources.base import Document
@@ -47,14 +55,19 @@ def lr_at(budget: BudgetConfig, seen: int, total: int) -> float:
     return lo + 0.5 * (budget.lr - lo) * (1.0 + math.cos(math.pi * frac))
 
 
-def make_optimizer(model: nn.Module, budget: BudgetConfig) -> torch.optim.Optimizer:
-    """AdamW; weight decay on matrices only (not on norms, biases or embeddings' 1-D params)."""
+def make_optimizer(model: nn.Module, budget: BudgetConfig, device: torch.device | None = None) -> torch.optim.Optimizer:
+    """AdamW; weight decay on matrices only (not on norms, biases or embeddings' 1-D params).
+
+    On CUDA the fused kernel (one launch for all parameters, no host sync); on CPU the plain
+    per-parameter loop, whose results the CPU tests pin down."""
     decay, no_decay = [], []
     for p in model.parameters():
         if p.requires_grad:
             (decay if p.dim() >= 2 else no_decay).append(p)
     groups = [{"params": decay, "weight_decay": budget.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
-    return torch.optim.AdamW(groups, lr=budget.lr, betas=(budget.beta1, budget.beta2), foreach=False)
+    fast = device is not None and device.type == "cuda"
+    kw: dict[str, Any] = {"fused": True} if fast else {"foreach": False}
+    return torch.optim.AdamW(groups, lr=budget.lr, betas=(budget.beta1, budget.beta2), **kw)
 
 
 @dataclass
@@ -101,8 +114,13 @@ def train_encoder(
     """
     encoder.to(device)
     encoder.train()
-    opt = make_optimizer(encoder, budget)
+    compiled = compile_backbones(encoder) if want_compile(budget.compile, device) else 0
+    opt = make_optimizer(encoder, budget, device)
     per_step = max(1, budget.batch_bytes // budget.context_bytes)
+    # Micro-batches: the step's windows in slices of micro_batch_bytes, gradients accumulated;
+    # the loss of each slice is divided by the whole step's scored bytes, so the step's gradient
+    # is the same sum (to float rounding) as in one batch.
+    micro = max(1, budget.micro_batch_bytes // budget.context_bytes) if budget.micro_batch_bytes else per_step
     seen, steps, flops, fwd_flops, elapsed = 0, 0, 0.0, 0.0, 0.0
     curve: list[tuple[int, float]] = []
     recent: list[float] = []
@@ -121,67 +139,124 @@ def train_encoder(
     )
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
+
+    def prepare(chunk: list[bytes]) -> list[tuple[Any, float, float]]:
+        """(batch, forward FLOPs, frozen FLOPs) per micro-batch; runs in the prefetch thread."""
+        out = []
+        for j in range(0, len(chunk), micro):
+            part = chunk[j : j + micro]
+            batch = encoder.collate(part, [0] * len(part))
+            # Training = forward + backward ≈ 3 × forward, except for frozen parts (BLT's entropy
+            # model) which only run forward.
+            frozen = encoder.frozen_flops(batch) if hasattr(encoder, "frozen_flops") else 0.0
+            fwd = encoder.flops(batch)
+            out.append((pin(batch) if device.type == "cuda" else batch, fwd, frozen))
+        return out
+
+    todo = (chunk for i, chunk in enumerate(batched(windows, per_step)) if i >= skip)
+    feed = Prefetcher(todo, prepare, depth=4)
+    attn = AttentionCounter(encoder)
+    idle = IdleMeter(device, os.environ.get("TOKBENCH_IDLE_STEPS"))
+    step_here = 0  # steps run by this call (a resumed run starts at 0 again)
     t0 = time.perf_counter() - elapsed
     last_ckpt = time.perf_counter()
     curve_every = max(1, n_bytes // 100)
     window_loss, window_bytes = 0.0, 0
-    for i, chunk in enumerate(batched(windows, per_step)):
-        if i < skip:
-            continue
-        # Under a FLOP budget the FLOPs decide when to stop (n_bytes only shapes the schedule).
-        if (flops >= max_flops) if max_flops is not None else (seen >= n_bytes):
-            break
-        batch = encoder.collate(chunk, [0] * len(chunk))
-        # Training = forward + backward ≈ 3 × forward, except for frozen parts (BLT's entropy
-        # model) which only run forward.
-        frozen = encoder.frozen_flops(batch) if hasattr(encoder, "frozen_flops") else 0.0
-        fwd = encoder.flops(batch)
-        step_flops = 3.0 * fwd - 2.0 * frozen
-        for g in opt.param_groups:
-            g["lr"] = lr_at(budget, seen, n_bytes)
-        batch = batch.to(device)
-        with autocast:
-            units = encoder(batch)
-            loss = units.nll.sum() / batch.scored_bytes
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        if budget.grad_clip > 0:
-            torch.nn.utils.clip_grad_norm_(encoder.parameters(), budget.grad_clip)
-        opt.step()
-        lv = float(loss.detach()) / LN2
-        if not math.isfinite(lv):
-            raise FloatingPointError(f"training loss is {lv} at step {steps}; lower budget.lr")
-        seen += batch.scored_bytes
-        steps += 1
-        flops += step_flops
-        fwd_flops += fwd
-        recent = (recent + [lv])[-10:]
-        # Each curve point is the byte-weighted mean loss since the previous point (a single
-        # step's loss is too noisy to read, above all for large-vocabulary BPE).
-        window_loss += lv * batch.scored_bytes
-        window_bytes += batch.scored_bytes
-        if not curve or seen - curve[-1][0] >= curve_every:
-            curve.append((seen, window_loss / window_bytes))
-            window_loss, window_bytes = 0.0, 0
-        if progress is not None:
-            progress(seen, n_bytes, lv)
-        if checkpoint is not None and time.perf_counter() - last_ckpt > checkpoint.every_seconds:
-            atomic_torch_save(
-                {"model": encoder.state_dict(), "optimizer": opt.state_dict(), "seen": seen, "steps": steps,
-                 "flops": flops, "forward_flops": fwd_flops, "elapsed": time.perf_counter() - t0, "curve": curve},
-                checkpoint.path,
-            )
-            last_ckpt = time.perf_counter()
+    # Step losses stay on the device until a curve point, checkpoint or the end needs them:
+    # reading a loss every step would make the host wait for the GPU every step.
+    pending: list[tuple[torch.Tensor, int]] = []  # (loss nats/byte, scored bytes) per step
+    last_lv = math.nan
+    first_step_s: float | None = None
+
+    def flush() -> None:
+        nonlocal window_loss, window_bytes, recent, last_lv
+        if not pending:
+            return
+        vals = torch.stack([p[0] for p in pending]).tolist()
+        for k, (v, (_, nb)) in enumerate(zip(vals, pending)):
+            lv = v / LN2
+            if not math.isfinite(lv):
+                raise FloatingPointError(f"training loss is {lv} at step {steps - len(pending) + k}; lower budget.lr")
+            recent = (recent + [lv])[-10:]
+            # Each curve point is the byte-weighted mean loss since the previous point (a single
+            # step's loss is too noisy to read, above all for large-vocabulary BPE).
+            window_loss += lv * nb
+            window_bytes += nb
+            last_lv = lv
+        pending.clear()
+
+    try:
+        for parts in feed:
+            # Under a FLOP budget the FLOPs decide when to stop (n_bytes only shapes the schedule).
+            if (flops >= max_flops) if max_flops is not None else (seen >= n_bytes):
+                break
+            idle.step(step_here)
+            step_here += 1
+            lr = lr_at(budget, seen, n_bytes)
+            for g in opt.param_groups:
+                g["lr"] = lr
+            step_bytes = sum(b.scored_bytes for b, _, _ in parts)
+            opt.zero_grad(set_to_none=True)
+            step_loss: torch.Tensor | None = None
+            for cpu_batch, fwd, frozen in parts:
+                batch = cpu_batch.to(device)
+                with autocast:
+                    units = encoder(batch)
+                    loss = units.nll.sum() / step_bytes
+                loss.backward()
+                step_loss = loss.detach() if step_loss is None else step_loss + loss.detach()
+                flops += 3.0 * fwd - 2.0 * frozen
+                fwd_flops += fwd
+            if budget.grad_clip > 0:
+                torch.nn.utils.clip_grad_norm_(encoder.parameters(), budget.grad_clip)
+            opt.step()
+            assert step_loss is not None
+            pending.append((step_loss, step_bytes))
+            seen += step_bytes
+            steps += 1
+            if first_step_s is None:
+                if device.type == "cuda":
+                    torch.cuda.synchronize(device)
+                first_step_s = time.perf_counter() - t0  # includes the cold compile
+            if not curve or seen - curve[-1][0] >= curve_every:
+                flush()
+                curve.append((seen, window_loss / window_bytes))
+                window_loss, window_bytes = 0.0, 0
+            if progress is not None:
+                progress(seen, n_bytes, last_lv)
+            if checkpoint is not None and time.perf_counter() - last_ckpt > checkpoint.every_seconds:
+                flush()
+                atomic_torch_save(
+                    {"model": encoder.state_dict(), "optimizer": opt.state_dict(), "seen": seen, "steps": steps,
+                     "flops": flops, "forward_flops": fwd_flops, "elapsed": time.perf_counter() - t0, "curve": curve},
+                    checkpoint.path,
+                )
+                last_ckpt = time.perf_counter()
+        flush()
+        idle.finish()
+    finally:
+        feed.close()
+        attn.close()
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
     seconds = time.perf_counter() - t0
     encoder.eval()
     if checkpoint is not None and checkpoint.path.exists():
         os.unlink(checkpoint.path)
+    # Attention matmuls this process ran, at full cost; the causal kernels do about half.
+    # (On a resumed run only the part trained after the resume is known; the rest is left in.)
+    causal_flops = flops - 3.0 * 0.5 * attn.flops
     return {
         "forward_flops": fwd_flops,
         "bytes": seen,
         "steps": steps,
         "flops": flops,
+        "flops_causal_attn_half": causal_flops,
         "seconds": seconds,
+        "first_step_seconds": first_step_s or 0.0,
+        "host_wait_seconds": feed.wait_seconds,
+        "compiled_modules": compiled,
+        **({"gpu_idle": idle.result} if idle.result is not None else {}),
         "bytes_per_s": seen / seconds if seconds > 0 else math.nan,
         "peak_mem_bytes": peak_memory(device),
         "peak_mem_kind": "cuda_allocated" if device.type == "cuda" else "process_max_rss",

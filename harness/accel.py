@@ -1,0 +1,215 @@
+"""What makes the one training loop and the one scoring function run at the hardware's pace,
+without changing what they compute:
+
+* ``compile_backbones`` — ``torch.compile`` of every transformer block of the shared ``Backbone``
+  (in place: state-dict keys stay the same; shapes that vary, like BPE's token counts, become
+  dynamic after the first recompile). Switch: ``budget.compile`` (auto = on CUDA only).
+* ``Prefetcher`` — collation (tokenization, patching, FLOP counts) in a background thread, a few
+  batches ahead, into pinned memory, so the copies to the GPU are asynchronous.
+* ``AttentionCounter`` — counts the attention matmuls the backbones ran, so MFU can count causal
+  attention at half (the kernels skip the masked half).
+* ``gemm_tflops`` — the bf16 8192³ matrix-product rate measured in this process: the MFU ceiling.
+
+Nothing here runs on CPU by default except the prefetch thread, whose output is identical to
+collating in the loop (same windows, same order).
+"""
+
+from __future__ import annotations
+
+import math
+import queue
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import torch
+from torch import nn
+
+from encoders.backbone import Backbone
+
+
+def want_compile(setting: Any, device: torch.device) -> bool:
+    """``budget.compile``: True / False, or "auto" = compile on CUDA only (on CPU the first
+    compile costs more than a CI-sized run saves, and it needs a C++ toolchain)."""
+    if setting == "auto":
+        return device.type == "cuda"
+    return bool(setting)
+
+
+def compile_backbones(model: nn.Module) -> int:
+    """Compile each transformer block and final norm of every ``Backbone`` inside ``model``, in
+    place. Returns how many modules were compiled (0 when the model has no backbone, or when
+    already compiled). The Backbone's own forward stays eager so hooks on it keep working."""
+    n = 0
+    for m in model.modules():
+        if isinstance(m, Backbone):
+            for sub in [*m.blocks, m.norm]:
+                if getattr(sub, "_compiled_call_impl", None) is None:
+                    sub.compile()
+                    n += 1
+    return n
+
+
+class AttentionCounter:
+    """Forward FLOPs of the attention matmuls (QKᵀ and AV at full, non-causal cost) of every
+    ``Backbone`` call made with gradients enabled, accumulated on the host from shapes only.
+
+    ``backbone_flops`` counts those matmuls at full cost; a causal kernel does about half, so
+    ``flops − 0.5 · attention`` is the count with causal attention at half. Calls without
+    gradients (BLT's frozen entropy model inside collation) are not counted: their saving is
+    left in (an over-count of < 1 % for the standard suite's BLT).
+    """
+
+    def __init__(self, model: nn.Module) -> None:
+        self.flops = 0.0
+        self._handles = [m.register_forward_pre_hook(self._hook) for m in model.modules() if isinstance(m, Backbone)]
+
+    def _hook(self, mod: nn.Module, args: tuple[Any, ...]) -> None:
+        if not torch.is_grad_enabled():
+            return
+        x = args[0]  # (B, N, dim)
+        B, N, D = x.shape
+        self.flops += 4.0 * B * N * N * D * mod.cfg.layers
+
+    def close(self) -> None:
+        for h in self._handles:
+            h.remove()
+        self._handles = []
+
+
+_DONE = object()
+
+
+class Prefetcher:
+    """Iterate ``make(item)`` for each item of ``items`` computed ``depth`` ahead in a daemon
+    thread; exceptions are re-raised in the consumer. ``close()`` stops the thread early.
+
+    The thread holds the GIL only while it runs Python (tokenization); the training loop's
+    thread releases it while it waits on the GPU, so collation overlaps the step.
+    """
+
+    def __init__(self, items: Iterator[Any], make: Callable[[Any], Any], depth: int = 3) -> None:
+        self._q: queue.Queue[Any] = queue.Queue(maxsize=max(1, depth))
+        self._stop = threading.Event()
+        self.wait_seconds = 0.0  # time the consumer spent waiting for a batch (host-bound steps)
+        self._thread = threading.Thread(target=self._run, args=(items, make), daemon=True)
+        self._thread.start()
+
+    def _put(self, x: Any) -> bool:
+        while not self._stop.is_set():
+            try:
+                self._q.put(x, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def _run(self, items: Iterator[Any], make: Callable[[Any], Any]) -> None:
+        try:
+            for it in items:
+                if self._stop.is_set() or not self._put(make(it)):
+                    return
+            self._put(_DONE)
+        except BaseException as e:  # handed to the consumer, which re-raises it
+            self._put(("__error__", e))
+
+    def __iter__(self) -> Iterator[Any]:
+        while True:
+            t0 = time.perf_counter()
+            x = self._q.get()
+            self.wait_seconds += time.perf_counter() - t0
+            if x is _DONE:
+                return
+            if isinstance(x, tuple) and len(x) == 2 and x[0] == "__error__":
+                raise x[1]
+            yield x
+
+    def close(self) -> None:
+        self._stop.set()
+        try:
+            while True:
+                self._q.get_nowait()
+        except queue.Empty:
+            pass
+        self._thread.join(timeout=5.0)
+
+
+def pin(batch: Any) -> Any:
+    """Pin a TensorBatch's tensors (page-locked memory makes ``.to(cuda, non_blocking=True)``
+    a true asynchronous copy). Returns the same batch object."""
+    batch.tensors = {k: v.pin_memory() for k, v in batch.tensors.items()}
+    return batch
+
+
+def gemm_tflops(device: torch.device, n: int = 8192, reps: int = 20) -> float | None:
+    """Measured dense bf16 matrix-product rate (TFLOP/s) of an n×n×n product on ``device``,
+    random inputs, median of ``reps`` timed with CUDA events after a warm-up. None on CPU."""
+    if device.type != "cuda":
+        return None
+    g = torch.Generator(device=device).manual_seed(0)
+    a = torch.randn(n, n, device=device, dtype=torch.bfloat16, generator=g)
+    b = torch.randn(n, n, device=device, dtype=torch.bfloat16, generator=g)
+    for _ in range(3):
+        a @ b
+    times = []
+    for _ in range(reps):
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record()
+        a @ b
+        e.record()
+        e.synchronize()
+        times.append(s.elapsed_time(e) / 1e3)
+    times.sort()
+    del a, b
+    return 2.0 * n**3 / times[len(times) // 2] / 1e12
+
+
+class IdleMeter:
+    """GPU idle share of training steps ``first`` to ``last`` (exclusive), measured with the torch
+    profiler: idle = 1 − Σ kernel and copy time on the device / wall time of those steps
+    (synchronised at both ends). Off unless ``TOKBENCH_IDLE_STEPS=first:last`` is set and the
+    device is CUDA; the profiler's own host overhead makes the share an upper bound."""
+
+    def __init__(self, device: torch.device, spec: str | None) -> None:
+        self.range: tuple[int, int] | None = None
+        if spec and device.type == "cuda":
+            a, b = (int(x) for x in spec.split(":"))
+            self.range = (a, b)
+        self.device = device
+        self._prof: Any = None
+        self._t0 = 0.0
+        self.result: dict[str, float] | None = None
+
+    def step(self, i: int) -> None:
+        """Call at the start of step ``i`` (0-based, counting this run's steps)."""
+        if self.range is None:
+            return
+        if i == self.range[0]:
+            from torch.profiler import ProfilerActivity, profile
+
+            torch.cuda.synchronize(self.device)
+            self._prof = profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA])
+            self._prof.__enter__()
+            self._t0 = time.perf_counter()
+        elif i == self.range[1] and self._prof is not None:
+            self.finish()
+
+    def finish(self) -> None:
+        if self._prof is None:
+            return
+        torch.cuda.synchronize(self.device)
+        wall = time.perf_counter() - self._t0
+        self._prof.__exit__(None, None, None)
+        # Union of the device's kernel / copy intervals (overlapping streams counted once).
+        spans = sorted((e.time_range.start, e.time_range.end) for e in self._prof.events()
+                       if "CUDA" in str(getattr(e, "device_type", "")))
+        busy_us, end = 0.0, -math.inf
+        for a, b in spans:
+            if b > end:
+                busy_us += b - max(a, end)
+                end = b
+        steps = self.range[1] - self.range[0] if self.range else 1
+        self.result = {"steps": steps, "wall_seconds": wall, "device_busy_seconds": busy_us / 1e6,
+                       "idle_fraction": max(0.0, 1.0 - busy_us / 1e6 / wall) if wall > 0 else float("nan")}
+        self._prof = None
