@@ -17,6 +17,8 @@ collating in the loop (same windows, same order).
 from __future__ import annotations
 
 import math
+import multiprocessing
+import os
 import queue
 import threading
 import time
@@ -40,7 +42,14 @@ def want_compile(setting: Any, device: torch.device) -> bool:
 def compile_backbones(model: nn.Module) -> int:
     """Compile each transformer block and final norm of every ``Backbone`` inside ``model``, in
     place. Returns how many modules were compiled (0 when the model has no backbone, or when
-    already compiled). The Backbone's own forward stays eager so hooks on it keep working."""
+    already compiled). The Backbone's own forward stays eager so hooks on it keep working.
+
+    All blocks of all models share one code object, so its compiled variants add up over a run
+    (train / inference mode, bf16 / fp32 sub-models, static / dynamic shapes, six encoders):
+    the recompile limit is raised so none of them falls back to eager."""
+    import torch._dynamo
+
+    torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 64)
     n = 0
     for m in model.modules():
         if isinstance(m, Backbone):
@@ -133,6 +142,53 @@ class Prefetcher:
         except queue.Empty:
             pass
         self._thread.join(timeout=5.0)
+
+
+_COLLATE: Callable[[Any], Any] | None = None  # set in the parent before fork
+
+
+def _collate_call(item: Any) -> Any:
+    assert _COLLATE is not None
+    return _COLLATE(item)
+
+
+def ordered_pool_map(fn: Callable[[Any], Any], items: Iterator[Any], processes: int,
+                     ahead: int = 8) -> Iterator[Any]:
+    """``map(fn, items)`` in order, computed by ``processes`` forked worker processes with at
+    most ``ahead`` items in flight (the item stream may be long or endless). ``fn`` must be
+    pure CPU work (collation): the children never touch CUDA. ``processes`` <= 0: in this process.
+    Tensors come back through shared memory (torch's multiprocessing reductions)."""
+    if processes <= 0 or "fork" not in multiprocessing.get_all_start_methods():
+        yield from map(fn, items)
+        return
+    import collections
+    from concurrent.futures import ProcessPoolExecutor
+
+    import torch.multiprocessing  # noqa: F401 - registers the shared-memory tensor reductions
+
+    global _COLLATE
+    _COLLATE = fn
+    try:
+        # Workers fork on first use, from the prefetch thread; they inherit ``_COLLATE``.
+        with ProcessPoolExecutor(processes, mp_context=multiprocessing.get_context("fork")) as ex:
+            pending: collections.deque[Any] = collections.deque()
+            for it in items:
+                pending.append(ex.submit(_collate_call, it))
+                if len(pending) >= ahead:
+                    yield pending.popleft().result()
+            while pending:
+                yield pending.popleft().result()
+    finally:
+        _COLLATE = None
+
+
+def collate_processes(device: torch.device) -> int:
+    """Worker processes for training-batch collation: on CUDA up to 8 (half the CPUs), so
+    tokenization keeps up with the GPU; on CPU none (the CPU is busy training)."""
+    if device.type != "cuda":
+        return 0
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return min(8, cpus // 2)
 
 
 def pin(batch: Any) -> Any:

@@ -29,7 +29,9 @@ from harness.accel import (
     AttentionCounter,
     IdleMeter,
     Prefetcher,
+    collate_processes,
     compile_backbones,
+    ordered_pool_map,
     pin,
     want_compile,
 )
@@ -140,12 +142,16 @@ def train_encoder(
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
 
-    def prepare(chunk: list[bytes]) -> list[tuple[Any, float, float]]:
-        """(batch, forward FLOPs, frozen FLOPs) per micro-batch; runs in the prefetch thread."""
+    def collate(chunk: list[bytes]) -> list[Any]:
+        """The step's micro-batches, collated on CPU (in worker processes on CUDA)."""
+        return [encoder.collate(chunk[j : j + micro], [0] * len(chunk[j : j + micro]))
+                for j in range(0, len(chunk), micro)]
+
+    def prepare(batches: list[Any]) -> list[tuple[Any, float, float]]:
+        """(batch, forward FLOPs, frozen FLOPs) per micro-batch; runs in the prefetch thread
+        (FLOP counts may run a frozen sub-model on the device: BLT's entropy model)."""
         out = []
-        for j in range(0, len(chunk), micro):
-            part = chunk[j : j + micro]
-            batch = encoder.collate(part, [0] * len(part))
+        for batch in batches:
             # Training = forward + backward ≈ 3 × forward, except for frozen parts (BLT's entropy
             # model) which only run forward.
             frozen = encoder.frozen_flops(batch) if hasattr(encoder, "frozen_flops") else 0.0
@@ -154,7 +160,8 @@ def train_encoder(
         return out
 
     todo = (chunk for i, chunk in enumerate(batched(windows, per_step)) if i >= skip)
-    feed = Prefetcher(todo, prepare, depth=4)
+    collated = ordered_pool_map(collate, todo, collate_processes(device))
+    feed = Prefetcher(collated, prepare, depth=4)
     attn = AttentionCounter(encoder)
     idle = IdleMeter(device, os.environ.get("TOKBENCH_IDLE_STEPS"))
     step_here = 0  # steps run by this call (a resumed run starts at 0 again)
