@@ -32,7 +32,7 @@ from typing import Any
 import torch
 
 from encoders.base import Encoder
-from harness.accel import compile_backbones, want_compile
+from harness.accel import collate_processes, compile_backbones, want_compile
 from harness.data import rolling_windows, training_windows
 from harness.results import atomic_write_json
 from harness.run import CLEAN, ESTIMATE_FILE, Runner, RunOptions
@@ -190,6 +190,20 @@ def _time_steps(enc: Any, probe: list[bytes], big: list[bytes], b: Any, dev: tor
             torch.cuda.reset_peak_memory_stats(dev)
             step_s = statistics.median(step(big[:micro]) for _ in range(3)) * math.ceil(per_step / micro)
             out["peak_bytes"] = torch.cuda.max_memory_allocated(dev)
+    # Host side: collating a step's windows (tokenization, patching, FLOP counts). The run does
+    # it in a thread (and, on CUDA, in ``collate_processes`` worker processes) beside the step,
+    # so a step takes the longer of the two on CUDA and their sum on CPU (same cores).
+    wins = (big if dev.type == "cuda" else probe)[:micro]
+    t0 = time.perf_counter()
+    cb = enc.collate(wins, [0] * len(wins))
+    enc.flops(cb)
+    host_s = (time.perf_counter() - t0) * micro / max(1, len(wins)) * math.ceil(per_step / micro)
+    workers = collate_processes(dev)
+    if dev.type == "cuda":
+        step_s = max(step_s, host_s / max(1, workers))
+    else:
+        step_s += host_s
+    out["host_collate_s"] = host_s
     out["step_s"] = step_s
     out["compile_s"] = max(0.0, first - times[2])
     # scoring: one forward on a scoring batch (real batch on CUDA, 4 windows on CPU), per window

@@ -387,6 +387,8 @@ class Runner:
                 for k in ("params_total", "params_embedding", "params_non_embedding", "flops_per_byte_train",
                           "flops_per_byte_infer", "describe"):
                     facts[k] = meta[k]
+                # run.json as the models finish: a killed run still shows what was trained, how fast
+                atomic_write_json(self.rd.root / "run.json", self.run_json("running"))
             t_train += time.perf_counter() - t0
             for a in analyses:
                 a.fit(train.docs, {label: m[0] for label, m in models.items()})
