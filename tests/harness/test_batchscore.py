@@ -98,3 +98,14 @@ def _work(task: int) -> list:
 def test_perturb_many_in_processes_matches_one_process() -> None:
     tasks = list(range(5))
     assert perturb_many(tasks, _work, processes=2) == perturb_many(tasks, _work, processes=1)
+
+
+def test_bf16_switch_is_cuda_only() -> None:
+    """bf16 scoring is autocast on CUDA only; on CPU the flag leaves the fp32 numbers untouched
+    (the GPU's |ΔBPB| against fp32 is a benchmark: BENCHMARKS.md)."""
+    enc = bpe()
+    items = [plan_full(t, 96, 48) for t in TEXTS[:4]]
+    a = score_items(enc, items, CPU, batch_windows=3, bf16=False)
+    b = score_items(enc, items, CPU, batch_windows=3, bf16=True)
+    for x, y in zip(a, b):
+        assert x is not None and y is not None and np.array_equal(x.byte_nll, y.byte_nll)
