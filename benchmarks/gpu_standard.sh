@@ -36,6 +36,12 @@ for k, v in sp.get("train", {}).items():
           f"{v['bytes_per_s'] / 1e6:.2f} MB/s first step {v['first_step_seconds']:.1f} s peak {v['peak_mem_bytes'] / 2**30:.1f} GiB")
 for k, v in sp.get("score", {}).items():
     print(f"score {k:<18} MFU {v.get('mfu') or 0:.3f} {v['mb_per_s']:.2f} MB/s {v['seconds']:.1f} s")
+for label, f in r.get("encoders", {}).items():
+    for seed, m in f.get("seeds", {}).items():
+        gi = m["train"].get("gpu_idle")
+        if gi:
+            print(f"gpu idle {label} s{seed}: {gi['idle_fraction']:.1%} of steps {gi['steps']} "
+                  f"(wall {gi['wall_seconds']:.2f} s, device busy {gi['device_busy_seconds']:.2f} s)")
 print("timings", json.dumps(r.get("timings"), indent=1))
 print("estimate_vs_actual", json.dumps(r.get("estimate_vs_actual"), indent=1))
 PY
