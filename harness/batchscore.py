@@ -2,8 +2,9 @@
 
 * ``PlanCache`` — the perturbed texts of one (eval set, perturbation, seed, mode), with their
   edit rates and word counts, stored once on disk under a key made of their content (the eval
-  documents' fingerprint, the perturbation's name/id/params, the seed, the mode and the cut),
-  so every encoder, and every later run, reuses them. Each file carries a sha256 of its payload;
+  documents' fingerprint, the perturbation's name/id/params, the seed, the mode and the cut, and
+  a hash of the code that made them: ``code_hash``), so every encoder, and every later run,
+  reuses them. Each file carries a sha256 of its payload;
   a file that fails it is recomputed.
 * ``perturb_many`` — computes missing plans in several CPU processes (a document's perturbed
   text depends only on (seed, perturbation, params, document id), so the order and the process
@@ -15,8 +16,10 @@ cells of an eval set), and splits the per-document scores back into cells.
 
 from __future__ import annotations
 
+import functools
 import gzip
 import hashlib
+import inspect
 import json
 import multiprocessing
 import os
@@ -67,6 +70,28 @@ class PlanCache:
         # ensure_ascii: lone surrogates (undecodable bytes under surrogateescape) survive as \\udcXX
         body = json.dumps([None if r is None else list(r) for r in rows], ensure_ascii=True).encode()
         atomic_write_bytes(p, gzip.compress(hashlib.sha256(body).hexdigest().encode() + b"\n" + body, 5))
+
+
+_SHARED_CODE = ("harness/perturb.py", "harness/score.py", "harness/metrics.py", "perturbations/base.py",
+                "perturbations/measure.py")
+
+
+@functools.cache
+def code_hash(cls: type | None) -> str:
+    """sha256 over the source files that decide a plan: the perturbation class's module and the
+    shared planning code (perturb, cut, edit rate, word count). Part of the plan cache key, so
+    editing a perturbation never serves stale perturbed texts."""
+    root = Path(__file__).resolve().parents[1]
+    files = [root / f for f in _SHARED_CODE]
+    if cls is not None:
+        try:
+            files.append(Path(inspect.getfile(cls)))
+        except (TypeError, OSError):
+            pass
+    h = hashlib.sha256()
+    for f in files:
+        h.update(f.read_bytes() if f.is_file() else str(f).encode())
+    return h.hexdigest()[:16]
 
 
 _WORK: Callable[[Any], list[PlanRow]] | None = None  # set in the parent, inherited by fork

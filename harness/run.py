@@ -28,7 +28,7 @@ from tqdm import tqdm
 from encoders.base import Encoder, config_to_dict
 from harness import plugins
 from harness.accel import compile_backbones, gemm_tflops, want_compile
-from harness.batchscore import PlanCache, perturb_many
+from harness.batchscore import PlanCache, code_hash, perturb_many
 from harness.config import build_perturbation
 from harness.data import (
     DataPart,
@@ -527,7 +527,8 @@ class Runner:
                 data=ep.fingerprint, perturbation=pspec.name, id=pspec.id, severity=pspec.severity,
                 params=pspec.params, seed=seed, mode=mode, fraction=ev.context_fraction if mode != "full" else None,
                 # a fitted perturbation (e.g. morphology) learned from the training text
-                train=self.data_facts["train"]["fingerprint"], version=tokbench_version())
+                train=self.data_facts["train"]["fingerprint"], version=tokbench_version(),
+                code=code_hash(type(perts[(pspec.id, pspec.severity)]) if pspec.id != "clean" else None))
         rows = {k: cache.get(key) for k, key in keys.items()}
         missing = list({(p.id, p.severity, m): (p, m) for p, m in cells
                         if rows[(p.id, p.severity, m)] is None}.values())

@@ -109,3 +109,14 @@ def test_bf16_switch_is_cuda_only() -> None:
     b = score_items(enc, items, CPU, batch_windows=3, bf16=True)
     for x, y in zip(a, b):
         assert x is not None and y is not None and np.array_equal(x.byte_nll, y.byte_nll)
+
+
+def test_plan_cache_key_follows_the_perturbation_code() -> None:
+    from harness.batchscore import code_hash
+    from perturbations.base import Perturbation
+
+    class A(Perturbation):
+        pass
+
+    assert code_hash(A) == code_hash(A) and len(code_hash(None)) == 16
+    assert code_hash(None) != code_hash(PlanCache)  # a different module file, a different key
