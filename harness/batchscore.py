@@ -32,7 +32,7 @@ from harness.results import atomic_write_bytes, stable_hash
 
 # A plan row: (perturbed text — whole document for mode full, prefix for clean_target —,
 # edit rate, word count), or None where the document gives no scored window.
-PlanRow = tuple[str, float, int] | None
+CachedRow = tuple[str, float, int] | None
 
 
 class PlanCache:
@@ -49,7 +49,7 @@ class PlanCache:
     def path(self, key: str) -> Path | None:
         return None if self.root is None else self.root / key[:2] / f"{key}.json.gz"
 
-    def get(self, key: str) -> list[PlanRow] | None:
+    def get(self, key: str) -> list[CachedRow] | None:
         p = self.path(key)
         if p is None or not p.exists():
             return None
@@ -63,7 +63,7 @@ class PlanCache:
             return None  # unreadable or corrupt: recompute
         return [None if r is None else (r[0], float(r[1]), int(r[2])) for r in rows]
 
-    def put(self, key: str, rows: Sequence[PlanRow]) -> None:
+    def put(self, key: str, rows: Sequence[CachedRow]) -> None:
         p = self.path(key)
         if p is None:
             return
@@ -72,7 +72,7 @@ class PlanCache:
         atomic_write_bytes(p, gzip.compress(hashlib.sha256(body).hexdigest().encode() + b"\n" + body, 5))
 
 
-_SHARED_CODE = ("harness/perturb.py", "harness/score.py", "harness/metrics.py", "perturbations/base.py",
+_SHARED_CODE = ("harness/perturb.py", "harness/score.py", "harness/metrics.py", "core/metrics.py", "perturbations/base.py",
                 "perturbations/measure.py")
 
 
@@ -94,15 +94,15 @@ def code_hash(cls: type | None) -> str:
     return h.hexdigest()[:16]
 
 
-_WORK: Callable[[Any], list[PlanRow]] | None = None  # set in the parent, inherited by fork
+_WORK: Callable[[Any], list[CachedRow]] | None = None  # set in the parent, inherited by fork
 
 
-def _call(task: Any) -> list[PlanRow]:
+def _call(task: Any) -> list[CachedRow]:
     assert _WORK is not None
     return _WORK(task)
 
 
-def perturb_many(tasks: Sequence[Any], work: Callable[[Any], list[PlanRow]], processes: int | None = None) -> list[list[PlanRow]]:
+def perturb_many(tasks: Sequence[Any], work: Callable[[Any], list[CachedRow]], processes: int | None = None) -> list[list[CachedRow]]:
     """``[work(t) for t in tasks]``, spread over ``processes`` forked CPU processes (default:
     the CPUs this process may use, at most one per task). Falls back to this process where fork
     is unavailable or only one process would run. ``work`` must be deterministic per task."""

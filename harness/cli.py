@@ -72,22 +72,20 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_data(args: argparse.Namespace) -> int:
-    from harness.data import prepare_sources
-    from harness.run import Runner, RunOptions
+    from harness.data import prepare_sources, source_context
 
     suite = load(args)
-    prepare_sources(suite, Runner(suite, RunOptions(device="cpu")).ctx)
+    prepare_sources(suite, source_context(suite, log=lambda s: print(s, file=sys.stderr)))
     print(f"data for suite '{suite.name}' is ready")
     return 0
 
 
 def cmd_data_pack(args: argparse.Namespace) -> int:
-    from harness.data import prepare_sources
+    from harness.data import prepare_sources, source_context
     from harness.datapack import pack
-    from harness.run import Runner, RunOptions
 
     suite = load(args)
-    ctx = Runner(suite, RunOptions(device="cpu")).ctx
+    ctx = source_context(suite, log=lambda s: print(s, file=sys.stderr))
     prepare_sources(suite, ctx)
     out = Path(args.out or f"{suite.name}-data.tar.gz")
     got = pack(suite, ctx.cache_dir, out, slim=args.slim)
@@ -98,7 +96,7 @@ def cmd_data_pack(args: argparse.Namespace) -> int:
 
 def cmd_data_unpack(args: argparse.Namespace) -> int:
     from harness.datapack import unpack
-    from harness.sources.fetch import default_cache_dir
+    from sources.fetch import default_cache_dir
 
     cache = Path(args.cache) if args.cache else default_cache_dir()
     got = unpack(Path(args.archive), cache)
@@ -111,11 +109,10 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
     suite = load(args)
     print(yaml.safe_dump(suite.raw, sort_keys=False, allow_unicode=True).rstrip())
-    n_cells = len(suite.encoders) * len(suite.data.eval) * (1 + len(suite.perturbations)) * len(suite.eval.modes)
     print(f"\n# OK: suite '{suite.name}': {len(suite.encoders)} encoder(s) "
           f"({', '.join(e.label for e in suite.encoders)}), {len(suite.seeds)} seed(s), "
           f"{len(suite.data.eval)} eval set(s), {len(suite.perturbations)} perturbation cell(s), "
-          f"{n_cells * len(suite.seeds)} cells")
+          f"{suite.n_cells()} cells")
     return 0
 
 

@@ -31,22 +31,24 @@ SLIM_KEEP: dict[str, tuple[str, ...]] = {
 }
 
 
-def suite_packages(suite: Any) -> list[str]:
-    """Debian packages a suite reads: its sources' packages, and the Hunspell dictionaries of its
-    languages when it uses morphology (the same list ``prepare_sources`` fetches)."""
+def suite_packages(suite: Any) -> tuple[list[str], list[str]]:
+    """Debian packages a suite reads: (its sources' packages, the Hunspell dictionaries of its
+    languages when it uses morphology — optional, as in ``prepare_sources``, which only warns
+    when they cannot be fetched)."""
     from harness.data import source_key
 
     specs = list({source_key(s): s for s in (suite.data.train, *suite.data.eval)}.values())
-    packages = [p for s in specs if hasattr(s.config, "packages") for p in s.config.packages()]
+    packages = list(dict.fromkeys(p for s in specs if hasattr(s.config, "packages") for p in s.config.packages()))
+    optional: list[str] = []
     morph = any(p.name.startswith("morph.") for p in suite.perturbations) or any(
         a.name == "morphology" for a in suite.analyses)
     if morph:
-        from harness.sources.debian import hunspell_packages
+        from sources.debian import hunspell_packages
 
         langs = [s.language or getattr(s.config, "language", None)
                  or (s.config.default_language() if hasattr(s.config, "default_language") else None) for s in specs]
-        packages += hunspell_packages(lang for lang in langs if lang)
-    return list(dict.fromkeys(packages))
+        optional = [p for p in dict.fromkeys(hunspell_packages(lang for lang in langs if lang)) if p not in packages]
+    return packages, optional
 
 
 def _files(cache_dir: Path, package: str, slim: bool) -> list[Path]:
@@ -65,7 +67,9 @@ def pack(suite: Any, cache_dir: Path, out: Path, slim: bool = False) -> dict[str
     """Write the suite's prepared data to ``out`` (tar.gz). Returns {packages, files, bytes}."""
     manifest: dict[str, str] = {}
     files: list[tuple[Path, str]] = []
-    packages = suite_packages(suite)
+    required, optional = suite_packages(suite)
+    # an optional dictionary that was never fetched is left out (the run works without it)
+    packages = required + [p for p in optional if (cache_dir / "debian" / p / "package.json").is_file()]
     for pkg in packages:
         for f in _files(cache_dir, pkg, slim):
             name = f.relative_to(cache_dir).as_posix()

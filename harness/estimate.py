@@ -33,11 +33,11 @@ import torch
 
 from encoders.base import Encoder
 from harness.accel import collate_processes, compile_backbones, want_compile
-from harness.data import rolling_windows, training_windows
+from harness.data import load_data, rolling_windows, training_windows
 from harness.results import atomic_write_json
-from harness.run import CLEAN, ESTIMATE_FILE, Runner, RunOptions
+from harness.run import CLEAN, ESTIMATE_FILE, EvalSet, Runner, RunOptions
 from harness.suite import Suite
-from harness.train import fit_context, make_optimizer
+from harness.train import autocast_for, fit_context, make_optimizer, train_step
 
 FIT_SAMPLE = 1_000_000  # bytes the quick fit learns from
 
@@ -47,10 +47,10 @@ class DoesNotFit(ValueError):
 
 
 def dry_run(suite: Suite, opts: RunOptions) -> str:
-    runner = Runner(suite, dataclasses.replace(opts, prepare=False))
-    t0 = time.perf_counter()
-    train, evals = runner.load_data()
-    t_data = time.perf_counter() - t0
+    runner = Runner(suite, opts)
+    data = load_data(suite, runner.ctx, prepare=False, limit=opts.limit, log=opts.log)  # fetches nothing
+    runner.data_facts.update(data.facts)
+    train, evals, t_data = data.train, data.evals, data.seconds
     b = suite.budget
     dev = runner.device
     per_step = max(1, b.batch_bytes // b.context_bytes)
@@ -124,7 +124,7 @@ def dry_run(suite: Suite, opts: RunOptions) -> str:
         del enc
     t_pert = _perturb_time(runner, train, evals, stride)
     n_docs = sum(len(e.docs) for e in evals)
-    cells = len(suite.encoders) * len(suite.seeds) * len(evals) * n_cells_p * len(ev.modes)
+    cells = suite.n_cells()
     per_seed = t_data + fit_s + compile_s + train_s + t_pert + score_s
     lines += ["", f"cells to score: {cells} ({len(evals)} eval set(s), {n_docs} docs, "
               f"{n_cells_p} perturbation cells incl. '{CLEAN.id}', modes {', '.join(ev.modes)}); "
@@ -152,20 +152,14 @@ def _time_steps(enc: Any, probe: list[bytes], big: list[bytes], b: Any, dev: tor
     if want_compile(b.compile, dev):
         compile_backbones(enc)
     opt = make_optimizer(enc, b, dev)
-    autocast = (torch.autocast("cuda", dtype=torch.bfloat16) if b.dtype == "bfloat16" and dev.type == "cuda"
-                else torch.autocast("cpu", enabled=False))
+    autocast = autocast_for(b, dev)
 
     def step(wins: list[bytes]) -> float:
+        """One step of the training loop's own ``train_step`` (collation outside the timing:
+        the loop does it beside the step; it is counted below)."""
         batch = enc.collate(wins, [0] * len(wins))
         t0 = time.perf_counter()
-        batch = batch.to(dev)
-        with autocast:
-            loss = enc(batch).nll.sum() / max(1, batch.scored_bytes)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        if b.grad_clip > 0:
-            torch.nn.utils.clip_grad_norm_(enc.parameters(), b.grad_clip)
-        opt.step()
+        train_step(enc, batch, opt, b.lr, b, autocast, dev)
         _sync(dev)
         return time.perf_counter() - t0
 
@@ -227,18 +221,18 @@ def _perturb_time(runner: Runner, train: Any, evals: list[Any], stride: int) -> 
     per eval set, perturbation and mode, scaled to all documents, divided by the processes
     ``perturb_many`` uses; plus fitting the perturbations once."""
     t0 = time.perf_counter()
-    perts = runner.perturbation_instances(train)
+    languages = {d.language for e in evals for d in e.docs if d.language is not None}
+    perts = runner.perturbation_instances(train, languages)
     fit_s = time.perf_counter() - t0
     specs = [CLEAN, *runner.suite.perturbations]
     total = 0.0
     for ep in evals:
-        sample = dataclasses.replace(ep, docs=ep.docs[:4])
-        texts = [d.data.decode("utf-8", "surrogateescape") for d in sample.docs]
+        sample = EvalSet.of(dataclasses.replace(ep, docs=ep.docs[:4]))
         for pspec in specs:
             for mode in runner.suite.eval.modes:
                 t1 = time.perf_counter()
-                runner.plan_rows(sample, texts, pspec, perts.get((pspec.id, pspec.severity)), runner.suite.seeds[0], mode)
-                total += (time.perf_counter() - t1) * len(ep.docs) / max(1, len(sample.docs))
+                runner.plan_rows(sample, pspec, perts.get((pspec.id, pspec.severity)), runner.suite.seeds[0], mode)
+                total += (time.perf_counter() - t1) * len(ep.docs) / max(1, len(sample.part.docs))
     procs = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     return fit_s + total / max(1, min(procs, len(specs) * len(runner.suite.eval.modes)))
 

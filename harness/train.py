@@ -24,7 +24,8 @@ from typing import Any
 import torch
 from torch import nn
 
-from encoders.base import Encoder, FitContext
+from core.metrics import LN2
+from encoders.base import Encoder, FitContext, TensorBatch
 from harness.accel import (
     AttentionCounter,
     IdleMeter,
@@ -37,10 +38,8 @@ from harness.accel import (
 )
 from harness.data import training_windows
 from harness.results import atomic_torch_save
-from harness.sources.base import Document
 from harness.suite import BudgetConfig
-
-LN2 = math.log(2.0)
+from sources.base import Document
 
 
 def lr_at(budget: BudgetConfig, seen: int, total: int) -> float:
@@ -93,6 +92,41 @@ def peak_memory(device: torch.device) -> int:
     return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
 
 
+def autocast_for(budget: BudgetConfig, device: torch.device) -> Any:
+    """bf16 autocast on CUDA when ``budget.dtype`` asks for it, else a disabled context."""
+    if budget.dtype == "bfloat16" and device.type == "cuda":
+        return torch.autocast("cuda", dtype=torch.bfloat16)
+    return torch.autocast("cpu", enabled=False)
+
+
+def train_step(encoder: Encoder, batches: TensorBatch | list[TensorBatch], opt: torch.optim.Optimizer, lr: float,
+               budget: BudgetConfig, autocast: Any, device: torch.device | None = None) -> torch.Tensor:
+    """One optimizer step over a step's micro-batches (one batch: no accumulation), each moved
+    to ``device`` when given; returns the detached loss (nats per scored byte of the whole step),
+    still on the device. Each micro-batch's loss is divided by the whole step's scored bytes, so
+    the accumulated gradient is the one-batch gradient to float rounding. The training loop and
+    the dry-run estimate both take exactly this step."""
+    parts = batches if isinstance(batches, list) else [batches]
+    step_bytes = sum(b.scored_bytes for b in parts)
+    for g in opt.param_groups:
+        g["lr"] = lr
+    opt.zero_grad(set_to_none=True)
+    total: torch.Tensor | None = None
+    for batch in parts:
+        if device is not None:
+            batch = batch.to(device)
+        with autocast:
+            units = encoder(batch)
+            loss = units.nll.sum() / step_bytes
+        loss.backward()
+        total = loss.detach() if total is None else total + loss.detach()
+    if budget.grad_clip > 0:
+        torch.nn.utils.clip_grad_norm_(encoder.parameters(), budget.grad_clip)
+    opt.step()
+    assert total is not None
+    return total
+
+
 def train_encoder(
     encoder: Encoder,
     windows: Iterable[bytes],
@@ -134,11 +168,7 @@ def train_encoder(
         fwd_flops = float(state.get("forward_flops", 0.0))
         curve = [(int(a), float(b)) for a, b in state["curve"]]
     skip = steps  # batches already consumed by the interrupted run
-    autocast = (
-        torch.autocast("cuda", dtype=torch.bfloat16)
-        if budget.dtype == "bfloat16" and device.type == "cuda"
-        else torch.autocast("cpu", enabled=False)
-    )
+    autocast = autocast_for(budget, device)
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
 
@@ -154,7 +184,7 @@ def train_encoder(
         for batch in batches:
             # Training = forward + backward ≈ 3 × forward, except for frozen parts (BLT's entropy
             # model) which only run forward.
-            frozen = encoder.frozen_flops(batch) if hasattr(encoder, "frozen_flops") else 0.0
+            frozen = encoder.frozen_flops(batch)
             fwd = encoder.flops(batch)
             out.append((pin(batch) if device.type == "cuda" else batch, fwd, frozen))
         return out
@@ -199,25 +229,12 @@ def train_encoder(
                 break
             idle.step(step_here)
             step_here += 1
-            lr = lr_at(budget, seen, n_bytes)
-            for g in opt.param_groups:
-                g["lr"] = lr
             step_bytes = sum(b.scored_bytes for b, _, _ in parts)
-            opt.zero_grad(set_to_none=True)
-            step_loss: torch.Tensor | None = None
-            for cpu_batch, fwd, frozen in parts:
-                batch = cpu_batch.to(device)
-                with autocast:
-                    units = encoder(batch)
-                    loss = units.nll.sum() / step_bytes
-                loss.backward()
-                step_loss = loss.detach() if step_loss is None else step_loss + loss.detach()
+            step_loss = train_step(encoder, [b for b, _, _ in parts], opt, lr_at(budget, seen, n_bytes), budget,
+                                   autocast, device)
+            for _, fwd, frozen in parts:
                 flops += 3.0 * fwd - 2.0 * frozen
                 fwd_flops += fwd
-            if budget.grad_clip > 0:
-                torch.nn.utils.clip_grad_norm_(encoder.parameters(), budget.grad_clip)
-            opt.step()
-            assert step_loss is not None
             pending.append((step_loss, step_bytes))
             seen += step_bytes
             steps += 1

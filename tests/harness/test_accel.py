@@ -12,9 +12,9 @@ from encoders.bpe import BpeConfig, BpeEncoder
 from encoders.byte_baseline import ByteConfig, ByteEncoder
 from harness.accel import Prefetcher, ordered_pool_map, want_compile
 from harness.data import training_windows
-from harness.sources.base import Document
 from harness.suite import BudgetConfig
 from harness.train import FitContext, train_encoder
+from sources.base import Document
 
 BUDGET = BudgetConfig(train_bytes=4_096, context_bytes=64, batch_bytes=512, lr=1e-2, warmup_bytes=512)
 DOCS = [Document(f"d{i}", (f"sample text number {i}, with words and more words. " * 6).encode()) for i in range(16)]
