@@ -221,6 +221,17 @@ def gemm_tflops(device: torch.device, n: int = 8192, reps: int = 20) -> float | 
     return 2.0 * n**3 / times[len(times) // 2] / 1e12
 
 
+def union_length(spans: Iterator[tuple[float, float]] | list[tuple[float, float]]) -> float:
+    """Total length covered by intervals [a, b) (overlaps counted once): the device's busy time
+    from its kernel and copy intervals, which overlap across streams."""
+    total, end = 0.0, -math.inf
+    for a, b in sorted(spans):
+        if b > end:
+            total += b - max(a, end)
+            end = b
+    return total
+
+
 class IdleMeter:
     """GPU idle share of training steps ``first`` to ``last`` (exclusive), measured with the torch
     profiler: idle = 1 − Σ kernel and copy time on the device / wall time of those steps
@@ -257,14 +268,8 @@ class IdleMeter:
         torch.cuda.synchronize(self.device)
         wall = time.perf_counter() - self._t0
         self._prof.__exit__(None, None, None)
-        # Union of the device's kernel / copy intervals (overlapping streams counted once).
-        spans = sorted((e.time_range.start, e.time_range.end) for e in self._prof.events()
-                       if "CUDA" in str(getattr(e, "device_type", "")))
-        busy_us, end = 0.0, -math.inf
-        for a, b in spans:
-            if b > end:
-                busy_us += b - max(a, end)
-                end = b
+        busy_us = union_length((e.time_range.start, e.time_range.end) for e in self._prof.events()
+                               if "CUDA" in str(getattr(e, "device_type", "")))
         steps = self.range[1] - self.range[0] if self.range else 1
         self.result = {"steps": steps, "wall_seconds": wall, "device_busy_seconds": busy_us / 1e6,
                        "idle_fraction": max(0.0, 1.0 - busy_us / 1e6 / wall) if wall > 0 else float("nan")}

@@ -84,3 +84,15 @@ def test_prefetcher_reraises_errors_in_order() -> None:
 def test_compile_switch() -> None:
     assert want_compile("auto", torch.device("cuda")) and not want_compile("auto", CPU)
     assert want_compile(True, CPU) and not want_compile(False, torch.device("cuda"))
+
+
+def test_busy_time_is_the_union_of_device_intervals() -> None:
+    from harness.accel import IdleMeter, union_length
+
+    assert union_length([(0, 2), (1, 3), (5, 6), (5.5, 5.8)]) == 4.0  # [0,3) + [5,6)
+    assert union_length([]) == 0.0
+    meter = IdleMeter(CPU, "1:3")  # off on CPU: no profiler, no result
+    for i in range(4):
+        meter.step(i)
+    meter.finish()
+    assert meter.result is None
