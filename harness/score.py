@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from core.segments import check_tiling
 from encoders.base import Encoder
 from harness.accel import Prefetcher
 from harness.data import Window, char_boundary, cut_after, rolling_windows
@@ -160,6 +161,8 @@ def score_items(
                 per_window[fi] = nll[j].numpy()
                 per_window_units[fi] = counts[j]
                 if units.segments is not None:
+                    # segments must tile the scored span like the units do (core.segments)
+                    check_tiling(units.segments[j], len(wins[j]) - sfrom[j], type(encoder).__name__)
                     per_window_segs[fi] = units.segments[j]
     finally:
         feed.close()
