@@ -497,6 +497,10 @@ def _render(data: load.RunData, out_dir: Path, title: str, n_boot: int, n_perm: 
     tables = build_tables(t)
     tables["buckets"] = bucket_table(data.buckets, t.encoders)
     figs = _figures(t, data, out_dir / "figures", svg)
+    # Scaling sweeps (flop_budget set): their own section, fitted from the same rows.
+    from reports.scaling_report import scaling_section
+
+    scaling = scaling_section(data.results, out_dir / "figures", n_boot=min(n_boot, 400), seed=seed, svg=svg)
     samples = build_samples(data.texts, t.encoders)
     from matplotlib.colors import to_hex
 
@@ -518,12 +522,13 @@ def _render(data: load.RunData, out_dir: Path, title: str, n_boot: int, n_perm: 
         bins=list(enumerate(BIN_LABELS)), note_bpb=NOTE_BPB, note_flops=_flops_note(t),
         provenance=_provenance(data), warnings=data.warnings, n_boot=n_boot, n_perm=n_perm,
         stat_seed=seed, language_note=language_note(data),
+        scaling_html=scaling.html if scaling is not None else "",
     )
     html = _jinja().get_template("report.html.j2").render(**ctx)
     html_path = out_dir / "report.html"
     html_path.write_text(html, encoding="utf-8", errors="backslashreplace")
-    (out_dir / "report.md").write_text(_markdown(ctx, tables, figs), encoding="utf-8",
-                                       errors="backslashreplace")
+    md = _markdown(ctx, tables, figs) + ("\n" + scaling.markdown if scaling is not None else "")
+    (out_dir / "report.md").write_text(md, encoding="utf-8", errors="backslashreplace")
     return html_path
 
 
