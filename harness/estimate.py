@@ -23,6 +23,10 @@ from harness.train import fit_context, make_optimizer
 def dry_run(suite: Suite, opts: RunOptions) -> str:
     runner = Runner(suite, opts)
     train, evals = runner.load_data()
+    if suite.scaling is not None:
+        from harness.scaling import sweep_dry_run
+
+        return sweep_dry_run(runner, train)
     b = suite.budget
     per_step = max(1, b.batch_bytes // b.context_bytes)
     probe = list(training_windows(train.docs, per_step * b.context_bytes, b.context_bytes, suite.seeds[0]))

@@ -140,6 +140,7 @@ class Runner:
         self.encoder_facts: dict[str, dict[str, Any]] = {}
         self.data_facts: dict[str, Any] = {}
         self.analysis_facts: dict[str, Any] = {}
+        self.scaling_facts: dict[str, Any] = {}  # refused grid points of a scaling sweep
 
     # -- data ---------------------------------------------------------------------------------
     def load_data(self) -> tuple[DataPart, list[DataPart]]:
@@ -324,6 +325,7 @@ class Runner:
             "encoders": self.encoder_facts,
             "analyses": self.analysis_facts,
             "timings": self.timings,
+            **({"scaling": self.scaling_facts} if self.suite.scaling is not None else {}),
             **(extra or {}),
         }
 
@@ -354,6 +356,11 @@ class Runner:
             if self.budget.match == "flops":
                 ref = self.budget.flops_reference or order[0].label
                 order.sort(key=lambda s: s.label != ref)
+            if self.suite.scaling is not None:  # an IsoFLOP grid: one model per (budget, size, encoder)
+                from harness.scaling import train_sweep
+
+                models.update(train_sweep(self, seed, train))
+                order = []
             for spec in order:
                 enc, meta = self.get_model(spec, seed, train, flops_target)
                 if self.budget.match == "flops" and flops_target is None:
@@ -394,6 +401,7 @@ class Runner:
                             cell = self.score_cell(enc, spec, ep, pspec, mode, seed, plans[mode], lang_script[ep.name],
                                                    scripts[ep.name], analyses)
                             cell["row"]["fingerprint"] = fp
+                            cell["row"].update(meta.get("sweep") or {})  # scaling columns, if a grid point
                             self.rd.save_cell(keys[label], cell)
                         bar.update(len(keys))
             bar.close()

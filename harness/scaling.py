@@ -240,3 +240,177 @@ def flops_per_byte(enc: Any, probe: list[bytes]) -> tuple[float, float]:
             frozen = enc.frozen_flops(batch) if hasattr(enc, "frozen_flops") else 0.0
             out.append((3.0 * enc.flops(batch) - 2.0 * frozen) / max(1, batch.scored_bytes))
     return out[0], out[1]
+
+
+# ---------------------------------------------------------------------------------------------
+# Training the grid and the dry run (the Runner calls these; torch lives below this line)
+
+
+def _point_key(runner: Any, spec: Any, seed: int, train_fp: str, cfg: ScalingConfig, budget: float) -> str:
+    """The model-cache key of one grid point: the Runner's key plus everything that shapes its
+    training here (the budget, the warm-up fraction, the width rule, the limits)."""
+    facts = {"flop_budget": budget, "warmup_fraction": cfg.warmup_fraction, "lr_ref_dim": cfg.lr_ref_dim,
+             "lr_width_power": cfg.lr_width_power, "min_steps": cfg.min_steps, "max_passes": cfg.max_passes,
+             "attention": HEADLINE_ATTENTION}
+    return runner.model_key(spec, seed, train_fp, {"scaling": facts})
+
+
+def point_spec(cfg: ScalingConfig, spec: Any, point: GridPoint) -> Any:
+    """The encoder spec of one grid point: its sweep label and the rung's backbone."""
+    if spec.backbone is None:
+        raise ValueError(f"scaling: encoder {spec.label!r} has no shared backbone (backbone: null), so the "
+                         "ladder cannot size it; drop it from a scaling suite")
+    return replace(spec, label=point.label, backbone=cfg.backbone(spec.backbone, point.rung))
+
+
+def train_sweep(runner: Any, seed: int, train: Any) -> dict[str, tuple[Any, dict[str, Any], Any]]:
+    """Train (or load) every grid point of the selected budgets for one seed.
+
+    Returns label → (encoder, meta, spec) like the Runner's own models; meta["sweep"] holds the
+    results.csv sweep columns. A refused point is logged, recorded in run.json (``scaling.refused``)
+    and cached as refused, so a re-run skips it without refitting."""
+    import json
+    import time
+
+    import torch
+
+    from encoders.backbone import causal_attention_cost
+    from encoders.base import config_to_dict
+    from harness.data import training_windows
+    from harness.results import atomic_torch_save, atomic_write_json
+    from harness.train import Checkpointer, fit_context, train_encoder
+
+    cfg: ScalingConfig = runner.suite.scaling
+    b = runner.budget
+    specs = {s.label: s for s in runner.suite.encoders}
+    facts = runner.encoder_facts
+    refused: dict[str, str] = runner.scaling_facts.setdefault("refused", {})
+    probe = list(training_windows(train.docs, 8 * b.batch_bytes, b.context_bytes, seed))
+    models: dict[str, tuple[Any, dict[str, Any], Any]] = {}
+    for p in grid(cfg, list(specs)):
+        spec = point_spec(cfg, specs[p.encoder], p)
+        key = _point_key(runner, spec, seed, train.fingerprint, cfg, p.budget)
+        path, meta_path = runner.rd.model_path(key), runner.rd.model_meta_path(key)
+        enc = runner.build(spec, seed)
+        meta: dict[str, Any] | None = json.loads(meta_path.read_text()) if meta_path.exists() else None
+        if meta is not None and meta.get("refused"):
+            refused[p.label] = meta["refused"]
+            runner.log(f"[scaling] {p.label}: refused (cached): {meta['refused']}")
+            continue
+        if meta is not None and path.exists():
+            enc.load_state_dict(torch.load(path, map_location="cpu", weights_only=True))
+            enc.to(runner.device).eval()
+            runner.log(f"[model] {p.label} seed {seed}: loaded from cache {path.name}")
+        else:
+            enc.to(runner.device)
+            t0 = time.perf_counter()
+            # Everything this point spends — fit stage included — is counted in the headline
+            # convention, so the loop stops when the budget is spent under it.
+            with causal_attention_cost(HEADLINE_ATTENTION):
+                ctx = fit_context(train.docs, b, runner.device, seed, log=runner.log,
+                                  progress=lambda what, n, lb=p.label: runner._bar(f"{lb} ({what})", n))
+                fit = enc.fit(ctx) or {}
+                fit.setdefault("seconds", time.perf_counter() - t0)
+                p.flops_per_byte, p.flops_per_byte_full = flops_per_byte(enc, probe)
+                p.fit_flops = float(fit.get("flops", 0.0))
+                total = sum(x.numel() for x in enc.parameters())
+                p.params_non_embedding = total - enc.embedding_parameters()
+                plan_point(cfg, p, base_lr=b.lr, batch_bytes=b.batch_bytes, train_part_bytes=train.n_bytes)
+                if p.refused:
+                    refused[p.label] = p.refused
+                    runner.log(f"[scaling] {p.label}: refused: {p.refused}")
+                    atomic_write_json(meta_path, {"key": key, "refused": p.refused})
+                    continue
+                run_budget = replace(b, train_bytes=p.train_bytes, warmup_bytes=p.warmup_bytes, lr=p.lr)
+                runner.log(f"[model] {p.label} seed {seed}: {p.budget:.3g} FLOPs = ~{p.train_bytes:,} bytes, "
+                           f"{p.steps} steps, lr {p.lr:.3g} ({runner.device})")
+                stats = train_encoder(
+                    enc, training_windows(train.docs, 10 * p.train_bytes + b.batch_bytes, b.context_bytes, seed),
+                    p.train_bytes, run_budget, runner.device, max_flops=p.budget - p.fit_flops,
+                    checkpoint=Checkpointer(runner.rd.partial_path(key), runner.opts.checkpoint_seconds),
+                    progress=runner._bar(f"train {p.label} s{seed}", p.train_bytes))
+            spent = stats["flops"] + p.fit_flops
+            p.train_bytes = int(stats["bytes"])  # what the loop actually read (D of the fits)
+            meta = {
+                "key": key, "fit": fit, "train": stats, "params_total": total,
+                "params_embedding": total - p.params_non_embedding,
+                "params_non_embedding": p.params_non_embedding,
+                "flops_per_byte_train": p.flops_per_byte, "flops_per_byte_train_full_attn": p.flops_per_byte_full,
+                "flops_per_byte_infer": stats["forward_flops"] / max(1, stats["bytes"]),
+                "total_flops": spent, "describe": enc.describe(),
+                "scaling": {"flop_budget": p.budget, "model_size": p.rung.name, "layers": p.rung.layers,
+                            "dim": p.rung.dim, "lr": p.lr, "warmup_bytes": p.warmup_bytes,
+                            "planned_steps": p.steps, "passes": p.passes},
+                "sweep": sweep_columns(p, spent),
+            }
+            atomic_torch_save(enc.state_dict(), path)
+            atomic_write_json(meta_path, meta)
+            runner.log(f"[model] {p.label} seed {seed}: {stats['bytes']:,} bytes, {spent:.3g} FLOPs in "
+                       f"{stats['seconds']:.1f}s, final loss {stats['final_loss_bpb']:.3f} bpb")
+        models[p.label] = (enc, meta, spec)
+        f = facts.setdefault(p.label, {"name": spec.name, "config": config_to_dict(spec.config),
+                                       "backbone": config_to_dict(spec.backbone), "seeds": {}})
+        f["seeds"][str(seed)] = meta
+        for k in ("params_total", "params_embedding", "params_non_embedding", "flops_per_byte_train",
+                  "flops_per_byte_infer", "describe", "scaling"):
+            f[k] = meta[k]
+    return models
+
+
+def sweep_dry_run(runner: Any, train: Any) -> str:
+    """``--dry-run`` of a scaling suite: per point its size, FLOPs per byte, bytes, steps, passes,
+    lr, refusals and an estimated training time (two timed steps per (encoder, size) on this
+    device times the point's steps; fit stages of about a batch, so BLT is approximate)."""
+    import time
+
+    import torch
+
+    from harness.data import training_windows
+    from harness.estimate import _fmt
+    from harness.train import fit_context, make_optimizer
+
+    suite = runner.suite
+    cfg: ScalingConfig = suite.scaling
+    b = suite.budget
+    seed = suite.seeds[0]
+    probe = list(training_windows(train.docs, 8 * b.batch_bytes, b.context_bytes, seed))
+    step_probe = probe[: max(1, b.batch_bytes // b.context_bytes)]
+    specs = {s.label: s for s in suite.encoders}
+    measured: dict[tuple[str, str], tuple[float, float, int, float, float]] = {}
+    points = grid(cfg, list(specs))
+    for p in points:
+        k = (p.encoder, p.rung.name)
+        if k not in measured:
+            spec = point_spec(cfg, specs[p.encoder], p)
+            enc = runner.build(spec, seed).to(runner.device)
+            from encoders.backbone import causal_attention_cost
+
+            with causal_attention_cost(HEADLINE_ATTENTION):
+                fit = enc.fit(fit_context(train.docs, b, runner.device, seed, sub_bytes_cap=b.batch_bytes,
+                                          train_bytes=min(b.train_bytes, 1_000_000), log=lambda s: None)) or {}
+                half, full = flops_per_byte(enc, probe)
+            batch = enc.collate(step_probe, [0] * len(step_probe)).to(runner.device)
+            opt = make_optimizer(enc, b)
+            times = []
+            for _ in range(3):
+                t0 = time.perf_counter()
+                loss = enc(batch).nll.sum() / batch.scored_bytes
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+                if runner.device.type == "cuda":
+                    torch.cuda.synchronize()
+                times.append(time.perf_counter() - t0)
+            n = sum(x.numel() for x in enc.parameters()) - enc.embedding_parameters()
+            measured[k] = (half, full, n, float(fit.get("flops", 0.0)), min(times[1:]))
+        half, full, n, fit_flops, dt = measured[k]
+        p.flops_per_byte, p.flops_per_byte_full, p.params_non_embedding, p.fit_flops = half, full, n, fit_flops
+        p.seconds_per_step = dt
+        plan_point(cfg, p, base_lr=b.lr, batch_bytes=b.batch_bytes, train_part_bytes=train.n_bytes)
+    head = (f"scaling suite '{suite.name}': {len(cfg.selected())} of {len(cfg.budgets)} budget(s) x "
+            f"{len(cfg.ladder)} size(s) x {len(specs)} encoder(s) x {len(suite.seeds)} seed(s) on {runner.device}; "
+            f"train part {train.n_bytes:,} bytes. FLOPs: causal attention at half cost (headline).")
+    total = sum(p.est_seconds for p in points) * len(suite.seeds)
+    return "\n".join([head, "", grid_table(points, _fmt), "",
+                      f"estimated training time, all selected budgets and seeds: {_fmt(total)} "
+                      "(fit stages and scoring not included)"])

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from encoders.backbone import BackboneConfig
+from harness.scaling import ScalingConfig
 
 SCHEMA_VERSION = 1
 
@@ -165,6 +166,8 @@ class Suite:
     perturbations: the perturbations to score under (the clean baseline is added automatically).
     eval: scoring settings.
     analyses: per-word analyses over per-byte NLL.
+    scaling: an IsoFLOP sweep over FLOP budgets and model sizes (docs/scaling.md); null = one
+    model per encoder at ``budget``.
     description: free text, kept in run.json with the rest of the suite.
     schema_version: suite format version; a suite may state it, and it must match this tokbench.
     """
@@ -178,6 +181,7 @@ class Suite:
     perturbations: tuple[PerturbationSpec, ...] = ()
     eval: EvalConfig = EvalConfig()
     analyses: tuple[AnalysisSpec, ...] = ()
+    scaling: ScalingConfig | None = None
     description: str = ""
     schema_version: int = SCHEMA_VERSION
     raw: dict[str, Any] = field(default_factory=dict, compare=False)
