@@ -39,6 +39,7 @@ import yaml
 
 from encoders.backbone import BackboneConfig
 from harness import plugins
+from harness.scaling import Rung, ScalingConfig
 from harness.suite import (
     SCHEMA_VERSION,
     AnalysisSpec,
@@ -1396,6 +1397,8 @@ def suite_reference(include_plugins: bool = True) -> str:
         ("budget", BudgetConfig),
         ("backbone", BackboneConfig),
         ("eval", EvalConfig),
+        ("scaling", ScalingConfig),
+        ("scaling.ladder[i]", Rung),
     ):
         summary = _summary(cls).replace("``", "`")
         out += [f"## `{key}`", "", summary, "", *_field_table(cls, prefix=f"{key}."), ""]

@@ -74,3 +74,19 @@ def test_plan_point_refusals() -> None:
                      train_part_bytes=10**9)
     assert "fit stage alone" in fit.refused
     assert math.isclose(fit.lr, c.lr(1e-3, 32))
+
+
+def test_suite_errors_are_one_located_line() -> None:
+    from pathlib import Path
+
+    from harness.config import ConfigError, load_suite
+
+    smoke = Path(__file__).resolve().parents[2] / "suites" / "scaling_smoke.yaml"
+    s = load_suite(smoke, ["scaling.only_budgets=[1.35e10]"])
+    assert s.scaling is not None and s.scaling.selected() == [1.35e10] and len(s.scaling.ladder) == 5
+    with pytest.raises(ConfigError) as e:
+        load_suite(smoke, ["scaling.budgets=[1e9, 2e9, 4e9, 8e9]"])
+    msg = str(e.value)
+    assert "\n" not in msg and "scaling: budgets: at least 5 FLOP budgets are needed for a fit, got 4" in msg
+    with pytest.raises(ConfigError, match=r"scaling_smoke.yaml:\d+: scaling.ladder\[0\]: unknown key 'width'"):
+        load_suite(smoke, ["scaling.ladder[0]={name: s0, layers: 1, width: 16, heads: 2}"])
