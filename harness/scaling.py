@@ -291,12 +291,12 @@ def train_sweep(runner: Any, seed: int, train: Any) -> dict[str, tuple[Any, dict
         spec = point_spec(cfg, specs[p.encoder], p)
         key = _point_key(runner, spec, seed, train.fingerprint, cfg, p.budget)
         path, meta_path = runner.rd.model_path(key), runner.rd.model_meta_path(key)
-        enc = runner.build(spec, seed)
         meta: dict[str, Any] | None = json.loads(meta_path.read_text()) if meta_path.exists() else None
         if meta is not None and meta.get("refused"):
             refused[p.label] = meta["refused"]
             runner.log(f"[scaling] {p.label}: refused (cached): {meta['refused']}")
             continue
+        enc = runner.build(spec, seed)
         if meta is not None and path.exists():
             enc.load_state_dict(torch.load(path, map_location="cpu", weights_only=True))
             enc.to(runner.device).eval()

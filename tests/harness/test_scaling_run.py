@@ -1,11 +1,13 @@
 """suites/scaling_smoke.yaml end to end through the CLI, reduced so it stays within CI's budget:
-budgets x0.1 and ``scaling.min_steps=20`` (the shipped suite's >= 200 steps per model would take a
-few minutes here), one budget in each of two pieces, merged by ``tokbench report``.
+budgets x0.1 and ``scaling.min_steps=22`` (the shipped suite's >= 200 steps per model would take a
+few minutes here), one budget in each of two pieces, merged by ``tokbench report``. At 8e8 FLOPs
+the largest bytes model (1.47e5 FLOPs/byte) gets 5.4 kB = 21 steps of 256 bytes: refused.
 The full suite is run by hand: ``tokbench run suites/scaling_smoke.yaml`` (docs/scaling.md)."""
 
 from __future__ import annotations
 
 import csv
+import json
 from pathlib import Path
 
 import pytest
@@ -15,7 +17,7 @@ from harness.cli import main
 pytestmark = pytest.mark.slow
 
 SMOKE = str(Path(__file__).resolve().parents[2] / "suites" / "scaling_smoke.yaml")
-REDUCED = ["--set", "scaling.budgets=[8e8, 1.04e9, 1.35e9, 1.75e9, 2.3e9]", "--set", "scaling.min_steps=20",
+REDUCED = ["--set", "scaling.budgets=[8e8, 1.04e9, 1.35e9, 1.75e9, 2.3e9]", "--set", "scaling.min_steps=22",
            "--set", "eval.max_docs=3", "--quiet", "--no-report"]
 SWEEP = ["flop_budget", "model_size", "params_non_embedding", "train_bytes", "train_flops", "train_flops_full_attn"]
 
@@ -39,7 +41,9 @@ def test_rows_carry_the_sweep_columns_and_spend_the_budget(pieces: tuple[Path, P
     rs = rows(a)
     assert all(c in rs[0] for c in SWEEP)
     models = {r["encoder"]: r for r in rs}
-    assert len(models) == 2 * 5  # encoders x sizes
+    assert len(models) == 2 * 5 - 1 and "bytes@8e8:s4" not in models  # encoders x sizes, one refused
+    refused = json.loads((a / "run.json").read_text())["scaling"]["refused"]
+    assert list(refused) == ["bytes@8e8:s4"] and "21 steps" in refused["bytes@8e8:s4"]
     for label, r in models.items():
         budget, spent, full = float(r["flop_budget"]), float(r["train_flops"]), float(r["train_flops_full_attn"])
         assert label.startswith(("bytes@", "bpe@")) and label.endswith(":" + r["model_size"])
@@ -54,7 +58,8 @@ def test_rerun_loads_every_model_from_the_cache(pieces: tuple[Path, Path], capsy
     before = (a / "results.csv").read_bytes()
     assert main(["run", SMOKE, "--out", str(a), *REDUCED, "--set", "scaling.only_budgets=[8e8]"]) == 0
     err = capsys.readouterr().err
-    assert err.count("loaded from cache") == 10 and "fit + train" not in err and "FLOPs = ~" not in err
+    assert err.count("loaded from cache") == 9 and "bytes@8e8:s4: refused (cached)" in err
+    assert "fit + train" not in err and "FLOPs = ~" not in err
     assert (a / "results.csv").read_bytes() == before
 
 
