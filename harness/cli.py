@@ -92,6 +92,11 @@ def cmd_validate(args: argparse.Namespace) -> int:
           f"({', '.join(e.label for e in suite.encoders)}), {len(suite.seeds)} seed(s), "
           f"{len(suite.data.eval)} eval set(s), {len(suite.perturbations)} perturbation cell(s), "
           f"{n_cells * len(suite.seeds)} cells")
+    if suite.scaling is not None:
+        sc = suite.scaling
+        print(f"# scaling grid: {len(sc.selected())} of {len(sc.budgets)} budget(s) x {len(sc.ladder)} size(s) x "
+              f"{len(suite.encoders)} encoder(s) = up to {len(sc.selected()) * len(sc.ladder) * len(suite.encoders)} "
+              "models per seed, each scored on those cells (--dry-run lists refusals and time)")
     return 0
 
 
