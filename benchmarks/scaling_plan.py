@@ -20,8 +20,8 @@ import torch
 
 from encoders.backbone import causal_attention_cost
 from harness.config import load_suite
-from harness.data import training_windows
-from harness.run import Runner, RunOptions
+from harness.data import load_data, source_context, training_windows
+from harness.run import build_encoder
 from harness.scaling import HEADLINE_ATTENTION, flops_per_byte, grid, plan_point, point_spec
 from harness.train import fit_context
 
@@ -35,9 +35,8 @@ def main() -> None:
     a = ap.parse_args()
     suite = load_suite(a.suite, a.set)
     rates = {k: float(v) for k, v in (r.split("=", 1) for r in a.rate)}
-    runner = Runner(suite, RunOptions(device="cpu", cache_dir=a.cache, prepare=False, progress=False,
-                                      log=lambda s: None))
-    train, _ = runner.load_data()
+    ctx = source_context(suite, a.cache, lambda s: None)
+    train = load_data(suite, ctx, prepare=False, log=lambda s: None).train
     cfg, b = suite.scaling, suite.budget
     assert cfg is not None, "not a scaling suite"
     probe = list(training_windows(train.docs, 8 * b.batch_bytes, b.context_bytes, suite.seeds[0]))
@@ -48,7 +47,7 @@ def main() -> None:
     for p in grid(cfg, list(specs)):
         k = (p.encoder, p.rung.name)
         if k not in cache:
-            enc = runner.build(point_spec(cfg, specs[p.encoder], p), suite.seeds[0])
+            enc = build_encoder(point_spec(cfg, specs[p.encoder], p), suite.seeds[0], ctx.base_dir)
             with torch.no_grad(), causal_attention_cost(HEADLINE_ATTENTION):
                 enc.fit(fit_context(train.docs, b, torch.device("cpu"), suite.seeds[0], sub_bytes_cap=b.batch_bytes,
                                     train_bytes=min(b.train_bytes, 1_000_000), log=lambda s: None))

@@ -357,19 +357,17 @@ def train_sweep(runner: Any, seed: int, train: Any) -> dict[str, tuple[Any, dict
     return models
 
 
-def sweep_dry_run(runner: Any, train: Any) -> str:
+def sweep_dry_run(suite: Any, train: Any, device: Any, base_dir: Any) -> str:
     """``--dry-run`` of a scaling suite: per point its size, FLOPs per byte, bytes, steps, passes,
-    lr, refusals and an estimated training time (two timed steps per (encoder, size) on this
-    device times the point's steps; fit stages of about a batch, so BLT is approximate)."""
-    import time
-
-    import torch
-
+    lr, refusals and an estimated training time (the training loop's own step, timed on this device
+    for each (encoder, size), times the point's steps; fit stages are fitted on about a batch, so BLT
+    is approximate and their cost is not in the time)."""
+    from encoders.backbone import causal_attention_cost
     from harness.data import training_windows
-    from harness.estimate import _fmt
-    from harness.train import fit_context, make_optimizer
+    from harness.estimate import _fmt, _step_time
+    from harness.run import build_encoder
+    from harness.train import fit_context
 
-    suite = runner.suite
     cfg: ScalingConfig = suite.scaling
     b = suite.budget
     seed = suite.seeds[0]
@@ -381,34 +379,21 @@ def sweep_dry_run(runner: Any, train: Any) -> str:
     for p in points:
         k = (p.encoder, p.rung.name)
         if k not in measured:
-            spec = point_spec(cfg, specs[p.encoder], p)
-            enc = runner.build(spec, seed).to(runner.device)
-            from encoders.backbone import causal_attention_cost
-
+            enc = build_encoder(point_spec(cfg, specs[p.encoder], p), seed, base_dir).to(device)
             with causal_attention_cost(HEADLINE_ATTENTION):
-                fit = enc.fit(fit_context(train.docs, b, runner.device, seed, sub_bytes_cap=b.batch_bytes,
+                fit = enc.fit(fit_context(train.docs, b, device, seed, sub_bytes_cap=b.batch_bytes,
                                           train_bytes=min(b.train_bytes, 1_000_000), log=lambda s: None)) or {}
                 half, full = flops_per_byte(enc, probe)
-            batch = enc.collate(step_probe, [0] * len(step_probe)).to(runner.device)
-            opt = make_optimizer(enc, b)
-            times = []
-            for _ in range(3):
-                t0 = time.perf_counter()
-                loss = enc(batch).nll.sum() / batch.scored_bytes
-                opt.zero_grad()
-                loss.backward()
-                opt.step()
-                if runner.device.type == "cuda":
-                    torch.cuda.synchronize()
-                times.append(time.perf_counter() - t0)
+            batch = enc.collate(step_probe, [0] * len(step_probe)).to(device)
+            dt = _step_time(enc, batch, suite, device)
             n = sum(x.numel() for x in enc.parameters()) - enc.embedding_parameters()
-            measured[k] = (half, full, n, float(fit.get("flops", 0.0)), min(times[1:]))
+            measured[k] = (half, full, n, float(fit.get("flops", 0.0)), dt)
         half, full, n, fit_flops, dt = measured[k]
         p.flops_per_byte, p.flops_per_byte_full, p.params_non_embedding, p.fit_flops = half, full, n, fit_flops
         p.seconds_per_step = dt
         plan_point(cfg, p, base_lr=b.lr, batch_bytes=b.batch_bytes, train_part_bytes=train.n_bytes)
     head = (f"scaling suite '{suite.name}': {len(cfg.selected())} of {len(cfg.budgets)} budget(s) x "
-            f"{len(cfg.ladder)} size(s) x {len(specs)} encoder(s) x {len(suite.seeds)} seed(s) on {runner.device}; "
+            f"{len(cfg.ladder)} size(s) x {len(specs)} encoder(s) x {len(suite.seeds)} seed(s) on {device}; "
             f"train part {train.n_bytes:,} bytes. FLOPs: causal attention at half cost (headline).")
     total = sum(p.est_seconds for p in points) * len(suite.seeds)
     return "\n".join([head, "", grid_table(points, _fmt), "",
