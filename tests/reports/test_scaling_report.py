@@ -67,3 +67,11 @@ def test_render_run_includes_the_section(tmp_path: Path) -> None:
     html = render_run(run, n_boot=20, n_perm=100, svg=False).read_text()
     assert 'href="#scaling"' in html and 'id="scaling"' in html
     assert "## Scaling" in (run / "report.md").read_text()
+
+
+def test_a_single_budget_renders_and_says_it_cannot_fit() -> None:
+    df = _frame()
+    sec = scaling_section(df[df.flop_budget == BUDGETS[0]], None, n_boot=5)
+    assert sec is not None
+    assert set(sec.fit.parity.status) == {"missing"}
+    assert "too few budgets" in sec.fit.parity.statement.iloc[0]
