@@ -51,6 +51,10 @@ def dry_run(suite: Suite, opts: RunOptions) -> str:
     data = load_data(suite, runner.ctx, prepare=False, limit=opts.limit, log=opts.log)  # fetches nothing
     runner.data_facts.update(data.facts)
     train, evals, t_data = data.train, data.evals, data.seconds
+    if suite.scaling is not None:  # an IsoFLOP grid: per point, not per encoder
+        from harness.scaling import sweep_dry_run
+
+        return sweep_dry_run(suite, train, runner.device, runner.ctx.base_dir)
     b = suite.budget
     dev = runner.device
     per_step = max(1, b.batch_bytes // b.context_bytes)
@@ -235,6 +239,21 @@ def _perturb_time(runner: Runner, train: Any, evals: list[Any], stride: int) -> 
                 total += (time.perf_counter() - t1) * len(ep.docs) / max(1, len(sample.part.docs))
     procs = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     return fit_s + total / max(1, min(procs, len(specs) * len(runner.suite.eval.modes)))
+
+
+def _step_time(enc: Any, batch: Any, suite: Suite, device: torch.device) -> float:
+    """Seconds of the training loop's own step (``harness.train.train_step``) on one batch
+    already on ``device``, best of two (the scaling sweep's dry run times its grid points so)."""
+    b = suite.budget
+    opt = make_optimizer(enc, b, device)
+    autocast = autocast_for(b, device)
+    times = []
+    for _ in range(2):
+        t0 = time.perf_counter()
+        train_step(enc, batch, opt, b.lr, b, autocast)
+        _sync(device)
+        times.append(time.perf_counter() - t0)
+    return min(times)
 
 
 def _sync(dev: torch.device) -> None:

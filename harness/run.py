@@ -176,6 +176,7 @@ class Runner:
         self.analysis_facts: dict[str, Any] = {}
         self.score_facts: dict[str, dict[str, float]] = {}
         self.gemm_tflops: float | None = None
+        self.scaling_facts: dict[str, Any] = {}  # refused grid points of a scaling sweep
 
     # -- models -------------------------------------------------------------------------------
     def model_key(self, spec: EncoderSpec, seed: int, train_fp: str, extra: dict[str, Any] | None = None) -> str:
@@ -310,6 +311,7 @@ class Runner:
             "timings": self.timings,
             "speed": self.speed_facts(),
             "estimate_vs_actual": self.estimate_vs_actual(),
+            **({"scaling": self.scaling_facts} if self.suite.scaling is not None else {}),
             **(extra or {}),
         }
 
@@ -402,6 +404,10 @@ class Runner:
     def train_models(self, seed: int, train: DataPart) -> dict[str, TrainedModel]:
         """Train (or load) every encoder for one seed, {label: model}. Under ``match: flops`` the
         reference encoder goes first and its total FLOPs are every other encoder's budget."""
+        if self.suite.scaling is not None:  # an IsoFLOP grid: one model per (budget, size, encoder)
+            from harness.scaling import train_sweep
+
+            return {label: TrainedModel(*m) for label, m in train_sweep(self, seed, train).items()}
         models: dict[str, TrainedModel] = {}
         flops_target = None
         order = list(self.suite.encoders)
@@ -471,6 +477,7 @@ class Runner:
                     if label in todo:
                         cell = self.score_cell(model, es, pspec, mode, seed, plan, scores[k : k + n])
                         cell["row"]["fingerprint"] = fp
+                        cell["row"].update(model.meta.get("sweep") or {})  # scaling columns of a grid point
                         self.rd.save_cell(ck[label], cell)
                         bar.update(1)
                     k += n

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -125,9 +126,16 @@ def test_killed_run_resumes_without_losing_cells(finished: tuple[Path, Path], tm
 
 def test_a_real_kill_mid_run_then_resume(tmp_path: Path) -> None:
     suite = make_suite(tmp_path)
+    # Scoring packs all cells of an eval set into one job, so cells land in bursts: the second
+    # eval set gets enough documents (and a cache of its own, no perturbed texts from earlier
+    # runs) that the kill after the first burst lands while it is still being scored.
+    (tmp_path / "other.txt").write_text("".join(f"Ligne {i} en français, avec des accents — très bien.\n"
+                                                for i in range(400)))
     out = tmp_path / "out"
-    cmd = [sys.executable, "-m", "harness.cli", "run", str(suite), "--out", str(out), "--quiet", "--no-report"]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    cmd = [sys.executable, "-m", "harness.cli", "run", str(suite), "--out", str(out), "--quiet", "--no-report",
+           "--set", "eval.max_docs=400"]
+    env = {**os.environ, "TOKBENCH_CACHE": str(tmp_path / "cache")}
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
     import time
 
     deadline = time.time() + 120
@@ -137,7 +145,7 @@ def test_a_real_kill_mid_run_then_resume(tmp_path: Path) -> None:
     proc.wait()
     assert list(out.glob("cells/*.json")), "no cell was finished before the kill"
     assert not (out / "results.csv").exists(), "the run finished before it could be killed"
-    resumed = subprocess.run(cmd, capture_output=True, text=True)
+    resumed = subprocess.run(cmd, capture_output=True, text=True, env=env)
     assert resumed.returncode == 0
     assert "loaded from cache" in resumed.stderr  # the trained model survived the kill
     rows = read_rows(out)
