@@ -6,8 +6,6 @@ without changing what they compute:
   dynamic after the first recompile). Switch: ``budget.compile`` (auto = on CUDA only).
 * ``Prefetcher`` — collation (tokenization, patching, FLOP counts) in a background thread, a few
   batches ahead, into pinned memory, so the copies to the GPU are asynchronous.
-* ``AttentionCounter`` — counts the attention matmuls the backbones ran, so MFU can count causal
-  attention at half (the kernels skip the masked half).
 * ``gemm_tflops`` — the bf16 8192³ matrix-product rate measured in this process: the MFU ceiling.
 
 Nothing here runs on CPU by default except the prefetch thread, whose output is identical to
@@ -16,6 +14,7 @@ collating in the loop (same windows, same order).
 
 from __future__ import annotations
 
+import contextvars
 import math
 import multiprocessing
 import os
@@ -60,33 +59,6 @@ def compile_backbones(model: nn.Module) -> int:
     return n
 
 
-class AttentionCounter:
-    """Forward FLOPs of the attention matmuls (QKᵀ and AV at full, non-causal cost) of every
-    ``Backbone`` call made with gradients enabled, accumulated on the host from shapes only.
-
-    ``backbone_flops`` counts those matmuls at full cost; a causal kernel does about half, so
-    ``flops − 0.5 · attention`` is the count with causal attention at half. Calls without
-    gradients (BLT's frozen entropy model inside collation) are not counted: their saving is
-    left in (an over-count of < 1 % for the standard suite's BLT).
-    """
-
-    def __init__(self, model: nn.Module) -> None:
-        self.flops = 0.0
-        self._handles = [m.register_forward_pre_hook(self._hook) for m in model.modules() if isinstance(m, Backbone)]
-
-    def _hook(self, mod: nn.Module, args: tuple[Any, ...]) -> None:
-        if not torch.is_grad_enabled():
-            return
-        x = args[0]  # (B, N, dim)
-        B, N, D = x.shape
-        self.flops += 4.0 * B * N * N * D * mod.cfg.layers
-
-    def close(self) -> None:
-        for h in self._handles:
-            h.remove()
-        self._handles = []
-
-
 _DONE = object()
 
 
@@ -102,7 +74,10 @@ class Prefetcher:
         self._q: queue.Queue[Any] = queue.Queue(maxsize=max(1, depth))
         self._stop = threading.Event()
         self.wait_seconds = 0.0  # time the consumer spent waiting for a batch (host-bound steps)
-        self._thread = threading.Thread(target=self._run, args=(items, make), daemon=True)
+        # The thread runs in a copy of the caller's context: context variables the caller set
+        # (``causal_attention_cost`` of a scaling sweep) apply to the FLOP counts made there too.
+        ctx = contextvars.copy_context()
+        self._thread = threading.Thread(target=ctx.run, args=(self._run, items, make), daemon=True)
         self._thread.start()
 
     def _put(self, x: Any) -> bool:

@@ -25,9 +25,9 @@ import torch
 from torch import nn
 
 from core.metrics import LN2
+from encoders.backbone import causal_attention_cost
 from encoders.base import Encoder, FitContext, TensorBatch
 from harness.accel import (
-    AttentionCounter,
     IdleMeter,
     Prefetcher,
     collate_processes,
@@ -158,6 +158,7 @@ def train_encoder(
     # is the same sum (to float rounding) as in one batch.
     micro = max(1, budget.micro_batch_bytes // budget.context_bytes) if budget.micro_batch_bytes else per_step
     seen, steps, flops, fwd_flops, elapsed = 0, 0, 0.0, 0.0, 0.0
+    causal_flops = 0.0  # training FLOPs with causal attention at half its dense cost
     curve: list[tuple[int, float]] = []
     recent: list[float] = []
     if checkpoint is not None and checkpoint.path.exists():
@@ -166,6 +167,7 @@ def train_encoder(
         opt.load_state_dict(state["optimizer"])
         seen, steps, flops, elapsed = int(state["seen"]), int(state["steps"]), float(state["flops"]), float(state["elapsed"])
         fwd_flops = float(state.get("forward_flops", 0.0))
+        causal_flops = float(state.get("causal_flops", 0.0))
         curve = [(int(a), float(b)) for a, b in state["curve"]]
     skip = steps  # batches already consumed by the interrupted run
     autocast = autocast_for(budget, device)
@@ -177,7 +179,7 @@ def train_encoder(
         return [encoder.collate(chunk[j : j + micro], [0] * len(chunk[j : j + micro]))
                 for j in range(0, len(chunk), micro)]
 
-    def prepare(batches: list[Any]) -> list[tuple[Any, float, float]]:
+    def prepare(batches: list[Any]) -> list[tuple[Any, float, float, float]]:
         """(batch, forward FLOPs, frozen FLOPs) per micro-batch; runs in the prefetch thread
         (FLOP counts may run a frozen sub-model on the device: BLT's entropy model)."""
         out = []
@@ -186,13 +188,15 @@ def train_encoder(
             # model) which only run forward.
             frozen = encoder.frozen_flops(batch)
             fwd = encoder.flops(batch)
-            out.append((pin(batch) if device.type == "cuda" else batch, fwd, frozen))
+            # the same count with causal attention at half its dense cost (MFU's convention)
+            with causal_attention_cost(0.5):
+                half = 3.0 * encoder.flops(batch) - 2.0 * encoder.frozen_flops(batch)
+            out.append((pin(batch) if device.type == "cuda" else batch, fwd, frozen, half))
         return out
 
     todo = (chunk for i, chunk in enumerate(batched(windows, per_step)) if i >= skip)
     collated = ordered_pool_map(collate, todo, collate_processes(device))
     feed = Prefetcher(collated, prepare, depth=4)
-    attn = AttentionCounter(encoder)
     idle = IdleMeter(device, os.environ.get("TOKBENCH_IDLE_STEPS"))
     step_here = 0  # steps run by this call (a resumed run starts at 0 again)
     t0 = time.perf_counter() - elapsed
@@ -229,12 +233,13 @@ def train_encoder(
                 break
             idle.step(step_here)
             step_here += 1
-            step_bytes = sum(b.scored_bytes for b, _, _ in parts)
-            step_loss = train_step(encoder, [b for b, _, _ in parts], opt, lr_at(budget, seen, n_bytes), budget,
+            step_bytes = sum(p[0].scored_bytes for p in parts)
+            step_loss = train_step(encoder, [p[0] for p in parts], opt, lr_at(budget, seen, n_bytes), budget,
                                    autocast, device)
-            for _, fwd, frozen in parts:
+            for _, fwd, frozen, half in parts:
                 flops += 3.0 * fwd - 2.0 * frozen
                 fwd_flops += fwd
+                causal_flops += half
             pending.append((step_loss, step_bytes))
             seen += step_bytes
             steps += 1
@@ -252,7 +257,8 @@ def train_encoder(
                 flush()
                 atomic_torch_save(
                     {"model": encoder.state_dict(), "optimizer": opt.state_dict(), "seen": seen, "steps": steps,
-                     "flops": flops, "forward_flops": fwd_flops, "elapsed": time.perf_counter() - t0, "curve": curve},
+                     "flops": flops, "forward_flops": fwd_flops, "causal_flops": causal_flops,
+                     "elapsed": time.perf_counter() - t0, "curve": curve},
                     checkpoint.path,
                 )
                 last_ckpt = time.perf_counter()
@@ -260,16 +266,12 @@ def train_encoder(
         idle.finish()
     finally:
         feed.close()
-        attn.close()
     if device.type == "cuda":
         torch.cuda.synchronize(device)
     seconds = time.perf_counter() - t0
     encoder.eval()
     if checkpoint is not None and checkpoint.path.exists():
         os.unlink(checkpoint.path)
-    # Attention matmuls this process ran, at full cost; the causal kernels do about half.
-    # (On a resumed run only the part trained after the resume is known; the rest is left in.)
-    causal_flops = flops - 3.0 * 0.5 * attn.flops
     return {
         "forward_flops": fwd_flops,
         "bytes": seen,

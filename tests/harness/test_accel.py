@@ -96,3 +96,14 @@ def test_busy_time_is_the_union_of_device_intervals() -> None:
         meter.step(i)
     meter.finish()
     assert meter.result is None
+
+
+def test_flop_counts_in_the_prefetch_thread_follow_the_callers_attention_convention() -> None:
+    from encoders.backbone import causal_attention_cost
+
+    plain = run(byte_model())
+    assert 0 < plain["flops_causal_attn_half"] < plain["flops"]
+    with causal_attention_cost(0.5):  # as a scaling sweep trains its grid points
+        halved = run(byte_model())
+    assert halved["flops"] == pytest.approx(plain["flops_causal_attn_half"])
+    assert halved["flops_causal_attn_half"] == pytest.approx(halved["flops"])
