@@ -6,6 +6,7 @@
     tokbench validate SUITE                   # check a suite, print the resolved config
     tokbench ls encoders|perturbations|sources|analyses|suites
     tokbench report RUN_DIR                   # re-render the report from results files only
+    tokbench report RUN_A RUN_B --out DIR     # several runs (pieces of a scaling grid) merged
     tokbench compare RUN_A RUN_B --out DIR    # one report across runs
     tokbench perturb typo.keyboard --severity 0.05 --severity 0.2 --text "Hello world"
     tokbench sanity                           # causality / random-bytes / Markov-source probes
@@ -108,6 +109,30 @@ def cmd_data(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_data_pack(args: argparse.Namespace) -> int:
+    from harness.data import prepare_sources, source_context
+    from harness.datapack import pack
+
+    suite = load(args)
+    ctx = source_context(suite, log=lambda s: print(s, file=sys.stderr))
+    prepare_sources(suite, ctx)
+    out = Path(args.out or f"{suite.name}-data.tar.gz")
+    got = pack(suite, ctx.cache_dir, out, slim=args.slim)
+    print(f"packed {got['files']} files of {len(got['packages'])} package(s) into {out} ({got['bytes'] / 1e6:.1f} MB); "
+          f"on the other machine: tokbench data unpack {out.name}")
+    return 0
+
+
+def cmd_data_unpack(args: argparse.Namespace) -> int:
+    from harness.datapack import unpack
+    from sources.fetch import default_cache_dir
+
+    cache = Path(args.cache) if args.cache else default_cache_dir()
+    got = unpack(Path(args.archive), cache)
+    print(f"unpacked {got['files']} files of {', '.join(got['packages'])} into {cache}")
+    return 0
+
+
 def cmd_validate(args: argparse.Namespace) -> int:
     import yaml
 
@@ -120,6 +145,11 @@ def cmd_validate(args: argparse.Namespace) -> int:
           f"({', '.join(e.label for e in suite.encoders)}), {len(suite.seeds)} seed(s), "
           f"{len(suite.data.eval)} eval set(s), {len(suite.perturbations)} perturbation cell(s), "
           f"{suite.n_cells()} cells")
+    if suite.scaling is not None:
+        sc = suite.scaling
+        print(f"# scaling grid: {len(sc.selected())} of {len(sc.budgets)} budget(s) x {len(sc.ladder)} size(s) x "
+              f"{len(suite.encoders)} encoder(s) = up to {len(sc.selected()) * len(sc.ladder) * len(suite.encoders)} "
+              "models per seed, each scored on those cells (--dry-run lists refusals and time)")
     return 0
 
 
@@ -180,7 +210,12 @@ def suite_description(text: str) -> str:
 def cmd_report(args: argparse.Namespace) -> int:
     from reports import render_run
 
-    run_dir = Path(args.run_dir)
+    if len(args.run_dir) > 1:  # pieces of one grid (scaling sweeps run budget by budget): merged
+        if not args.out:
+            raise UsageError("report: several run directories need --out DIR for the merged report")
+        args.run_dirs = args.run_dir
+        return cmd_compare(args)
+    run_dir = Path(args.run_dir[0])
     if not (run_dir / "results.csv").exists():
         raise UsageError(f"{run_dir}: no results.csv (not a finished tokbench run directory)")
     print(render_run(run_dir, Path(args.out) if args.out else None, **report_options(args)))
@@ -274,9 +309,10 @@ def build_parser() -> argparse.ArgumentParser:
     ls.add_argument("-v", "--verbose", action="store_true", help="show parameters")
     ls.set_defaults(fn=cmd_ls)
 
-    rep = sub.add_parser("report", help="re-render the report of a run directory")
-    rep.add_argument("run_dir")
-    rep.add_argument("--out", help="output directory (default: the run directory)")
+    rep = sub.add_parser("report", help="re-render the report of a run directory (several: merged, "
+                         "e.g. the budget-by-budget pieces of a scaling grid)")
+    rep.add_argument("run_dir", nargs="+")
+    rep.add_argument("--out", help="output directory (default: the run directory; required for several)")
     add_report_options(rep)
     rep.set_defaults(fn=cmd_report)
 
@@ -309,6 +345,16 @@ def build_parser() -> argparse.ArgumentParser:
     dp.add_argument("suite")
     dp.add_argument("--set", action="append", metavar="KEY=VALUE")
     dp.set_defaults(fn=cmd_data)
+    pk = dsub.add_parser("pack", help="prepare a suite's data and pack it into one archive (for a machine without network)")
+    pk.add_argument("suite")
+    pk.add_argument("--set", action="append", metavar="KEY=VALUE")
+    pk.add_argument("--out", help="archive path (default <suite>-data.tar.gz)")
+    pk.add_argument("--slim", action="store_true", help="only the files the sources read (python3.11-doc: 71 -> 20 MB)")
+    pk.set_defaults(fn=cmd_data_pack)
+    up = dsub.add_parser("unpack", help="check a data archive's checksums and install it into the cache")
+    up.add_argument("archive")
+    up.add_argument("--cache", help="cache directory (default $TOKBENCH_CACHE or ~/.cache/tokbench)")
+    up.set_defaults(fn=cmd_data_unpack)
     return p
 
 

@@ -29,6 +29,7 @@ import torch.distributed as tdist
 from torch import nn
 
 from encoders.base import config_to_dict
+from harness.accel import gemm_tflops
 from harness.data import DataPart, load_data, training_windows
 from harness.run import CLEAN, EvalSet, Runner, RunOptions, TrainedModel, build_encoder
 from harness.suite import EncoderSpec, Suite
@@ -181,6 +182,11 @@ class DataParallel:
         tdist.all_reduce(t)
         return [float(x) for x in t.tolist()]
 
+    def sum_tensor(self, t: torch.Tensor) -> torch.Tensor:
+        """Σ over ranks of a tensor on this rank's device (in place, returned; no host sync)."""
+        tdist.all_reduce(t)
+        return t
+
     def sync_parameters(self, model: nn.Module) -> None:
         """Rank 0's weights and buffers to every rank (fit stages are deterministic, but a GPU
         kernel's nondeterminism must not make the replicas drift from the first step)."""
@@ -212,31 +218,6 @@ class DataParallel:
             i += n
 
 
-def train_step_dp(encoder: nn.Module, batch: Any, global_bytes: float, opt: torch.optim.Optimizer,
-                  lr: float, budget: Any, autocast: Any, dp: DataParallel) -> torch.Tensor:
-    """``harness.train.train_step`` across ranks: ``batch`` is this rank's slice (None if empty),
-    ``global_bytes`` the all-reduced scored bytes of the whole step. Returns the global loss
-    (nats per scored byte, identical on every rank)."""
-    for g in opt.param_groups:
-        g["lr"] = lr
-    opt.zero_grad(set_to_none=True)
-    device = next(encoder.parameters()).device
-    local = torch.zeros((), dtype=torch.float32, device=device)
-    if batch is not None:
-        with autocast:
-            units = encoder(batch)
-            loss = units.nll.sum() / global_bytes
-        loss.backward()
-        local = loss.detach().float()
-    dp.all_reduce_grads(encoder)
-    if budget.grad_clip > 0:
-        torch.nn.utils.clip_grad_norm_(encoder.parameters(), budget.grad_clip)
-    opt.step()
-    total = local.clone()
-    tdist.all_reduce(total)
-    return total
-
-
 # ---------------------------------------------------------------------------------------------
 # the runner
 
@@ -250,6 +231,8 @@ class DistRunner(Runner):
         if ctx.rank != 0:
             log = opts.log
             self.log = lambda s: log(f"[rank {ctx.rank}] {s}")
+        if suite.scaling is not None:  # the grid's trainer (harness.scaling) is one-process only
+            raise ValueError(f"{suite.path}: a scaling sweep runs in one process (no --nproc / torchrun yet)")
         self.dp = DataParallel(ctx) if suite.budget.data_parallel and ctx.active else None
         self.writes_models = self.dp is None or self.dp.writer
         self.rows: list[dict[str, Any]] = []
@@ -276,6 +259,8 @@ class DistRunner(Runner):
             data = load_data(self.suite, self.ctx, prepare=False, limit=self.opts.limit, log=lambda s: None)
         self.data_facts.update(data.facts)
         self.timings["data_seconds"] = data.seconds
+        self.timings["perturb_seconds"] = 0.0
+        self.gemm_tflops = gemm_tflops(self.device)  # this rank's GPU: the MFU ceiling of one rank
         if ctx.rank == 0:
             self.rd.root.mkdir(parents=True, exist_ok=True)
             from harness.results import atomic_write_json
@@ -305,7 +290,8 @@ class DistRunner(Runner):
             t_score += time.perf_counter() - t0
             del models, scored
         timings = {"rank": ctx.rank, "train_seconds": t_train, "score_seconds": t_score,
-                   "analyses": self.analysis_facts}
+                   "perturb_seconds": self.timings["perturb_seconds"], "analyses": self.analysis_facts,
+                   "score_facts": self.score_facts}
         gathered = ctx.all_gather_object((metas, timings))
         if ctx.rank != 0:
             return self.rd.root
@@ -313,9 +299,12 @@ class DistRunner(Runner):
             metas.update(m)
         for _, t in gathered:
             self.analysis_facts.update(t.pop("analyses"))
+            self.score_facts.update(t.pop("score_facts"))  # each model is scored on one rank only
         cell_keys = self.ordered_cells(evals, metas)
+        slowest = max((t for _, t in gathered), key=lambda t: t["score_seconds"])
         self.timings.update({"train_seconds": max(t["train_seconds"] for _, t in gathered),
-                             "score_seconds": max(t["score_seconds"] for _, t in gathered)})
+                             "score_seconds": slowest["score_seconds"], "perturb_seconds": slowest["perturb_seconds"],
+                             "score_forward_seconds": slowest["score_seconds"] - slowest["perturb_seconds"]})
         self.assemble(cell_keys)
         self.record_bytes_per_segment()
         self.timings["total_seconds"] = time.perf_counter() - t_start
@@ -397,4 +386,4 @@ def is_rank0() -> bool:
 
 
 __all__ = ["DataParallel", "DistContext", "DistRunner", "assign_lpt", "init", "plan_ranks",
-           "run_distributed", "train_step_dp"]
+           "run_distributed"]
