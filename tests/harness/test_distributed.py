@@ -49,6 +49,20 @@ def test_lpt_by_hand() -> None:
     assert assign_lpt([1.0, 9.0], 3) == [1, 0]
 
 
+def test_model_cache_key_budget() -> None:
+    # speed keys never enter the model key; data_parallel only when true (old keys unchanged)
+    from dataclasses import replace
+
+    from harness.run import cache_budget
+    from harness.suite import BudgetConfig
+
+    b = BudgetConfig()
+    key = cache_budget(b)
+    assert not {"compile", "micro_batch_bytes", "data_parallel"} & key.keys()
+    assert cache_budget(replace(b, compile=True, micro_batch_bytes=4096)) == key
+    assert cache_budget(replace(b, data_parallel=True)) == {**key, "data_parallel": True}
+
+
 def test_launcher_command_and_env() -> None:
     argv = ["run", "s.yaml", "--nproc", "2", "--out", "x", "--nproc=3"]
     assert strip_nproc(argv) == ["run", "s.yaml", "--out", "x"]
@@ -207,7 +221,9 @@ def _windows() -> list[bytes]:
             for i in range(17)]
 
 
-def _train(tmp: Path, dp: object | None, ckpt: Path | None) -> tuple[dict, dict]:
+def _train(tmp: Path, dp: object | None, ckpt: Path | None, micro_batch_bytes: int = 0) -> tuple[dict, dict]:
+    from dataclasses import replace
+
     import torch
 
     from harness.config import load_suite
@@ -218,7 +234,8 @@ def _train(tmp: Path, dp: object | None, ckpt: Path | None) -> tuple[dict, dict]
     suite = load_suite(tmp / "tinydist.yaml")
     enc = build_encoder(suite.encoders[0], 0, tmp)
     ws = _windows()
-    stats = train_encoder(enc, ws, sum(map(len, ws)), suite.budget, torch.device("cpu"), dp=dp,
+    budget = replace(suite.budget, micro_batch_bytes=micro_batch_bytes)
+    stats = train_encoder(enc, ws, sum(map(len, ws)), budget, torch.device("cpu"), dp=dp,
                           checkpoint=None if ckpt is None else Checkpointer(ckpt, every_seconds=-1.0))
     return {k: v.clone() for k, v in enc.state_dict().items()}, stats
 
@@ -231,8 +248,10 @@ def _dp_worker(rank: int, tmp: Path) -> None:
 
     tdist.init_process_group("gloo", init_method=f"file://{tmp / 'store'}", rank=rank, world_size=2)
     try:
-        # each rank its own checkpoint path: the non-writer's must never appear
-        state, stats = _train(tmp, DataParallel(DistContext(rank, 2, rank, "gloo")), tmp / f"ck{rank}.pt")
+        # each rank its own checkpoint path: the non-writer's must never appear; each rank's
+        # slice of 4 windows is 2 micro-batches of 2 (gradient accumulation inside a DP step)
+        state, stats = _train(tmp, DataParallel(DistContext(rank, 2, rank, "gloo")), tmp / f"ck{rank}.pt",
+                              micro_batch_bytes=128)
         torch.save({"state": state, "stats": {k: stats[k] for k in ("bytes", "steps", "flops", "final_loss_bpb")}},
                    tmp / f"rank{rank}.pt")
     finally:
