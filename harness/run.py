@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import copy
 import hashlib
-import json
 import math
 import sys
 import time
@@ -44,7 +43,6 @@ from harness.results import (
     BUCKET_COLUMNS,
     RESULT_COLUMNS,
     RunDir,
-    atomic_torch_save,
     atomic_write_json,
     stable_hash,
     write_csv,
@@ -129,7 +127,7 @@ class Runner:
         self.opts = opts
         self.log = opts.log
         self.device = pick_device(opts.device)
-        self.rd = RunDir(opts.out or Path("runs") / suite.name)
+        self.rd = RunDir(opts.out or Path("runs") / suite.name, log=self.log)
         self.ctx = SourceContext(
             base_dir=Path(suite.path).resolve().parent if suite.path else Path.cwd(),
             cache_dir=opts.cache_dir or default_cache_dir(),
@@ -203,7 +201,7 @@ class Runner:
             "encoder": spec.name, "config": config_to_dict(spec.config),
             "backbone": config_to_dict(spec.backbone), "budget": asdict(self.budget),
             "train": train_fp, "seed": seed, "version": tokbench_version(), **(extra or {}),
-        }) + f"-{spec.label}-s{seed}"
+        })  # file names come from this hash only, never from user text (labels, ids)
 
     def build(self, spec: EncoderSpec, seed: int) -> Encoder:
         cls = plugins.resolve("encoder", spec.name, search_paths=[self.ctx.base_dir, Path.cwd()])
@@ -227,11 +225,12 @@ class Runner:
     def get_model(self, spec: EncoderSpec, seed: int, train: DataPart, flops_target: float | None) -> tuple[Encoder, dict[str, Any]]:
         """Load the cached model, or build, fit and train it (resuming a partial checkpoint)."""
         key = self.model_key(spec, seed, train.fingerprint, {"flops_target": flops_target} if flops_target else None)
-        path, meta_path = self.rd.model_path(key), self.rd.model_meta_path(key)
+        path = self.rd.model_path(key)
         enc = self.build(spec, seed)
-        if path.exists() and meta_path.exists():
-            meta = json.loads(meta_path.read_text())
-            enc.load_state_dict(torch.load(path, map_location="cpu", weights_only=True))
+        cached = self.rd.load_model(key)
+        if cached is not None:
+            state, meta = cached
+            enc.load_state_dict(state)
             enc.to(self.device).eval()
             self.log(f"[model] {spec.label} seed {seed}: loaded from cache {path.name}")
             return enc, meta
@@ -255,7 +254,7 @@ class Runner:
         windows = training_windows(train.docs, n_bytes if max_flops is None else 10 * n_bytes, self.budget.context_bytes, seed)
         stats = train_encoder(
             enc, windows, n_bytes, self.budget, self.device, max_flops=max_flops,
-            checkpoint=Checkpointer(self.rd.partial_path(key), self.opts.checkpoint_seconds),
+            checkpoint=Checkpointer(self.rd.partial_path(key), self.opts.checkpoint_seconds, log=self.log),
             progress=self._bar(f"train {spec.label} s{seed}", n_bytes),
         )
         total = sum(p.numel() for p in enc.parameters())
@@ -272,8 +271,7 @@ class Runner:
             "total_flops": stats["flops"] + float(fit.get("flops", 0.0)),
             "describe": enc.describe(),
         }
-        atomic_torch_save(enc.state_dict(), path)
-        atomic_write_json(meta_path, meta)
+        self.rd.save_model(key, enc.state_dict(), meta)
         self.log(
             f"[model] {spec.label} seed {seed}: {stats['bytes']:,} bytes in {stats['seconds']:.1f}s, "
             f"final loss {stats['final_loss_bpb']:.3f} bpb"
@@ -328,6 +326,17 @@ class Runner:
         }
 
     def run(self) -> Path:
+        """Run the suite under the run-directory lock (one writer; see ``harness.lock``)."""
+        from harness.cache import remove_stale_tmp
+        from harness.lock import RunLock
+
+        with RunLock(self.rd.root, log=self.log):
+            stale = remove_stale_tmp(self.rd.root)
+            if stale:
+                self.log(f"[cache] removed {len(stale)} temporary file(s) left by an interrupted write")
+            return self._run()
+
+    def _run(self) -> Path:
         t_start = time.perf_counter()
         train, evals = self.load_data()
         self.rd.root.mkdir(parents=True, exist_ok=True)
@@ -382,7 +391,7 @@ class Runner:
                     plans: dict[str, list[tuple[Document, ScoreItem, str, str, int, float, int] | None]] = {}
                     for mode in modes:
                         keys = {label: self.cell_key(m[1]["key"], fp, pspec, mode, seed) for label, m in models.items()}
-                        todo = [label for label, k in keys.items() if not self.rd.cell_path(k).exists()]
+                        todo = [label for label, k in keys.items() if self.rd.load_cell(k) is None]
                         cell_keys.extend(keys.values())
                         if not todo:
                             bar.update(len(keys))
