@@ -51,9 +51,13 @@ def load(args: argparse.Namespace) -> Any:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    from harness.guards import check_limit, check_memory, check_out_dir
     from harness.run import Runner, RunOptions, summary_table
 
+    check_limit(args.limit)
     suite = load(args)
+    check_out_dir(Path(args.out) if args.out else Path("runs") / suite.name)
+    check_memory(suite, args.device)
     opts = RunOptions(out=Path(args.out) if args.out else None, device=args.device, limit=args.limit,
                       prepare=not args.no_prepare, report=not args.no_report, progress=not args.quiet)
     if args.dry_run:
@@ -66,8 +70,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     root = runner.run()
     print(summary_table(runner.rows))
     print(f"\nrun directory: {root}  ({time.perf_counter() - t0:.0f} s)")
-    if (root / "report.html").exists():
-        print(f"report:        {root / 'report.html'}")
+    if runner.report_path is not None:  # never announce a report this run did not write
+        print(f"report:        {runner.report_path}")
     return 0
 
 
@@ -84,8 +88,12 @@ def cmd_data(args: argparse.Namespace) -> int:
 def cmd_validate(args: argparse.Namespace) -> int:
     import yaml
 
+    from harness.guards import check_memory
+
     suite = load(args)
+    memory = check_memory(suite, "auto")
     print(yaml.safe_dump(suite.raw, sort_keys=False, allow_unicode=True).rstrip())
+    print("\n" + "\n".join(f"# memory: {m}" for m in memory))
     n_cells = len(suite.encoders) * len(suite.data.eval) * (1 + len(suite.perturbations)) * len(suite.eval.modes)
     print(f"\n# OK: suite '{suite.name}': {len(suite.encoders)} encoder(s) "
           f"({', '.join(e.label for e in suite.encoders)}), {len(suite.seeds)} seed(s), "
@@ -271,7 +279,17 @@ def main(argv: list[str] | None = None) -> int:
         print("tokbench: interrupted; finished models and cells are kept — run the same command to resume",
               file=sys.stderr)
         return 130
-    except (ValueError, FileNotFoundError, KeyError) as e:
+    except OSError as e:
+        if isinstance(e, FileNotFoundError) and not os.environ.get("TOKBENCH_DEBUG"):
+            print(f"tokbench: error: file not found: {e.filename or e}", file=sys.stderr)
+            return 2
+        if os.environ.get("TOKBENCH_DEBUG"):
+            raise
+        from harness.guards import os_error_line
+
+        print(f"tokbench: error: {os_error_line(e, args)}", file=sys.stderr)
+        return 2
+    except (ValueError, KeyError) as e:
         # ConfigError, PluginError and UsageError are ValueErrors: user input, not a bug.
         if os.environ.get("TOKBENCH_DEBUG"):
             raise

@@ -39,6 +39,7 @@ import yaml
 
 from encoders.backbone import BackboneConfig
 from harness import plugins
+from harness.bounds import check_upper_bounds
 from harness.suite import (
     SCHEMA_VERSION,
     AnalysisSpec,
@@ -50,6 +51,7 @@ from harness.suite import (
     SourceSpec,
     Suite,
 )
+from harness.yaml_limits import YamlLimitError, check_yaml_text
 
 # Source used by a data entry that does not name one: a user pointing at their own text files
 # writes only ``paths:``; the embedded corpus must be asked for by name (``source: stdlib``).
@@ -209,6 +211,10 @@ def _yaml_problem(e: yaml.YAMLError) -> tuple[int | None, str]:
 
 def parse_yaml(text: str, file: str) -> tuple[Any, dict[KeyPath, str]]:
     """Parse YAML text; returns (plain data, {key path: "file:line"}). ``file`` names it in errors."""
+    try:
+        check_yaml_text(text, file)  # harness/yaml_limits.py: size, depth, alias expansion
+    except YamlLimitError as e:
+        raise ConfigError(str(e)) from None
     try:
         loader = SuiteLoader(text)
         loader.name = file
@@ -633,6 +639,7 @@ def from_mapping(
             kwargs[name] = _convert(hints.get(name, Any), mapping[name], where.at(name))
         elif _required(f):
             raise where.error(f"missing required key {name!r}")
+    check_upper_bounds(cls, kwargs, where)  # harness/bounds.py: absurd sizes, one line
     try:
         return cls(**kwargs)
     except (ValueError, TypeError, AssertionError) as e:

@@ -9,6 +9,7 @@ re-run of the same command skips them (a killed run resumes; new perturbations d
 from __future__ import annotations
 
 import copy
+import errno
 import hashlib
 import math
 import sys
@@ -138,6 +139,8 @@ class Runner:
         self.encoder_facts: dict[str, dict[str, Any]] = {}
         self.data_facts: dict[str, Any] = {}
         self.analysis_facts: dict[str, Any] = {}
+        self.eval_bytes = 0  # UTF-8 bytes of all eval sets (disk-space estimate)
+        self.report_path: Path | None = None  # set only once a report was written in full
 
     # -- data ---------------------------------------------------------------------------------
     def load_data(self) -> tuple[DataPart, list[DataPart]]:
@@ -190,6 +193,7 @@ class Runner:
                     "set its own files, or cut them into more documents with `docs: paragraph` or `docs: line`")
             ep = DataPart(spec.name or spec.source, part, chosen, spec.language, prov)
             evals.append(ep)
+            self.eval_bytes += ep.n_bytes
             self.data_facts[f"eval:{ep.name}"] = {**ep.summary(), "dropped_train_overlap": len(overlap)}
         self.data_facts["train"] = {**train.summary(), "source": s.train.source, "passes": passes}
         self.timings["data_seconds"] = time.perf_counter() - t0
@@ -334,7 +338,17 @@ class Runner:
             stale = remove_stale_tmp(self.rd.root)
             if stale:
                 self.log(f"[cache] removed {len(stale)} temporary file(s) left by an interrupted write")
-            return self._run()
+            try:
+                return self._run()
+            except OSError as e:
+                if e.errno == errno.ENOSPC:  # the CLI says how much space is needed (guards.py)
+                    from harness.guards import disk_need_estimate
+
+                    params = {label: int(f.get("params_total", 0)) for label, f in self.encoder_facts.items()}
+                    e.tokbench_need_bytes = disk_need_estimate(  # type: ignore[attr-defined]
+                        self.suite, self.eval_bytes, params, self.rd.root)
+                    e.tokbench_root = str(self.rd.root)  # type: ignore[attr-defined]
+                raise
 
     def _run(self) -> Path:
         t_start = time.perf_counter()
@@ -522,10 +536,17 @@ class Runner:
 
         try:
             path = render_run(self.rd.root)
+        except OSError as e:
+            if e.errno == errno.ENOSPC:
+                raise  # disk full is the user's to fix: one line from the CLI, then resume
+            self.log(f"[report] failed ({type(e).__name__}: {e}); results are complete — "
+                     f"re-render with: tokbench report {self.rd.root}")
+            return
         except Exception as e:  # the results are complete and kept; a report bug must not lose them
             self.log(f"[report] failed ({type(e).__name__}: {e}); results are complete — "
                      f"re-render with: tokbench report {self.rd.root}")
             return
+        self.report_path = path
         self.log(f"[report] {path}")
 
 
