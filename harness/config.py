@@ -40,6 +40,7 @@ import yaml
 from encoders.backbone import BackboneConfig
 from harness import plugins
 from harness.bounds import check_upper_bounds
+from harness.names import name_problem, shown
 from harness.suite import (
     SCHEMA_VERSION,
     AnalysisSpec,
@@ -833,6 +834,9 @@ def _data(value: Any, where: Where, search_paths: Sequence[Path]) -> DataConfig:
     for i, item in enumerate(evals_raw):
         spec = source_spec(item, where.at("eval", i), search_paths, needs_name=True)
         assert spec.name is not None
+        problem = name_problem(spec.name, "eval set name")  # harness/names.py
+        if problem:
+            raise where.at("eval", i, "name").error(f"{problem}: {shown(spec.name)}")
         if spec.name in seen:
             raise where.at("eval", i, "name").error(
                 f"duplicate eval set name {spec.name!r} (also data.eval[{seen[spec.name]}])"
@@ -920,7 +924,10 @@ def _encoders(
                 raise w.error(
                     f"duplicate encoder label {label!r} from {both}; give an entry a distinct 'id'"
                 )
-            if not label or any(c.isspace() or c in "/\\," for c in label):
+            problem = name_problem(label, "encoder label")  # harness/names.py
+            if problem:
+                raise w.at("id" if enc_id else "name").error(f"{problem}: {shown(label)}")
+            if any(c.isspace() or c in "/\\," for c in label):
                 raise w.error(
                     f"encoder label {label!r} may not contain spaces, commas or slashes; set 'id'"
                 )
@@ -958,6 +965,9 @@ def _perturbations(
             )
         _check_keys(entry, {"name", "id", "severity"} | (set(cls_fields) - {"lang"}), w)
         pid = _convert(str | None, entry.get("id"), w.at("id")) or plugins.default_label(name, cls)
+        problem = name_problem(pid, "perturbation id")  # harness/names.py
+        if problem:
+            raise w.at("id" if "id" in entry else "name").error(f"{problem}: {shown(pid)}")
         if pid in RESERVED_PERTURBATION_IDS:
             raise w.at("id").error(f"id {pid!r} is reserved for the automatic clean baseline")
         if pid in owner:
@@ -1055,6 +1065,9 @@ def build_suite(
     hints = type_hints(Suite)
 
     name = _convert(str, raw["name"], where.at("name"))
+    problem = name_problem(name, "suite name")  # harness/names.py
+    if problem:
+        raise where.at("name").error(f"{problem}: {shown(name)}")
     if not _NAME_RE.match(name):
         raise where.at("name").error(
             f"{name!r} is used as the run directory name: use letters, digits, '.', '_' and '-'"

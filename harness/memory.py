@@ -5,9 +5,8 @@ the device (``tokbench validate`` and ``tokbench run``, with or without ``--dry-
     check_suite_memory(suite, torch.device("cpu"))                          # raises MemoryTooLarge
 
 This is an estimate from the shapes, not a measurement (``--dry-run`` also measures); it errs on
-the high side for activations (every layer's intermediates in float32, attention probabilities
-materialised as the CPU path does) so that a refusal is meant: a model is refused only when even
-its parameters' training state plus this estimate exceeds the device's memory.
+the high side for activations (every tensor autograd keeps, one position per byte) so that a
+refusal is meant. ``--no-memory-check`` skips it (e.g. validating a GPU suite on a laptop).
 """
 
 from __future__ import annotations
@@ -40,35 +39,39 @@ class MemoryEstimate:
         return self.weights + self.grads + self.adamw + self.activations
 
 
-def estimate_train_memory(params: int, backbone: Any, budget: Any, vocab: int = 256) -> int:
+def estimate_train_memory(params: int, backbone: Any, budget: Any, vocab: int = 256,
+                          activation_bytes: int = FLOAT_BYTES) -> int:
     """Peak bytes of one AdamW training step, estimated from shapes (see ``train_estimate``)."""
-    return train_estimate(params, backbone, budget, vocab).total
+    return train_estimate(params, backbone, budget, vocab, activation_bytes).total
 
 
-def train_estimate(params: int, backbone: Any, budget: Any, vocab: int = 256) -> MemoryEstimate:
-    """What it counts, all float32 (4 B):
+def train_estimate(params: int, backbone: Any, budget: Any, vocab: int = 256,
+                   activation_bytes: int = FLOAT_BYTES) -> MemoryEstimate:
+    """What it counts:
 
-    * weights, gradients and AdamW's two moments: 16 B per parameter;
-    * activations of one step with W = batch_bytes // context_bytes windows of T = context_bytes
-      positions (one position per byte: an upper bound for token-level encoders), per layer
-      (10 + 2·mlp_ratio)·T·dim values (norm inputs/outputs, q, k, v, attention output, projection,
-      MLP hidden before/after the activation, residuals) plus heads·T² attention probabilities,
-      and 2·T·vocab for the output logits and their gradient.
+    * weights, gradients and AdamW's two moments in float32: 16 B per parameter;
+    * activations autograd keeps for backward in one step of W = batch_bytes // context_bytes
+      windows of T = context_bytes positions (one position per byte: an upper bound for
+      token-level encoders): per layer (13 + 2·mlp_ratio)·T·dim values — norm inputs and outputs
+      (4), q, k, v and the rotated q, k (5), attention output and its logsumexp-sized state (2),
+      projection input and residual (2), the MLP hidden before and after the activation
+      (2·mlp_ratio) — plus 2·T·dim for the embedding and final norm and 2·T·vocab for the logits
+      and their gradient; ``activation_bytes`` per value (4 in float32, 2 under bfloat16 autocast).
 
-    ``backbone``: a BackboneConfig (layers, dim, heads, mlp_ratio) or None (no transformer);
-    ``budget``: a BudgetConfig (context_bytes, batch_bytes). Not counted: the allocator's slack,
-    CUDA context / kernels, encoder-specific side models (BLT's entropy model trains separately,
-    before the main model).
+    Not counted: the T×T attention matrix (SDPA's flash / memory-efficient kernels, on CPU and GPU,
+    never keep it), the allocator's slack, the CUDA context, and encoder-specific side models
+    (BLT's entropy model trains before the main model, not with it). ``backbone``: a
+    BackboneConfig or None (no transformer); ``budget``: a BudgetConfig.
     """
     T = int(budget.context_bytes)
     W = max(1, int(budget.batch_bytes) // max(1, T))
     per_window = 2 * T * int(vocab)
     if backbone is not None:
-        d, L, h, r = int(backbone.dim), int(backbone.layers), int(backbone.heads), int(backbone.mlp_ratio)
-        per_window += L * ((10 + 2 * r) * T * d + h * T * T) + 2 * T * d
+        d, L, r = int(backbone.dim), int(backbone.layers), int(backbone.mlp_ratio)
+        per_window += L * (13 + 2 * r) * T * d + 2 * T * d
     p = int(params)
     return MemoryEstimate(params=p, weights=FLOAT_BYTES * p, grads=FLOAT_BYTES * p,
-                          adamw=2 * FLOAT_BYTES * p, activations=FLOAT_BYTES * W * per_window)
+                          adamw=2 * FLOAT_BYTES * p, activations=activation_bytes * W * per_window)
 
 
 def analytic_params(backbone: Any, vocab: int = 256) -> int:
@@ -134,7 +137,8 @@ def check_suite_memory(suite: Any, device: torch.device, limit: int | None = Non
         exact = n is not None
         if n is None:
             n = analytic_params(spec.backbone, vocab)
-        est = train_estimate(n, spec.backbone, suite.budget, vocab)
+        bf16 = device.type == "cuda" and getattr(suite.budget, "dtype", "float32") == "bfloat16"
+        est = train_estimate(n, spec.backbone, suite.budget, vocab, 2 if bf16 else FLOAT_BYTES)
         line = (f"encoders[{i}] ({spec.label}): training needs about {gib(est.total)} "
                 f"({n:,}{'' if exact else ' (estimated)'} parameters: weights+grads+AdamW "
                 f"{gib(est.weights + est.grads + est.adamw)}, activations {gib(est.activations)} per step)")
@@ -142,6 +146,6 @@ def check_suite_memory(suite: Any, device: torch.device, limit: int | None = Non
             where = f"{suite.path}: " if getattr(suite, "path", None) else ""
             raise MemoryTooLarge(
                 f"{where}{line}, but {what} {gib(limit)}; lower backbone.layers / backbone.dim or "
-                "budget.batch_bytes / budget.context_bytes")
+                "budget.batch_bytes / budget.context_bytes (--no-memory-check skips this check)")
         lines.append(line)
     return lines

@@ -70,8 +70,8 @@ def test_estimate_by_hand() -> None:
     budget = BudgetConfig(train_bytes=10_000, context_bytes=64, batch_bytes=256, warmup_bytes=0)
     est = train_estimate(1000, bb, budget, vocab=256)
     assert (est.weights, est.grads, est.adamw) == (4000, 4000, 8000)
-    # 4 windows x [2 layers x ((10 + 8)·64·32 + 4·64²) + 2·64·32 + 2·64·256] floats x 4 B
-    per_window = 2 * (18 * 64 * 32 + 4 * 64 * 64) + 2 * 64 * 32 + 2 * 64 * 256
+    # 4 windows x [2 layers x (13 + 8)·64·32 + 2·64·32 + 2·64·256] floats x 4 B
+    per_window = 2 * 21 * 64 * 32 + 2 * 64 * 32 + 2 * 64 * 256
     assert est.activations == 4 * 4 * per_window
     assert estimate_train_memory(1000, bb, budget) == 16_000 + 16 * per_window
 
