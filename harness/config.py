@@ -1119,6 +1119,7 @@ def build_suite(
         analyses=analyses,
         description=description,
         schema_version=version,
+        plugin_paths=_convert(tuple[str, ...], raw.get("plugin_paths", (".",)), where.at("plugin_paths")),
         raw=dict(raw),
         path=path,
     )
@@ -1141,14 +1142,17 @@ def load_raw(
 def load_suite(path: str | Path, overrides: Sequence[str] = ()) -> Suite:
     """Load, include, override and validate a suite file. Raises ConfigError (one line).
 
-    ``"module:Class"`` plugins are looked up on PYTHONPATH, then in the current directory and the
-    suite file's directory.
+    ``"module:Class"`` plugins are looked up on sys.path, then in the suite's ``plugin_paths``
+    (default: the suite file's folder), never in the working directory.
     """
     data, locs = load_raw(path, overrides)
     where = Where((), locs, locs[()])  # locs[()] is "<suite file>:1"
-    return build_suite(
-        data, where, path=str(path), search_paths=[Path.cwd(), Path(path).resolve().parent]
-    )
+    declared = _convert(tuple[str, ...], data.get("plugin_paths", (".",)), where.at("plugin_paths"))
+    search = plugins.suite_plugin_paths(path, declared)
+    for i, folder in enumerate(search):
+        if not folder.is_dir():
+            raise where.at("plugin_paths", i).error(f"plugin folder {str(folder)!r} does not exist")
+    return build_suite(data, where, path=str(path), search_paths=search)
 
 
 def build_perturbation(spec: PerturbationSpec, lang: str | None = None) -> Any:

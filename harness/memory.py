@@ -125,11 +125,7 @@ def check_suite_memory(suite: Any, device: torch.device, limit: int | None = Non
     else:
         what = "the limit is"
     lines = []
-    paths = []
-    if getattr(suite, "path", None):
-        from pathlib import Path
-
-        paths = [Path.cwd(), Path(suite.path).resolve().parent]
+    paths = plugins.suite_plugin_paths(suite.path, suite.plugin_paths)
     for i, spec in enumerate(suite.encoders):
         cls = plugins.resolve("encoder", spec.name, search_paths=paths)
         vocab = int(getattr(spec.config, "vocab_size", 256) or 256)

@@ -2,9 +2,13 @@
 
 A suite names a plugin in one of three ways, tried in this order:
 
-1. ``"package.module:ClassName"`` — imported directly. The module may live on ``PYTHONPATH``, in
-   the current directory or next to the suite file (``search_paths``; they are put on ``sys.path``
-   for that one import only, after the existing entries so they never shadow installed modules).
+1. ``"package.module:ClassName"`` — imported directly. The module may live on ``sys.path``
+   (installed packages, ``PYTHONPATH``) or in a folder the suite declares in ``plugin_paths``
+   (default: the suite file's own folder; see ``suite_plugin_paths``). Those folders are put on
+   ``sys.path`` for that one import only, after the existing entries so they never shadow
+   installed modules. The working directory is not searched for a suite's plugins (``python -m``
+   puts it on sys.path by itself; the ``tokbench`` script does not). Plugins are code: importing
+   one runs it with your rights.
 2. a registered name — a built-in (encoders: the lazy ``"module:Attr"`` table
    ``encoders.registry.BUILTIN``; the other kinds: the modules listed in ``BUILTIN_MODULES`` of
    their registry module, imported on first lookup) or anything already registered by import.
@@ -35,6 +39,18 @@ KINDS: tuple[str, ...] = ("encoder", "perturbation", "source", "analysis")
 
 class PluginError(ValueError):
     """A plugin name that cannot be resolved to a usable class (one-line message)."""
+
+
+def plugin_failed(obj: Any, method: str, e: BaseException, where: str = "") -> PluginError:
+    """A one-line PluginError for a plugin whose ``method`` raised (or called sys.exit): names
+    the plugin (registry name and ``module:Class``), the method and the error. The original
+    exception is chained (``TOKBENCH_DEBUG=1`` shows its traceback)."""
+    cls = obj if isinstance(obj, type) else type(obj)
+    name = cls.__dict__.get("registry_name") or cls.__name__
+    first = str(e).strip().splitlines()[0] if str(e).strip() else ""
+    what = f"sys.exit({e.code!r})" if isinstance(e, SystemExit) else f"{type(e).__name__}: {first}".rstrip(": ")
+    return PluginError(f"plugin {name!r} ({cls.__module__}:{cls.__qualname__}) failed in {method}()"
+                       f"{' ' + where if where else ''}: {what}")
 
 
 @dataclass(frozen=True)
@@ -155,7 +171,7 @@ def _import_target(target: str, what: str, search_paths: Sequence[str | Path] = 
                 where = (
                     "it is not installed"
                     if what.startswith("built-in")
-                    else "not on PYTHONPATH, the current directory or the suite's directory"
+                    else "not on sys.path, nor in the suite's plugin_paths folders"
                 )
                 raise PluginError(f"{what}: cannot import module {module!r} ({where})") from None
             raise PluginError(f"{what}: importing {module!r} failed: {e}") from e
@@ -163,6 +179,10 @@ def _import_target(target: str, what: str, search_paths: Sequence[str | Path] = 
             raise PluginError(
                 f"{what}: importing {module!r} failed: {type(e).__name__}: {e}"
             ) from e
+        except SystemExit as e:  # sys.exit() at import must not end tokbench silently
+            raise PluginError(
+                f"{what}: importing {module!r} called sys.exit({e.code!r}); a plugin module must not exit"
+            ) from None
     for part in attr.split("."):
         try:
             obj = getattr(obj, part)
@@ -194,6 +214,13 @@ def _check_class(kind: str, obj: Any, what: str) -> type:
             f"{what}: {obj.__qualname__} is not a dataclass (its fields are its parameters)"
         )
     return obj
+
+
+def suite_plugin_paths(suite_path: str | Path, declared: Sequence[str] = (".",)) -> list[Path]:
+    """The folders a suite's ``module:Class`` plugins are looked up in: its ``plugin_paths``,
+    relative to the suite file's folder (the working directory when the suite has no file)."""
+    base = Path(suite_path).resolve().parent if suite_path else Path.cwd()
+    return [(base / p).resolve() for p in declared]
 
 
 def known_names(kind: Kind) -> list[str]:
@@ -230,7 +257,7 @@ def resolve(kind: Kind, name: str, search_paths: Sequence[str | Path] = ()) -> t
     if name in eps:
         try:
             obj = eps[name].load()
-        except Exception as e:
+        except (Exception, SystemExit) as e:
             raise PluginError(
                 f"{what}: entry point {eps[name].value!r} ({info.group}) failed to load: "
                 f"{type(e).__name__}: {e}"

@@ -208,7 +208,8 @@ class Runner:
         })  # file names come from this hash only, never from user text (labels, ids)
 
     def build(self, spec: EncoderSpec, seed: int) -> Encoder:
-        cls = plugins.resolve("encoder", spec.name, search_paths=[self.ctx.base_dir, Path.cwd()])
+        cls = plugins.resolve("encoder", spec.name,
+                              search_paths=plugins.suite_plugin_paths(self.suite.path, self.suite.plugin_paths))
         torch.manual_seed(seed)  # same seed → same initial weights for identical shapes
         return cls(spec.config, spec.backbone)
 
@@ -243,7 +244,12 @@ class Runner:
         t0 = time.perf_counter()
         ctx = fit_context(train.docs, self.budget, self.device, seed, log=self.log,
                           progress=lambda what, n: self._bar(f"{spec.label} ({what})", n))
-        fit = enc.fit(ctx) or {}
+        try:
+            fit = enc.fit(ctx) or {}
+        except (Exception, SystemExit) as e:  # one line naming the encoder
+            if isinstance(e, (OSError, MemoryError)):
+                raise  # disk full and friends keep their own messages
+            raise plugins.plugin_failed(enc, "fit", e) from e
         fit.setdefault("seconds", time.perf_counter() - t0)
         n_bytes = self.budget.train_bytes
         max_flops = None
@@ -295,7 +301,10 @@ class Runner:
                 if spec.id not in fitted:
                     if texts is None:
                         texts = [decode(d.data) for d in train.docs]
-                    inst.fit(texts)
+                    try:
+                        inst.fit(texts)
+                    except (Exception, SystemExit) as e:  # one line naming the plugin
+                        raise plugins.plugin_failed(inst, "fit", e) from e
                     fitted[spec.id] = inst
                 else:
                     inst = copy.copy(fitted[spec.id])
