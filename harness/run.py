@@ -30,6 +30,7 @@ from harness import plugins
 from harness.config import build_perturbation
 from harness.data import (
     DataPart,
+    char_boundary,
     load_source,
     prepare_sources,
     select_part,
@@ -56,10 +57,11 @@ from harness.sources.script import detect_script
 from harness.suite import SCHEMA_VERSION, EncoderSpec, PerturbationSpec, Suite
 from harness.train import Checkpointer, fit_context, train_encoder
 from perturbations.base import Perturbation
-from perturbations.measure import edit_rate
+from perturbations.measure import EXACT_LIMIT, WINDOW, edit_rate_measured
 
 CLEAN = PerturbationSpec(name="identity", id="clean", severity=0.0, params={})
 TEXT_LIMIT = 20_000  # characters of each text kept in samples.jsonl
+SAMPLE_BYTES = 65_536  # scored bytes of a sampled document kept with their per-byte NLL
 
 
 @dataclass
@@ -140,6 +142,8 @@ class Runner:
         self.data_facts: dict[str, Any] = {}
         self.analysis_facts: dict[str, Any] = {}
         self.eval_bytes = 0  # UTF-8 bytes of all eval sets (disk-space estimate)
+        self.windowed_edit_rates: set[tuple[Any, ...]] = set()  # (dataset, id, severity, mode, doc)
+        self.windowed_docs = 0  # samples whose edit rate is windowed (counted in assemble)
         self.report_path: Path | None = None  # set only once a report was written in full
 
     # -- data ---------------------------------------------------------------------------------
@@ -335,6 +339,8 @@ class Runner:
             "encoders": self.encoder_facts,
             "analyses": self.analysis_facts,
             "timings": self.timings,
+            "edit_rate": {"exact_limit_chars": EXACT_LIMIT, "window_chars": WINDOW,
+                          "windowed_documents": self.windowed_docs},
             **(extra or {}),
         }
 
@@ -453,6 +459,14 @@ class Runner:
             "sample_docs": ev.sample_docs, "texts": [ev.keep_texts, self.suite.encoders[0].label], "analyses": [config_to_dict(a.config) for a in self.suite.analyses],
         })
 
+    def edit_rate(self, text: str, ptext: str, where: tuple[Any, ...]) -> float:
+        """The edit rate of one document; exact below EXACT_LIMIT characters, windowed above
+        (perturbations/measure.py): the windowed ones are remembered for samples and run.json."""
+        rate, method = edit_rate_measured(text, ptext)
+        if method != "exact":
+            self.windowed_edit_rates.add(where)
+        return rate
+
     def plan(self, ep: DataPart, texts: list[str], pspec: PerturbationSpec, inst: Any, seed: int, mode: str,
              stride: int) -> list[Any]:
         """Perturb and cut every document of an eval set once per (perturbation, mode); the plan
@@ -464,7 +478,7 @@ class Runner:
                 ptext = self.perturbed(inst, pspec, seed, doc, text)
                 pbytes = encode(ptext)
                 item = plan_full(pbytes, self.budget.context_bytes, stride)
-                er = edit_rate(text, ptext) if pspec.id != "clean" else 0.0
+                er = self.edit_rate(text, ptext, (ep.name, pspec.id, pspec.severity, mode, doc.id))
                 out.append((doc, item, text, ptext, len(doc.data), er, count_words(text)))
             else:
                 prefix, cont = split_for_target(text, ev.context_fraction)
@@ -474,7 +488,7 @@ class Runner:
                     out.append(None)
                     continue
                 target = item.scored_bytes
-                er = edit_rate(prefix, pprefix) if pspec.id != "clean" else 0.0
+                er = self.edit_rate(prefix, pprefix, (ep.name, pspec.id, pspec.severity, mode, doc.id))
                 out.append((doc, item, text, pprefix + decode(target), len(target), er, count_words(decode(target))))
         return out
 
@@ -484,7 +498,13 @@ class Runner:
         ev = self.suite.eval
         doc_scripts = dict(zip((d.id for d in ep.docs), scripts))
         live = [p for p in plan if p is not None]
-        scores = score_items(enc, [p[1] for p in live], self.device, ev.batch_windows, self.budget.dtype == "bfloat16")
+        n_windows = sum(len(p[1].windows) for p in live)
+        bar = tqdm(total=n_windows, desc=f"score {spec.label} {ep.name} {pspec.id}@{pspec.severity:g} {mode}",
+                   unit="win", leave=False, file=sys.stderr, mininterval=1.0,
+                   disable=not self.opts.progress or n_windows < 1000)  # long documents: show progress
+        scores = score_items(enc, [p[1] for p in live], self.device, ev.batch_windows, self.budget.dtype == "bfloat16",
+                             progress=bar.update)
+        bar.close()
         totals = CellTotals()
         samples = []
         buckets: dict[tuple[str, str], list[float]] = defaultdict(lambda: [0, 0, 0.0])
@@ -496,15 +516,21 @@ class Runner:
             totals.add(sc.nll, len(scored), n_clean, sc.n_units, n_words, sc.segments, er)
             row = {**keys, "doc_id": doc.id, "doc_language": doc.language, "doc_script": doc_scripts[doc.id],
                    "nll_nats": sc.nll, "n_bytes": len(scored),
-                   "n_bytes_clean": n_clean, "n_tokens": sc.n_units, "n_words": n_words, "edit_rate": er}
+                   "n_bytes_clean": n_clean, "n_tokens": sc.n_units, "n_words": n_words, "edit_rate": er,
+                   "edit_rate_method": "windowed" if (ep.name, pspec.id, pspec.severity, mode, doc.id)
+                   in self.windowed_edit_rates else "exact"}
             # The texts are the same for every encoder: store them once, on the first encoder's row.
             if ev.keep_texts and spec.label == self.suite.encoders[0].label:
                 row.update(text=text[:TEXT_LIMIT], text_perturbed=ptext[:TEXT_LIMIT],
                            truncated=len(text) > TEXT_LIMIT or len(ptext) > TEXT_LIMIT)
             if i < ev.sample_docs:
-                row["scored_text"] = decode(scored)
-                row["byte_nll"] = [round(float(x), 5) for x in sc.byte_nll]
-                row["segments"] = sc.segments
+                # per-byte NLL of at most SAMPLE_BYTES bytes: a 10 MB line must not make a 100 MB cell
+                cut = len(scored) if len(scored) <= SAMPLE_BYTES else char_boundary(scored, SAMPLE_BYTES)
+                row["scored_text"] = decode(scored[:cut])
+                row["byte_nll"] = [round(float(x), 5) for x in sc.byte_nll[:cut]]
+                row["segments"] = sc.segments if cut == len(scored) else None
+                if cut < len(scored):
+                    row["byte_nll_truncated"] = True
             samples.append(row)
             for a in analyses:
                 if a.datasets and ep.name not in a.datasets:
@@ -534,6 +560,7 @@ class Runner:
             rows.append(cell["row"])
             samples.extend(cell["samples"])
             buckets.extend(cell.get("buckets", []))
+        self.windowed_docs = sum(1 for s in samples if s.get("edit_rate_method") == "windowed")
         write_csv(self.rd.root / "results.csv", rows, RESULT_COLUMNS)
         write_jsonl(self.rd.root / "samples.jsonl", samples)
         if buckets:

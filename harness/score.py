@@ -12,8 +12,9 @@ Modes (see ``plan_full`` / ``plan_clean_target``):
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
@@ -81,10 +82,12 @@ def score_items(
     device: torch.device,
     batch_windows: int = 32,
     bf16: bool = False,
+    progress: Callable[[int], Any] | None = None,
 ) -> list[DocScore]:
     """Score documents: windows of all items are batched together (``batch_windows`` per
     forward), per-unit NLL is spread onto bytes (``UnitNLL.byte_nll``, which also checks that
-    units tile the scored bytes exactly once) and summed per document."""
+    units tile the scored bytes exactly once) and summed per document. ``progress(n)`` is called
+    with the number of windows done after each forward (a progress bar's ``update``)."""
     encoder.eval()
     flat: list[tuple[int, bytes, int]] = []  # (item index, window bytes, score_from)
     for i, it in enumerate(items):
@@ -113,6 +116,8 @@ def score_items(
                 segs = per_item_segs[i] if per_item_segs[i] is not None else []
                 segs.extend(units.segments[j])
                 per_item_segs[i] = segs
+        if progress is not None:
+            progress(len(chunk))
     out = []
     for i in range(len(items)):
         bn = np.concatenate(per_item_nll[i]) if per_item_nll[i] else np.zeros(0)
