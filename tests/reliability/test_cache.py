@@ -117,3 +117,22 @@ def test_stale_tmp_files_are_removed(run_copy: tuple[Path, Path], capsys: pytest
     assert main(["run", str(suite), "--out", str(out), "--quiet", "--no-report"]) == 0
     assert not any(p.exists() for p in stale)
     assert "removed 3 temporary file(s)" in capsys.readouterr().err
+
+
+class Evil:
+    def __reduce__(self):  # type: ignore[no-untyped-def]
+        return (print, ("pwned",))
+
+
+def test_pickled_code_in_a_sealed_file_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """weights_only=True on both layers: a checkpoint that would run code on load is damaged."""
+    import hashlib
+    import io
+
+    inner = io.BytesIO()
+    torch.save({"w": Evil()}, inner)
+    p = tmp_path / "m.pt"
+    torch.save({"sha256": hashlib.sha256(inner.getvalue()).hexdigest(), "payload": inner.getvalue()}, p)
+    with pytest.raises(CacheDamaged, match="payload does not load"):
+        read_sealed_torch(p)
+    assert "pwned" not in capsys.readouterr().out

@@ -61,3 +61,9 @@ def test_cli_alias_bomb_and_deep_nesting_exit_2(tmp_path: Path, capsys: pytest.C
         assert main(["validate", str(p)]) == 2
         lines = capsys.readouterr().err.strip().splitlines()
         assert len(lines) == 1 and f"{name}:" in lines[0]
+
+
+@pytest.mark.parametrize("tag", ["!!python/object/apply:os.system ['echo pwned']", "!!python/name:os.system"])
+def test_python_tags_are_errors(tag: str) -> None:
+    with pytest.raises(ConfigError, match=r"^tags.yaml:1: invalid YAML"):
+        parse_yaml(f"name: {tag}\n", "tags.yaml")
