@@ -316,6 +316,14 @@ class Runner:
             out[(spec.id, spec.severity)] = inst
         return out
 
+    def preflight(self, perts: dict[tuple[str, float], Any], evals: list[DataPart]) -> None:
+        """Perturb the start of the first eval document with every perturbation before training,
+        so a plugin that raises in ``perturb()`` fails in seconds, not after training."""
+        doc = evals[0].docs[0]
+        sample = decode(doc.data[:2000])
+        for spec in self.suite.perturbations:
+            self.perturbed(perts[(spec.id, spec.severity)], spec, self.suite.seeds[0], doc, sample)
+
     def perturbed(self, inst: Any, spec: PerturbationSpec, seed: int, doc: Document, text: str) -> str:
         """The perturbed text of one document; its rng depends only on (seed, id, params, doc id)."""
         if spec.id == "clean":
@@ -371,6 +379,7 @@ class Runner:
         self.rd.root.mkdir(parents=True, exist_ok=True)
         atomic_write_json(self.rd.root / "run.json", self.run_json("running"))
         perts = self.perturbation_instances(train)
+        self.preflight(perts, evals)
         analyses = [a.config for a in self.suite.analyses]
         specs_p = [CLEAN] + [p for p in self.suite.perturbations]
         modes = self.suite.eval.modes
