@@ -8,9 +8,12 @@
       cells/<key>.json  one finished cell each — the unit of resume
       models/<key>.pt   trained models (state_dict), loaded with weights_only=True
       report.html       the report
+      .lock             the one-writer lock (harness/lock.py)
 
 Every write goes to a temporary file in the same directory and is renamed into place, so a
-killed run never leaves a half-written file that a later run would trust.
+killed run never leaves a half-written file that a later run would trust. Cells, models and
+partial checkpoints are sealed with a sha256 (harness/cache.py) and recomputed if they fail it;
+``<key>`` is always a hash, never user text.
 """
 
 from __future__ import annotations
