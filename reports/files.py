@@ -8,7 +8,6 @@ import os
 import tempfile
 from pathlib import Path
 
-
 _UMASK = os.umask(0o022)
 os.umask(_UMASK)  # read once: mkstemp creates 0600 files; reports get the usual 0666 & ~umask
 

@@ -57,7 +57,7 @@ def test_disk_full_in_the_report_announces_nothing(
     assert main(["run", str(suite), "--out", str(out), "--quiet"]) == 2
     cap = capsys.readouterr()
     assert "report:" not in cap.out
-    assert f"disk full writing {out}/report" in cap.err and "Traceback" not in cap.err
+    assert f"disk full writing {out}/" in cap.err and "Traceback" not in cap.err
     assert (out / "report.html").read_text() == "<html>old</html>"  # untouched, never cut
     assert not list(out.glob(".*.tmp")) and not list(out.glob("figures/.*.tmp"))
 
