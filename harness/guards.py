@@ -65,11 +65,14 @@ def os_error_line(e: OSError, args: Any = None) -> str:
     reason = e.strerror or str(e)
     if e.errno == errno.ENOSPC:
         need = getattr(e, "tokbench_need_bytes", None)
-        root = getattr(e, "tokbench_root", None) or where or "."
+        run_root = getattr(e, "tokbench_root", None)  # set by Runner.run: a run can resume
+        root = run_root or where or "."
         free = _free_bytes(Path(root))
-        need_text = f"about {_mb(need)} more needed (estimate)" if need else "more space needed"
+        need_text = f"about {_mb(need)} more needed (estimate)" if need is not None else "more space needed"
+        then = ("finished models and cells are kept and the run resumes" if run_root
+                else "nothing half-written was left")
         return (f"disk full writing {where or root}: {need_text}, {_mb(free)} free; free some space and "
-                "run the same command again: finished models and cells are kept and the run resumes")
+                f"run the same command again: {then}")
     if isinstance(e, PermissionError):
         return f"permission denied: {where or reason}"
     return f"{where + ': ' if where else ''}{reason}"
