@@ -87,9 +87,9 @@ def test_truncated_partial_checkpoint_restarts_training(tmp_path: Path, capsys: 
     from encoders.backbone import BackboneConfig
     from encoders.byte_baseline.model import ByteEncoder
     from harness.data import training_windows
-    from harness.sources.base import Document
     from harness.suite import BudgetConfig
     from harness.train import Checkpointer, train_encoder
+    from sources.base import Document
 
     docs = [Document(id=str(i), data=b"the quick brown fox jumps over the lazy dog. " * 20) for i in range(4)]
     budget = BudgetConfig(train_bytes=1024, context_bytes=64, batch_bytes=256, warmup_bytes=0)
