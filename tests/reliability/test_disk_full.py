@@ -70,3 +70,28 @@ def test_atomic_report_write_keeps_the_old_file_whole(tmp_path: Path, monkeypatc
         write_text_atomic(p, "<p>" + "x" * 10_000)
     assert e.value.errno == errno.ENOSPC
     assert p.read_text() == "<p>whole</p>" and os.listdir(tmp_path) == ["report.html"]
+
+
+def test_real_full_disk_on_a_tiny_tmpfs(finished: tuple[Path, Path], tmp_path: Path,
+                                        capsys: pytest.CaptureFixture[str]) -> None:
+    """A real ENOSPC (a 160 KiB tmpfs; needs root and mount, else skipped): one line, exit 2;
+    after the file system grows, the same command finishes with the same results."""
+    import subprocess
+
+    suite, out_ok = finished
+    mnt = tmp_path / "tiny_fs"
+    mnt.mkdir()
+    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=160k", "tmpfs", str(mnt)],
+                                           capture_output=True).returncode != 0:
+        pytest.skip("cannot mount a tmpfs here")
+    try:
+        capsys.readouterr()
+        assert main(["run", str(suite), "--out", str(mnt / "run"), "--quiet"]) == 2
+        err = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("tokbench:")]
+        assert len(err) == 1 and "disk full writing" in err[0] and "resumes" in err[0]
+        subprocess.run(["mount", "-o", "remount,size=20m", str(mnt)], check=True)
+        assert main(["run", str(suite), "--out", str(mnt / "run"), "--quiet"]) == 0
+        assert (mnt / "run" / "results.csv").read_text() == (out_ok / "results.csv").read_text()
+        assert "<html" in (mnt / "run" / "report.html").read_text()[:200].lower()
+    finally:
+        subprocess.run(["umount", str(mnt)], capture_output=True)
