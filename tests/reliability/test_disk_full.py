@@ -39,7 +39,7 @@ def test_disk_full_while_writing_cells_is_one_line_then_resumes(
     monkeypatch.setattr(harness.cache, "atomic_write_bytes", write)
     capsys.readouterr()
     assert main(["run", str(suite), "--out", str(out), "--quiet", "--no-report"]) == 2
-    err = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("tokbench:")]
+    err = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("tokbench: error:")]
     assert len(err) == 1
     assert "disk full writing" in err[0] and "MB more needed (estimate)" in err[0] and "resumes" in err[0]
     monkeypatch.setattr(harness.cache, "atomic_write_bytes", real)
@@ -87,7 +87,7 @@ def test_real_full_disk_on_a_tiny_tmpfs(finished: tuple[Path, Path], tmp_path: P
     try:
         capsys.readouterr()
         assert main(["run", str(suite), "--out", str(mnt / "run"), "--quiet"]) == 2
-        err = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("tokbench:")]
+        err = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("tokbench: error:")]
         assert len(err) == 1 and "disk full writing" in err[0] and "resumes" in err[0]
         subprocess.run(["mount", "-o", "remount,size=20m", str(mnt)], check=True)
         assert main(["run", str(suite), "--out", str(mnt / "run"), "--quiet"]) == 0

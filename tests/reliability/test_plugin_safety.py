@@ -56,7 +56,7 @@ def suite_with(tmp_path: Path):  # type: ignore[no-untyped-def]
 
 
 def _one_line(capsys: pytest.CaptureFixture[str]) -> str:
-    err = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("tokbench:")]
+    err = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("tokbench: error:")]
     assert len(err) == 1, err
     return err[0]
 
