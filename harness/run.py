@@ -281,7 +281,7 @@ class Runner:
             }
         return out
 
-    def preflight(self, perts: Instances, evals: list[DataPart]) -> None:
+    def try_perturbations(self, perts: Instances, evals: list[DataPart]) -> None:
         """Perturb the start of the first eval document with every perturbation before training,
         so a plugin that raises in ``perturb()`` fails in seconds, not after training."""
         doc = evals[0].docs[0]
@@ -350,7 +350,7 @@ class Runner:
         atomic_write_json(self.rd.root / "run.json", self.run_json("running"))
         languages = {d.language for e in data.evals for d in e.docs if d.language is not None}
         perts = self.perturbation_instances(data.train, languages)
-        self.preflight(perts, data.evals)
+        self.try_perturbations(perts, data.evals)
         evals = [EvalSet.of(e) for e in data.evals]
         cell_keys: list[str] = []
         t_train = t_score = 0.0

@@ -82,7 +82,7 @@ def test_plugin_raising_is_one_line(target: str, needle: str, suite_with, tmp_pa
     capsys.readouterr()
     assert main(["run", str(suite), "--out", str(tmp_path / "o"), "--quiet", "--no-report"]) == 2
     assert needle in _one_line(capsys)
-    assert not list((tmp_path / "o").glob("models/*.pt"))  # caught before training (preflight)
+    assert not list((tmp_path / "o").glob("models/*.pt"))  # caught before training (Runner.try_perturbations)
 
 
 def test_working_directory_is_not_searched(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
