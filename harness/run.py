@@ -168,6 +168,7 @@ class Runner:
         self.windowed_edit_rates: set[tuple[Any, ...]] = set()  # (dataset, id, severity, mode, doc)
         self.windowed_docs = 0  # samples whose edit rate is windowed (counted in assemble)
         self.report_path: Path | None = None  # set only once a report was written in full
+        self.scaling_facts: dict[str, Any] = {}  # refused grid points of a scaling sweep
 
     # -- models -------------------------------------------------------------------------------
     def model_key(self, spec: EncoderSpec, seed: int, train_fp: str, extra: dict[str, Any] | None = None) -> str:
@@ -315,6 +316,7 @@ class Runner:
             "timings": self.timings,
             "edit_rate": {"exact_limit_chars": EXACT_LIMIT, "window_chars": WINDOW,
                           "windowed_documents": self.windowed_docs},
+            **({"scaling": self.scaling_facts} if self.suite.scaling is not None else {}),
             **(extra or {}),
         }
 
@@ -375,6 +377,10 @@ class Runner:
     def train_models(self, seed: int, train: DataPart) -> dict[str, TrainedModel]:
         """Train (or load) every encoder for one seed, {label: model}. Under ``match: flops`` the
         reference encoder goes first and its total FLOPs are every other encoder's budget."""
+        if self.suite.scaling is not None:  # an IsoFLOP grid: one model per (budget, size, encoder)
+            from harness.scaling import train_sweep
+
+            return {label: TrainedModel(*m) for label, m in train_sweep(self, seed, train).items()}
         models: dict[str, TrainedModel] = {}
         flops_target = None
         order = list(self.suite.encoders)
@@ -430,6 +436,7 @@ class Runner:
             for label in todo:
                 cell = self.score_cell(models[label], es, pspec, mode, seed, plan)
                 cell["row"]["fingerprint"] = fp
+                cell["row"].update(models[label].meta.get("sweep") or {})  # scaling columns of a grid point
                 self.rd.save_cell(keys[label], cell)
         return list(keys.values())
 

@@ -609,6 +609,10 @@ def _render(data: load.RunData, out_dir: Path, title: str, n_boot: int, n_perm: 
     tables = build_tables(t)
     tables["buckets"] = bucket_table(data.buckets, t.encoders)
     figs = _figures(t, data, out_dir / "figures", svg)
+    # Scaling sweeps (flop_budget set): their own section, fitted from the same rows.
+    from reports.scaling_report import scaling_section
+
+    scaling = scaling_section(data.results, out_dir / "figures", n_boot=min(n_boot, 400), seed=seed, svg=svg)
     samples = build_samples(data.texts, t.encoders)
     from matplotlib.colors import to_hex
 
@@ -633,10 +637,12 @@ def _render(data: load.RunData, out_dir: Path, title: str, n_boot: int, n_perm: 
         anomaly_causes=[(m, ANOMALY_CAUSES[m]) for m in t.modes
                         if len(t.anomalies) and m in set(t.anomalies["mode"])],
         full_mode_note=FULL_MODE_NOTE, alpha=ALPHA,
+        scaling_html=scaling.html if scaling is not None else "",
     )
     html = _jinja().get_template("report.html.j2").render(**ctx)
     html_path = out_dir / "report.html"
-    write_text_atomic(out_dir / "report.md", _markdown(ctx, tables, figs))
+    md = _markdown(ctx, tables, figs) + ("\n" + scaling.markdown if scaling is not None else "")
+    write_text_atomic(out_dir / "report.md", md)
     write_text_atomic(html_path, html)  # last: report.html present means the report is whole
     return html_path
 
