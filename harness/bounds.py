@@ -8,7 +8,8 @@ suite's own and every encoder's / perturbation's) through one hook in the loader
 
 They are far above anything that fits one machine today (the memory guard in
 ``harness.memory`` refuses what does not fit *this* device); they exist to turn absurd numbers into
-a clear message. Any other number above ``ABSURD`` (1e15) is refused too.
+a clear message. Any other number above ``ABSURD`` (1e15) is refused too, except in fields
+named like FLOP counts (``*flop*``, ``*budget*``: a scaling sweep's budgets reach 1e18+).
 """
 
 from __future__ import annotations
@@ -68,7 +69,7 @@ def bound_problem(name: str, value: Any) -> str | None:
     if limit is not None and value > limit:
         shown = f"{value:,}" if isinstance(value, int) and value < 1e12 else f"{float(value):.3g}"
         return f"must be <= {limit:,.0f}, got {shown}"
-    if abs(value) > ABSURD and "flop" not in name:  # FLOP budgets are legitimately ~1e18+
+    if abs(value) > ABSURD and not any(w in name for w in ("flop", "budget")):  # FLOPs: 1e18+ is fine
         return f"absurdly large ({value:.3g}); tokbench refuses numbers beyond {ABSURD:.0e} here"
     return None
 

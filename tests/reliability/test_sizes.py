@@ -92,3 +92,12 @@ def test_check_suite_memory_limit(suite: Path) -> None:
     assert check_suite_memory(s, torch.device("cpu"), limit=10**12)[0].startswith("encoders[0] (bytes)")
     with pytest.raises(MemoryTooLarge, match=r"but the limit is 1\.0 MiB"):
         check_suite_memory(s, torch.device("cpu"), limit=2**20)
+
+
+def test_catch_all_bound_spares_flop_budgets() -> None:
+    from harness.bounds import bound_problem
+
+    assert bound_problem("budgets", (1e15, 1.6e18)) is None  # a scaling sweep's FLOP budgets
+    assert bound_problem("max_flops", 3e19) is None
+    assert "absurdly large" in (bound_problem("window", 1.6e15) or "")
+    assert bound_problem("layers", 12) is None and bound_problem("layers", 2048)
