@@ -92,9 +92,15 @@ def edit_rate_measured(original: str, perturbed: str, exact_limit: int = EXACT_L
     ``exact_limit`` characters ("exact"), else the windowed upper bound ("windowed")."""
     if original == perturbed:
         return 0.0, "exact"
-    if max(len(original), len(perturbed)) <= exact_limit:
+    if edit_rate_method(len(original), len(perturbed), exact_limit) == "exact":
         return edit_distance(original, perturbed) / max(len(original), 1), "exact"
     return windowed_distance(original, perturbed) / max(len(original), 1), "windowed"
+
+
+def edit_rate_method(n_original: int, n_perturbed: int, exact_limit: int = EXACT_LIMIT) -> str:
+    """Which measure ``edit_rate_measured`` uses for texts of these lengths (characters):
+    "exact" or "windowed" (identical texts are always exact: distance 0)."""
+    return "exact" if max(n_original, n_perturbed) <= exact_limit else "windowed"
 
 
 def edit_rate(original: str, perturbed: str) -> float:
