@@ -52,8 +52,53 @@ def test_stale_lock_file_from_a_dead_pid_is_taken_over(tmp_path: Path) -> None:
     (tmp_path / ".lock").write_text(json.dumps({"pid": pid, "host": os.uname().nodename, "since": "2026-01-01T00:00:00Z"}))
     logs: list[str] = []
     with RunLock(tmp_path, log=logs.append):
-        assert json.loads((tmp_path / ".lock").read_text())["pid"] == os.getpid()
+        # another process sees us as the holder (the lock file is not opened here: a second
+        # descriptor closed in this process would drop a POSIX lock)
+        probe = subprocess.run([sys.executable, "-c", PROBE, str(tmp_path)], capture_output=True, text=True,
+                               env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])})
+        assert f"pid {os.getpid()} on " in probe.stdout
     assert logs and "no longer running" in logs[0]
+
+
+PROBE = """
+import sys
+from harness.lock import RunLock, RunLocked
+try:
+    RunLock(sys.argv[1]).acquire()
+    print("acquired")
+except RunLocked as e:
+    print(e)
+"""
+
+HOLD_AND_FORK = """
+import os, sys, time
+from harness.lock import RunLock
+RunLock(sys.argv[1]).acquire()
+if os.fork() == 0:  # a worker process, as a perturbation pool forks
+    time.sleep(60)
+    os._exit(0)
+print("held", flush=True)
+time.sleep(120)
+"""
+
+
+def test_forked_workers_of_a_killed_run_do_not_keep_the_lock(tmp_path: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    proc = subprocess.Popen([sys.executable, "-c", HOLD_AND_FORK, str(tmp_path)], stdout=subprocess.PIPE,
+                            text=True, env=env, start_new_session=True)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "held"
+        proc.kill()  # the run dies; its forked worker lives on
+        proc.wait()
+        logs: list[str] = []
+        with RunLock(tmp_path, log=logs.append):
+            pass
+        assert logs and f"from pid {proc.pid}" in logs[0]
+    finally:
+        try:
+            os.killpg(proc.pid, 9)  # the orphaned worker (same session)
+        except ProcessLookupError:
+            pass
 
 
 def test_lock_is_exclusive_within_one_process(tmp_path: Path) -> None:
