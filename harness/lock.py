@@ -74,24 +74,24 @@ class RunLock:
         self.log = log or (lambda s: None)
         self._fd: int | None = None
 
-    def _refuse(self) -> RunLocked:
+    def _refuse(self, holder: dict[str, Any]) -> RunLocked:
         return RunLocked(
-            f"{self.root}: run directory is in use by {describe_holder(read_holder(self.path))}; wait for "
+            f"{self.root}: run directory is in use by {describe_holder(holder)}; wait for "
             "it to finish (or stop it), or choose another --out"
         )
 
     def acquire(self) -> None:
         self.root.mkdir(parents=True, exist_ok=True)
         key = str(self.path.resolve())
-        if key in RunLock._held:
-            raise self._refuse()
+        if key in RunLock._held:  # this process holds it: do not open the file (that drops the lock)
+            raise self._refuse({"pid": os.getpid(), "host": socket.gethostname(), "since": "earlier in this process"})
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
         try:
             fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as e:
             os.close(fd)
             if e.errno in (errno.EACCES, errno.EAGAIN):
-                raise self._refuse() from None
+                raise self._refuse(read_holder(self.path)) from None
             raise
         try:  # read through our own descriptor: closing another one would drop the lock
             previous = json.loads(os.pread(fd, 4096, 0).decode() or "{}")

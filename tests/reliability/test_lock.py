@@ -102,8 +102,11 @@ def test_forked_workers_of_a_killed_run_do_not_keep_the_lock(tmp_path: Path) -> 
 
 
 def test_lock_is_exclusive_within_one_process(tmp_path: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
     with RunLock(tmp_path):
         with pytest.raises(RunLocked, match=f"pid {os.getpid()}"):
             RunLock(tmp_path).acquire()
+        probe = subprocess.run([sys.executable, "-c", PROBE, str(tmp_path)], capture_output=True, text=True, env=env)
+        assert "in use by" in probe.stdout  # the refused second lock did not drop the first
     with RunLock(tmp_path):  # released on exit
         pass
