@@ -253,6 +253,11 @@ class DistRunner(Runner):
         # rank 0 fetches / builds the sources first; the others then read its cache
         data = None
         if ctx.rank == 0:
+            from harness.cache import remove_stale_tmp
+
+            stale = remove_stale_tmp(self.rd.root)  # before any rank writes (they wait below)
+            if stale:
+                self.log(f"[cache] removed {len(stale)} temporary file(s) left by an interrupted write")
             data = load_data(self.suite, self.ctx, prepare=self.opts.prepare, limit=self.opts.limit, log=self.log)
         ctx.barrier()
         if data is None:
@@ -260,6 +265,7 @@ class DistRunner(Runner):
         self.data_facts.update(data.facts)
         self.timings["data_seconds"] = data.seconds
         self.timings["perturb_seconds"] = 0.0
+        self.eval_bytes = sum(e.n_bytes for e in data.evals)
         self.gemm_tflops = gemm_tflops(self.device)  # this rank's GPU: the MFU ceiling of one rank
         if ctx.rank == 0:
             self.rd.root.mkdir(parents=True, exist_ok=True)
@@ -274,6 +280,7 @@ class DistRunner(Runner):
                  f"{'data_parallel' if self.dp else 'models across ranks'}): scores {', '.join(mine) or 'nothing'}")
         languages = {d.language for e in data.evals for d in e.docs if d.language is not None}
         perts = self.perturbation_instances(data.train, languages)
+        self.try_perturbations(perts, data.evals)
         evals = [EvalSet.of(e) for e in data.evals]
         metas: dict[tuple[int, str], dict[str, Any]] = {}
         t_train = t_score = 0.0

@@ -11,59 +11,25 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import fcntl
-import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
-from datetime import datetime, timezone
 from pathlib import Path
 
 from harness.distributed import LOCK_HELD_ENV, MULTICAST_OFF
 
-LOCK_NAME = ".lock"  # the same file as harness.lock (issue reliab), so the two exclude each other
-
 
 @contextlib.contextmanager
 def run_lock(root: Path, log: Callable[[str], None] | None = None) -> Iterator[None]:
-    """Hold the run directory's exclusive lock for the block. Uses ``harness.lock.RunLock``
-    where it exists; else an equivalent flock on ``<root>/.lock`` (released by the kernel when
-    the holder dies), raising ValueError with the holder when another process has it."""
-    try:
-        from harness.lock import RunLock  # type: ignore[import-not-found]
-    except ImportError:
-        RunLock = None  # noqa: N806
-    if RunLock is not None:
-        with RunLock(root, log=log):
-            yield
-        return
-    root.mkdir(parents=True, exist_ok=True)
-    path = root / LOCK_NAME
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            try:
-                holder = json.loads(path.read_text() or "{}")
-            except ValueError:
-                holder = {}
-            raise ValueError(f"{root}: run directory is in use by pid {holder.get('pid', '?')} on "
-                             f"{holder.get('host', '?')}; wait for it or choose another --out") from None
-        info = {"pid": os.getpid(), "host": socket.gethostname(),
-                "since": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, (json.dumps(info) + "\n").encode(), 0)
-        try:
-            yield
-        finally:
-            os.ftruncate(fd, 0)
-            fcntl.flock(fd, fcntl.LOCK_UN)
-    finally:
-        os.close(fd)
+    """Hold the run directory's exclusive lock (``harness.lock.RunLock``, the lock every
+    one-process run takes) for the block; RunLocked (a ValueError, one line) when another live
+    process has it."""
+    from harness.lock import RunLock
+
+    with RunLock(root, log=log):
+        yield
 
 
 def strip_nproc(argv: list[str]) -> list[str]:

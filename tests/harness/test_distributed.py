@@ -4,7 +4,6 @@ and a 2-rank run in both modes whose results.csv equals the one-process run's.""
 from __future__ import annotations
 
 import csv
-import fcntl
 import json
 import os
 import signal
@@ -76,13 +75,13 @@ def test_launcher_command_and_env() -> None:
 
 
 def test_run_lock_excludes_a_second_holder(tmp_path: Path) -> None:
+    # the launcher's lock is harness.lock.RunLock: another process (a one-process run) is refused
+    probe = ("import sys; from pathlib import Path; from harness.lock import RunLock\n"
+             "try:\n    RunLock(Path(sys.argv[1])).__enter__()\nexcept ValueError:\n    sys.exit(3)")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
     with run_lock(tmp_path):
-        fd = os.open(tmp_path / ".lock", os.O_RDWR)
-        try:
-            with pytest.raises(BlockingIOError):
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        finally:
-            os.close(fd)
+        assert subprocess.run([sys.executable, "-c", probe, str(tmp_path)], env=env).returncode == 3
+    assert subprocess.run([sys.executable, "-c", probe, str(tmp_path)], env=env).returncode == 0
     with run_lock(tmp_path):  # released on exit: can be taken again
         pass
 
