@@ -118,3 +118,16 @@ def test_readme_encoder_and_source_run_in_a_suite(plugin_dir: Path) -> None:
     assert main(["run", "s.yaml", "--out", "out", "--quiet", "--no-report"]) == 0
     rows = list(csv.DictReader(open(plugin_dir / "out" / "results.csv", encoding="utf-8")))
     assert rows and rows[0]["encoder"] == "TrigramBytes" and float(rows[0]["bpb"]) > 0
+
+
+def test_results_doc_lists_the_results_columns() -> None:
+    """docs/results.md's results.csv table is the schema, in order (new columns may follow it)."""
+    from core.schema import RESULT_COLUMNS
+
+    text = (ROOT / "docs" / "results.md").read_text(encoding="utf-8")
+    table = text[text.index("`results.csv` — one row per cell"):text.index("`samples.jsonl` —")]
+    listed = re.findall(r"^\| `([a-z_]+)` \|", table, flags=re.M)
+    assert listed == RESULT_COLUMNS[:len(listed)] and "encoder_name" in listed
+    # at least every column up to `fingerprint` (the columns appended after it are documented
+    # by the branches that add them, as rows of the same table)
+    assert len(listed) > RESULT_COLUMNS.index("fingerprint"), listed
