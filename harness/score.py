@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -108,6 +108,7 @@ def score_items(
     bf16: bool = False,
     stats: dict[str, float] | None = None,
     needed: Sequence[bool] | None = None,
+    progress: Callable[[int], Any] | None = None,
 ) -> list[DocScore | None]:
     """Score documents: windows of all items — of many cells, when the caller packs them — are
     batched together (``batch_windows`` per forward, longest first so padded encoders waste
@@ -122,6 +123,8 @@ def score_items(
     needed: per item; batches are formed over all items, but a batch without a window of a
     needed item is skipped, and items not needed get None (a resumed run forms the same batches
     as a fresh one, so its numbers are identical).
+    progress: called with the number of windows done after each forward (a progress bar's
+    ``update``).
     """
     encoder.eval()
     flat: list[tuple[int, bytes, int]] = []  # (item index, window bytes, score_from)
@@ -164,6 +167,8 @@ def score_items(
                     # segments must tile the scored span like the units do (core.segments)
                     check_tiling(units.segments[j], len(wins[j]) - sfrom[j], type(encoder).__name__)
                     per_window_segs[fi] = units.segments[j]
+            if progress is not None:
+                progress(len(idx))
     finally:
         feed.close()
     per_item_nll: list[list[np.ndarray]] = [[] for _ in items]
