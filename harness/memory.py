@@ -50,8 +50,9 @@ def train_estimate(params: int, backbone: Any, budget: Any, vocab: int = 256,
     """What it counts:
 
     * weights, gradients and AdamW's two moments in float32: 16 B per parameter;
-    * activations autograd keeps for backward in one step of W = batch_bytes // context_bytes
-      windows of T = context_bytes positions (one position per byte: an upper bound for
+    * activations autograd keeps for backward in one micro-batch of W = micro_batch_bytes //
+      context_bytes windows (batch_bytes when micro-batching is off: only one micro-batch's
+      activations are alive at a time) of T = context_bytes positions (one position per byte: an upper bound for
       token-level encoders): per layer (13 + 2·mlp_ratio)·T·dim values — norm inputs and outputs
       (4), q, k, v and the rotated q, k (5), attention output and its logsumexp-sized state (2),
       projection input and residual (2), the MLP hidden before and after the activation
@@ -64,7 +65,9 @@ def train_estimate(params: int, backbone: Any, budget: Any, vocab: int = 256,
     BackboneConfig or None (no transformer); ``budget``: a BudgetConfig.
     """
     T = int(budget.context_bytes)
-    W = max(1, int(budget.batch_bytes) // max(1, T))
+    step = int(budget.batch_bytes)
+    micro = int(getattr(budget, "micro_batch_bytes", 0) or 0)
+    W = max(1, (min(step, micro) if micro > 0 else step) // max(1, T))
     per_window = 2 * T * int(vocab)
     if backbone is not None:
         d, L, r = int(backbone.dim), int(backbone.layers), int(backbone.mlp_ratio)

@@ -101,3 +101,18 @@ def test_catch_all_bound_spares_flop_budgets() -> None:
     assert bound_problem("max_flops", 3e19) is None
     assert "absurdly large" in (bound_problem("window", 1.6e15) or "")
     assert bound_problem("layers", 12) is None and bound_problem("layers", 2048)
+
+
+def test_micro_batches_shrink_the_activation_estimate() -> None:
+    # Only one micro-batch's activations are alive at a time: 256-byte steps in 64-byte
+    # micro-batches keep a quarter of the activations, and the same weight/optimizer state.
+    from encoders.backbone import BackboneConfig
+    from harness.suite import BudgetConfig
+
+    bb = BackboneConfig(layers=2, dim=32, heads=4, mlp_ratio=4)
+    whole = train_estimate(1000, bb, BudgetConfig(train_bytes=10_000, context_bytes=64, batch_bytes=256,
+                                                  warmup_bytes=0))
+    micro = train_estimate(1000, bb, BudgetConfig(train_bytes=10_000, context_bytes=64, batch_bytes=256,
+                                                  warmup_bytes=0, micro_batch_bytes=64))
+    assert micro.activations * 4 == whole.activations
+    assert micro.weights + micro.grads + micro.adamw == whole.weights + whole.grads + whole.adamw
