@@ -68,6 +68,8 @@ class UnitNLL:
     end:    (U,) long, one past the last byte. Spans of one window tile [score_from, len) exactly.
     segments: per window, the byte lengths of the encoder's segments (tokens / patches) that start
         inside the scored span — bytes/token and patch-size statistics come from these.
+    window_var: (W,) float64 nats², or None for exact scores: the Monte Carlo variance of each
+        window's total NLL when it is an estimate (masked diffusion's NELBO, ``encoders/mdm.py``).
     """
 
     nll: torch.Tensor
@@ -75,6 +77,7 @@ class UnitNLL:
     start: torch.Tensor
     end: torch.Tensor
     segments: list[list[int]] | None = None
+    window_var: torch.Tensor | None = None
 
     def byte_nll(self, lengths: Sequence[int], score_from: Sequence[int]) -> list[torch.Tensor]:
         """Spread each unit's NLL evenly over its bytes.

@@ -38,12 +38,14 @@ class ScoreItem:
 
 @dataclass
 class DocScore:
-    """Result for one document. nll in nats; byte_nll (n_scored,) float64 nats per scored byte."""
+    """Result for one document. nll in nats; byte_nll (n_scored,) float64 nats per scored byte;
+    nll_var: Monte Carlo variance (nats²) of ``nll`` when it is an estimate (MDM), else 0."""
 
     nll: float
     n_units: int
     segments: list[int] | None
     byte_nll: np.ndarray
+    nll_var: float = 0.0
 
 
 def plan_full(data: bytes, context: int, stride: int) -> ScoreItem:
@@ -81,17 +83,25 @@ def score_items(
     device: torch.device,
     batch_windows: int = 32,
     bf16: bool = False,
+    mc_samples: int | None = None,
 ) -> list[DocScore]:
     """Score documents: windows of all items are batched together (``batch_windows`` per
     forward), per-unit NLL is spread onto bytes (``UnitNLL.byte_nll``, which also checks that
-    units tile the scored bytes exactly once) and summed per document."""
+    units tile the scored bytes exactly once) and summed per document.
+
+    mc_samples: Monte Carlo samples per window for encoders whose score is an estimate (masked
+    diffusion); their per-window variances (``UnitNLL.window_var``) add up in ``DocScore.nll_var``
+    (windows draw independent samples)."""
     encoder.eval()
+    if mc_samples is not None and hasattr(encoder, "mc_samples"):
+        encoder.mc_samples = mc_samples
     flat: list[tuple[int, bytes, int]] = []  # (item index, window bytes, score_from)
     for i, it in enumerate(items):
         for w in it.windows:
             flat.append((i, it.data[w.start : w.end], w.score_from))
     per_item_nll: list[list[np.ndarray]] = [[] for _ in items]
     per_item_units = [0] * len(items)
+    per_item_var = [0.0] * len(items)
     per_item_segs: list[list[int] | None] = [None] * len(items)
     autocast = (
         torch.autocast("cuda", dtype=torch.bfloat16) if bf16 and device.type == "cuda"
@@ -106,8 +116,11 @@ def score_items(
             units = encoder(batch)
         per_window = units.byte_nll([len(w) for w in wins], sfrom)
         counts = torch.bincount(units.window.cpu(), minlength=len(chunk)).tolist()
+        wvar = units.window_var.cpu().tolist() if units.window_var is not None else None
         for j, (i, _, _) in enumerate(chunk):
             per_item_nll[i].append(per_window[j].numpy())
+            if wvar is not None:
+                per_item_var[i] += wvar[j]
             per_item_units[i] += counts[j]
             if units.segments is not None:
                 segs = per_item_segs[i] if per_item_segs[i] is not None else []
@@ -116,5 +129,5 @@ def score_items(
     out = []
     for i in range(len(items)):
         bn = np.concatenate(per_item_nll[i]) if per_item_nll[i] else np.zeros(0)
-        out.append(DocScore(float(bn.sum()), per_item_units[i], per_item_segs[i], bn))
+        out.append(DocScore(float(bn.sum()), per_item_units[i], per_item_segs[i], bn, per_item_var[i]))
     return out
