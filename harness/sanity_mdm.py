@@ -59,13 +59,13 @@ def tiny_mdm_encoder(name: str, seed: int = 0, backbone: BackboneConfig | None =
 
 
 @torch.no_grad()
-def probe_mdm_leak(enc: Encoder, data: bytes, rng: random.Random, score_from: int | None = None,
-                   n_single: int = 6, tol: float = 1e-5) -> ProbeResult:
-    """Mask about half of the scored units of ``data``; compare the masked units' log-probs after
-    (a) replacing one masked unit's true id (for that unit's own prediction) and (b) replacing the
-    true ids of all masked units at once (for every masked prediction)."""
+def mdm_leak_deltas(enc: Encoder, data: bytes, rng: random.Random, score_from: int | None = None,
+                    n_single: int = 6) -> tuple[float, float, int]:
+    """Mask about half of the scored units of ``data``; return the largest |Δ log p| of the masked
+    units after (a) replacing one masked unit's true id (for that unit's own prediction) and (b)
+    replacing the true ids of all masked units at once (for every masked prediction), and the
+    number of masked units."""
     enc.eval()
-    name = getattr(enc, "registry_name", type(enc).__name__) + "[mdm]"
     sf = len(data) // 4 if score_from is None else score_from
     ids, scored = enc.mdm_probe_input(data, sf)  # type: ignore[attr-defined]
     dev = next(enc.parameters()).device
@@ -93,9 +93,17 @@ def probe_mdm_leak(enc: Encoder, data: bytes, rng: random.Random, score_from: in
     for s in masked:
         x[0, s] = other(int(x[0, s]))
     worst_all = float((logp(x) - base).abs().max())
+    return worst_one, worst_all, len(masked)
+
+
+def probe_mdm_leak(enc: Encoder, data: bytes, rng: random.Random, score_from: int | None = None,
+                   tol: float = 1e-5) -> ProbeResult:
+    """``mdm_leak_deltas`` (a) and (b) must both stay within ``tol``."""
+    name = getattr(enc, "registry_name", type(enc).__name__) + "[mdm]"
+    worst_one, worst_all, n_masked = mdm_leak_deltas(enc, data, rng, score_from)
     ok = worst_one <= tol and worst_all <= tol
     detail = (f"max |Δ log p| = {worst_one:.2e} changing one masked unit, {worst_all:.2e} changing all "
-              f"{len(masked)} at once (tol {tol:g})")
+              f"{n_masked} at once (tol {tol:g})")
     return ProbeResult(name, "mdm_leak", ok, detail, max(worst_one, worst_all))
 
 
@@ -146,4 +154,4 @@ def probe_mdm_entropy(name: str, device: torch.device, train_bytes: int = 250_00
                        f"({mc_samples} MC samples/window)", bpb)
 
 
-__all__ = ["probe_mdm_entropy", "probe_mdm_leak", "probe_mdm_leak_trained", "supports_mdm", "tiny_mdm_encoder"]
+__all__ = ["mdm_leak_deltas", "probe_mdm_entropy", "probe_mdm_leak", "probe_mdm_leak_trained", "supports_mdm", "tiny_mdm_encoder"]
