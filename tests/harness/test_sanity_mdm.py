@@ -87,7 +87,7 @@ def test_bytes_and_bpe_support_mdm_and_others_do_not() -> None:
 
 
 def test_entropy_probe_passes_an_honest_model() -> None:
-    r = probe_mdm_entropy("bytes", CPU, train_bytes=60_000)
+    r = probe_mdm_entropy("bytes", CPU, train_bytes=30_000, mc_samples=4)
     assert r.ok, r.detail
 
 
@@ -95,7 +95,7 @@ def test_entropy_probe_catches_a_model_that_sees_masked_values(monkeypatch: pyte
     import harness.sanity_mdm as sm
 
     monkeypatch.setattr(sm, "tiny_mdm_encoder", lambda name, seed=0: _model(SeesEverything).train())
-    r = probe_mdm_entropy("bytes", CPU, train_bytes=60_000)
+    r = probe_mdm_entropy("bytes", CPU, train_bytes=60_000, mc_samples=4)
     assert not r.ok and "BEATS" in r.detail
 
 
