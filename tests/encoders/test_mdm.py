@@ -59,14 +59,14 @@ def test_mask_marginal_probability(span: int) -> None:
         assert float(same) > 0.8
 
 
-def _mc(enc: ByteEncoder, window: bytes, score_from: int, samples: int) -> tuple[float, float]:
+def _mc(enc: ByteEncoder | BpeEncoder, window: bytes, score_from: int, samples: int) -> tuple[float, float]:
     """(NELBO estimate in nats, its standard error) through the harness's scoring function."""
     item = ScoreItem(window, [Window(0, score_from, len(window))])
     (sc,) = score_items(enc, [item], torch.device("cpu"), batch_windows=1, mc_samples=samples)
     return sc.nll, math.sqrt(sc.nll_var)
 
 
-def _exact(enc: ByteEncoder, window: bytes, score_from: int) -> float:
+def _exact(enc: ByteEncoder | BpeEncoder, window: bytes, score_from: int) -> float:
     ids, scored = enc.mdm_probe_input(window, score_from)
     slots = scored[0].nonzero().flatten().tolist()
     valid = torch.ones_like(scored)
@@ -77,7 +77,7 @@ def _exact(enc: ByteEncoder, window: bytes, score_from: int) -> float:
         mask[0, pos] = True
         with torch.no_grad():
             logp = torch.log_softmax(enc.mdm_logits(ids, mask, valid)[0].double(), -1)
-        return float(-logp[pos, ids[0, pos]].sum())
+        return float(-logp[pos, ids[0, pos]].sum())  # PAD slots included, as in scoring
 
     return exact_elbo(f, len(slots))
 
@@ -90,6 +90,19 @@ def test_estimator_matches_exact_enumeration(schedule: str) -> None:
     est, se = _mc(enc, window, sf, 10_000)
     assert se < 0.02 * exact
     assert abs(est - exact) < 4 * se, (est, exact, se)
+
+
+def test_bpe_estimator_with_pad_slots_matches_exact_enumeration() -> None:
+    enc = _bpe_mdm()
+    with torch.no_grad():
+        enc.embed.weight.normal_(0, 1.0)
+        enc.head.weight.normal_(0, 0.5)
+    window, sf = b"the cat sat", 5  # scored b"at sat": 6 slots, tokens then PADs
+    u = enc.mdm_units(window, sf)
+    assert len(u.spans) == 6 and any(s is None for s in u.spans)
+    exact = _exact(enc, window, sf)
+    est, se = _mc(enc, window, sf, 10_000)
+    assert abs(est - exact) < 4 * se and se < 0.02 * exact, (est, exact, se)
 
 
 def test_exact_elbo_of_a_context_free_model_is_the_sum_of_nlls() -> None:
@@ -173,7 +186,8 @@ def test_bpe_pads_to_one_slot_per_scored_byte_and_counts_pad_nll() -> None:
     assert all(i == enc.pad for i, s in zip(u1.ids[u1.n_ctx :], u1.spans) if s is None)
     enc.mc_samples = 4
     batch = enc.collate([w1], [2])
-    units = enc(batch)
+    with torch.no_grad():
+        units = enc(batch)
     # Units tile the scored bytes; their NLL includes the PAD slots' (folded into the last token).
     per_byte = units.byte_nll([len(w1)], [2])[0]
     total = float(units.nll.sum())
