@@ -190,8 +190,16 @@ class MaskedDiffusion:
         holds a real scored unit), ``ustart``/``uend`` (its byte span), ``attach`` (slot whose
         unit a scored slot's NLL is added to: itself, or the last real unit for a PAD).
         """
-        S = 1 if self.training else max(1, int(self.mc_samples))  # type: ignore[attr-defined]
         units = [self.mdm_units(w, s) for w, s in zip(windows, score_from)]
+        # Scoring masks are seeded by the scored bytes only: clean and perturbed prefixes share them.
+        seeds = [w[s:] for w, s in zip(windows, score_from)]
+        return self.mdm_collate_units(units, seeds, sum(len(w) - s for w, s in zip(windows, score_from)))
+
+    def mdm_collate_units(self, units: Sequence[MdmUnits], seeds: Sequence[bytes],
+                          scored_bytes: int) -> TensorBatch:
+        """``mdm_collate`` from prepared unit sequences; ``seeds[i]`` (bytes) seeds window i's
+        scoring masks and times."""
+        S = 1 if self.training else max(1, int(self.mc_samples))  # type: ignore[attr-defined]
         W = len(units)
         N = max((len(u.ids) for u in units), default=0)
         ids = torch.zeros(W, N, dtype=torch.long)
@@ -203,7 +211,7 @@ class MaskedDiffusion:
         attach = torch.full((W, N), -1, dtype=torch.long)
         mask = torch.zeros(W * S, N, dtype=torch.bool)
         t = torch.ones(W * S, dtype=torch.float64)
-        for i, (u, w, s) in enumerate(zip(units, windows, score_from)):
+        for i, (u, seed) in enumerate(zip(units, seeds)):
             n, k = len(u.ids), len(u.spans)
             ids[i, :n] = torch.tensor(u.ids, dtype=torch.long)
             valid[i, :n] = True
@@ -219,8 +227,7 @@ class MaskedDiffusion:
             if k and last < 0:
                 raise ValueError("a window's scored slots hold no real unit (only PAD)")
             if not self.training and k:
-                # Seeded by the scored bytes only: clean and perturbed prefixes share t and masks.
-                gen = torch.Generator().manual_seed(seed_of(w[s:]))
+                gen = torch.Generator().manual_seed(seed_of(seed))
                 tt = stratified_t(S, gen)
                 t[i * S : (i + 1) * S] = tt
                 mask[i * S : (i + 1) * S, u.n_ctx : u.n_ctx + k] = sample_mask(
@@ -233,7 +240,7 @@ class MaskedDiffusion:
             "real": real, "ustart": ustart, "uend": uend, "attach": attach,
         }
         meta = {"mc_samples": S, "segments": None if all(x is None for x in segs) else segs}
-        return TensorBatch(tensors, meta, sum(len(w) - s for w, s in zip(windows, score_from)))
+        return TensorBatch(tensors, meta, scored_bytes)
 
     def _training_masks(self, scored: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """t (R,) stratified across the batch and masks (R, N) for one training step, from a CPU
