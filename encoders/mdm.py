@@ -87,6 +87,25 @@ def stratified_t(n: int, gen: torch.Generator) -> torch.Tensor:
     return (torch.arange(n, dtype=torch.float64) + 1.0 - u) / n
 
 
+def stratified_variance(per_copy: torch.Tensor) -> torch.Tensor:
+    """Variance of the mean of each row of ``per_copy`` (W, S): the S estimates of one window in
+    stratum order (increasing t). NaN for S = 1.
+
+    The copies share one uniform offset (systematic sampling), so the plain sample variance / S
+    overstates the error by the smooth trend *between* strata (about 2x in SE for the cosine
+    schedule). Successive differences d_h = e_h − e_{h−1} remove that trend; the first one is
+    counted twice because the lowest-t copy carries the heavy tail of w(t) (1/t for linear) and
+    would otherwise enter once while every other copy enters twice:
+    v = (Σ_h d_h² + d_1²) / (2 S²), which equals σ²/S in expectation for independent copies.
+    On a sharp random model (300 repeats, S = 8 and 32) its RMS matched the empirical SD of the
+    estimate within 2 % for both schedules (tests/encoders/test_mdm.py checks it)."""
+    W, S = per_copy.shape
+    if S < 2:
+        return torch.full((W,), math.nan, dtype=torch.float64, device=per_copy.device)
+    d2 = (per_copy[:, 1:] - per_copy[:, :-1]) ** 2
+    return (d2.sum(1) + d2[:, 0]) / (2.0 * S * S)
+
+
 def sample_mask(p: torch.Tensor, n_units: int, gen: torch.Generator, span: int = 1) -> torch.Tensor:
     """(R, n_units) bool: unit i of row r masked with probability p[r] (p: (R,) float64).
 
@@ -280,8 +299,7 @@ class MaskedDiffusion:
         term = term.double()
         per_copy = torch.zeros(R, dtype=torch.float64, device=ids.device).index_add_(0, r, term)
         per_copy = per_copy.view(W, S)
-        var = per_copy.var(dim=1, unbiased=True) / S if S > 1 else torch.full(
-            (W,), math.nan, dtype=torch.float64, device=ids.device)
+        var = stratified_variance(per_copy)
         slot = torch.zeros(W, N, dtype=torch.float64, device=ids.device)
         slot.index_put_((r // S, batch["attach"][r // S, n]), term / S, accumulate=True)
         b, m = batch["real"].nonzero(as_tuple=True)

@@ -211,3 +211,24 @@ def test_ar_default_is_unchanged() -> None:
     assert enc.backbone is not None and enc.backbone.causal
     with pytest.raises(NotImplementedError):
         ByteEncoder(ByteConfig(objective="mdm"), TINY).predict_logprobs(b"abc", [1])
+
+
+@pytest.mark.parametrize("schedule", ["linear", "cosine"])
+def test_reported_standard_error_is_calibrated(schedule: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Re-seed the scoring masks 150 times: the RMS of the reported SE must match the spread of the
+    # estimates (the plain sample variance overstates the cosine SE about 2x; see
+    # encoders.mdm.stratified_variance).
+    import encoders.mdm as mdm
+
+    enc = sharp_bytes_model(2, schedule)
+    item = ScoreItem(b"the bound does not depend on the schedule, only the variance", [Window(0, 10, 61)])
+    seed_of = mdm.seed_of
+    est, var = [], []
+    for rep in range(150):
+        monkeypatch.setattr(mdm, "seed_of", lambda d, salt=0, rep=rep: seed_of(d, rep))
+        (sc,) = score_items(enc, [item], torch.device("cpu"), mc_samples=8)
+        est.append(sc.nll)
+        var.append(sc.nll_var)
+    sd = float(torch.tensor(est).std())
+    rms_se = math.sqrt(sum(var) / len(var))
+    assert 0.8 < rms_se / sd < 1.25, (rms_se, sd)
