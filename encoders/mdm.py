@@ -277,7 +277,7 @@ class MaskedDiffusion:
         """Training: NELBO terms w(t)·NLL of the masked slots (loss = Σ / scored bytes, as for AR).
         Scoring: per real scored unit, the mean over the S copies of its w(t)-weighted NLL (PAD
         slots folded into the window's last unit), so a window's units sum to its NELBO estimate;
-        ``window_var`` (W,) = variance of that estimate (sample variance / S; NaN when S = 1)."""
+        ``window_var`` (W,) = variance of that estimate (``stratified_variance``; NaN when S = 1)."""
         ids, valid, scored = batch["ids"], batch["valid"], batch["scored"]
         S = int(batch.meta["mc_samples"])
         R, N = ids.shape
