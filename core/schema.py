@@ -12,6 +12,8 @@ RESULT_COLUMNS: list[str] = [
     "perturbation_id", "severity", "mode", "n_docs", "n_bytes", "n_bytes_clean", "nll_nats", "bpb",
     "bpb_clean", "byte_ppl", "word_ppl", "token_ppl", "token_unit", "n_tokens", "n_segments",
     "bytes_per_segment", "segment_unit", "n_words", "edit_rate", "fingerprint",
+    # issue #18 (docs/mdm.md): training objective, and the Monte Carlo standard error of bpb
+    "objective", "bpb_se",
 ]
 # One row per (cell, analysis, bucket).
 BUCKET_COLUMNS: list[str] = [
@@ -23,7 +25,7 @@ CELL_KEYS: list[str] = ["encoder", "seed", "dataset", "perturbation_id", "severi
 # Text-valued columns of results.csv; every other column is numeric.
 STRING_COLUMNS: list[str] = [
     "encoder", "encoder_name", "dataset", "language", "script", "perturbation", "perturbation_id",
-    "mode", "token_unit", "segment_unit", "fingerprint",
+    "mode", "token_unit", "segment_unit", "fingerprint", "objective",
 ]
 NUMERIC_COLUMNS: list[str] = [c for c in RESULT_COLUMNS if c not in STRING_COLUMNS]
 # Columns a results.csv must have to be read at all.

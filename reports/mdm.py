@@ -5,7 +5,7 @@ An MDM's BPB is its NELBO — an UPPER BOUND on the model's own NLL, estimated b
 while an AR encoder's BPB is its exact NLL; every table this module makes says so.
 
     df = ar_vs_mdm(load_run(run_dir))        # one row per (AR, MDM) pair and mode
-    md = ar_vs_mdm_markdown(df)              # a Markdown block ("" when there is no pair)
+    # reports.render shows it with TABLE_SPEC / TITLE / NOTE (section "AR vs MDM", when not empty)
 
 Pairs: an MDM encoder and an AR encoder with the same registry name and the same config apart from
 the MDM keys (``objective``, ``mdm_*``), from run.json; without run.json, the one AR and one MDM
@@ -28,9 +28,9 @@ label of an encoder name. Columns (BPB in bits per UTF-8 byte; clean cells):
 
 from __future__ import annotations
 
-import html
 import json
 import math
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -195,36 +195,29 @@ def _f(x: Any, sign: bool = False) -> str:
 def _ci(lo: Any, hi: Any, sign: bool = False) -> str:
     if not (math.isfinite(float(lo)) and math.isfinite(float(hi))):
         return ""
-    return f"[{_f(lo, sign)}, {_f(hi, sign)}]"
+    return f" [{_f(lo, sign)}, {_f(hi, sign)}]"
 
 
-def _md(s: str) -> str:
-    """Escape text for a Markdown table cell (and HTML inside it)."""
-    return html.escape(s).replace("|", "\\|")
+# (heading, row -> display string, numeric) for ``reports.render``'s one table renderer, which
+# escapes every cell for HTML and Markdown.
+TABLE_SPEC: list[tuple[str, Callable[[Any], str], bool]] = [
+    ("AR", lambda r: str(r.ar), False),
+    ("MDM", lambda r: str(r.mdm), False),
+    ("mode", lambda r: str(r.mode), False),
+    ("AR BPB (exact) [95 % CI]", lambda r: _f(r.bpb_ar) + _ci(r.bpb_ar_lo, r.bpb_ar_hi), True),
+    ("MDM BPB (NELBO ≥ NLL) ± MC se [95 % CI]",
+     lambda r: f"{_f(r.bpb_mdm)} ± {_f(r.bpb_se)}" + _ci(r.bpb_mdm_lo, r.bpb_mdm_hi), True),
+    ("gap MDM − AR [95 % CI]", lambda r: _f(r.gap, True) + _ci(r.gap_lo, r.gap_hi, True), True),
+    ("mean ΔBPB AR", lambda r: _f(r.delta_ar, True), True),
+    ("mean ΔBPB MDM", lambda r: _f(r.delta_mdm, True), True),
+    ("ΔBPB MDM − AR [95 % CI]",
+     lambda r: _f(r.delta_diff, True) + _ci(r.delta_diff_lo, r.delta_diff_hi, True), True),
+    ("docs", lambda r: str(int(r.n_docs)), True),
+]
+TITLE = "AR vs MDM per encoder"
+NOTE = (BOUND_NOTE + " ΔBPB = BPB(perturbed) − BPB(clean), mean over perturbations at their "
+        "highest severity (> 0 is degradation). CIs: bootstrap over documents, paired; the MDM "
+        "level and gap CIs are widened by the Monte Carlo standard error in quadrature.")
 
 
-def ar_vs_mdm_markdown(df: pd.DataFrame) -> str:
-    """The AR-vs-MDM block as Markdown ("" when the run has no AR/MDM pair)."""
-    if not len(df):
-        return ""
-    head = ["AR", "MDM", "mode", "AR BPB [95 % CI]", "MDM NELBO BPB ≥ NLL (± MC se) [95 % CI]",
-            "gap MDM − AR [95 % CI]", "mean ΔBPB AR", "mean ΔBPB MDM", "MDM − AR [95 % CI]"]
-    lines = ["## AR vs MDM per encoder", "", _md(BOUND_NOTE), "",
-             "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for r in df.itertuples():
-        cells = [
-            _md(r.ar), _md(r.mdm), _md(r.mode),
-            f"{_f(r.bpb_ar)} {_ci(r.bpb_ar_lo, r.bpb_ar_hi)}",
-            f"{_f(r.bpb_mdm)} ± {_f(r.bpb_se)} {_ci(r.bpb_mdm_lo, r.bpb_mdm_hi)}",
-            f"{_f(r.gap, True)} {_ci(r.gap_lo, r.gap_hi, True)}",
-            _f(r.delta_ar, True), _f(r.delta_mdm, True),
-            f"{_f(r.delta_diff, True)} {_ci(r.delta_diff_lo, r.delta_diff_hi, True)}",
-        ]
-        lines.append("| " + " | ".join(c.strip() for c in cells) + " |")
-    lines += ["", _md("ΔBPB = BPB(perturbed) − BPB(clean), mean over perturbations at their highest "
-                      "severity; > 0 is degradation. CIs: bootstrap over documents (paired); MDM "
-                      "CIs on levels widened by its Monte Carlo standard error."), ""]
-    return "\n".join(lines)
-
-
-__all__ = ["BOUND_NOTE", "ar_vs_mdm", "ar_vs_mdm_markdown", "pairs"]
+__all__ = ["BOUND_NOTE", "NOTE", "TABLE_SPEC", "TITLE", "ar_vs_mdm", "pairs"]

@@ -22,7 +22,7 @@ import jinja2
 import markupsafe
 import pandas as pd
 
-from reports import load
+from reports import load, mdm
 from reports.surprisal import BIN_LABELS, build_samples
 from reports.tables import Tables, clean_buckets, compute_tables, language_note
 
@@ -496,6 +496,8 @@ def _render(data: load.RunData, out_dir: Path, title: str, n_boot: int, n_perm: 
     t = compute_tables(data, n_boot=n_boot, n_perm=n_perm, seed=seed)
     tables = build_tables(t)
     tables["buckets"] = bucket_table(data.buckets, t.encoders)
+    tables["ar_vs_mdm"] = _table("ar_vs_mdm", mdm.TITLE, mdm.TABLE_SPEC,
+                                 mdm.ar_vs_mdm(data, n_boot=n_boot, seed=seed), note=mdm.NOTE)
     figs = _figures(t, data, out_dir / "figures", svg)
     samples = build_samples(data.texts, t.encoders)
     from matplotlib.colors import to_hex
@@ -537,6 +539,7 @@ def _markdown(ctx: dict[str, Any], tables: dict[str, Table], figs: dict[str, Fig
     sections = [
         ("Robustness", ["robustness", "families"], ["severity_", "delta_heatmap"]),
         ("Comparisons", ["pairs", "comparisons"], []),
+        ("AR vs MDM", ["ar_vs_mdm"], []),
         ("Multilingual", ["languages", "languages_delta", "scripts"], ["languages"]),
         ("Morphology", ["buckets"], ["buckets"]),
         ("Efficiency", ["efficiency"], ["loss_curves", "segments"]),

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from reports.load import load_run
-from reports.mdm import ar_vs_mdm, ar_vs_mdm_markdown, pairs
+from reports.mdm import TABLE_SPEC, ar_vs_mdm, pairs
+from reports.render import render_run
 
 LN2 = math.log(2.0)
 # encoder -> objective, per-doc clean NLL (nats), per-doc perturbed NLL; 3 docs of 100 bytes
@@ -64,11 +65,22 @@ def test_ar_vs_mdm_matches_hand_computation(tmp_path: Path) -> None:
     assert r.bpb_mdm_hi - r.bpb_mdm >= 1.959 * SE and r.bpb_mdm - r.bpb_mdm_lo >= 1.959 * SE
     assert r.bpb_ar_lo <= r.bpb_ar <= r.bpb_ar_hi
     assert r.delta_diff_lo <= r.delta_diff <= r.delta_diff_hi
-    md = ar_vs_mdm_markdown(df)
-    assert "upper bound" in md and "b\\|ar" in md and "| b|ar" not in md
+    cells = [fn(r) for _, fn, _ in TABLE_SPEC]
+    assert cells[4].startswith(f"{r.bpb_mdm:.3f} ± {SE:.3f} [")
+
+
+def test_report_shows_the_block_escaped_and_states_the_bound(tmp_path: Path) -> None:
+    render_run(_write_run(tmp_path / "run"), n_boot=50)
+    md = (tmp_path / "run" / "report.md").read_text(encoding="utf-8")
+    html = (tmp_path / "run" / "report.html").read_text(encoding="utf-8")
+    assert "AR vs MDM" in md and "upper bound" in md and "b\\|ar" in md and "| b|ar |" not in md
+    assert 'id="mdm"' in html and "upper bound" in html
 
 
 def test_runs_without_objective_have_no_pairs(tmp_path: Path) -> None:
     data = load_run(_write_run(tmp_path / "old", with_objective=False))
     assert pairs(data) == []
-    assert ar_vs_mdm_markdown(ar_vs_mdm(data)) == ""
+    assert ar_vs_mdm(data).empty
+    assert (data.results["objective"] == "ar").all() and (data.results["bpb_se"] == 0).all()
+    render_run(tmp_path / "old", n_boot=20)
+    assert "AR vs MDM" not in (tmp_path / "old" / "report.md").read_text(encoding="utf-8")
