@@ -225,10 +225,17 @@ class BpeEncoder(MaskedDiffusion, Encoder):
         tok = self._tok()
         ctx_ids = tok.encode(window[:score_from])
         tgt_ids, spans = tok.encode_with_offsets(window[score_from:])
-        n_slots = len(window) - score_from
-        slots: list[tuple[int, int] | None] = [(score_from + a, score_from + b) for a, b in spans]
-        slots += [None] * (n_slots - len(tgt_ids))
-        ids = [self.bos, *ctx_ids, *tgt_ids] + [self.pad] * (n_slots - len(tgt_ids))
+        return self.mdm_units_from_tokens(ctx_ids, tgt_ids, spans, score_from, len(window) - score_from)
+
+    def mdm_units_from_tokens(self, ctx_ids: Sequence[int], tgt_ids: Sequence[int],
+                              spans: Sequence[tuple[int, int]], offset: int, n_bytes: int) -> MdmUnits:
+        """MDM units from given token ids: BOS, context tokens, scored tokens (byte ``spans``
+        relative to the scored part, which starts at window byte ``offset`` and has ``n_bytes``
+        bytes), then PAD up to ``n_bytes`` slots."""
+        n_pad = n_bytes - len(tgt_ids)
+        slots: list[tuple[int, int] | None] = [(offset + a, offset + b) for a, b in spans]
+        slots += [None] * n_pad
+        ids = [self.bos, *ctx_ids, *tgt_ids] + [self.pad] * n_pad
         return MdmUnits(ids, 1 + len(ctx_ids), slots, [b - a for a, b in spans])
 
     def hidden(self, inputs: torch.Tensor) -> torch.Tensor:
