@@ -109,3 +109,11 @@ def test_trained_mdm_learns_something() -> None:
     enc.mc_samples = 4
     bpb, _ = score_bpb(enc, [text], CPU, 64)
     assert bpb < 6.0
+
+
+def test_tokbench_sanity_runs_the_leak_probe_for_mdm_encoders(capsys: pytest.CaptureFixture[str]) -> None:
+    from harness.sanity import run_sanity
+
+    assert run_sanity(["bytes"], "cpu", quick=True)
+    out = capsys.readouterr().out
+    assert "bytes      causality" in out and "bytes[mdm] mdm_leak" in out
