@@ -598,6 +598,10 @@ def _render(data: load.RunData, out_dir: Path, title: str, n_boot: int, n_perm: 
     tables["ar_vs_mdm"] = _table("ar_vs_mdm", mdm.TITLE, mdm.TABLE_SPEC,
                                  mdm.ar_vs_mdm(data, n_boot=n_boot, seed=seed), note=mdm.NOTE)
     figs = _figures(t, data, out_dir / "figures", svg)
+    # Scaling sweeps (flop_budget set): their own section, fitted from the same rows.
+    from reports.scaling_report import scaling_section
+
+    scaling = scaling_section(data.results, out_dir / "figures", n_boot=min(n_boot, 400), seed=seed, svg=svg)
     samples = build_samples(data.texts, t.encoders)
     from matplotlib.colors import to_hex
 
@@ -623,12 +627,13 @@ def _render(data: load.RunData, out_dir: Path, title: str, n_boot: int, n_perm: 
         anomaly_causes=[(m, ANOMALY_CAUSES[m]) for m in t.modes
                         if len(t.anomalies) and m in set(t.anomalies["mode"])],
         full_mode_note=FULL_MODE_NOTE, alpha=ALPHA,
+        scaling_html=scaling.html if scaling is not None else "",
     )
     html = _jinja().get_template("report.html.j2").render(**ctx)
     html_path = out_dir / "report.html"
     html_path.write_text(html, encoding="utf-8", errors="backslashreplace")
-    (out_dir / "report.md").write_text(_markdown(ctx, tables, figs), encoding="utf-8",
-                                       errors="backslashreplace")
+    md = _markdown(ctx, tables, figs) + ("\n" + scaling.markdown if scaling is not None else "")
+    (out_dir / "report.md").write_text(md, encoding="utf-8", errors="backslashreplace")
     return html_path
 
 

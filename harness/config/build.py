@@ -402,6 +402,11 @@ def build_suite(
     analyses = _analyses(
         raw.get("analyses"), where.at("analyses"), [d.name for d in data.eval if d.name], paths
     )
+    scaling = convert_value(hints["scaling"], raw.get("scaling"), where.at("scaling"))
+    for i, e in enumerate(encoders):
+        if scaling is not None and e.backbone is None:
+            raise where.at("encoders", i).error(
+                f"encoder {e.label!r} has no shared backbone, so scaling.ladder cannot size it")
     return Suite(
         name=name,
         seeds=seeds,
@@ -412,6 +417,7 @@ def build_suite(
         perturbations=perturbations,
         eval=eval_cfg,
         analyses=analyses,
+        scaling=scaling,
         description=description,
         schema_version=version,
         raw=dict(raw),
