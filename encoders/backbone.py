@@ -148,7 +148,7 @@ class Backbone(nn.Module):
 
     def flops(self, batch: int, n: int) -> float:
         """Forward FLOPs (2 per multiply-add) for a (batch, n) sequence batch: matmuls + attention."""
-        return backbone_flops(self.cfg, batch, n)
+        return backbone_flops(self.cfg, batch, n, self.causal)
 
 
 # Fraction of the dense QK^T / AV cost at which causal self-attention is counted: 1.0 (the
@@ -168,15 +168,16 @@ def causal_attention_cost(fraction: float) -> Iterator[None]:
         _CAUSAL_ATTENTION_COST.reset(token)
 
 
-def backbone_flops(cfg: BackboneConfig, batch: int, n: int) -> float:
+def backbone_flops(cfg: BackboneConfig, batch: int, n: int, causal: bool = True) -> float:
     """Analytic forward FLOPs of the backbone on ``batch`` sequences of length ``n``.
 
     Counts the linear layers (qkv, proj, MLP) and the two attention matmuls at full (non-causal)
     cost — equal to torch's FLOP counter on the math SDPA path (tests/encoders/test_backbone.py);
     norms, RoPE and softmax are ignored (< 1 %). Inside ``causal_attention_cost(f)`` the attention
-    matmuls count f times their dense cost.
+    matmuls count f times their dense cost. A bidirectional backbone (``causal=False``, masked
+    diffusion) always counts them at full cost: no half of its attention is masked.
     """
     d, h = cfg.dim, cfg.mlp_ratio * cfg.dim
     per_token_linear = 2 * (3 * d * d + d * d + 2 * d * h)
-    attn = 2 * 2 * n * n * d * _CAUSAL_ATTENTION_COST.get()  # QK^T and AV, per sequence
+    attn = 2 * 2 * n * n * d * (_CAUSAL_ATTENTION_COST.get() if causal else 1.0)  # QK^T and AV
     return float(cfg.layers * batch * (n * per_token_linear + attn))

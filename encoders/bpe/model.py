@@ -266,7 +266,7 @@ class BpeEncoder(MaskedDiffusion, Encoder):
             R, N = batch["ids"].shape
             f = self.mdm_head_flops(batch, self.dim)
             if self.backbone_config is not None:
-                f += backbone_flops(self.backbone_config, R, N)
+                f += backbone_flops(self.backbone_config, R, N, causal=False)
             return f
         B, N = batch["inputs"].shape
         U = int((batch["targets"] >= 0).sum())

@@ -90,7 +90,7 @@ class ByteEncoder(MaskedDiffusion, ByteLevelEncoder):
             R, N = batch["inputs"].shape
             f = 2.0 * R * N * self.dim * 256  # head
         if self.backbone_config is not None:
-            f += backbone_flops(self.backbone_config, R, N)
+            f += backbone_flops(self.backbone_config, R, N, causal=self.objective != "mdm")
         return f
 
     def describe(self) -> dict[str, object]:

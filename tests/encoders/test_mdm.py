@@ -232,3 +232,16 @@ def test_reported_standard_error_is_calibrated(schedule: str, monkeypatch: pytes
     sd = float(torch.tensor(est).std())
     rms_se = math.sqrt(sum(var) / len(var))
     assert 0.8 < rms_se / sd < 1.25, (rms_se, sd)
+
+
+def test_bidirectional_attention_is_always_counted_at_full_cost() -> None:
+    from encoders.backbone import causal_attention_cost
+
+    torch.manual_seed(0)
+    ar, mdm = ByteEncoder(ByteConfig(), TINY), ByteEncoder(ByteConfig(objective="mdm"), TINY)
+    wins = [b"x" * 40] * 2
+    b_ar, b_mdm = ar.collate(wins, [0, 0]), mdm.collate(wins, [0, 0])
+    with causal_attention_cost(0.5):
+        half_ar, half_mdm = ar.flops(b_ar), mdm.flops(b_mdm)
+    assert half_ar < ar.flops(b_ar)  # the causal model's attention is discounted
+    assert half_mdm == mdm.flops(b_mdm)  # the bidirectional one's never is
