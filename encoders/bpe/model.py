@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -192,31 +193,38 @@ class BpeEncoder(MaskedDiffusion, Encoder):
         if self.objective == "mdm":
             return self.mdm_collate(windows, score_from)
         tok = self._tok()
+        # numpy, not per-row torch.tensor(list): collation is on the training step's host path
+        lens = self._token_len_np()
         rows = []
         for w, s in zip(windows, score_from):
             ctx_ids = tok.encode(w[:s])
-            tgt_ids, spans = tok.encode_with_offsets(w[s:])
-            rows.append((ctx_ids, tgt_ids, [(s + a, s + b) for a, b in spans]))
+            tgt_ids = tok.encode(w[s:])
+            rows.append((ctx_ids, tgt_ids, s))
         B = len(rows)
         N = max((len(c) + len(t) for c, t, _ in rows), default=0)
-        inputs = torch.full((B, N), self.bos, dtype=torch.long)
-        targets = torch.full((B, N), -1, dtype=torch.long)
-        start = torch.full((B, N), -1, dtype=torch.long)
-        end = torch.full((B, N), -1, dtype=torch.long)
+        inputs = np.full((B, N), self.bos, dtype=np.int64)
+        targets = np.full((B, N), -1, dtype=np.int64)
+        start = np.full((B, N), -1, dtype=np.int64)
+        end = np.full((B, N), -1, dtype=np.int64)
         segments: list[list[int]] = []
-        for i, (c, t, spans) in enumerate(rows):
-            ids = c + t
-            if ids:
-                inputs[i, 1 : len(ids)] = torch.tensor(ids[:-1], dtype=torch.long)
+        for i, (c, t, s) in enumerate(rows):
+            n = len(c) + len(t)
+            if n > 1:
+                inputs[i, 1:n] = (c + t)[:-1]
             if t:
                 k = len(c)
-                targets[i, k : len(ids)] = torch.tensor(t, dtype=torch.long)
-                sp = torch.tensor(spans, dtype=torch.long)  # (len(t), 2)
-                start[i, k : len(ids)] = sp[:, 0]
-                end[i, k : len(ids)] = sp[:, 1]
-            segments.append([b - a for a, b in spans])
+                tt = np.asarray(t, dtype=np.int64)
+                targets[i, k:n] = tt
+                ln = lens[tt]  # (len(t),) bytes per token; tokens tile w[s:] from s on
+                e = s + np.cumsum(ln)
+                start[i, k:n] = e - ln
+                end[i, k:n] = e
+                segments.append(ln.tolist())
+            else:
+                segments.append([])
         scored = sum(len(w) - s for w, s in zip(windows, score_from))
-        tensors = {"inputs": inputs, "targets": targets, "start": start, "end": end}
+        tensors = {k: torch.from_numpy(v) for k, v in
+                   (("inputs", inputs), ("targets", targets), ("start", start), ("end", end))}
         return TensorBatch(tensors, {"segments": segments}, scored)
 
     def mdm_units(self, window: bytes, score_from: int) -> MdmUnits:
@@ -237,6 +245,15 @@ class BpeEncoder(MaskedDiffusion, Encoder):
         slots += [None] * n_pad
         ids = [self.bos, *ctx_ids, *tgt_ids] + [self.pad] * n_pad
         return MdmUnits(ids, 1 + len(ctx_ids), slots, [b - a for a, b in spans])
+
+    def _token_len_np(self) -> np.ndarray:
+        """Bytes per token id as an array, built once per tokenizer."""
+        tok = self._tok()
+        cached = getattr(self, "_lens_cache", None)
+        if cached is None or cached[0] is not tok:
+            cached = (tok, np.asarray(tok.token_len, dtype=np.int64))
+            self._lens_cache = cached
+        return cached[1]
 
     def hidden(self, inputs: torch.Tensor) -> torch.Tensor:
         """inputs (B, N) long -> (B, N, dim); position n sees inputs <= n, i.e. tokens < n."""
