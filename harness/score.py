@@ -63,12 +63,14 @@ class PlanRow:
 
 @dataclass
 class DocScore:
-    """Result for one document. nll in nats; byte_nll (n_scored,) float64 nats per scored byte."""
+    """Result for one document. nll in nats; byte_nll (n_scored,) float64 nats per scored byte;
+    nll_var: Monte Carlo variance (nats²) of ``nll`` when it is an estimate (MDM), else 0."""
 
     nll: float
     n_units: int
     segments: list[int] | None
     byte_nll: np.ndarray
+    nll_var: float = 0.0
 
 
 def plan_full(data: bytes, context: int, stride: int) -> ScoreItem:
