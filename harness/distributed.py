@@ -283,12 +283,14 @@ class DistRunner(Runner):
         self.try_perturbations(perts, data.evals)
         evals = [EvalSet.of(e) for e in data.evals]
         metas: dict[tuple[int, str], dict[str, Any]] = {}
+        mc: dict[tuple[int, str], bool] = {}  # Monte Carlo scores (MDM): their cell keys differ
         t_train = t_score = 0.0
         for seed in self.suite.seeds:
             t0 = time.perf_counter()
             models = self.train_share(seed, data.train, owner)
             t_train += time.perf_counter() - t0
             metas.update({(seed, label): m.meta for label, m in models.items()})
+            mc.update({(seed, label): hasattr(m.enc, "mc_samples") for label, m in models.items()})
             scored = {label: m for label, m in models.items() if owner[(seed, label)] == ctx.rank}
             self.fit_analyses(data.train, scored)
             t0 = time.perf_counter()
@@ -298,7 +300,7 @@ class DistRunner(Runner):
             del models, scored
         timings = {"rank": ctx.rank, "train_seconds": t_train, "score_seconds": t_score,
                    "perturb_seconds": self.timings["perturb_seconds"], "analyses": self.analysis_facts,
-                   "score_facts": self.score_facts}
+                   "score_facts": self.score_facts, "mc": mc}
         gathered = ctx.all_gather_object((metas, timings))
         if ctx.rank != 0:
             return self.rd.root
@@ -307,7 +309,8 @@ class DistRunner(Runner):
         for _, t in gathered:
             self.analysis_facts.update(t.pop("analyses"))
             self.score_facts.update(t.pop("score_facts"))  # each model is scored on one rank only
-        cell_keys = self.ordered_cells(evals, metas)
+            mc.update(t.pop("mc"))
+        cell_keys = self.ordered_cells(evals, metas, mc)
         slowest = max((t for _, t in gathered), key=lambda t: t["score_seconds"])
         self.timings.update({"train_seconds": max(t["train_seconds"] for _, t in gathered),
                              "score_seconds": slowest["score_seconds"], "perturb_seconds": slowest["perturb_seconds"],
@@ -352,7 +355,8 @@ class DistRunner(Runner):
                     flops_target = float(models[spec.label].meta["total_flops"])
         return models
 
-    def ordered_cells(self, evals: list[EvalSet], metas: dict[tuple[int, str], dict[str, Any]]) -> list[str]:
+    def ordered_cells(self, evals: list[EvalSet], metas: dict[tuple[int, str], dict[str, Any]],
+                      mc: dict[tuple[int, str], bool]) -> list[str]:
         """Every cell key in one-process order (seed, eval set, perturbation, mode, encoder), and
         the encoders' run.json facts in one-process order."""
         keys: list[str] = []
@@ -370,7 +374,8 @@ class DistRunner(Runner):
             for es in evals:
                 for pspec in [CLEAN, *self.suite.perturbations]:
                     for mode in self.suite.eval.modes:
-                        keys += [self.cell_key(metas[(seed, s.label)]["key"], es.part.fingerprint, pspec, mode, seed)
+                        keys += [self.cell_key(metas[(seed, s.label)]["key"], es.part.fingerprint, pspec, mode, seed,
+                                               mc=mc[(seed, s.label)])
                                  for s in order]
         return keys
 
