@@ -199,6 +199,29 @@ class Encoder(nn.Module):
         (e.g. inside a BPE token) are left out of the result."""
         raise NotImplementedError
 
+    # -- static permutations (harness.permutation; context-fragility study) ------------------
+    def unit_lengths(self, window: bytes) -> list[int]:
+        """Byte lengths of the prediction units ``window`` is cut into, in order; a permutation
+        moves whole units. Default: one unit per byte, right for every ``unit == "byte"``
+        encoder. Token-level encoders override this and ``collate_units``."""
+        if self.unit != "byte":
+            raise NotImplementedError(
+                f"{type(self).__name__} predicts {self.unit}s and does not implement "
+                "unit_lengths/collate_units, so it cannot be permuted")
+        return [1] * len(window)
+
+    def collate_units(self, units: Sequence[Sequence[bytes]]) -> TensorBatch:
+        """``collate`` for windows given as their units in the fed (permuted) order, every byte
+        scored. The units must be used as given, never re-segmented; UnitNLL spans then index
+        the fed stream ``b"".join(units[i])``. Default: join the bytes and ``collate``."""
+        joined = [b"".join(us) for us in units]
+        return self.collate(joined, [0] * len(joined))
+
+    @classmethod
+    def permutable(cls) -> bool:
+        """Whether ``unit_lengths``/``collate_units`` are available (byte units or overridden)."""
+        return cls.unit == "byte" or cls.collate_units is not Encoder.collate_units
+
     # -- facts for run.json -------------------------------------------------------------------
     def describe(self) -> dict[str, Any]:
         """Encoder-specific facts for run.json (receptive field, vocab size, threshold, ...)."""

@@ -20,6 +20,7 @@ import torch
 
 from encoders.base import Encoder
 from harness.data import Window, char_boundary, cut_after, rolling_windows
+from harness.permutation import WindowPermuter
 
 _WS = frozenset(" \t\n\r\x0b\x0c")
 
@@ -74,6 +75,20 @@ def plan_clean_target(prefix: bytes, continuation: bytes, context: int, target_b
     return ScoreItem(data, [Window(0, len(prefix) - start, len(data))])
 
 
+def _unpermute(values: torch.Tensor, source: Sequence[int]) -> torch.Tensor:
+    """(n,) per-byte values of a fed stream -> (n,) in the window's order: out[source[j]] = v[j]."""
+    out = torch.empty_like(values)
+    out[torch.tensor(source, dtype=torch.long)] = values
+    return out
+
+
+def plan_partition(data: bytes, context: int) -> ScoreItem:
+    """Full mode for permutations: windows of <= ``context`` bytes cut at the same places as
+    ``plan_full`` with stride = context, but with no left context, so each window is scored
+    whole and a permutation never mixes context and scored bytes."""
+    return ScoreItem(data, [Window(w.score_start, w.score_start, w.end) for w in rolling_windows(data, context, context)])
+
+
 @torch.no_grad()
 def score_items(
     encoder: Encoder,
@@ -81,10 +96,14 @@ def score_items(
     device: torch.device,
     batch_windows: int = 32,
     bf16: bool = False,
+    permuter: WindowPermuter | None = None,
 ) -> list[DocScore]:
     """Score documents: windows of all items are batched together (``batch_windows`` per
     forward), per-unit NLL is spread onto bytes (``UnitNLL.byte_nll``, which also checks that
-    units tile the scored bytes exactly once) and summed per document."""
+    units tile the scored bytes exactly once) and summed per document.
+
+    With a ``permuter`` each window (all of it scored: ``score_from`` must be 0) is fed
+    permuted, and its per-byte NLL is put back in the document's byte order."""
     encoder.eval()
     flat: list[tuple[int, bytes, int]] = []  # (item index, window bytes, score_from)
     for i, it in enumerate(items):
@@ -101,10 +120,19 @@ def score_items(
         chunk = flat[b0 : b0 + batch_windows]
         wins = [c[1] for c in chunk]
         sfrom = [c[2] for c in chunk]
-        batch = encoder.collate(wins, sfrom).to(device)
+        sources = None
+        if permuter is None:
+            batch = encoder.collate(wins, sfrom).to(device)
+        else:
+            if any(sfrom):
+                raise ValueError("a permuted window must be scored whole (score_from = 0)")
+            batch, sources = permuter.collate(encoder, wins)
+            batch = batch.to(device)
         with autocast:
             units = encoder(batch)
         per_window = units.byte_nll([len(w) for w in wins], sfrom)
+        if sources is not None:  # fed order -> the window's byte order
+            per_window = [_unpermute(v, src) for v, src in zip(per_window, sources)]
         counts = torch.bincount(units.window.cpu(), minlength=len(chunk)).tolist()
         for j, (i, _, _) in enumerate(chunk):
             per_item_nll[i].append(per_window[j].numpy())

@@ -26,6 +26,7 @@ from torch import nn
 
 from encoders.base import Encoder, FitContext
 from harness.data import training_windows
+from harness.permutation import WindowPermuter
 from harness.results import atomic_torch_save
 from harness.sources.base import Document
 from harness.suite import BudgetConfig
@@ -88,10 +89,12 @@ def train_encoder(
     max_flops: float | None = None,
     checkpoint: Checkpointer | None = None,
     progress: Callable[[int, int, float], None] | None = None,
+    permuter: WindowPermuter | None = None,
 ) -> dict[str, Any]:
     """Train ``encoder`` in place on ``windows`` (byte strings of <= context_bytes) until
     ``n_bytes`` bytes have been consumed — or, if ``max_flops`` is given, until that many
     training FLOPs are spent (the LR schedule then runs over an estimated ``n_bytes``).
+    With a ``permuter`` every window is fed permuted (the model learns the permuted stream).
 
     Loss per step: Σ unit NLL (nats) / Σ scored bytes. Training FLOPs = 3 × forward FLOPs
     (1 × for frozen sub-modules an encoder reports through ``frozen_flops``).
@@ -131,7 +134,10 @@ def train_encoder(
         # Under a FLOP budget the FLOPs decide when to stop (n_bytes only shapes the schedule).
         if (flops >= max_flops) if max_flops is not None else (seen >= n_bytes):
             break
-        batch = encoder.collate(chunk, [0] * len(chunk))
+        if permuter is None:
+            batch = encoder.collate(chunk, [0] * len(chunk))
+        else:
+            batch = permuter.collate(encoder, chunk)[0]
         # Training = forward + backward ≈ 3 × forward, except for frozen parts (BLT's entropy
         # model) which only run forward.
         frozen = encoder.frozen_flops(batch) if hasattr(encoder, "frozen_flops") else 0.0
@@ -200,19 +206,22 @@ def fit_context(
     progress: Callable[[str, int], Callable[[int, int, float], None] | None] | None = None,
     log: Callable[[str], None] = print,
     train_bytes: int | None = None,
+    permuter: WindowPermuter | None = None,
 ) -> FitContext:
     """The FitContext an encoder's ``fit`` stage gets: the training documents, and ``train`` —
     this module's one loop run on a sub-model (BLT's entropy model) over the same window stream.
 
     sub_bytes_cap: train sub-models on at most this many bytes (the dry run's quick estimate).
     progress: makes a progress callback from (description, total bytes).
+    permuter: sub-models learn the same permuted stream as the main model.
     """
 
     def sub_train(sub: Encoder, n_bytes: int) -> dict[str, Any]:
         sub.fit(ctx)
         n = n_bytes if sub_bytes_cap is None else min(n_bytes, sub_bytes_cap)
         bar = progress("fit sub-model", n) if progress is not None else None
-        return train_encoder(sub, training_windows(docs, n, budget.context_bytes, seed), n, budget, device, progress=bar)
+        return train_encoder(sub, training_windows(docs, n, budget.context_bytes, seed), n, budget, device, progress=bar,
+                             permuter=permuter)
 
     ctx = FitContext(
         train_docs=lambda: (d.data for d in docs),

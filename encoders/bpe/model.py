@@ -173,6 +173,12 @@ class BpeEncoder(Encoder):
             ctx_ids = tok.encode(w[:s])
             tgt_ids, spans = tok.encode_with_offsets(w[s:])
             rows.append((ctx_ids, tgt_ids, [(s + a, s + b) for a, b in spans]))
+        return self._collate_rows(rows, sum(len(w) - s for w, s in zip(windows, score_from)))
+
+    def _collate_rows(
+        self, rows: list[tuple[list[int], list[int], list[tuple[int, int]]]], scored: int
+    ) -> TensorBatch:
+        """Tensors of ``collate`` from per-window (context ids, scored ids, scored byte spans)."""
         B = len(rows)
         N = max((len(c) + len(t) for c, t, _ in rows), default=0)
         inputs = torch.full((B, N), self.bos, dtype=torch.long)
@@ -191,9 +197,27 @@ class BpeEncoder(Encoder):
                 start[i, k : len(ids)] = sp[:, 0]
                 end[i, k : len(ids)] = sp[:, 1]
             segments.append([b - a for a, b in spans])
-        scored = sum(len(w) - s for w, s in zip(windows, score_from))
         tensors = {"inputs": inputs, "targets": targets, "start": start, "end": end}
         return TensorBatch(tensors, {"segments": segments}, scored)
+
+    # -- static permutations (harness.permutation): tokens are the units that move ------------
+    def unit_lengths(self, window: bytes) -> list[int]:
+        """Byte length of each token of ``window`` (tokenized whole), in order."""
+        return [b - a for a, b in self._tok().encode_with_offsets(window)[1]]
+
+    def collate_units(self, units: Sequence[Sequence[bytes]]) -> TensorBatch:
+        """Windows given as tokens (their bytes) in the fed order, all scored: each unit becomes
+        its own token id, never re-tokenized; spans index the fed stream."""
+        ranks = self._tok().ranks
+        rows = []
+        for us in units:
+            ids, spans, pos = [], [], 0
+            for u in us:
+                ids.append(ranks[bytes(u)])
+                spans.append((pos, pos + len(u)))
+                pos += len(u)
+            rows.append(([], ids, spans))
+        return self._collate_rows(rows, sum(len(u) for us in units for u in us))
 
     def hidden(self, inputs: torch.Tensor) -> torch.Tensor:
         """inputs (B, N) long -> (B, N, dim); position n sees inputs <= n, i.e. tokens < n."""
