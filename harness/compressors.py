@@ -19,6 +19,7 @@ Pure standard library (zlib, bz2, lzma); no torch.
 from __future__ import annotations
 
 import bz2
+import functools
 import lzma
 import zlib
 from collections.abc import Callable
@@ -45,10 +46,15 @@ _SIZE: dict[str, Callable[[bytes], int]] = {"deflate": _deflate, "bz2": _bz2, "l
 
 def compressed_size(name: str, data: bytes) -> int:
     """Bytes of the complete raw stream ``name`` makes of ``data``."""
-    try:
-        return _SIZE[name](data)
-    except KeyError:
-        raise ValueError(f"compressor {name!r} is not one of {', '.join(COMPRESSORS)}") from None
+    if name not in _SIZE:
+        raise ValueError(f"compressor {name!r} is not one of {', '.join(COMPRESSORS)}")
+    return _cached_size(name, data)
+
+
+@functools.lru_cache(maxsize=64)
+def _cached_size(name: str, data: bytes) -> int:
+    # C(dictionary ‖ context) recurs for every context-free window: compress it once
+    return _SIZE[name](data)
 
 
 def conditional_bits(name: str, context: bytes, x: bytes, dictionary: bytes = b"") -> int:
