@@ -22,7 +22,7 @@ import jinja2
 import markupsafe
 import pandas as pd
 
-from reports import load
+from reports import fragility, load
 from reports.surprisal import BIN_LABELS, build_samples
 from reports.tables import Tables, clean_buckets, compute_tables, language_note
 
@@ -446,6 +446,10 @@ def _figures(t: Tables, data: load.RunData, fig_dir: Path, svg: bool) -> dict[st
         ("loss_curves", "Training loss", "Training loss in bits per byte from run.json (one line per seed).",
          lambda: F.loss_curves(data.run, t.encoders, colors)),
     ]
+    frag = fragility.permutation_summary(data.results, data.baselines)
+    specs.append(("permutations", "Context fragility",
+                  "BPB by permutation and block size (pooled over eval sets and seeds), per "
+                  "encoder; compressors dashed.", lambda: fragility.permutation_figure(frag, colors)))
     out: dict[str, FigureOut] = {}
     fig_dir.mkdir(parents=True, exist_ok=True)
     for key, title, caption, make in specs:
@@ -490,12 +494,21 @@ def _provenance(data: load.RunData) -> list[tuple[str, str]]:
     return blocks
 
 
+def fragility_table(data: load.RunData) -> Table:
+    """The permutation panel's table (``reports.fragility``); no rows when the run has no
+    permutations and no compressor baselines."""
+    frag = fragility.permutation_summary(data.results, data.baselines)
+    return Table("permutations", "BPB by permutation and block size", fragility.COLUMNS,
+                 fragility.table_rows(frag), fragility.NOTE, {4, 5, 6})
+
+
 def _render(data: load.RunData, out_dir: Path, title: str, n_boot: int, n_perm: int, seed: int,
             svg: bool) -> Path:
     out_dir.mkdir(parents=True, exist_ok=True)
     t = compute_tables(data, n_boot=n_boot, n_perm=n_perm, seed=seed)
     tables = build_tables(t)
     tables["buckets"] = bucket_table(data.buckets, t.encoders)
+    tables["permutations"] = fragility_table(data)
     figs = _figures(t, data, out_dir / "figures", svg)
     samples = build_samples(data.texts, t.encoders)
     from matplotlib.colors import to_hex
@@ -539,6 +552,7 @@ def _markdown(ctx: dict[str, Any], tables: dict[str, Table], figs: dict[str, Fig
         ("Comparisons", ["pairs", "comparisons"], []),
         ("Multilingual", ["languages", "languages_delta", "scripts"], ["languages"]),
         ("Morphology", ["buckets"], ["buckets"]),
+        ("Context fragility", ["permutations"], ["permutations"]),
         ("Efficiency", ["efficiency"], ["loss_curves", "segments"]),
         ("All cells", ["cells"], []),
     ]
