@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from encoders.backbone import BackboneConfig
+from harness.permutation import Permutation
 
 SCHEMA_VERSION = 1
 
@@ -99,6 +100,8 @@ class EncoderSpec:
     config: Any  # the encoder's frozen config dataclass
     backbone: BackboneConfig | None
     params: dict[str, Any] = field(default_factory=dict)  # as written, for run.json
+    # the stream it is trained and scored on (``permutations:``; docs/fragility.md)
+    permutation: Permutation = Permutation()
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -152,6 +155,21 @@ class AnalysisSpec:
 
 
 @dataclass(frozen=True, kw_only=True)
+class BaselineConfig:
+    """Model-free baselines, scored on every eval set, perturbation, mode, permutation and seed
+    (results rows with kind = baseline; docs/fragility.md).
+
+    compressors: any of deflate, bz2, lzma — bits of C(d ‖ context ‖ scored) − C(d ‖ context)
+    on raw streams.
+    dictionary_bytes: the first this many bytes of the training text prime every compressor
+    (0 = none).
+    """
+
+    compressors: tuple[Literal["deflate", "bz2", "lzma"], ...] = ()
+    dictionary_bytes: int = 0
+
+
+@dataclass(frozen=True, kw_only=True)
 class Suite:
     """A whole suite. ``raw`` is the resolved mapping (after include and --set), for run.json;
     ``path`` the suite file.
@@ -165,6 +183,10 @@ class Suite:
     perturbations: the perturbations to score under (the clean baseline is added automatically).
     eval: scoring settings.
     analyses: per-word analyses over per-byte NLL.
+    permutations: static permutations of every window (global, inter_block, intra_block); each
+    encoder is also trained and scored on each (labels ``bytes~inter_block-16``); needs full mode
+    with stride = context (docs/fragility.md).
+    baselines: compressor baselines (deflate, bz2, lzma) on the same windows.
     description: free text, kept in run.json with the rest of the suite.
     schema_version: suite format version; a suite may state it, and it must match this tokbench.
     """
@@ -178,6 +200,8 @@ class Suite:
     perturbations: tuple[PerturbationSpec, ...] = ()
     eval: EvalConfig = EvalConfig()
     analyses: tuple[AnalysisSpec, ...] = ()
+    permutations: tuple[Permutation, ...] = ()
+    baselines: BaselineConfig = BaselineConfig()
     description: str = ""
     schema_version: int = SCHEMA_VERSION
     raw: dict[str, Any] = field(default_factory=dict, compare=False)
