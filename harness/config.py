@@ -39,9 +39,12 @@ import yaml
 
 from encoders.backbone import BackboneConfig
 from harness import plugins
+from harness.permutation import KINDS as PERMUTATION_KINDS
+from harness.permutation import Permutation, check_scoring, variant_label
 from harness.suite import (
     SCHEMA_VERSION,
     AnalysisSpec,
+    BaselineConfig,
     BudgetConfig,
     DataConfig,
     EncoderSpec,
@@ -335,6 +338,8 @@ def _shorthand_key(path: KeyPath) -> str | None:
     """The key a bare string stands for at this position (``- bytes`` = ``- {name: bytes}``)."""
     if len(path) == 2 and path[0] in ("encoders", "perturbations", "analyses"):
         return "name" if isinstance(path[1], int) else None
+    if len(path) == 2 and path[0] == "permutations":
+        return "kind" if isinstance(path[1], int) else None
     if path == ("data", "train") or (
         len(path) == 3 and path[:2] == ("data", "eval") and isinstance(path[2], int)
     ):
@@ -671,6 +676,7 @@ _RANGES: dict[type, dict[str, _Rule]] = {
         "rope_base": _POS,
     },
     DataConfig: {"valid_fraction": _FRAC_OPEN_HI, "test_fraction": _FRAC_OPEN_HI},
+    BaselineConfig: {"dictionary_bytes": _NONNEG},
     EvalConfig: {
         "max_docs": _POS,
         "stride_bytes": _POS,
@@ -1023,6 +1029,70 @@ def _analyses(
 
 
 # --------------------------------------------------------------------------------------------
+# Context fragility: permutations and compressor baselines (docs/fragility.md)
+
+
+def _permutations(value: Any, where: Where) -> tuple[Permutation, ...]:
+    """``permutations:`` items — a kind (``global``) or ``{kind, block_bytes}``, where a list of
+    block sizes sweeps — to distinct non-identity permutations, in order."""
+    if value is None:
+        return ()
+    if not isinstance(value, list):
+        raise where.error(f"expected a list of permutations, got {_show(value)}")
+    out: list[Permutation] = []
+    for i, item in enumerate(value):
+        w = where.at(i)
+        entry = _entry(item, w, "kind")
+        _check_keys(entry, {"kind", "block_bytes"}, w)
+        if "kind" not in entry:
+            raise w.error(f"missing required key 'kind' ({', '.join(PERMUTATION_KINDS)})")
+        kind = _convert(Literal[PERMUTATION_KINDS], entry["kind"], w.at("kind"))  # type: ignore[valid-type]
+        raw_bb = entry.get("block_bytes")
+        if isinstance(raw_bb, list) and not raw_bb:
+            raise w.at("block_bytes").error("an empty list sweeps over nothing; give at least one size")
+        given = ([(v, w.at("block_bytes", j)) for j, v in enumerate(raw_bb)]
+                 if isinstance(raw_bb, list) else [(raw_bb, w.at("block_bytes"))])
+        for v, ww in given:
+            try:
+                perm = Permutation(kind=kind, block_bytes=_convert(int | None, v, ww))
+            except ValueError as e:
+                raise ww.error(str(e)) from None
+            if perm in out:
+                raise ww.error(f"permutation {perm.label} is listed twice")
+            if not perm.is_identity:  # the original stream is always there
+                out.append(perm)
+    return tuple(out)
+
+
+def _permuted_encoders(encoders: tuple[EncoderSpec, ...], perms: tuple[Permutation, ...],
+                       where: Where, search_paths: Sequence[Path]) -> tuple[EncoderSpec, ...]:
+    """Each encoder on the original stream, then once per permutation (``bytes~global``)."""
+    out: list[EncoderSpec] = []
+    for spec in encoders:
+        out.append(spec)
+        cls = _resolve("encoder", spec.name, where, search_paths)
+        if not cls.permutable():
+            raise where.error(
+                f"encoder {spec.label!r} predicts {cls.unit}s and does not implement "
+                "unit_lengths/collate_units, so it cannot be permuted (docs/fragility.md)")
+        out += [dataclasses.replace(spec, label=variant_label(spec.label, p), permutation=p)
+                for p in perms]
+    labels = [s.label for s in out]
+    dup = next((x for x in labels if labels.count(x) > 1), None)
+    if dup is not None:
+        raise where.error(f"duplicate encoder label {dup!r} after adding permutations; rename an 'id'")
+    return tuple(out)
+
+
+def _baselines(value: Any, where: Where) -> BaselineConfig:
+    cfg = _convert(BaselineConfig, value, where)
+    _check_ranges(cfg, where)
+    if len(set(cfg.compressors)) != len(cfg.compressors):
+        raise where.at("compressors").error(f"compressors repeat: {list(cfg.compressors)}")
+    return cfg
+
+
+# --------------------------------------------------------------------------------------------
 # The suite
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
@@ -1087,6 +1157,14 @@ def build_suite(
     analyses = _analyses(
         raw.get("analyses"), where.at("analyses"), [d.name for d in data.eval if d.name], paths
     )
+    permutations = _permutations(raw.get("permutations"), where.at("permutations"))
+    if permutations:
+        try:
+            check_scoring(eval_cfg.modes, eval_cfg.stride_bytes, budget.context_bytes)
+        except ValueError as e:
+            raise where.at("eval").error(str(e)) from None
+        encoders = _permuted_encoders(encoders, permutations, where.at("encoders"), paths)
+    baselines = _baselines(raw.get("baselines"), where.at("baselines"))
     return Suite(
         name=name,
         seeds=seeds,
@@ -1097,6 +1175,8 @@ def build_suite(
         perturbations=perturbations,
         eval=eval_cfg,
         analyses=analyses,
+        permutations=permutations,
+        baselines=baselines,
         description=description,
         schema_version=version,
         raw=dict(raw),
@@ -1307,6 +1387,12 @@ _SECTION_TEXT = {
     "analyses": (
         "A list of `name` + parameters; `datasets` (where the analysis has it) must name eval sets."
     ),
+    "permutations": (
+        "A list; each item is a kind (`global`) or a mapping. Every encoder is also trained and "
+        "scored on each permutation of its windows, labelled `<label>~<kind>[-<block_bytes>]`, "
+        "e.g. `bytes~inter_block-16`; the original stream is always included. Needs "
+        "`eval.modes: [full]` and `eval.stride_bytes` = `budget.context_bytes`."
+    ),
 }
 
 PLUGIN_NAMING = """\
@@ -1390,6 +1476,7 @@ def suite_reference(include_plugins: bool = True) -> str:
         ("budget", BudgetConfig),
         ("backbone", BackboneConfig),
         ("eval", EvalConfig),
+        ("baselines", BaselineConfig),
     ):
         summary = _summary(cls).replace("``", "`")
         out += [f"## `{key}`", "", summary, "", *_field_table(cls, prefix=f"{key}."), ""]
@@ -1426,6 +1513,17 @@ def suite_reference(include_plugins: bool = True) -> str:
         "",
     ]
     out += ["## `analyses[i]`", "", _SECTION_TEXT["analyses"], ""]
+    out += [
+        "## `permutations[i]`",
+        "",
+        _SECTION_TEXT["permutations"],
+        "",
+        "| key | type | default | meaning |",
+        "|---|---|---|---|",
+        "| `kind` | `global` \\| `inter_block` \\| `intra_block` | required | what moves (docs/fragility.md) |",
+        "| `block_bytes` | int or list of int | required for the block kinds | block size in bytes; a list sweeps |",
+        "",
+    ]
     out += [PLUGIN_NAMING]
     if include_plugins:
         for title, kind, skip, attr in (

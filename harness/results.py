@@ -34,6 +34,7 @@ RESULT_COLUMNS = [
     "perturbation_id", "severity", "mode", "n_docs", "n_bytes", "n_bytes_clean", "nll_nats", "bpb",
     "bpb_clean", "byte_ppl", "word_ppl", "token_ppl", "token_unit", "n_tokens", "n_segments",
     "bytes_per_segment", "segment_unit", "n_words", "edit_rate", "fingerprint",
+    "kind", "permutation", "block_bytes",
 ]
 BUCKET_COLUMNS = [
     "encoder", "encoder_name", "seed", "dataset", "language", "perturbation", "perturbation_id",

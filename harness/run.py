@@ -27,6 +27,7 @@ from tqdm import tqdm
 
 from encoders.base import Encoder, config_to_dict
 from harness import plugins
+from harness.compressors import dictionary_from
 from harness.config import build_perturbation
 from harness.data import (
     DataPart,
@@ -37,7 +38,9 @@ from harness.data import (
     stable_unit,
     training_windows,
 )
+from harness.fragility import BaselineDoc, baseline_metrics, permutation_columns, permuter_for
 from harness.metrics import CellTotals, cell_metrics, count_words
+from harness.permutation import Permutation, variant_label
 from harness.perturb import apply
 from harness.provenance import git_sha, hardware, package_versions, tokbench_version
 from harness.results import (
@@ -50,7 +53,14 @@ from harness.results import (
     write_csv,
     write_jsonl,
 )
-from harness.score import ScoreItem, plan_clean_target, plan_full, score_items, split_for_target
+from harness.score import (
+    ScoreItem,
+    plan_clean_target,
+    plan_full,
+    plan_partition,
+    score_items,
+    split_for_target,
+)
 from harness.sources.base import Document, SourceContext
 from harness.sources.fetch import default_cache_dir
 from harness.sources.script import detect_script
@@ -226,7 +236,11 @@ class Runner:
 
     def get_model(self, spec: EncoderSpec, seed: int, train: DataPart, flops_target: float | None) -> tuple[Encoder, dict[str, Any]]:
         """Load the cached model, or build, fit and train it (resuming a partial checkpoint)."""
-        key = self.model_key(spec, seed, train.fingerprint, {"flops_target": flops_target} if flops_target else None)
+        extra: dict[str, Any] = {"flops_target": flops_target} if flops_target else {}
+        if not spec.permutation.is_identity:  # a model of the permuted stream is another model
+            extra["permutation"] = asdict(spec.permutation)
+        key = self.model_key(spec, seed, train.fingerprint, extra or None)
+        permuter = permuter_for(spec.permutation, self.budget.context_bytes, seed)
         path, meta_path = self.rd.model_path(key), self.rd.model_meta_path(key)
         enc = self.build(spec, seed)
         if path.exists() and meta_path.exists():
@@ -239,7 +253,8 @@ class Runner:
         enc.to(self.device)
         t0 = time.perf_counter()
         ctx = fit_context(train.docs, self.budget, self.device, seed, log=self.log,
-                          progress=lambda what, n: self._bar(f"{spec.label} ({what})", n))
+                          progress=lambda what, n: self._bar(f"{spec.label} ({what})", n),
+                          permuter=permuter)
         fit = enc.fit(ctx) or {}
         fit.setdefault("seconds", time.perf_counter() - t0)
         n_bytes = self.budget.train_bytes
@@ -256,7 +271,7 @@ class Runner:
         stats = train_encoder(
             enc, windows, n_bytes, self.budget, self.device, max_flops=max_flops,
             checkpoint=Checkpointer(self.rd.partial_path(key), self.opts.checkpoint_seconds),
-            progress=self._bar(f"train {spec.label} s{seed}", n_bytes),
+            progress=self._bar(f"train {spec.label} s{seed}", n_bytes), permuter=permuter,
         )
         total = sum(p.numel() for p in enc.parameters())
         emb = enc.embedding_parameters()
@@ -344,6 +359,7 @@ class Runner:
         lang_script = {e.name: (dataset_language(e.docs, e.language), dominant_script(e.docs, scripts[e.name]))
                        for e in evals}
         cell_keys: list[str] = []
+        dictionary: bytes | None = None  # the compressors' training-text dictionary, read once
         t_train = t_score = 0.0
         for seed in self.suite.seeds:
             # ---- train (or load) every encoder for this seed
@@ -396,6 +412,22 @@ class Runner:
                             cell["row"]["fingerprint"] = fp
                             self.rd.save_cell(keys[label], cell)
                         bar.update(len(keys))
+                    # compressor baselines on the same plans (docs/fragility.md)
+                    for mode in modes:
+                        for name, perm in self.baseline_cells():
+                            k = self.baseline_key(name, perm, fp, pspec, mode, seed, train.fingerprint)
+                            cell_keys.append(k)
+                            if self.rd.cell_path(k).exists():
+                                continue
+                            if mode not in plans:
+                                plans[mode] = self.plan(ep, texts[ep.name], pspec, inst, seed, mode, stride)
+                            if dictionary is None:
+                                dictionary = dictionary_from([d.data for d in train.docs],
+                                                             self.suite.baselines.dictionary_bytes)
+                            cell = self.baseline_cell(name, perm, ep, pspec, mode, seed, plans[mode],
+                                                      lang_script[ep.name], dictionary)
+                            cell["row"]["fingerprint"] = fp
+                            self.rd.save_cell(k, cell)
             bar.close()
             t_score += time.perf_counter() - t0
             del models
@@ -419,7 +451,38 @@ class Runner:
             "params": pspec.params, "mode": mode, "seed": seed, "context": self.budget.context_bytes,
             "stride": ev.stride_bytes, "fraction": ev.context_fraction, "target": ev.target_bytes,
             "sample_docs": ev.sample_docs, "texts": [ev.keep_texts, self.suite.encoders[0].label], "analyses": [config_to_dict(a.config) for a in self.suite.analyses],
+            **({"windows": "partition"} if self.suite.permutations else {}),
         })
+
+    # -- compressor baselines (docs/fragility.md) -----------------------------------------------
+    def baseline_cells(self) -> list[tuple[str, Permutation]]:
+        """(compressor, permutation) of every baseline cell per (eval set, perturbation, mode)."""
+        perms = [Permutation(), *self.suite.permutations]
+        return [(c, p) for c in self.suite.baselines.compressors for p in perms]
+
+    def baseline_key(self, name: str, perm: Permutation, fp: str, pspec: PerturbationSpec, mode: str,
+                     seed: int, train_fp: str) -> str:
+        n_dict = self.suite.baselines.dictionary_bytes
+        return stable_hash({
+            "baseline": name, "permutation": asdict(perm), "data": fp, "perturbation": pspec.name,
+            "id": pspec.id, "severity": pspec.severity, "params": pspec.params, "mode": mode,
+            "seed": seed, "context": self.budget.context_bytes, "stride": self.suite.eval.stride_bytes,
+            "fraction": self.suite.eval.context_fraction, "target": self.suite.eval.target_bytes,
+            "dictionary": [n_dict, train_fp if n_dict else None], "windows": bool(self.suite.permutations),
+            "version": tokbench_version(),
+        })
+
+    def baseline_cell(self, name: str, perm: Permutation, ep: DataPart, pspec: PerturbationSpec, mode: str,
+                      seed: int, plan: list[Any], lang_script: tuple[str, str | None],
+                      dictionary: bytes) -> dict[str, Any]:
+        """One compressor cell: a results row only (no samples, no buckets)."""
+        docs = [BaselineDoc(p[1], p[4], p[6], p[5]) for p in plan if p is not None]
+        m = baseline_metrics(name, perm, docs, self.budget.context_bytes, seed, dictionary, lang_script[1])
+        row = {"encoder": variant_label(name, perm), "encoder_name": name, "seed": seed, "dataset": ep.name,
+               "language": lang_script[0], "script": lang_script[1] or "", "perturbation": pspec.name,
+               "perturbation_id": pspec.id, "severity": pspec.severity, "mode": mode, **m,
+               "kind": "baseline", **permutation_columns(perm)}
+        return {"row": row, "samples": [], "buckets": []}
 
     def plan(self, ep: DataPart, texts: list[str], pspec: PerturbationSpec, inst: Any, seed: int, mode: str,
              stride: int) -> list[Any]:
@@ -431,7 +494,8 @@ class Runner:
             if mode == "full":
                 ptext = self.perturbed(inst, pspec, seed, doc, text)
                 pbytes = encode(ptext)
-                item = plan_full(pbytes, self.budget.context_bytes, stride)
+                item = (plan_partition(pbytes, self.budget.context_bytes) if self.suite.permutations
+                        else plan_full(pbytes, self.budget.context_bytes, stride))
                 er = edit_rate(text, ptext) if pspec.id != "clean" else 0.0
                 out.append((doc, item, text, ptext, len(doc.data), er, count_words(text)))
             else:
@@ -452,7 +516,8 @@ class Runner:
         ev = self.suite.eval
         doc_scripts = dict(zip((d.id for d in ep.docs), scripts))
         live = [p for p in plan if p is not None]
-        scores = score_items(enc, [p[1] for p in live], self.device, ev.batch_windows, self.budget.dtype == "bfloat16")
+        scores = score_items(enc, [p[1] for p in live], self.device, ev.batch_windows, self.budget.dtype == "bfloat16",
+                             permuter=permuter_for(spec.permutation, self.budget.context_bytes, seed))
         totals = CellTotals()
         samples = []
         buckets: dict[tuple[str, str], list[float]] = defaultdict(lambda: [0, 0, 0.0])
@@ -483,7 +548,8 @@ class Runner:
                     b[1] += r.n_bytes
                     b[2] += r.nll_nats
         m = cell_metrics(totals, lang_script[1])
-        row = {**keys, **m, "token_unit": enc.unit, "segment_unit": enc.segment}
+        row = {**keys, **m, "token_unit": enc.unit, "segment_unit": enc.segment, "kind": "model",
+               **permutation_columns(spec.permutation)}
         brows = [{**keys, "analysis": a, "bucket": b, "n_words": v[0], "n_bytes": v[1], "nll_nats": v[2],
                   "bpb": v[2] / (math.log(2) * v[1]) if v[1] else math.nan} for (a, b), v in sorted(buckets.items())]
         return {"row": row, "samples": samples, "buckets": brows}
