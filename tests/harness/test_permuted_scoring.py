@@ -116,3 +116,13 @@ def test_training_on_a_permuted_stream_is_training_on_the_permuted_bytes() -> No
     assert sa["bytes"] == sb["bytes"] == 3_000
     for pa, pb in zip(a.parameters(), b.parameters()):
         assert torch.equal(pa, pb)
+
+
+def test_which_encoders_can_be_permuted() -> None:
+    class Tokens(Encoder):
+        unit = "token"
+
+    assert ByteEncoder.permutable() and BpeEncoder.permutable() and TargetValue.permutable()
+    assert not Tokens.permutable()
+    with pytest.raises(NotImplementedError, match="cannot be permuted"):
+        Tokens({}, None).unit_lengths(b"abc")
