@@ -206,17 +206,28 @@ class WindowPermuter:
     """Applies one permutation to every window an encoder is fed, in training and in scoring
     (the harness's one loop and one scoring function take it as an optional argument).
 
-    ``collate(encoder, windows)`` → (batch, sources): the encoder's ``collate_units`` batch of
-    the permuted windows (every byte scored) and, per window, ``PermutedWindow.source`` to put
-    per-byte results back in the original order. ``encoder`` is any ``encoders.base.Encoder``
-    (duck-typed here, so this module needs no torch)."""
+    ``collate(encoder, windows)`` → (batch, permuted windows): the encoder's ``collate_units``
+    batch of the permuted windows (every byte scored) and each window's ``PermutedWindow``, whose
+    ``source`` puts per-byte results back in the original order. ``encoder`` is any
+    ``encoders.base.Encoder`` (duck-typed here, so this module needs no torch)."""
 
     perm: Permutation
     context: int
     seed: int
 
-    def collate(self, encoder: object, windows: Sequence[bytes]) -> tuple[object, list[tuple[int, ...]]]:
+    def collate(self, encoder: object, windows: Sequence[bytes]) -> tuple[object, list[PermutedWindow]]:
         pws = [permute_window(w, encoder.unit_lengths(w), self.perm, self.context, self.seed)  # type: ignore[attr-defined]
                for w in windows]
-        batch = encoder.collate_units([pw.units for pw in pws])  # type: ignore[attr-defined]
-        return batch, [pw.source for pw in pws]
+        return encoder.collate_units([pw.units for pw in pws]), pws  # type: ignore[attr-defined]
+
+
+def unpermute_segments(segments: Sequence[int], pw: PermutedWindow) -> list[int]:
+    """An encoder's segment lengths of a fed window, in the window's own order when the segments
+    are the permuted units (BPE tokens); otherwise (e.g. patches of the fed byte stream, which
+    need not be contiguous in the original) as given — their lengths still count."""
+    if [len(u) for u in pw.units] != list(segments):
+        return list(segments)
+    out = [0] * len(segments)
+    for j, i in enumerate(pw.order):
+        out[i] = segments[j]
+    return out

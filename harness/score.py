@@ -20,7 +20,7 @@ import torch
 
 from encoders.base import Encoder
 from harness.data import Window, char_boundary, cut_after, rolling_windows
-from harness.permutation import WindowPermuter
+from harness.permutation import WindowPermuter, unpermute_segments
 
 _WS = frozenset(" \t\n\r\x0b\x0c")
 
@@ -120,19 +120,21 @@ def score_items(
         chunk = flat[b0 : b0 + batch_windows]
         wins = [c[1] for c in chunk]
         sfrom = [c[2] for c in chunk]
-        sources = None
+        fed = None
         if permuter is None:
             batch = encoder.collate(wins, sfrom).to(device)
         else:
             if any(sfrom):
                 raise ValueError("a permuted window must be scored whole (score_from = 0)")
-            batch, sources = permuter.collate(encoder, wins)
+            batch, fed = permuter.collate(encoder, wins)
             batch = batch.to(device)
         with autocast:
             units = encoder(batch)
         per_window = units.byte_nll([len(w) for w in wins], sfrom)
-        if sources is not None:  # fed order -> the window's byte order
-            per_window = [_unpermute(v, src) for v, src in zip(per_window, sources)]
+        if fed is not None:  # fed order -> the window's byte order
+            per_window = [_unpermute(v, pw.source) for v, pw in zip(per_window, fed)]
+            if units.segments is not None:
+                units.segments = [unpermute_segments(sg, pw) for sg, pw in zip(units.segments, fed)]
         counts = torch.bincount(units.window.cpu(), minlength=len(chunk)).tolist()
         for j, (i, _, _) in enumerate(chunk):
             per_item_nll[i].append(per_window[j].numpy())

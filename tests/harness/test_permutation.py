@@ -23,6 +23,7 @@ from harness.permutation import (
     permute_window,
     unit_order,
     unpermute,
+    unpermute_segments,
     variant_label,
 )
 
@@ -155,7 +156,10 @@ class _Recorder:
 def test_window_permuter_feeds_whole_units() -> None:
     wp = WindowPermuter(Permutation(kind="global"), context=16, seed=0)
     windows = [b"abcdefghij", b"0123456"]
-    fed, sources = wp.collate(_Recorder(), windows)
-    for w, units, src in zip(windows, fed, sources):
+    fed, pws = wp.collate(_Recorder(), windows)
+    for w, units, pw in zip(windows, fed, pws):
         assert sorted(units) == sorted(w[i : i + 2] for i in range(0, len(w), 2))
-        assert bytes(w[s] for s in src) == b"".join(units)
+        assert bytes(w[s] for s in pw.source) == b"".join(units)
+        lengths = [len(u) for u in units]  # segments = the fed units: back in window order
+        assert unpermute_segments(lengths, pw) == _Recorder().unit_lengths(w)
+        assert unpermute_segments([len(pw.data)], pw) == [len(pw.data)]  # other segments: as given

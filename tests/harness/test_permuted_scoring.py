@@ -79,8 +79,8 @@ def test_bpe_feeds_whole_tokens_and_scores_every_byte(perm: Permutation) -> None
     item = plan_partition(TEXT[:900], 64)
     wins = [item.data[w.start : w.end] for w in item.windows]
     wp = WindowPermuter(perm, 64, seed=1)
-    batch, sources = wp.collate(enc, wins)
-    for i, (w, src) in enumerate(zip(wins, sources)):
+    batch, fed = wp.collate(enc, wins)
+    for i, (w, src) in enumerate(zip(wins, (pw.source for pw in fed))):
         ids = batch["targets"][i][batch["targets"][i] >= 0].tolist()
         assert ids == [tok.ranks[u] for u in permute_window(w, enc.unit_lengths(w), perm, 64, 1).units]
         assert tok.decode(ids) == bytes(w[s] for s in src)  # the fed stream, token by token
@@ -88,6 +88,8 @@ def test_bpe_feeds_whole_tokens_and_scores_every_byte(perm: Permutation) -> None
     (sc,) = score_items(enc, [item], CPU, permuter=wp)
     assert sc.byte_nll.shape == (len(item.scored_bytes),)
     assert sc.n_units == sum(len(tok.encode(w)) for w in wins)
+    # token lengths come back in the text's order (the report draws them over scored_text)
+    assert sc.segments == [b - a for w in wins for a, b in tok.encode_with_offsets(w)[1]]
     with torch.no_grad():
         direct = float(enc(batch).nll.double().sum())
     assert sc.nll == pytest.approx(direct, rel=1e-9)
