@@ -22,7 +22,7 @@ import bz2
 import functools
 import lzma
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 COMPRESSORS = ("deflate", "bz2", "lzma")
 
@@ -63,17 +63,15 @@ def conditional_bits(name: str, context: bytes, x: bytes, dictionary: bytes = b"
     return 8 * (compressed_size(name, prefix + x) - compressed_size(name, prefix))
 
 
-def dictionary_from(docs: list[bytes], n_bytes: int) -> bytes:
-    """The first ``n_bytes`` bytes of the training documents joined in order (blank-line
-    separated, like the training stream); b"" when ``n_bytes`` is 0. DEFLATE only sees the last
-    32 KiB before the scored bytes, so larger dictionaries help bz2 and lzma only."""
-    if n_bytes <= 0:
-        return b""
+def dictionary_from(chunks: Iterable[bytes], n_bytes: int) -> bytes:
+    """The first ``n_bytes`` bytes of a stream given in chunks (the training windows, as the
+    models are fed them); b"" when ``n_bytes`` is 0. DEFLATE only sees the last 32 KiB before
+    the scored bytes, so larger dictionaries help bz2 and lzma only."""
     out: list[bytes] = []
     n = 0
-    for d in docs:
-        out.append(d + b"\n\n")
-        n += len(d) + 2
+    for c in chunks:
         if n >= n_bytes:
             break
-    return b"".join(out)[:n_bytes]
+        out.append(c)
+        n += len(c)
+    return b"".join(out)[: max(0, n_bytes)]

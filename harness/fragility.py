@@ -11,10 +11,10 @@ byte-level encoders' do; the scored bytes and their context are the ones the mod
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from harness.compressors import conditional_bits
+from harness.compressors import conditional_bits, dictionary_from
 from harness.metrics import CellTotals, cell_metrics
 from harness.permutation import Permutation, WindowPermuter, permute_window
 from harness.score import ScoreItem
@@ -38,6 +38,18 @@ def fed_windows(item: ScoreItem, perm: Permutation, context: int, seed: int) -> 
             data = permute_window(data, [1] * len(data), perm, context, seed).data
         out.append((data, w.score_from))
     return out
+
+
+def compressor_dictionary(windows: Iterable[bytes], perm: Permutation, context: int, seed: int,
+                          n_bytes: int) -> bytes:
+    """The compressors' dictionary under ``perm``: the first ``n_bytes`` of the training stream
+    (``harness.data.training_windows``) permuted byte-wise like the scored windows — the
+    compressor is primed on the same kind of stream the models learn."""
+    if n_bytes <= 0:
+        return b""
+    fed = (w if perm.is_identity else permute_window(w, [1] * len(w), perm, context, seed).data
+           for w in windows)
+    return dictionary_from(fed, n_bytes)
 
 
 def baseline_doc_bits(name: str, item: ScoreItem, perm: Permutation, context: int, seed: int,

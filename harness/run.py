@@ -27,7 +27,6 @@ from tqdm import tqdm
 
 from encoders.base import Encoder, config_to_dict
 from harness import plugins
-from harness.compressors import dictionary_from
 from harness.config import build_perturbation
 from harness.data import (
     DataPart,
@@ -38,7 +37,13 @@ from harness.data import (
     stable_unit,
     training_windows,
 )
-from harness.fragility import BaselineDoc, baseline_metrics, permutation_columns, permuter_for
+from harness.fragility import (
+    BaselineDoc,
+    baseline_metrics,
+    compressor_dictionary,
+    permutation_columns,
+    permuter_for,
+)
 from harness.metrics import CellTotals, cell_metrics, count_words
 from harness.permutation import Permutation, variant_label
 from harness.perturb import apply
@@ -359,7 +364,7 @@ class Runner:
         lang_script = {e.name: (dataset_language(e.docs, e.language), dominant_script(e.docs, scripts[e.name]))
                        for e in evals}
         cell_keys: list[str] = []
-        dictionary: bytes | None = None  # the compressors' training-text dictionary, read once
+        dictionaries: dict[tuple[Permutation, int], bytes] = {}  # compressor priming, made once
         t_train = t_score = 0.0
         for seed in self.suite.seeds:
             # ---- train (or load) every encoder for this seed
@@ -421,11 +426,13 @@ class Runner:
                                 continue
                             if mode not in plans:
                                 plans[mode] = self.plan(ep, texts[ep.name], pspec, inst, seed, mode, stride)
-                            if dictionary is None:
-                                dictionary = dictionary_from([d.data for d in train.docs],
-                                                             self.suite.baselines.dictionary_bytes)
+                            if (perm, seed) not in dictionaries:
+                                n_dict = self.suite.baselines.dictionary_bytes
+                                dictionaries[(perm, seed)] = compressor_dictionary(
+                                    training_windows(train.docs, n_dict, self.budget.context_bytes, seed),
+                                    perm, self.budget.context_bytes, seed, n_dict)
                             cell = self.baseline_cell(name, perm, ep, pspec, mode, seed, plans[mode],
-                                                      lang_script[ep.name], dictionary)
+                                                      lang_script[ep.name], dictionaries[(perm, seed)])
                             cell["row"]["fingerprint"] = fp
                             self.rd.save_cell(k, cell)
             bar.close()
@@ -468,7 +475,8 @@ class Runner:
             "id": pspec.id, "severity": pspec.severity, "params": pspec.params, "mode": mode,
             "seed": seed, "context": self.budget.context_bytes, "stride": self.suite.eval.stride_bytes,
             "fraction": self.suite.eval.context_fraction, "target": self.suite.eval.target_bytes,
-            "dictionary": [n_dict, train_fp if n_dict else None], "windows": bool(self.suite.permutations),
+            "dictionary": [n_dict, train_fp if n_dict else None, "training-stream"],
+            "windows": bool(self.suite.permutations),
             "version": tokbench_version(),
         })
 

@@ -161,8 +161,8 @@ class BaselineConfig:
 
     compressors: any of deflate, bz2, lzma — bits of C(d ‖ context ‖ scored) − C(d ‖ context)
     on raw streams.
-    dictionary_bytes: the first this many bytes of the training text prime every compressor
-    (0 = none).
+    dictionary_bytes: the first this many bytes of the training stream (permuted like the
+    scored windows) prime every compressor (0 = none).
     """
 
     compressors: tuple[Literal["deflate", "bz2", "lzma"], ...] = ()

@@ -53,5 +53,5 @@ def test_unknown_compressor_and_dictionary() -> None:
     with pytest.raises(ValueError, match="is not one of deflate, bz2, lzma"):
         compressed_size("zstd", X)
     assert dictionary_from([b"abc", b"def"], 0) == b""
-    assert dictionary_from([b"abc", b"def"], 7) == b"abc\n\nde"
-    assert dictionary_from([b"abc"], 100) == b"abc\n\n"
+    assert dictionary_from([b"abc", b"def"], 5) == b"abcde"
+    assert dictionary_from(iter([b"abc"]), 100) == b"abc"

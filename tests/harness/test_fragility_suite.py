@@ -15,6 +15,7 @@ import pytest
 
 from harness.cli import main
 from harness.config import ConfigError, load_suite
+from harness.data import training_windows
 from harness.permutation import Permutation, permute_window
 from harness.score import plan_partition
 
@@ -73,8 +74,11 @@ def test_compressor_row_matches_by_hand(run: Path) -> None:
 
     runner = Runner(suite, RunOptions(out=run, progress=False, log=lambda s: None))
     train, evals = runner.load_data()
-    dictionary = b"".join(d.data + b"\n\n" for d in train.docs)[:2048]
     perm = Permutation(kind="intra_block", block_bytes=16)
+    # the compressor is primed on the first 2048 bytes of the permuted training stream
+    dictionary = b"".join(permute_window(w, [1] * len(w), perm, 128, 0).data
+                          for w in training_windows(train.docs, 2048, 128, 0))[:2048]
+    assert len(dictionary) == 2048
     bits = n = 0
     for doc in evals[0].docs:
         for w in plan_partition(doc.data, 128).windows:
