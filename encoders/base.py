@@ -210,12 +210,12 @@ class Encoder(nn.Module):
                 "unit_lengths/collate_units, so it cannot be permuted")
         return [1] * len(window)
 
-    def collate_units(self, units: Sequence[Sequence[bytes]]) -> TensorBatch:
-        """``collate`` for windows given as their units in the fed (permuted) order, every byte
-        scored. The units must be used as given, never re-segmented; UnitNLL spans then index
-        the fed stream ``b"".join(units[i])``. Default: join the bytes and ``collate``."""
-        joined = [b"".join(us) for us in units]
-        return self.collate(joined, [0] * len(joined))
+    def collate_units(self, fed: Sequence[Any]) -> TensorBatch:
+        """``collate`` for permuted windows, every byte scored. Each item has ``.data`` (bytes:
+        the fed stream) and ``.units`` (its units as byte strings, in the fed order; together
+        ``data``) — ``harness.permutation.PermutedWindow``. The units must be used as given,
+        never re-segmented; UnitNLL spans index ``.data``. Default: ``collate`` the fed bytes."""
+        return self.collate([w.data for w in fed], [0] * len(fed))
 
     @classmethod
     def permutable(cls) -> bool:

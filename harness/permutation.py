@@ -1,4 +1,4 @@
-"""Static permutations of windows for the context-fragility study (issue #18). Pure Python.
+"""Static permutations of windows for the context-fragility study (issue #18). No torch.
 
     spec = Permutation(kind="inter_block", block_bytes=16)
     pw = permute_window(window, unit_lengths=[1] * len(window), spec=spec, context=1024, seed=0)
@@ -32,6 +32,8 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
+
+import numpy as np
 
 KINDS = ("none", "global", "inter_block", "intra_block")
 BLOCK_KINDS = ("inter_block", "intra_block")
@@ -151,18 +153,25 @@ def invert(order: Sequence[int]) -> list[int]:
 class PermutedWindow:
     """A window after permutation.
 
-    units: the window's units (bytes) in the fed order; ``b"".join(units)`` is the fed stream.
+    data: the fed stream (the window's bytes in the fed order).
     order: (n_units,) index in the original window of the unit fed at place j.
     source: (n_bytes,) offset in the original window of byte j of the fed stream.
+    lengths: (n_units,) byte length of each fed unit, in the fed order.
     """
 
-    units: tuple[bytes, ...]
+    data: bytes
     order: tuple[int, ...]
     source: tuple[int, ...]
+    lengths: tuple[int, ...]
 
     @property
-    def data(self) -> bytes:
-        return b"".join(self.units)
+    def units(self) -> tuple[bytes, ...]:
+        """The fed units as byte strings, in the fed order (``b"".join(units) == data``)."""
+        out, pos = [], 0
+        for ln in self.lengths:
+            out.append(self.data[pos : pos + ln])
+            pos += ln
+        return tuple(out)
 
 
 def permute_window(window: bytes, unit_lengths: Sequence[int], perm: Permutation, context: int,
@@ -170,13 +179,25 @@ def permute_window(window: bytes, unit_lengths: Sequence[int], perm: Permutation
     """Permute the units of ``window`` (cut by ``unit_lengths``, which must sum to its length)."""
     if sum(unit_lengths) != len(window):
         raise ValueError(f"unit lengths sum to {sum(unit_lengths)}, the window has {len(window)} bytes")
+    if len(unit_lengths) == len(window):  # one byte per unit (byte encoders, compressors)
+        order, index = _byte_order(len(window), perm, context, seed)
+        data = np.frombuffer(window, dtype=np.uint8)[index].tobytes()
+        return PermutedWindow(data, order, order, (1,) * len(window))
     starts = [0] * len(unit_lengths)
     for i in range(1, len(unit_lengths)):
         starts[i] = starts[i - 1] + unit_lengths[i - 1]
     order = unit_order(unit_lengths, perm, context, seed)
-    units = tuple(window[starts[i] : starts[i] + unit_lengths[i]] for i in order)
+    data = b"".join(window[starts[i] : starts[i] + unit_lengths[i]] for i in order)
     source = tuple(s for i in order for s in range(starts[i], starts[i] + unit_lengths[i]))
-    return PermutedWindow(units, tuple(order), source)
+    return PermutedWindow(data, tuple(order), source, tuple(unit_lengths[i] for i in order))
+
+
+@functools.lru_cache(maxsize=4096)
+def _byte_order(n: int, perm: Permutation, context: int, seed: int) -> tuple[tuple[int, ...], np.ndarray]:
+    # With one byte per unit the order depends on the window length only: training and scoring
+    # permute thousands of windows of a few lengths, so it is computed once per length.
+    order = tuple(unit_order([1] * n, perm, context, seed))
+    return order, np.asarray(order, dtype=np.intp)
 
 
 def unpermute(values: Sequence[float], source: Sequence[int]) -> list[float]:
@@ -207,8 +228,9 @@ class WindowPermuter:
     (the harness's one loop and one scoring function take it as an optional argument).
 
     ``collate(encoder, windows)`` → (batch, permuted windows): the encoder's ``collate_units``
-    batch of the permuted windows (every byte scored) and each window's ``PermutedWindow``, whose
-    ``source`` puts per-byte results back in the original order. ``encoder`` is any
+    batch of the ``PermutedWindow`` objects (every byte scored; the encoder reads ``.data`` or
+    ``.units``), and those windows, whose ``source`` puts per-byte results back in the original
+    order. ``encoder`` is any
     ``encoders.base.Encoder`` (duck-typed here, so this module needs no torch)."""
 
     perm: Permutation
@@ -218,14 +240,14 @@ class WindowPermuter:
     def collate(self, encoder: object, windows: Sequence[bytes]) -> tuple[object, list[PermutedWindow]]:
         pws = [permute_window(w, encoder.unit_lengths(w), self.perm, self.context, self.seed)  # type: ignore[attr-defined]
                for w in windows]
-        return encoder.collate_units([pw.units for pw in pws]), pws  # type: ignore[attr-defined]
+        return encoder.collate_units(pws), pws  # type: ignore[attr-defined]
 
 
 def unpermute_segments(segments: Sequence[int], pw: PermutedWindow) -> list[int]:
     """An encoder's segment lengths of a fed window, in the window's own order when the segments
     are the permuted units (BPE tokens); otherwise (e.g. patches of the fed byte stream, which
     need not be contiguous in the original) as given — their lengths still count."""
-    if [len(u) for u in pw.units] != list(segments):
+    if list(pw.lengths) != list(segments):
         return list(segments)
     out = [0] * len(segments)
     for j, i in enumerate(pw.order):

@@ -205,19 +205,19 @@ class BpeEncoder(Encoder):
         """Byte length of each token of ``window`` (tokenized whole), in order."""
         return [b - a for a, b in self._tok().encode_with_offsets(window)[1]]
 
-    def collate_units(self, units: Sequence[Sequence[bytes]]) -> TensorBatch:
-        """Windows given as tokens (their bytes) in the fed order, all scored: each unit becomes
-        its own token id, never re-tokenized; spans index the fed stream."""
+    def collate_units(self, fed: Sequence[Any]) -> TensorBatch:
+        """Permuted windows (``.units``: their tokens' bytes in the fed order), all scored: each
+        unit becomes its own token id, never re-tokenized; spans index the fed stream."""
         ranks = self._tok().ranks
         rows = []
-        for us in units:
+        for w in fed:
             ids, spans, pos = [], [], 0
-            for u in us:
-                ids.append(ranks[bytes(u)])
+            for u in w.units:
+                ids.append(ranks[u])
                 spans.append((pos, pos + len(u)))
                 pos += len(u)
             rows.append(([], ids, spans))
-        return self._collate_rows(rows, sum(len(u) for us in units for u in us))
+        return self._collate_rows(rows, sum(len(w.data) for w in fed))
 
     def hidden(self, inputs: torch.Tensor) -> torch.Tensor:
         """inputs (B, N) long -> (B, N, dim); position n sees inputs <= n, i.e. tokens < n."""

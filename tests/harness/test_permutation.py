@@ -149,8 +149,8 @@ class _Recorder:
     def unit_lengths(self, window: bytes) -> list[int]:
         return [2] * (len(window) // 2) + [1] * (len(window) % 2)
 
-    def collate_units(self, units: list[list[bytes]]) -> list[list[bytes]]:
-        return units
+    def collate_units(self, fed: list) -> list[tuple[bytes, ...]]:
+        return [w.units for w in fed]
 
 
 def test_window_permuter_feeds_whole_units() -> None:
