@@ -1,7 +1,8 @@
 """FuzzyTok kernel benchmarks on one CUDA GPU (not a test: numbers go to BENCHMARKS.md).
 
     python benchmarks/bench_fuzzytok.py [--quick] [--out DIR] [--timer graph|eager]
-                                        [--parts check,peak,layer,stack,memory,gemm,profile,launch]
+                                        [--parts check,peak,layer,stack,memory,gemm,profile,launch,
+                                                 host,eager,thincheck] [--precompile N]
 
 Parts:
   check   Triton vs fp64 reference, fp32 (TF32 dots) and bf16: outputs, dx, dW, db; single convs and
@@ -19,6 +20,16 @@ Parts:
           kernel with each epilogue (plain, layer, layer + saved pre-activation, act-grad, dx + act-grad).
   profile kernel time by name (torch.profiler) over fwd+bwd steps of the stack, layers and store.
   launch  host (CPU) microseconds per call of each launcher, and a cProfile of one.
+  host    host µs per call of the single-op path (B=1, T=256, C=64, K=3, bf16): thin launches vs
+          the path through Triton's autotuner/heuristics wrappers (kernels.THIN), the eager
+          autograd.Function vs the custom op (ops.EAGER_FUNCTION), cuDNN's F.conv1d, torch.add;
+          a cProfile of the eager fwd+bwd.
+  eager   the public single op (dilated_causal_conv + autograd) in eager mode vs cuDNN (F.conv1d on
+          pre-padded (B, C, T) input): C ∈ {32,64,128,256,512} × K ∈ {3,5,7} × d ∈ {1,2,4},
+          B = 16, T = 8192, bf16; fwd and bwd (y.backward(dy, retain_graph=True)), do_bench
+          (host included) and CUDA-graph replay (GPU time).
+  thincheck  thin launches vs the wrapped path bit for bit, and vs float64 (bf16 inputs).
+--precompile N compiles the eager grid's configs from N processes first (Triton's disk cache).
 
 Stacks: layers = one launch per layer, backward recomputes (recompute: true); store = one launch
 per layer, every layer's input and pre-activation kept (recompute: false, the default); fused = one
@@ -157,8 +168,7 @@ def part_check(quick: bool, dtypes: tuple[torch.dtype, ...] = (torch.float32, to
                     + " ".join(f"{n}={e:.1e}" for n, e in zip(["y", "dx", "dW", "db"], errs)) + ("" if ok else "  FAIL"))
     RESULTS["check"] = dict(rows=rows, failures=fails, tolerance={str(k): v for k, v in tol.items()})
     # These small shapes must not choose the tiles that the timed shapes then reuse.
-    for fn in (kn._conv_kernel, kn._conv_tma_kernel, kn._conv_dw_kernel, kn._block_kernel):
-        fn.cache.clear()
+    kn.clear_tuning()
     log(f"check: {fails} failures")
 
 
@@ -234,7 +244,7 @@ def part_layer(quick: bool, peak: float) -> None:
         name: {str(k): str(v) for k, v in fn.cache.items()}
         for name, fn in (("conv", kn._conv_kernel), ("conv_tma", kn._conv_tma_kernel), ("dw", kn._conv_dw_kernel),
                          ("block", kn._block_kernel))
-    }
+    }  # (the autotuners' own caches: the thin launchers record their choices per finer key)
 
 
 # -- stack -----------------------------------------------------------------------------------------
@@ -509,6 +519,269 @@ def part_launch(quick: bool) -> None:
     RESULTS["launch"] = dict(host_us=out, cprofile=text)
 
 
+# -- host / eager: the single-op path users call in eager mode ------------------------------------
+
+EAGER_B, EAGER_T = 16, 8192  # the issue's shape (131k rows)
+EAGER_CS = (32, 64, 128, 256, 512)
+EAGER_KS = (3, 5, 7)
+EAGER_DS = (1, 2, 4)
+
+
+def _host_us(fn, n: int = 300) -> float:  # noqa: ANN001
+    """Host microseconds per call: n calls back to back, then one synchronisation. On shapes this
+    small the GPU finishes each call before the host issues the next, so this is the host's time."""
+    for _ in range(30):
+        fn()
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(n):
+        fn()
+    us = (time.perf_counter() - t0) / n * 1e6
+    torch.cuda.synchronize()
+    return us
+
+
+def part_host(quick: bool) -> None:
+    """Host µs per call, thin launches against the path through Triton's wrappers, the eager
+    autograd.Function against the custom op, and cuDNN (F.conv1d) on the same tiny shape."""
+    import cProfile
+    import io
+    import pstats
+
+    from encoders.fuzzytok import ops
+
+    dt = torch.bfloat16
+    B, T, C, K, d = 1, 256, 64, 3, 2
+    g = torch.Generator(device="cuda").manual_seed(0)
+    x = torch.randn(B, T, C, device="cuda", dtype=dt, generator=g).requires_grad_()
+    wt = (torch.randn(C, C, K, device="cuda", generator=g) / (C * K) ** 0.5).to(dt).requires_grad_()
+    bias = torch.zeros(C, device="cuda", dtype=dt).requires_grad_()
+    dy = torch.randn(B, T, C, device="cuda", dtype=dt, generator=g)
+    w_f = kn.gemm_weight(wt.detach(), False, dt)
+    xd, wd, bd = x.detach(), wt.detach(), bias.detach()
+    xp = F.pad(xd.transpose(1, 2), ((K - 1) * d, 0)).contiguous().requires_grad_()
+    dyc = dy.transpose(1, 2).contiguous()
+
+    def fwd_bwd(conv):  # noqa: ANN001, ANN202
+        def run() -> None:
+            x.grad = wt.grad = bias.grad = None
+            conv().backward(dy)
+        return run
+
+    def cudnn_fwd_bwd() -> None:
+        xp.grad = wt.grad = bias.grad = None
+        F.conv1d(xp, wt, bias, dilation=d).backward(dyc)
+
+    calls = {
+        "torch_add": lambda: xd.add(1),
+        "cudnn_fwd_nograd": lambda: F.conv1d(xp.detach(), wd, bd, dilation=d),
+        "cudnn_fwd_bwd": cudnn_fwd_bwd,
+        "launch_fwd_tma": lambda: kn.launch_conv(xd, w_f, bd, d),
+        "conv_weight_grad": lambda: kn.conv_weight_grad(xd, dy, d, K, with_bias=True),
+        "gemm_weight": lambda: kn.gemm_weight(wd, False, dt),
+        "op_fwd_nograd": lambda: torch.ops.fuzzytok.dilated_causal_conv(xd, wd, bd, d),
+        "op_bwd_nograd": lambda: torch.ops.fuzzytok.dilated_causal_conv_backward(dy, xd, wd, d),
+        "public_fwd_nograd": lambda: dilated_causal_conv(xd, wd, bd, d),
+        "public_fwd_grad": lambda: dilated_causal_conv(x, wt, bias, d),
+        "public_fwd_bwd": fwd_bwd(lambda: dilated_causal_conv(x, wt, bias, d)),
+    }
+    out: dict = {}
+    for thin in (True, False):
+        kn.THIN = thin
+        for eager_fn in ((True, False) if thin else (False,)):
+            ops.EAGER_FUNCTION = eager_fn
+            tag = f"thin={int(thin)} eager_function={int(eager_fn)}"
+            for name, fn in calls.items():
+                if not thin and name.startswith(("torch_", "cudnn_")):
+                    continue
+                if not eager_fn and not name.startswith("public_"):
+                    continue
+                us = _host_us(fn, 100 if quick else 300)
+                out.setdefault(tag, {})[name] = us
+                log(f"host {tag:28s} {name:20s}: {us:7.1f} us per call")
+    kn.THIN, ops.EAGER_FUNCTION = True, True
+    calls_per = {name: (la.tuned_calls, la.direct_calls) for name, la in kn.LAUNCHERS.items()}
+    log(f"host: launcher calls (through the wrappers, direct): {calls_per}")
+    prof = cProfile.Profile()
+    fb = fwd_bwd(lambda: dilated_causal_conv(x, wt, bias, d))
+    prof.enable()
+    for _ in range(200):
+        fb()
+    prof.disable()
+    torch.cuda.synchronize()
+    buf = io.StringIO()
+    pstats.Stats(prof, stream=buf).sort_stats("tottime").print_stats(18)
+    text = buf.getvalue()
+    log("cProfile of 200 eager fwd+bwd calls (thin launches, autograd.Function), by tottime:\n"
+        + "\n".join(text.splitlines()[:44]))
+    RESULTS["host"] = dict(shape=dict(B=B, T=T, C=C, K=K, d=d), host_us=out, cprofile=text, launcher_calls=calls_per)
+    kn.clear_tuning()  # this tiny shape must not choose the tiles that the timed shapes then reuse
+
+
+def _eager_row(C: int, K: int, d: int) -> dict:
+    """Eager (do_bench, host included) and graph-replayed (GPU only) fwd and bwd of the public
+    single op against cuDNN: F.conv1d on pre-padded (B, C, T) input, its best case (no pad, no
+    transposes). Backward = y.backward(dy, retain_graph=True) on a recorded graph: dx, dW, db."""
+    dt = torch.bfloat16
+    B, T = EAGER_B, EAGER_T
+    g = torch.Generator(device="cuda").manual_seed(C * 100 + K * 10 + d)
+    x = torch.randn(B, T, C, device="cuda", dtype=dt, generator=g).requires_grad_()
+    w = (torch.randn(C, C, K, device="cuda", generator=g) / (C * K) ** 0.5).to(dt).requires_grad_()
+    b = (0.1 * torch.randn(C, device="cuda", generator=g)).to(dt).requires_grad_()
+    dy = torch.randn(B, T, C, device="cuda", dtype=dt, generator=g)
+    xp = F.pad(x.detach().transpose(1, 2), ((K - 1) * d, 0)).contiguous().requires_grad_()
+    dyc = dy.transpose(1, 2).contiguous()
+    flop = 2 * B * T * C * C * K
+    y = dilated_causal_conv(x, w, b, d)
+    yc = F.conv1d(xp, w, b, dilation=d)
+    eager = {
+        "ours_fwd": lambda: dilated_causal_conv(x, w, b, d),
+        "ours_bwd": lambda: y.backward(dy, retain_graph=True),
+        "ours_fb": lambda: dilated_causal_conv(x, w, b, d).backward(dy),
+        "cudnn_fwd": lambda: F.conv1d(xp, w, b, dilation=d),
+        "cudnn_bwd": lambda: yc.backward(dyc, retain_graph=True),
+        "cudnn_fb": lambda: F.conv1d(xp, w, b, dilation=d).backward(dyc),
+    }
+    grads = {"ours": [x, w, b], "cudnn": [xp, w, b]}
+    t: dict = {}
+    for name, fn in eager.items():
+        fn()  # tune, compile
+        torch.cuda.synchronize()
+        gtn = grads[name.split("_")[0]] if not name.endswith("fwd") else None
+        t[f"{name}_eager"] = float(do_bench(fn, warmup=5, rep=25, grad_to_none=gtn, return_mode="median"))
+    # Graph replay: forward, and forward + backward in one capture (a backward runs on its
+    # forward's stream, so it is captured with it); backward = the difference. Fresh leaves: the
+    # graphs recorded above keep their leaves' gradient accumulators on the default stream, which
+    # would invalidate a capture on another stream.
+    eager.clear()
+    y = yc = None  # noqa: F841 - frees the recorded graphs (the closures above hold these cells)
+    x, w, b, xp = (t_.detach().requires_grad_() for t_ in (x, w, b, xp))
+    graphed = {
+        "ours_fwd": lambda: dilated_causal_conv(x, w, b, d),
+        "ours_fb": lambda: dilated_causal_conv(x, w, b, d).backward(dy),
+        "cudnn_fwd": lambda: F.conv1d(xp, w, b, dilation=d),
+        "cudnn_fb": lambda: F.conv1d(xp, w, b, dilation=d).backward(dyc),
+    }
+    grads = {"ours": [x, w, b], "cudnn": [xp, w, b]}
+    for name, fn in graphed.items():
+        gtn = grads[name.split("_")[0]] if name.endswith("fb") else None
+        try:
+            t[f"{name}_graph"] = float(do_bench_cudagraph(fn, rep=15, grad_to_none=gtn, return_mode="median"))
+        except Exception as e:  # noqa: BLE001 - keep the eager numbers
+            log(f"(graph timing of {name} failed: {type(e).__name__}: {str(e)[:120]})")
+            t[f"{name}_graph"] = float("nan")
+    for who in ("ours", "cudnn"):
+        t[f"{who}_bwd_graph"] = t[f"{who}_fb_graph"] - t[f"{who}_fwd_graph"]
+    ratio = {f"{p}_{m}": t[f"cudnn_{p}_{m}"] / t[f"ours_{p}_{m}"]
+             for p in ("fwd", "bwd", "fb") for m in ("eager", "graph")}
+    row = dict(B=B, T=T, C=C, K=K, d=d, flop=flop, ms=t, cudnn_over_ours=ratio)
+    log(f"{C:4d} {K:2d} {d:2d} | {t['ours_fwd_eager'] * 1e3:7.1f} {t['cudnn_fwd_eager'] * 1e3:7.1f} "
+        f"{ratio['fwd_eager']:5.2f} | {t['ours_bwd_eager'] * 1e3:7.1f} {t['cudnn_bwd_eager'] * 1e3:7.1f} "
+        f"{ratio['bwd_eager']:5.2f} | {t['ours_fwd_graph'] * 1e3:7.1f} {t['cudnn_fwd_graph'] * 1e3:7.1f} "
+        f"{ratio['fwd_graph']:5.2f} | {t['ours_bwd_graph'] * 1e3:7.1f} {t['cudnn_bwd_graph'] * 1e3:7.1f} "
+        f"{ratio['bwd_graph']:5.2f}")
+    return row
+
+
+def part_eager(quick: bool) -> None:
+    """The issue's grid: C × K × d, B = 16, T = 8192, bf16; µs and cuDNN ÷ ours (> 1: ours faster)."""
+    torch.backends.cudnn.benchmark = True
+    Cs = (64, 256) if quick else EAGER_CS
+    log(f"{'C':>4} {'K':>2} {'d':>2} | {'fwd us':>7} {'cudnn':>7} {'ratio':>5} | {'bwd us':>7} {'cudnn':>7} "
+        f"{'ratio':>5} | graph: {'fwd':>7} {'cudnn':>7} {'ratio':>5} | {'bwd':>7} {'cudnn':>7} {'ratio':>5}")
+    rows = []
+    for C in Cs:
+        for K in EAGER_KS:
+            for d in EAGER_DS:
+                rows.append(_eager_row(C, K, d))
+    worst = {k: min(r["cudnn_over_ours"][k] for r in rows if r["C"] >= 64) for k in rows[0]["cudnn_over_ours"]}
+    log("eager part, C >= 64: worst cuDNN / ours " + ", ".join(f"{k} {v:.2f}" for k, v in worst.items()))
+    RESULTS["eager"] = dict(rows=rows, worst_c_ge_64=worst, autotune={
+        name: {str(k): str(v) for k, v in la.tuner.cache.items()} for name, la in kn.LAUNCHERS.items()})
+
+
+def part_thin_check(quick: bool) -> None:
+    """GPU correctness of the thin launches: the same outputs and gradients bit for bit as the
+    path through Triton's wrappers, and against a float64 reference (bf16 inputs)."""
+    from encoders.fuzzytok import ops
+
+    fails = 0
+    rows = []
+    for C, K, d in ((64, 3, 2), (256, 5, 1), (32, 7, 4)):
+        g = torch.Generator(device="cuda").manual_seed(C + K + d)
+        B, T = 2, 1024
+        x = torch.randn(B, T, C, device="cuda", generator=g).to(torch.bfloat16).requires_grad_()
+        w = (torch.randn(C, C, K, device="cuda", generator=g) / (C * K) ** 0.5).to(torch.bfloat16).requires_grad_()
+        b = torch.randn(C, device="cuda", generator=g).to(torch.bfloat16).requires_grad_()
+        dy = torch.randn(B, T, C, device="cuda", generator=g).to(torch.bfloat16)
+        got = {}
+        for name, thin, eager_fn in (("wrapped_op", False, False), ("thin_op", True, False), ("thin_function", True, True)):
+            kn.THIN, ops.EAGER_FUNCTION = thin, eager_fn
+            for _ in range(2):  # the second call of a key is the direct one
+                y = dilated_causal_conv(x, w, b, d)
+                got[name] = [y, *torch.autograd.grad(y, [x, w, b], dy)]
+        kn.THIN, ops.EAGER_FUNCTION = True, True
+        same = all(torch.equal(a, c) for n in ("thin_op", "thin_function") for a, c in zip(got[n], got["wrapped_op"]))
+        ins64 = [t.detach().double().requires_grad_() for t in (x, w, b)]
+        y64 = dilated_causal_conv_ref(*ins64, d)
+        want = [y64, *torch.autograd.grad(y64, ins64, dy.double())]
+        errs = [rel(a, c) for a, c in zip(got["thin_function"], want)]
+        ok = same and all(e <= 2e-2 for e in errs)
+        fails += not ok
+        rows.append(dict(C=C, K=K, d=d, bitwise_equal=same, errs=errs, ok=ok))
+        log(f"thin check C{C} K{K} d{d}: thin == wrapped bit for bit: {same}; vs fp64 "
+            + " ".join(f"{n}={e:.1e}" for n, e in zip(["y", "dx", "dW", "db"], errs)) + ("" if ok else "  FAIL"))
+    RESULTS["thin_check"] = dict(rows=rows, failures=fails)
+    kn.clear_tuning()
+    log(f"thin check: {fails} failures")
+
+
+def _warm_one(job: str) -> None:
+    """Child process (``--warm C,K,what``): compile every config the autotuner would time for one
+    eager-grid key into Triton's on-disk cache, running each once instead of timing it."""
+    C, K, what = job.split(",")
+    C, K = int(C), int(K)
+    for la in kn.LAUNCHERS.values():
+        la.tuner.__dict__["do_bench"] = lambda fn, quantiles=None: (fn(), [1.0, 1.0, 1.0])[1]
+    dt = torch.bfloat16
+    x = torch.randn(EAGER_B, EAGER_T, C, device="cuda", dtype=dt)
+    w = torch.randn(C, C, K, device="cuda", dtype=dt)
+    if what == "fwd":
+        kn.conv_forward(x, w, torch.zeros(C, device="cuda", dtype=dt), 2)
+    elif what == "dx":
+        kn.conv_forward(x, w, None, 2, transpose=True)
+    else:
+        kn.conv_weight_grad(x, x, 2, K, with_bias=True)
+    torch.cuda.synchronize()
+
+
+def precompile(workers: int, quick: bool) -> None:
+    """Fill Triton's cache for the eager grid from ``workers`` processes at once (the device's
+    CPUs compile in parallel what the autotuner would otherwise compile one config at a time)."""
+    import subprocess
+
+    Cs = (64, 256) if quick else EAGER_CS
+    jobs = [f"{C},{K},{what}" for C in Cs for K in EAGER_KS for what in ("fwd", "dx", "dw")]
+    t0 = time.time()
+    running: list = []
+    failed = 0
+    for job in jobs:
+        while len(running) >= workers:
+            for p in running:
+                if p.poll() is not None:
+                    failed += p.returncode != 0
+                    running.remove(p)
+                    break
+            else:
+                time.sleep(0.05)
+        running.append(subprocess.Popen([sys.executable, __file__, "--warm", job], stdout=subprocess.DEVNULL,
+                                        stderr=subprocess.DEVNULL))
+    for p in running:
+        failed += p.wait() != 0
+    log(f"precompile: {len(jobs)} jobs on {workers} processes in {time.time() - t0:.0f} s, {failed} failed")
+    RESULTS["precompile"] = dict(jobs=len(jobs), workers=workers, seconds=time.time() - t0, failed=failed)
+
+
 # -- memory ----------------------------------------------------------------------------------------
 
 
@@ -562,11 +835,17 @@ def main() -> None:
     ap.add_argument("--parts", default="check,peak,layer,stack,memory")
     ap.add_argument("--check-dtype", choices=tuple(CHECK_DTYPES), default="both",
                     help="check part: fp32 inputs (TF32 dots), bf16, or both (each compiles its own kernels)")
+    ap.add_argument("--precompile", type=int, default=0, metavar="N",
+                    help="before the parts, compile the eager grid's configs from N processes at once")
+    ap.add_argument("--warm", default=None, help=argparse.SUPPRESS)  # child of --precompile
     ap.add_argument("--timer", choices=("graph", "eager"), default="graph",
                     help="layer and gemm parts: CUDA-graph replay (kernel time) or eager do_bench (host included)")
     args = ap.parse_args()
     if not torch.cuda.is_available():
         raise SystemExit("bench_fuzzytok.py needs a CUDA GPU")
+    if args.warm:
+        _warm_one(args.warm)
+        return
     parts = args.parts.split(",")
     global TIMER
     TIMER = args.timer
@@ -579,6 +858,8 @@ def main() -> None:
     t0 = time.time()
     peak = 0.0
     out = Path(args.out) / "bench_fuzzytok.json"
+    if args.precompile:
+        precompile(args.precompile, args.quick)
     for part in parts:
         t = time.time()
         try:
@@ -598,6 +879,12 @@ def main() -> None:
                 part_profile(args.quick)
             elif part == "launch":
                 part_launch(args.quick)
+            elif part == "host":
+                part_host(args.quick)
+            elif part == "eager":
+                part_eager(args.quick)
+            elif part == "thincheck":
+                part_thin_check(args.quick)
             else:
                 raise SystemExit(f"--parts: unknown part {part!r}")
         except SystemExit:

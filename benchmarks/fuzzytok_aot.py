@@ -89,7 +89,7 @@ def configs(kernel: str, C: int | None = None) -> list[tuple[int, ...]]:
     """The GPU autotune list of a kernel as tuples: its block sizes, then num_warps, num_stages;
     with C, only those the kernel's own early prune keeps for C_in = C_out = C."""
     lst = {"ptr": kn._FWD_CONFIGS, "tma": kn._TMA_CONFIGS, "dw": kn._DW_CONFIGS}[kernel]
-    prune = {"ptr": kn._prune_fwd, "tma": kn._prune_tma}.get(kernel)
+    prune = {"ptr": kn._prune_fwd, "tma": kn._prune_tma, "dw": kn._prune_dw}.get(kernel)
     if C is not None and prune is not None:
         lst = prune(list(lst), {}, CI=C, CO=C)
     return [(*c.kwargs.values(), c.num_warps, c.num_stages) for c in lst]

@@ -23,6 +23,7 @@ Life cycle, driven by ``harness``:
 
 from __future__ import annotations
 
+from abc import ABCMeta, abstractmethod
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, fields, is_dataclass
 from typing import Any, ClassVar
@@ -157,9 +158,10 @@ class FitContext:
     log: Callable[[str], None] = print
 
 
-class Encoder(nn.Module):
+class Encoder(nn.Module, metaclass=ABCMeta):
     """Base class of all encoders. Subclasses set ``Config`` (a frozen dataclass) and implement
-    ``collate``, ``forward``, ``flops`` and ``predict_logprobs``; ``fit``/``describe`` are optional.
+    the abstract ``collate``, ``forward``, ``flops`` and ``predict_logprobs``; ``fit``,
+    ``frozen_flops`` and ``describe`` are optional.
 
     ``backbone`` is the suite's shared backbone config, or None when the encoder runs without one.
     """
@@ -180,19 +182,28 @@ class Encoder(nn.Module):
         return {"bytes": 0, "flops": 0.0, "seconds": 0.0}
 
     # -- training and scoring -----------------------------------------------------------------
+    @abstractmethod
     def collate(self, windows: Sequence[bytes], score_from: Sequence[int]) -> TensorBatch:
         """Turn byte windows into tensors on CPU. ``score_from[i]`` is where scoring starts."""
         raise NotImplementedError
 
+    @abstractmethod
     def forward(self, batch: TensorBatch) -> UnitNLL:  # type: ignore[override]
         """NLL (nats) of every scored unit; differentiable."""
         raise NotImplementedError
 
+    @abstractmethod
     def flops(self, batch: TensorBatch) -> float:
         """Analytic forward FLOPs of ``forward(batch)`` (2 per multiply-add), from module shapes.
         Training FLOPs are counted as 3x forward by the harness."""
         raise NotImplementedError
 
+    def frozen_flops(self, batch: TensorBatch) -> float:
+        """The part of ``flops(batch)`` spent in frozen sub-modules (no backward pass: BLT's
+        entropy model), so a training step costs 3·flops − 2·frozen_flops. 0 by default."""
+        return 0.0
+
+    @abstractmethod
     def predict_logprobs(self, data: bytes, positions: Sequence[int]) -> dict[int, torch.Tensor]:
         """For the causality probe: log-probabilities (V,) of the unit that starts at byte ``p``,
         as computed with the whole of ``data`` fed to the model. Positions where no unit starts
@@ -240,6 +251,7 @@ class ByteLevelEncoder(Encoder):
     unit: ClassVar[str] = "byte"
     segment: ClassVar[str] = "byte"
 
+    @abstractmethod
     def logits(self, inputs: torch.Tensor) -> torch.Tensor:
         raise NotImplementedError
 

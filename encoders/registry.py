@@ -1,31 +1,34 @@
-"""Encoder registry: name -> Encoder subclass.
+"""Encoder registry: name -> Encoder subclass (a ``core.registry.Registry``).
 
 Built-ins are listed lazily as ``"module:Attr"`` strings (importing torch-heavy modules only when
-used); third-party encoders register through the ``tokbench.encoders`` entry-point group or are
-named as ``"package.module:ClassName"`` in a suite. Resolution (with close-match errors) lives in
-``harness.plugins`` so all three registries behave the same.
+used); third-party encoders register with ``@register("name")``, through the ``tokbench.encoders``
+entry-point group, or are named as ``"package.module:ClassName"`` in a suite.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from dataclasses import is_dataclass
 
-BUILTIN: dict[str, str] = {
-    "bytes": "encoders.byte_baseline:ByteEncoder",
-    "fuzzytok": "encoders.fuzzytok:FuzzyTokEncoder",
-    "bpe": "encoders.bpe:BpeEncoder",
-    "blt": "encoders.blt:BltEncoder",
-}
-
-REGISTRY: dict[str, type] = {}
+from core.registry import Registry
 
 
-def register(name: str) -> Callable[[type], type]:
-    """Class decorator: ``@register("myenc")`` makes ``name: myenc`` usable in suites."""
+def _has_config(cls: type) -> str | None:
+    config = getattr(cls, "Config", None)
+    if not (isinstance(config, type) and is_dataclass(config)):
+        return f"encoder class {cls.__qualname__} has no dataclass 'Config' attribute"
+    return None
 
-    def deco(cls: type) -> type:
-        REGISTRY[name] = cls
-        cls.registry_name = name
-        return cls
 
-    return deco
+REGISTRY: Registry = Registry(
+    "encoder",
+    base="encoders.base:Encoder",
+    group="tokbench.encoders",
+    lazy={
+        "bytes": "encoders.byte_baseline:ByteEncoder",
+        "fuzzytok": "encoders.fuzzytok:FuzzyTokEncoder",
+        "bpe": "encoders.bpe:BpeEncoder",
+        "blt": "encoders.blt:BltEncoder",
+    },
+    check=_has_config,
+)
+register = REGISTRY.register

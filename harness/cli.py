@@ -72,11 +72,10 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_data(args: argparse.Namespace) -> int:
-    from harness.data import prepare_sources
-    from harness.run import Runner, RunOptions
+    from harness.data import prepare_sources, source_context
 
     suite = load(args)
-    prepare_sources(suite, Runner(suite, RunOptions(device="cpu")).ctx)
+    prepare_sources(suite, source_context(suite, log=lambda s: print(s, file=sys.stderr)))
     print(f"data for suite '{suite.name}' is ready")
     return 0
 
@@ -86,11 +85,10 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
     suite = load(args)
     print(yaml.safe_dump(suite.raw, sort_keys=False, allow_unicode=True).rstrip())
-    n_cells = len(suite.encoders) * len(suite.data.eval) * (1 + len(suite.perturbations)) * len(suite.eval.modes)
     print(f"\n# OK: suite '{suite.name}': {len(suite.encoders)} encoder(s) "
           f"({', '.join(e.label for e in suite.encoders)}), {len(suite.seeds)} seed(s), "
           f"{len(suite.data.eval)} eval set(s), {len(suite.perturbations)} perturbation cell(s), "
-          f"{n_cells * len(suite.seeds)} cells")
+          f"{suite.n_cells()} cells")
     return 0
 
 

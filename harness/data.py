@@ -14,12 +14,15 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
-from collections.abc import Iterator, Sequence
+import time
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from encoders.base import config_to_dict
-from harness.sources.base import Document, SourceContext
+from sources.base import Document, SourceContext
+from sources.fetch import default_cache_dir
 
 _WS = frozenset(b" \t\n\r\x0b\x0c")
 _CJK_PUNCT = frozenset(c.encode() for c in "。、，．！？：；」』）】〉》")
@@ -102,8 +105,8 @@ def prepare_sources(suite: Any, ctx: SourceContext) -> None:
     morph = any(p.name.startswith("morph.") for p in suite.perturbations) or any(
         a.name == "morphology" for a in suite.analyses)
     if packages or morph:
-        from harness.sources.debian import hunspell_packages
-        from harness.sources.fetch import fetch_packages
+        from sources.debian import hunspell_packages
+        from sources.fetch import fetch_packages
 
         if packages:
             fetch_packages(dict.fromkeys(packages), ctx.cache_dir, source="data prepare", log=ctx.log)
@@ -149,6 +152,96 @@ def select_part(docs: list[Document], part: str, valid_fraction: float, test_fra
 
 # ---------------------------------------------------------------------------------------------
 # Windows
+
+
+def source_context(suite: Any, cache_dir: Path | None = None,
+                   log: Callable[[str], None] = print) -> SourceContext:
+    """The SourceContext of a suite: relative paths resolve from the suite file's directory."""
+    return SourceContext(
+        base_dir=Path(suite.path).resolve().parent if suite.path else Path.cwd(),
+        cache_dir=cache_dir or default_cache_dir(),
+        log=log,
+    )
+
+
+@dataclass
+class LoadedData:
+    """A suite's data, ready to train and score on.
+
+    facts: run.json's ``data`` section (per part: size, fingerprint, provenance, dropped overlap).
+    seconds: wall time spent loading (sources prepared included).
+    """
+
+    train: DataPart
+    evals: list[DataPart]
+    facts: dict[str, Any]
+    seconds: float
+
+
+def load_data(suite: Any, ctx: SourceContext, *, prepare: bool = True, limit: int | None = None,
+              log: Callable[[str], None] = print) -> LoadedData:
+    """Load the train part and every eval set of a suite.
+
+    prepare: let sources fetch/build their data first (idempotent). limit: at most this many
+    documents per eval set (``--limit``). Eval documents whose bytes also occur in the training
+    part are dropped; eval sets are ordered by a stable hash of document ids. Raises ValueError
+    (one line, naming the suite key) when a part comes out empty or training would repeat the
+    train part more than 1000 times.
+    """
+    s = suite.data
+    budget = suite.budget
+    t0 = time.perf_counter()
+    if prepare:
+        prepare_sources(suite, ctx)
+    cache: dict[str, tuple[list[Document], dict[str, Any]]] = {}
+    facts: dict[str, Any] = {}
+
+    def docs_of(spec: Any) -> tuple[list[Document], dict[str, Any]]:
+        key = source_key(spec)
+        if key not in cache:
+            cache[key] = load_source(spec, ctx)
+        return cache[key]
+
+    all_train, prov = docs_of(s.train)
+    train_docs = select_part(all_train, s.train.part or "train", s.valid_fraction, s.test_fraction)
+    if not train_docs:
+        raise ValueError(
+            f"data.train: the train part of the source is empty ({len(all_train)} document(s) in all, "
+            f"split by document id {1 - s.valid_fraction - s.test_fraction:.0%} train); cut files into more "
+            "documents with `docs: paragraph` or `docs: line`, or set `part: all`")
+    train = DataPart("train", s.train.part or "train", train_docs, s.train.language, prov)
+    passes = budget.train_bytes / max(1, train.n_bytes)
+    if passes > 1000:
+        raise ValueError(
+            f"data.train: the train part holds {train.n_bytes:,} bytes, so budget.train_bytes="
+            f"{budget.train_bytes:,} would repeat it {passes:,.0f} times; add text or lower budget.train_bytes")
+    if passes > 1:
+        log(f"[data] note: the train part ({train.n_bytes:,} bytes) is repeated {passes:.1f} times "
+            f"to reach budget.train_bytes={budget.train_bytes:,}")
+    train_hashes = {hashlib.sha256(d.data).digest() for d in train_docs}
+    evals = []
+    for spec in s.eval:
+        docs, prov = docs_of(spec)
+        part = spec.part or ("test" if source_key(spec) == source_key(s.train) else "all")
+        chosen = select_part(docs, part, s.valid_fraction, s.test_fraction)
+        chosen = [d for d in chosen if len(d.data) >= suite.eval.min_doc_bytes]
+        # No evaluated document may also be a training document (same bytes).
+        in_train = [hashlib.sha256(d.data).digest() in train_hashes for d in chosen]
+        overlap = [d for d, t in zip(chosen, in_train) if t]
+        chosen = [d for d, t in zip(chosen, in_train) if not t]
+        chosen.sort(key=lambda d: stable_unit("eval", d.id))
+        n_max = min(x for x in (suite.eval.max_docs, limit, 10**12) if x is not None)
+        chosen = chosen[:n_max]
+        if not chosen:
+            raise ValueError(
+                f"data.eval '{spec.name}': no documents left (part={part}: {len(docs)} document(s) in the source, "
+                f"{len(overlap)} also in training, min_doc_bytes={suite.eval.min_doc_bytes}); give the eval "
+                "set its own files, or cut them into more documents with `docs: paragraph` or `docs: line`")
+        ep = DataPart(spec.name or spec.source, part, chosen, spec.language, prov)
+        evals.append(ep)
+        facts[f"eval:{ep.name}"] = {**ep.summary(), "dropped_train_overlap": len(overlap)}
+    facts["train"] = {**train.summary(), "source": s.train.source, "passes": passes}
+    return LoadedData(train, evals, facts, time.perf_counter() - t0)
 
 
 def is_boundary(data: bytes, i: int) -> bool:

@@ -1,4 +1,4 @@
-"""The one metric implementation. Every number in results.csv is computed here.
+"""The cell metrics of results.csv (BPB itself is ``core.metrics.bpb``, the one formula).
 
 Units: NLL in nats; BPB in bits per UTF-8 byte. BPB is always ΣNLL / (ln 2 · Σ bytes) over the
 text scored — never a mean of per-document or per-token values, never per token.
@@ -11,15 +11,11 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-LN2 = math.log(2.0)
+from core.metrics import bpb
+
 # Scripts written without spaces between words: word perplexity is undefined for them.
 NO_SPACE_SCRIPTS = frozenset({"Hani", "Hira", "Kana", "Jpan", "Thai", "Laoo", "Khmr", "Mymr", "Tibt"})
 _WORD = re.compile(r"\S+")
-
-
-def bpb(nll_nats: float, n_bytes: int) -> float:
-    """Bits per byte: nll_nats / (ln 2 · n_bytes). NaN when nothing was scored."""
-    return nll_nats / (LN2 * n_bytes) if n_bytes > 0 else math.nan
 
 
 def count_words(text: str) -> int:

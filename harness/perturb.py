@@ -12,7 +12,6 @@ the document order, batching, thread or process:
 
 from __future__ import annotations
 
-import copy
 import hashlib
 import json
 import random
@@ -39,20 +38,14 @@ def apply(
     perturbation_id: str,
     params: dict[str, Any],
     doc_id: str,
-    lang: str | None = None,
 ) -> str:
     """Perturb one document's text with its own rng; returns the perturbed text.
 
-    lang: the document's ISO 639 code when known; it overrides the instance's ``lang`` for this
-    call only (on a shallow copy, so the shared instance — and whatever ``fit`` stored in it — is
-    never mutated: safe from several threads). ``params`` should be the perturbation's resolved
-    fields without ``lang`` (severity included), as in ``PerturbationSpec.params``.
+    perturbation: the instance for this document's language (``Perturbation.for_language``).
+    ``params`` should be the perturbation's resolved fields without ``lang`` (severity included),
+    as in ``PerturbationSpec.params``: they seed the rng.
     """
-    p = perturbation
-    if lang is not None and getattr(p, "lang", None) != lang:
-        p = copy.copy(perturbation)
-        object.__setattr__(p, "lang", lang)  # works for frozen dataclasses too
-    out = p.perturb(text, rng_for(seed, perturbation_id, params, doc_id))
+    out = perturbation.perturb(text, rng_for(seed, perturbation_id, params, doc_id))
     if not isinstance(out, str):
         name = getattr(type(perturbation), "registry_name", type(perturbation).__qualname__)
         raise TypeError(f"perturbation {name!r} returned {type(out).__name__}, expected str")

@@ -74,7 +74,7 @@ def preview(
         p = _make(cls, s, params)
         p.fit([text])
         run_params = {f.name: getattr(p, f.name) for f in dataclasses.fields(p) if f.name != "lang"}
-        out = apply(p, text, seed, pid, run_params, "preview", lang)
+        out = apply(p.for_language(lang), text, seed, pid, run_params, "preview")
         rows.append((f"{s:g}", f"{edit_rate(text, out):.3f}", str(len(out.encode("utf-8", "surrogatepass"))), _visible(out)))
     header = ("severity", "edit rate", "bytes", "text")
     widths = [max(len(header[i]), *(len(r[i]) for r in rows)) for i in range(3)]

@@ -29,18 +29,6 @@ from typing import Any
 
 import torch
 
-RESULT_COLUMNS = [
-    "encoder", "encoder_name", "seed", "dataset", "language", "script", "perturbation",
-    "perturbation_id", "severity", "mode", "n_docs", "n_bytes", "n_bytes_clean", "nll_nats", "bpb",
-    "bpb_clean", "byte_ppl", "word_ppl", "token_ppl", "token_unit", "n_tokens", "n_segments",
-    "bytes_per_segment", "segment_unit", "n_words", "edit_rate", "fingerprint",
-    "kind", "permutation", "block_bytes",
-]
-BUCKET_COLUMNS = [
-    "encoder", "encoder_name", "seed", "dataset", "language", "perturbation", "perturbation_id",
-    "severity", "mode", "analysis", "bucket", "n_words", "n_bytes", "nll_nats", "bpb",
-]
-
 
 def stable_hash(obj: Any) -> str:
     """sha256 of the canonical JSON of ``obj`` (sorted keys): cache keys for models and cells."""

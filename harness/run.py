@@ -8,8 +8,6 @@ re-run of the same command skips them (a killed run resumes; new perturbations d
 
 from __future__ import annotations
 
-import copy
-import hashlib
 import json
 import math
 import sys
@@ -25,18 +23,11 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
+from core.metrics import bpb
+from core.schema import BUCKET_COLUMNS, RESULT_COLUMNS
 from encoders.base import Encoder, config_to_dict
 from harness import plugins
-from harness.config import build_perturbation
-from harness.data import (
-    DataPart,
-    load_source,
-    prepare_sources,
-    select_part,
-    source_key,
-    stable_unit,
-    training_windows,
-)
+from harness.data import DataPart, load_data, source_context, training_windows
 from harness.fragility import (
     BaselineDoc,
     baseline_metrics,
@@ -49,8 +40,6 @@ from harness.permutation import Permutation, variant_label
 from harness.perturb import apply
 from harness.provenance import git_sha, hardware, package_versions, tokbench_version
 from harness.results import (
-    BUCKET_COLUMNS,
-    RESULT_COLUMNS,
     RunDir,
     atomic_torch_save,
     atomic_write_json,
@@ -59,20 +48,19 @@ from harness.results import (
     write_jsonl,
 )
 from harness.score import (
-    ScoreItem,
+    PlanRow,
     plan_clean_target,
     plan_full,
     plan_partition,
     score_items,
     split_for_target,
 )
-from harness.sources.base import Document, SourceContext
-from harness.sources.fetch import default_cache_dir
-from harness.sources.script import detect_script
 from harness.suite import SCHEMA_VERSION, EncoderSpec, PerturbationSpec, Suite
 from harness.train import Checkpointer, fit_context, train_encoder
 from perturbations.base import Perturbation
 from perturbations.measure import edit_rate
+from sources.base import Document
+from sources.script import detect_script
 
 CLEAN = PerturbationSpec(name="identity", id="clean", severity=0.0, params={})
 TEXT_LIMIT = 20_000  # characters of each text kept in samples.jsonl
@@ -136,6 +124,45 @@ def dataset_language(docs: list[Document], default: str | None) -> str:
 # ---------------------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class EvalSet:
+    """One eval set, prepared once per run: decoded texts, each document's script, and the set's
+    language and dominant script (columns of every row)."""
+
+    part: DataPart
+    texts: list[str]
+    scripts: list[str]
+    language: str
+    script: str | None
+
+    @classmethod
+    def of(cls, part: DataPart) -> EvalSet:
+        texts = [decode(d.data) for d in part.docs]
+        scripts = [d.script or detect_script(t) for d, t in zip(part.docs, texts)]
+        return cls(part, texts, scripts, dataset_language(part.docs, part.language),
+                   dominant_script(part.docs, scripts))
+
+
+@dataclass(frozen=True)
+class TrainedModel:
+    """An encoder trained (or loaded) for one seed, with its run.json facts and suite entry."""
+
+    enc: Encoder
+    meta: dict[str, Any]
+    spec: EncoderSpec
+
+
+# (perturbation id, severity) -> {document language: the instance for it}; None = language unknown
+Instances = dict[tuple[str, float], dict[str | None, Perturbation]]
+
+
+def build_encoder(spec: EncoderSpec, seed: int, base_dir: Path) -> Encoder:
+    """A fresh encoder for a suite entry; the seed fixes its initial weights."""
+    cls = plugins.resolve("encoder", spec.name, search_paths=[base_dir, Path.cwd()])
+    torch.manual_seed(seed)  # same seed → same initial weights for identical shapes
+    return cls(spec.config, spec.backbone)
+
+
 class Runner:
     """One run of one suite. Public entry: ``run()``."""
 
@@ -145,72 +172,14 @@ class Runner:
         self.log = opts.log
         self.device = pick_device(opts.device)
         self.rd = RunDir(opts.out or Path("runs") / suite.name)
-        self.ctx = SourceContext(
-            base_dir=Path(suite.path).resolve().parent if suite.path else Path.cwd(),
-            cache_dir=opts.cache_dir or default_cache_dir(),
-            log=self.log,
-        )
+        self.ctx = source_context(suite, opts.cache_dir, self.log)
         self.budget = suite.budget
         self.timings: dict[str, float] = {}
         self.encoder_facts: dict[str, dict[str, Any]] = {}
         self.data_facts: dict[str, Any] = {}
         self.analysis_facts: dict[str, Any] = {}
-
-    # -- data ---------------------------------------------------------------------------------
-    def load_data(self) -> tuple[DataPart, list[DataPart]]:
-        s = self.suite.data
-        t0 = time.perf_counter()
-        if self.opts.prepare:
-            prepare_sources(self.suite, self.ctx)
-        cache: dict[str, tuple[list[Document], dict[str, Any]]] = {}
-
-        def docs_of(spec: Any) -> tuple[list[Document], dict[str, Any]]:
-            key = source_key(spec)
-            if key not in cache:
-                cache[key] = load_source(spec, self.ctx)
-            return cache[key]
-
-        all_train, prov = docs_of(s.train)
-        train_docs = select_part(all_train, s.train.part or "train", s.valid_fraction, s.test_fraction)
-        if not train_docs:
-            raise ValueError(
-                f"data.train: the train part of the source is empty ({len(all_train)} document(s) in all, "
-                f"split by document id {1 - s.valid_fraction - s.test_fraction:.0%} train); cut files into more "
-                "documents with `docs: paragraph` or `docs: line`, or set `part: all`")
-        train = DataPart("train", s.train.part or "train", train_docs, s.train.language, prov)
-        passes = self.budget.train_bytes / max(1, train.n_bytes)
-        if passes > 1000:
-            raise ValueError(
-                f"data.train: the train part holds {train.n_bytes:,} bytes, so budget.train_bytes="
-                f"{self.budget.train_bytes:,} would repeat it {passes:,.0f} times; add text or lower budget.train_bytes")
-        if passes > 1:
-            self.log(f"[data] note: the train part ({train.n_bytes:,} bytes) is repeated {passes:.1f} times "
-                     f"to reach budget.train_bytes={self.budget.train_bytes:,}")
-        train_hashes = {hashlib.sha256(d.data).digest() for d in train_docs}
-        evals = []
-        for spec in s.eval:
-            docs, prov = docs_of(spec)
-            part = spec.part or ("test" if source_key(spec) == source_key(s.train) else "all")
-            chosen = select_part(docs, part, s.valid_fraction, s.test_fraction)
-            chosen = [d for d in chosen if len(d.data) >= self.suite.eval.min_doc_bytes]
-            # No evaluated document may also be a training document (same bytes).
-            in_train = [hashlib.sha256(d.data).digest() in train_hashes for d in chosen]
-            overlap = [d for d, t in zip(chosen, in_train) if t]
-            chosen = [d for d, t in zip(chosen, in_train) if not t]
-            chosen.sort(key=lambda d: stable_unit("eval", d.id))
-            limit = min(x for x in (self.suite.eval.max_docs, self.opts.limit, 10**12) if x is not None)
-            chosen = chosen[:limit]
-            if not chosen:
-                raise ValueError(
-                    f"data.eval '{spec.name}': no documents left (part={part}: {len(docs)} document(s) in the source, "
-                    f"{len(overlap)} also in training, min_doc_bytes={self.suite.eval.min_doc_bytes}); give the eval "
-                    "set its own files, or cut them into more documents with `docs: paragraph` or `docs: line`")
-            ep = DataPart(spec.name or spec.source, part, chosen, spec.language, prov)
-            evals.append(ep)
-            self.data_facts[f"eval:{ep.name}"] = {**ep.summary(), "dropped_train_overlap": len(overlap)}
-        self.data_facts["train"] = {**train.summary(), "source": s.train.source, "passes": passes}
-        self.timings["data_seconds"] = time.perf_counter() - t0
-        return train, evals
+        self.train_part: DataPart | None = None  # set by run(); primes the compressor baselines
+        self.dictionaries: dict[tuple[Permutation, int], bytes] = {}
 
     # -- models -------------------------------------------------------------------------------
     def model_key(self, spec: EncoderSpec, seed: int, train_fp: str, extra: dict[str, Any] | None = None) -> str:
@@ -221,9 +190,7 @@ class Runner:
         }) + f"-{spec.label}-s{seed}"
 
     def build(self, spec: EncoderSpec, seed: int) -> Encoder:
-        cls = plugins.resolve("encoder", spec.name, search_paths=[self.ctx.base_dir, Path.cwd()])
-        torch.manual_seed(seed)  # same seed → same initial weights for identical shapes
-        return cls(spec.config, spec.backbone)
+        return build_encoder(spec, seed, self.ctx.base_dir)
 
     def _bar(self, desc: str, total: int) -> Callable[[int, int, float], None] | None:
         """A tqdm progress callback for ``train_encoder`` (None when progress is off)."""
@@ -301,14 +268,15 @@ class Runner:
         return enc, meta
 
     # -- perturbations ------------------------------------------------------------------------
-    def perturbation_instances(self, train: DataPart) -> dict[tuple[str, float], Any]:
-        """One instance per (perturbation id, severity). ``fit`` runs once per id on the training
-        text; the other severities are shallow copies that share what it learned."""
-        out: dict[tuple[str, float], Any] = {}
-        fitted: dict[str, Any] = {}
+    def perturbation_instances(self, train: DataPart, languages: set[str]) -> Instances:
+        """The instances the loader built (one per perturbation id and severity), fitted, and
+        their variants for every document language of the eval sets. ``fit`` runs once per id on
+        the training text; the other severities share what it learned."""
+        out: Instances = {}
+        fitted: dict[str, Perturbation] = {}
         texts: list[str] | None = None
         for spec in self.suite.perturbations:
-            inst = build_perturbation(spec)
+            inst: Perturbation = spec.perturbation
             if type(inst).fit is not Perturbation.fit:
                 if spec.id not in fitted:
                     if texts is None:
@@ -316,16 +284,18 @@ class Runner:
                     inst.fit(texts)
                     fitted[spec.id] = inst
                 else:
-                    inst = copy.copy(fitted[spec.id])
-                    object.__setattr__(inst, "severity", spec.severity)
-            out[(spec.id, spec.severity)] = inst
+                    inst.share_fit(fitted[spec.id])
+            out[(spec.id, spec.severity)] = {
+                None: inst, **{lang: inst.for_language(lang) for lang in sorted(languages)}
+            }
         return out
 
-    def perturbed(self, inst: Any, spec: PerturbationSpec, seed: int, doc: Document, text: str) -> str:
+    def perturbed(self, insts: dict[str | None, Perturbation] | None, spec: PerturbationSpec,
+                  seed: int, doc: Document, text: str) -> str:
         """The perturbed text of one document; its rng depends only on (seed, id, params, doc id)."""
-        if spec.id == "clean":
+        if spec.id == "clean" or insts is None:
             return text
-        return apply(inst, text, seed, spec.id, spec.params, doc.id, doc.language)  # params hold severity
+        return apply(insts[doc.language], text, seed, spec.id, spec.params, doc.id)  # params hold severity
 
     # -- the run ------------------------------------------------------------------------------
     def run_json(self, status: str, extra: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -349,107 +319,156 @@ class Runner:
 
     def run(self) -> Path:
         t_start = time.perf_counter()
-        train, evals = self.load_data()
+        data = load_data(self.suite, self.ctx, prepare=self.opts.prepare, limit=self.opts.limit,
+                         log=self.log)
+        self.data_facts.update(data.facts)
+        self.timings["data_seconds"] = data.seconds
+        self.train_part = data.train
         self.rd.root.mkdir(parents=True, exist_ok=True)
         atomic_write_json(self.rd.root / "run.json", self.run_json("running"))
-        perts = self.perturbation_instances(train)
-        analyses = [a.config for a in self.suite.analyses]
-        specs_p = [CLEAN] + [p for p in self.suite.perturbations]
-        modes = self.suite.eval.modes
-        ev = self.suite.eval
-        stride = ev.stride_bytes or max(1, self.budget.context_bytes // 2)
-        # Per eval set, computed once: decoded texts and each document's script.
-        texts = {e.name: [decode(d.data) for d in e.docs] for e in evals}
-        scripts = {e.name: [d.script or detect_script(t) for d, t in zip(e.docs, texts[e.name])] for e in evals}
-        lang_script = {e.name: (dataset_language(e.docs, e.language), dominant_script(e.docs, scripts[e.name]))
-                       for e in evals}
+        languages = {d.language for e in data.evals for d in e.docs if d.language is not None}
+        perts = self.perturbation_instances(data.train, languages)
+        evals = [EvalSet.of(e) for e in data.evals]
         cell_keys: list[str] = []
-        dictionaries: dict[tuple[Permutation, int], bytes] = {}  # compressor priming, made once
         t_train = t_score = 0.0
         for seed in self.suite.seeds:
-            # ---- train (or load) every encoder for this seed
-            models: dict[str, tuple[Encoder, dict[str, Any], EncoderSpec]] = {}
             t0 = time.perf_counter()
-            flops_target = None
-            order = list(self.suite.encoders)
-            if self.budget.match == "flops":
-                ref = self.budget.flops_reference or order[0].label
-                order.sort(key=lambda s: s.label != ref)
-            for spec in order:
-                enc, meta = self.get_model(spec, seed, train, flops_target)
-                if self.budget.match == "flops" and flops_target is None:
-                    flops_target = float(meta["total_flops"])
-                models[spec.label] = (enc, meta, spec)
-                facts = self.encoder_facts.setdefault(spec.label, {"name": spec.name, "config": config_to_dict(spec.config),
-                                                                   "backbone": config_to_dict(spec.backbone), "seeds": {}})
-                facts["seeds"][str(seed)] = meta
-                for k in ("params_total", "params_embedding", "params_non_embedding", "flops_per_byte_train",
-                          "flops_per_byte_infer", "describe"):
-                    facts[k] = meta[k]
+            models = self.train_models(seed, data.train)
             t_train += time.perf_counter() - t0
-            for a in analyses:
-                a.fit(train.docs, {label: m[0] for label, m in models.items()})
-                describe = getattr(a, "describe", None)
-                self.analysis_facts[a.registry_name] = describe() if callable(describe) else {}
-            # ---- score every cell
+            self.fit_analyses(data.train, models)
             t0 = time.perf_counter()
-            n_cells = len(evals) * len(specs_p) * len(modes) * len(models)
-            bar = tqdm(total=n_cells, desc=f"score seed {seed}", unit="cell", leave=False, file=sys.stderr,
-                       disable=not self.opts.progress, mininterval=1.0)
-            for ep in evals:
-                fp = ep.fingerprint
-                for pspec in specs_p:
-                    inst = perts.get((pspec.id, pspec.severity))
-                    plans: dict[str, list[tuple[Document, ScoreItem, str, str, int, float, int] | None]] = {}
-                    for mode in modes:
-                        keys = {label: self.cell_key(m[1]["key"], fp, pspec, mode, seed) for label, m in models.items()}
-                        todo = [label for label, k in keys.items() if not self.rd.cell_path(k).exists()]
-                        cell_keys.extend(keys.values())
-                        if not todo:
-                            bar.update(len(keys))
-                            continue
-                        if mode not in plans:
-                            plans[mode] = self.plan(ep, texts[ep.name], pspec, inst, seed, mode, stride)
-                        for label in todo:
-                            enc, meta, spec = models[label]
-                            cell = self.score_cell(enc, spec, ep, pspec, mode, seed, plans[mode], lang_script[ep.name],
-                                                   scripts[ep.name], analyses)
-                            cell["row"]["fingerprint"] = fp
-                            self.rd.save_cell(keys[label], cell)
-                        bar.update(len(keys))
-                    # compressor baselines on the same plans (docs/fragility.md)
-                    for mode in modes:
-                        for name, perm in self.baseline_cells():
-                            k = self.baseline_key(name, perm, fp, pspec, mode, seed, train.fingerprint)
-                            cell_keys.append(k)
-                            if self.rd.cell_path(k).exists():
-                                continue
-                            if mode not in plans:
-                                plans[mode] = self.plan(ep, texts[ep.name], pspec, inst, seed, mode, stride)
-                            if (perm, seed) not in dictionaries:
-                                n_dict = self.suite.baselines.dictionary_bytes
-                                dictionaries[(perm, seed)] = compressor_dictionary(
-                                    training_windows(train.docs, n_dict, self.budget.context_bytes, seed),
-                                    perm, self.budget.context_bytes, seed, n_dict)
-                            cell = self.baseline_cell(name, perm, ep, pspec, mode, seed, plans[mode],
-                                                      lang_script[ep.name], dictionaries[(perm, seed)])
-                            cell["row"]["fingerprint"] = fp
-                            self.rd.save_cell(k, cell)
-            bar.close()
+            cell_keys += self.score_seed(seed, evals, models, perts)
             t_score += time.perf_counter() - t0
             del models
         self.timings.update({"train_seconds": t_train, "score_seconds": t_score})
         self.assemble(cell_keys)
-        # bytes per token / patch / byte on each clean eval set (BPE's "multilingual inequity")
-        for r in self.rows:
-            if r["perturbation_id"] == "clean" and r["mode"] == modes[0] and r["encoder"] in self.encoder_facts:
-                per = self.encoder_facts[r["encoder"]].setdefault("bytes_per_segment_by_eval", {})
-                per[f"{r['dataset']} (seed {r['seed']})"] = r["bytes_per_segment"]
+        self.record_bytes_per_segment()
         self.timings["total_seconds"] = time.perf_counter() - t_start
         atomic_write_json(self.rd.root / "run.json", self.run_json("finished"))
         if self.opts.report:
             self.render_report()
         return self.rd.root
+
+    def train_models(self, seed: int, train: DataPart) -> dict[str, TrainedModel]:
+        """Train (or load) every encoder for one seed, {label: model}. Under ``match: flops`` the
+        reference encoder goes first and its total FLOPs are every other encoder's budget."""
+        models: dict[str, TrainedModel] = {}
+        flops_target = None
+        order = list(self.suite.encoders)
+        if self.budget.match == "flops":
+            ref = self.budget.flops_reference or order[0].label
+            order.sort(key=lambda s: s.label != ref)
+        for spec in order:
+            enc, meta = self.get_model(spec, seed, train, flops_target)
+            if self.budget.match == "flops" and flops_target is None:
+                flops_target = float(meta["total_flops"])
+            models[spec.label] = TrainedModel(enc, meta, spec)
+            facts = self.encoder_facts.setdefault(spec.label, {"name": spec.name, "config": config_to_dict(spec.config),
+                                                               "backbone": config_to_dict(spec.backbone), "seeds": {}})
+            facts["seeds"][str(seed)] = meta
+            for k in ("params_total", "params_embedding", "params_non_embedding", "flops_per_byte_train",
+                      "flops_per_byte_infer", "describe"):
+                facts[k] = meta[k]
+        return models
+
+    def fit_analyses(self, train: DataPart, models: dict[str, TrainedModel]) -> None:
+        for spec in self.suite.analyses:
+            a = spec.config
+            a.fit(train.docs, {label: m.enc for label, m in models.items()})
+            describe = getattr(a, "describe", None)
+            self.analysis_facts[a.registry_name] = describe() if callable(describe) else {}
+
+    def score_seed(self, seed: int, evals: list[EvalSet], models: dict[str, TrainedModel],
+                   perts: Instances) -> list[str]:
+        """Score every cell of one seed that is not on disk yet; returns all the seed's cell keys
+        (in results.csv order)."""
+        bar = tqdm(total=self.suite.n_cells(per_seed=True), desc=f"score seed {seed}", unit="cell",
+                   leave=False, file=sys.stderr, disable=not self.opts.progress, mininterval=1.0)
+        keys: list[str] = []
+        for es in evals:
+            for pspec in [CLEAN, *self.suite.perturbations]:
+                insts = perts.get((pspec.id, pspec.severity))
+                for mode in self.suite.eval.modes:
+                    keys += self.score_mode(seed, es, pspec, insts, mode, models)
+                    bar.update(len(models))
+        bar.close()
+        return keys
+
+    def score_mode(self, seed: int, es: EvalSet, pspec: PerturbationSpec,
+                   insts: dict[str | None, Perturbation] | None, mode: str,
+                   models: dict[str, TrainedModel]) -> list[str]:
+        """The cells of one (eval set, perturbation, mode) for every encoder: one shared plan,
+        scored by each encoder whose cell is missing. Returns the cell keys."""
+        fp = es.part.fingerprint
+        keys = {label: self.cell_key(m.meta["key"], fp, pspec, mode, seed) for label, m in models.items()}
+        todo = [label for label, k in keys.items() if not self.rd.cell_path(k).exists()]
+        plan: list[PlanRow | None] | None = None
+        if todo:
+            plan = self.plan(es, pspec, insts, seed, mode)
+            for label in todo:
+                cell = self.score_cell(models[label], es, pspec, mode, seed, plan)
+                cell["row"]["fingerprint"] = fp
+                self.rd.save_cell(keys[label], cell)
+        # compressor baselines on the same plan (docs/fragility.md)
+        for name, perm in self.baseline_cells():
+            k = self.baseline_key(name, perm, fp, pspec, mode, seed)
+            keys[variant_label(name, perm)] = k
+            if self.rd.cell_path(k).exists():
+                continue
+            if plan is None:
+                plan = self.plan(es, pspec, insts, seed, mode)
+            cell = self.baseline_cell(name, perm, es, pspec, mode, seed, plan)
+            cell["row"]["fingerprint"] = fp
+            self.rd.save_cell(k, cell)
+        return list(keys.values())
+
+    # -- compressor baselines (docs/fragility.md) -----------------------------------------------
+    def baseline_cells(self) -> list[tuple[str, Permutation]]:
+        """(compressor, permutation) of every baseline cell per (eval set, perturbation, mode)."""
+        perms = [Permutation(), *self.suite.permutations]
+        return [(c, p) for c in self.suite.baselines.compressors for p in perms]
+
+    def baseline_key(self, name: str, perm: Permutation, fp: str, pspec: PerturbationSpec, mode: str,
+                     seed: int) -> str:
+        ev, n_dict = self.suite.eval, self.suite.baselines.dictionary_bytes
+        train_fp = self.train_part.fingerprint if self.train_part is not None and n_dict else None
+        return stable_hash({
+            "baseline": name, "permutation": asdict(perm), "data": fp, "perturbation": pspec.name,
+            "id": pspec.id, "severity": pspec.severity, "params": pspec.params, "mode": mode,
+            "seed": seed, "context": self.budget.context_bytes, "stride": ev.stride_bytes,
+            "fraction": ev.context_fraction, "target": ev.target_bytes,
+            "dictionary": [n_dict, train_fp, "training-stream"],
+            "windows": bool(self.suite.permutations), "version": tokbench_version(),
+        })
+
+    def baseline_dictionary(self, perm: Permutation, seed: int) -> bytes:
+        """The compressors' priming text under ``perm`` (made once per permutation and seed)."""
+        if (perm, seed) not in self.dictionaries:
+            n = self.suite.baselines.dictionary_bytes
+            assert self.train_part is not None
+            wins = training_windows(self.train_part.docs, n, self.budget.context_bytes, seed) if n else iter(())
+            self.dictionaries[(perm, seed)] = compressor_dictionary(wins, perm, self.budget.context_bytes, seed, n)
+        return self.dictionaries[(perm, seed)]
+
+    def baseline_cell(self, name: str, perm: Permutation, es: EvalSet, pspec: PerturbationSpec, mode: str,
+                      seed: int, plan: list[PlanRow | None]) -> dict[str, Any]:
+        """One compressor cell: a results row only (no samples, no buckets)."""
+        docs = [BaselineDoc(p.item, p.n_bytes_clean, p.n_words, p.edit_rate) for p in plan if p is not None]
+        m = baseline_metrics(name, perm, docs, self.budget.context_bytes, seed,
+                             self.baseline_dictionary(perm, seed), es.script)
+        row = {"encoder": variant_label(name, perm), "encoder_name": name, "seed": seed,
+               "dataset": es.part.name, "language": es.language, "script": es.script or "",
+               "perturbation": pspec.name, "perturbation_id": pspec.id, "severity": pspec.severity,
+               "mode": mode, **m, "kind": "baseline", **permutation_columns(perm)}
+        return {"row": row, "samples": [], "buckets": []}
+
+    def record_bytes_per_segment(self) -> None:
+        """bytes per token / patch / byte on each clean eval set (BPE's "multilingual inequity")."""
+        first_mode = self.suite.eval.modes[0]
+        for r in self.rows:
+            if r["perturbation_id"] == "clean" and r["mode"] == first_mode and r["encoder"] in self.encoder_facts:
+                per = self.encoder_facts[r["encoder"]].setdefault("bytes_per_segment_by_eval", {})
+                per[f"{r['dataset']} (seed {r['seed']})"] = r["bytes_per_segment"]
 
     def cell_key(self, model_key: str, fp: str, pspec: PerturbationSpec, mode: str, seed: int) -> str:
         ev = self.suite.eval
@@ -461,105 +480,81 @@ class Runner:
             **({"windows": "partition"} if self.suite.permutations else {}),
         })
 
-    # -- compressor baselines (docs/fragility.md) -----------------------------------------------
-    def baseline_cells(self) -> list[tuple[str, Permutation]]:
-        """(compressor, permutation) of every baseline cell per (eval set, perturbation, mode)."""
-        perms = [Permutation(), *self.suite.permutations]
-        return [(c, p) for c in self.suite.baselines.compressors for p in perms]
-
-    def baseline_key(self, name: str, perm: Permutation, fp: str, pspec: PerturbationSpec, mode: str,
-                     seed: int, train_fp: str) -> str:
-        n_dict = self.suite.baselines.dictionary_bytes
-        return stable_hash({
-            "baseline": name, "permutation": asdict(perm), "data": fp, "perturbation": pspec.name,
-            "id": pspec.id, "severity": pspec.severity, "params": pspec.params, "mode": mode,
-            "seed": seed, "context": self.budget.context_bytes, "stride": self.suite.eval.stride_bytes,
-            "fraction": self.suite.eval.context_fraction, "target": self.suite.eval.target_bytes,
-            "dictionary": [n_dict, train_fp if n_dict else None, "training-stream"],
-            "windows": bool(self.suite.permutations),
-            "version": tokbench_version(),
-        })
-
-    def baseline_cell(self, name: str, perm: Permutation, ep: DataPart, pspec: PerturbationSpec, mode: str,
-                      seed: int, plan: list[Any], lang_script: tuple[str, str | None],
-                      dictionary: bytes) -> dict[str, Any]:
-        """One compressor cell: a results row only (no samples, no buckets)."""
-        docs = [BaselineDoc(p[1], p[4], p[6], p[5]) for p in plan if p is not None]
-        m = baseline_metrics(name, perm, docs, self.budget.context_bytes, seed, dictionary, lang_script[1])
-        row = {"encoder": variant_label(name, perm), "encoder_name": name, "seed": seed, "dataset": ep.name,
-               "language": lang_script[0], "script": lang_script[1] or "", "perturbation": pspec.name,
-               "perturbation_id": pspec.id, "severity": pspec.severity, "mode": mode, **m,
-               "kind": "baseline", **permutation_columns(perm)}
-        return {"row": row, "samples": [], "buckets": []}
-
-    def plan(self, ep: DataPart, texts: list[str], pspec: PerturbationSpec, inst: Any, seed: int, mode: str,
-             stride: int) -> list[Any]:
+    def plan(self, es: EvalSet, pspec: PerturbationSpec, insts: dict[str | None, Perturbation] | None,
+             seed: int, mode: str) -> list[PlanRow | None]:
         """Perturb and cut every document of an eval set once per (perturbation, mode); the plan
-        is shared by all encoders, so they score exactly the same bytes."""
+        is shared by all encoders, so they score exactly the same bytes. None marks a document
+        with nothing to score (clean_target with an empty continuation)."""
         ev = self.suite.eval
-        out: list[Any] = []
-        for doc, text in zip(ep.docs, texts):
+        stride = ev.stride_bytes or max(1, self.budget.context_bytes // 2)
+        out: list[PlanRow | None] = []
+        for doc, text in zip(es.part.docs, es.texts):
             if mode == "full":
-                ptext = self.perturbed(inst, pspec, seed, doc, text)
-                pbytes = encode(ptext)
-                item = (plan_partition(pbytes, self.budget.context_bytes) if self.suite.permutations
-                        else plan_full(pbytes, self.budget.context_bytes, stride))
+                ptext = self.perturbed(insts, pspec, seed, doc, text)
+                # a permuted suite scores context-free windows, every cell alike (docs/fragility.md)
+                item = (plan_partition(encode(ptext), self.budget.context_bytes) if self.suite.permutations
+                        else plan_full(encode(ptext), self.budget.context_bytes, stride))
                 er = edit_rate(text, ptext) if pspec.id != "clean" else 0.0
-                out.append((doc, item, text, ptext, len(doc.data), er, count_words(text)))
-            else:
-                prefix, cont = split_for_target(text, ev.context_fraction)
-                pprefix = self.perturbed(inst, pspec, seed, doc, prefix)
-                item = plan_clean_target(encode(pprefix), encode(cont), self.budget.context_bytes, ev.target_bytes)
-                if item is None:
-                    out.append(None)
-                    continue
-                target = item.scored_bytes
-                er = edit_rate(prefix, pprefix) if pspec.id != "clean" else 0.0
-                out.append((doc, item, text, pprefix + decode(target), len(target), er, count_words(decode(target))))
+                out.append(PlanRow(doc, item, text, ptext, len(doc.data), er, count_words(text)))
+                continue
+            prefix, cont = split_for_target(text, ev.context_fraction)
+            pprefix = self.perturbed(insts, pspec, seed, doc, prefix)
+            target_item = plan_clean_target(encode(pprefix), encode(cont), self.budget.context_bytes,
+                                            ev.target_bytes)
+            if target_item is None:
+                out.append(None)
+                continue
+            target = target_item.scored_bytes
+            er = edit_rate(prefix, pprefix) if pspec.id != "clean" else 0.0
+            out.append(PlanRow(doc, target_item, text, pprefix + decode(target), len(target), er,
+                               count_words(decode(target))))
         return out
 
-    def score_cell(self, enc: Encoder, spec: EncoderSpec, ep: DataPart, pspec: PerturbationSpec, mode: str,
-                   seed: int, plan: list[Any], lang_script: tuple[str, str | None], scripts: list[str],
-                   analyses: list[Any]) -> dict[str, Any]:
+    def score_cell(self, model: TrainedModel, es: EvalSet, pspec: PerturbationSpec, mode: str,
+                   seed: int, plan: list[PlanRow | None]) -> dict[str, Any]:
+        """One cell: its results row, its samples.jsonl rows and its analysis buckets."""
         ev = self.suite.eval
-        doc_scripts = dict(zip((d.id for d in ep.docs), scripts))
+        enc, spec = model.enc, model.spec
+        analyses = [a.config for a in self.suite.analyses]
+        doc_scripts = dict(zip((d.id for d in es.part.docs), es.scripts))
         live = [p for p in plan if p is not None]
-        scores = score_items(enc, [p[1] for p in live], self.device, ev.batch_windows, self.budget.dtype == "bfloat16",
+        scores = score_items(enc, [p.item for p in live], self.device, ev.batch_windows, self.budget.dtype == "bfloat16",
                              permuter=permuter_for(spec.permutation, self.budget.context_bytes, seed))
         totals = CellTotals()
         samples = []
         buckets: dict[tuple[str, str], list[float]] = defaultdict(lambda: [0, 0, 0.0])
-        keys = {"encoder": spec.label, "encoder_name": spec.name, "seed": seed, "dataset": ep.name,
-                "language": lang_script[0], "script": lang_script[1] or "", "perturbation": pspec.name,
+        keys = {"encoder": spec.label, "encoder_name": spec.name, "seed": seed, "dataset": es.part.name,
+                "language": es.language, "script": es.script or "", "perturbation": pspec.name,
                 "perturbation_id": pspec.id, "severity": pspec.severity, "mode": mode}
-        for i, ((doc, item, text, ptext, n_clean, er, n_words), sc) in enumerate(zip(live, scores)):
-            scored = item.scored_bytes
-            totals.add(sc.nll, len(scored), n_clean, sc.n_units, n_words, sc.segments, er)
+        for i, (p, sc) in enumerate(zip(live, scores)):
+            doc, scored = p.doc, p.item.scored_bytes
+            totals.add(sc.nll, len(scored), p.n_bytes_clean, sc.n_units, p.n_words, sc.segments, p.edit_rate)
             row = {**keys, "doc_id": doc.id, "doc_language": doc.language, "doc_script": doc_scripts[doc.id],
                    "nll_nats": sc.nll, "n_bytes": len(scored),
-                   "n_bytes_clean": n_clean, "n_tokens": sc.n_units, "n_words": n_words, "edit_rate": er}
+                   "n_bytes_clean": p.n_bytes_clean, "n_tokens": sc.n_units, "n_words": p.n_words,
+                   "edit_rate": p.edit_rate}
             # The texts are the same for every encoder: store them once, on the first encoder's row.
             if ev.keep_texts and spec.label == self.suite.encoders[0].label:
-                row.update(text=text[:TEXT_LIMIT], text_perturbed=ptext[:TEXT_LIMIT],
-                           truncated=len(text) > TEXT_LIMIT or len(ptext) > TEXT_LIMIT)
+                row.update(text=p.text[:TEXT_LIMIT], text_perturbed=p.ptext[:TEXT_LIMIT],
+                           truncated=len(p.text) > TEXT_LIMIT or len(p.ptext) > TEXT_LIMIT)
             if i < ev.sample_docs:
                 row["scored_text"] = decode(scored)
                 row["byte_nll"] = [round(float(x), 5) for x in sc.byte_nll]
                 row["segments"] = sc.segments
             samples.append(row)
             for a in analyses:
-                if a.datasets and ep.name not in a.datasets:
+                if a.datasets and es.part.name not in a.datasets:
                     continue
                 for r in a.rows(doc, scored, sc.byte_nll):
                     b = buckets[(a.registry_name, r.bucket)]
                     b[0] += r.n_words
                     b[1] += r.n_bytes
                     b[2] += r.nll_nats
-        m = cell_metrics(totals, lang_script[1])
+        m = cell_metrics(totals, es.script)
         row = {**keys, **m, "token_unit": enc.unit, "segment_unit": enc.segment, "kind": "model",
                **permutation_columns(spec.permutation)}
         brows = [{**keys, "analysis": a, "bucket": b, "n_words": v[0], "n_bytes": v[1], "nll_nats": v[2],
-                  "bpb": v[2] / (math.log(2) * v[1]) if v[1] else math.nan} for (a, b), v in sorted(buckets.items())]
+                  "bpb": bpb(v[2], v[1])} for (a, b), v in sorted(buckets.items())]
         return {"row": row, "samples": samples, "buckets": brows}
 
     def assemble(self, cell_keys: list[str]) -> None:

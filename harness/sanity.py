@@ -25,16 +25,16 @@ from typing import Any
 import numpy as np
 import torch
 
+from core.metrics import LN2, bpb
 from encoders.backbone import BackboneConfig
 from encoders.base import Encoder
 from harness import plugins
 from harness.data import training_windows
 from harness.score import plan_full, score_items
-from harness.sources.base import Document
 from harness.suite import BudgetConfig
 from harness.train import fit_context, train_encoder
+from sources.base import Document
 
-LN2 = math.log(2.0)
 TINY_BACKBONE = BackboneConfig(layers=2, dim=64, heads=4)
 # Small batches (many steps) let a tiny model learn a low-order source in ~200 KB of bytes.
 TINY_BUDGET = BudgetConfig(train_bytes=250_000, context_bytes=64, batch_bytes=1024, lr=3e-3,
@@ -119,7 +119,7 @@ def score_bpb(enc: Encoder, docs: Sequence[bytes], device: torch.device, context
     scores = score_items(enc, items, device)
     nll = sum(s.nll for s in scores)
     n = sum(len(d) for d in docs)
-    return nll / (LN2 * n), np.concatenate([s.byte_nll for s in scores])
+    return bpb(nll, n), np.concatenate([s.byte_nll for s in scores])
 
 
 def probe_random_bytes(name: str, device: torch.device, train_bytes: int = 100_000, seed: int = 0) -> ProbeResult:

@@ -21,6 +21,7 @@ import torch
 from encoders.base import Encoder
 from harness.data import Window, char_boundary, cut_after, rolling_windows
 from harness.permutation import WindowPermuter, unpermute_segments
+from sources.base import Document
 
 _WS = frozenset(" \t\n\r\x0b\x0c")
 
@@ -35,6 +36,26 @@ class ScoreItem:
     @property
     def scored_bytes(self) -> bytes:
         return b"".join(self.data[w.score_start : w.end] for w in self.windows)
+
+
+@dataclass(frozen=True)
+class PlanRow:
+    """One document of a cell plan: what every encoder scores for it, and the facts of its row.
+
+    text: the clean document text. ptext: the text as the model sees it (full: the perturbed
+    document; clean_target: the perturbed prefix + the clean target). n_bytes_clean: UTF-8 bytes of
+    the clean counterpart of what is scored (full: the whole document; clean_target: the target).
+    edit_rate: character edit rate of the perturbation (0 for clean). n_words: words of the clean
+    text scored (full: the document; clean_target: the target).
+    """
+
+    doc: Document
+    item: ScoreItem
+    text: str
+    ptext: str
+    n_bytes_clean: int
+    edit_rate: float
+    n_words: int
 
 
 @dataclass

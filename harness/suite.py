@@ -107,13 +107,17 @@ class EncoderSpec:
 @dataclass(frozen=True, kw_only=True)
 class PerturbationSpec:
     """One perturbation at one severity after expansion. id: user id or the name; params: the
-    resolved dataclass fields (without lang) — they are part of the rng seed."""
+    resolved dataclass fields (without lang) — they are part of the rng seed.
+
+    perturbation: the instance, built once by the loader with its final severity (lang unset;
+    ``Perturbation.for_language`` gives the per-language variants the run needs)."""
 
     name: str
     id: str
     severity: float
     params: dict[str, Any]
     cls: Any = None
+    perturbation: Any = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -206,3 +210,9 @@ class Suite:
     schema_version: int = SCHEMA_VERSION
     raw: dict[str, Any] = field(default_factory=dict, compare=False)
     path: str = ""
+
+    def n_cells(self, per_seed: bool = False) -> int:
+        """Cells a run scores: encoders × eval sets × (clean + perturbation cells) × modes, times
+        the seeds unless ``per_seed``. The one formula the CLI, the dry run and the runner use."""
+        per = len(self.encoders) * len(self.data.eval) * (1 + len(self.perturbations)) * len(self.eval.modes)
+        return per if per_seed else per * len(self.seeds)

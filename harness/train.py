@@ -24,14 +24,13 @@ from typing import Any
 import torch
 from torch import nn
 
-from encoders.base import Encoder, FitContext
+from core.metrics import LN2
+from encoders.base import Encoder, FitContext, TensorBatch
 from harness.data import training_windows
 from harness.permutation import WindowPermuter
 from harness.results import atomic_torch_save
-from harness.sources.base import Document
 from harness.suite import BudgetConfig
-
-LN2 = math.log(2.0)
+from sources.base import Document
 
 
 def lr_at(budget: BudgetConfig, seen: int, total: int) -> float:
@@ -79,6 +78,30 @@ def peak_memory(device: torch.device) -> int:
     return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
 
 
+def autocast_for(budget: BudgetConfig, device: torch.device) -> Any:
+    """bf16 autocast on CUDA when ``budget.dtype`` asks for it, else a disabled context."""
+    if budget.dtype == "bfloat16" and device.type == "cuda":
+        return torch.autocast("cuda", dtype=torch.bfloat16)
+    return torch.autocast("cpu", enabled=False)
+
+
+def train_step(encoder: Encoder, batch: TensorBatch, opt: torch.optim.Optimizer, lr: float,
+               budget: BudgetConfig, autocast: Any) -> torch.Tensor:
+    """One optimizer step on a batch already on the device; returns the detached loss (nats per
+    scored byte). The training loop and the dry-run estimate both take exactly this step."""
+    for g in opt.param_groups:
+        g["lr"] = lr
+    with autocast:
+        units = encoder(batch)
+        loss = units.nll.sum() / batch.scored_bytes
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    if budget.grad_clip > 0:
+        torch.nn.utils.clip_grad_norm_(encoder.parameters(), budget.grad_clip)
+    opt.step()
+    return loss.detach()
+
+
 def train_encoder(
     encoder: Encoder,
     windows: Iterable[bytes],
@@ -117,11 +140,7 @@ def train_encoder(
         fwd_flops = float(state.get("forward_flops", 0.0))
         curve = [(int(a), float(b)) for a, b in state["curve"]]
     skip = steps  # batches already consumed by the interrupted run
-    autocast = (
-        torch.autocast("cuda", dtype=torch.bfloat16)
-        if budget.dtype == "bfloat16" and device.type == "cuda"
-        else torch.autocast("cpu", enabled=False)
-    )
+    autocast = autocast_for(budget, device)
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
     t0 = time.perf_counter() - elapsed
@@ -140,21 +159,10 @@ def train_encoder(
             batch = permuter.collate(encoder, chunk)[0]
         # Training = forward + backward ≈ 3 × forward, except for frozen parts (BLT's entropy
         # model) which only run forward.
-        frozen = encoder.frozen_flops(batch) if hasattr(encoder, "frozen_flops") else 0.0
         fwd = encoder.flops(batch)
-        step_flops = 3.0 * fwd - 2.0 * frozen
-        for g in opt.param_groups:
-            g["lr"] = lr_at(budget, seen, n_bytes)
-        batch = batch.to(device)
-        with autocast:
-            units = encoder(batch)
-            loss = units.nll.sum() / batch.scored_bytes
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        if budget.grad_clip > 0:
-            torch.nn.utils.clip_grad_norm_(encoder.parameters(), budget.grad_clip)
-        opt.step()
-        lv = float(loss.detach()) / LN2
+        step_flops = 3.0 * fwd - 2.0 * encoder.frozen_flops(batch)
+        loss = train_step(encoder, batch.to(device), opt, lr_at(budget, seen, n_bytes), budget, autocast)
+        lv = float(loss) / LN2
         if not math.isfinite(lv):
             raise FloatingPointError(f"training loss is {lv} at step {steps}; lower budget.lr")
         seen += batch.scored_bytes

@@ -15,7 +15,7 @@ Segmenters: ``fit(texts)`` trains Morfessor Baseline (unsupervised, offline) on 
 the texts (when there are at least 300); before that a heuristic segmenter strips the common prefixes and suffixes listed in
 ``AFFIXES`` for the perturbation's language. Hunspell dictionaries are looked up in
 ``/usr/share/hunspell`` and in the tokbench cache (``$TOKBENCH_CACHE/debian/hunspell-*/``,
-fetched by ``python -m harness.sources.fetch hunspell-de-de``); this module never imports harness.
+fetched by ``python -m sources.fetch hunspell-de-de``); this module never imports harness.
 """
 
 from __future__ import annotations

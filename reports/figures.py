@@ -24,7 +24,7 @@ import seaborn as sns  # noqa: E402
 from matplotlib import font_manager  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
-from reports.load import CLEAN_ID  # noqa: E402
+from core.schema import CLEAN_ID  # noqa: E402
 from reports.tables import Tables, clean_buckets  # noqa: E402
 
 FONT_FALLBACK = [

@@ -11,13 +11,13 @@ other table, winner statement and pairwise test.
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-LN2 = math.log(2.0)
+from core.metrics import bpb
+
 KIND_ORDER = {"none": 0, "global": 1, "inter_block": 2, "intra_block": 3}
 COLUMNS = ["dataset", "encoder", "kind", "permutation", "block bytes", "BPB", "Δ vs original"]
 
@@ -66,7 +66,7 @@ def permutation_summary(models: pd.DataFrame, baselines: pd.DataFrame) -> pd.Dat
     d["bb"] = d["block_bytes"].fillna(0).astype(int)
     g = (d.groupby(["dataset", "base", "kind", "permutation", "bb"], sort=False)
          .agg(nll=("nll_nats", "sum"), n_bytes=("n_bytes", "sum")).reset_index())
-    g["bpb"] = g["nll"] / (LN2 * g["n_bytes"])
+    g["bpb"] = bpb(g["nll"], g["n_bytes"])
     orig = g[g["permutation"] == "none"].set_index(["dataset", "base"])["bpb"]
     g["delta"] = [r.bpb - orig.get((r.dataset, r.base), np.nan) for r in g.itertuples()]
     g["order"] = g["permutation"].map(KIND_ORDER)
@@ -106,7 +106,7 @@ def permutation_figure(summary: pd.DataFrame, colors: dict[str, Any]) -> Any:
 
     s = (summary.groupby(["base", "kind", "permutation", "bb"], sort=False)
          .agg(nll=("nll", "sum"), n_bytes=("n_bytes", "sum")).reset_index())
-    s["bpb"] = s["nll"] / (LN2 * s["n_bytes"])
+    s["bpb"] = bpb(s["nll"], s["n_bytes"])
     kinds = [k for k in ("inter_block", "intra_block") if (s["permutation"] == k).any()] or ["none"]
     fig, axes = plt.subplots(1, len(kinds), figsize=(max(6.5, 4.2 * len(kinds)), 3.4),
                              squeeze=False, constrained_layout=True)

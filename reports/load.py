@@ -9,7 +9,6 @@ still render. Units as in the files: NLL in nats, sizes in UTF-8 bytes.
 from __future__ import annotations
 
 import json
-import math
 import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,46 +17,17 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from core.metrics import bpb
+from core.schema import (
+    CELL_KEYS,
+    CLEAN_ID,
+    MODES,
+    NUMERIC_COLUMNS,
+    REQUIRED_RESULTS,
+    STRING_COLUMNS,
+)
 from reports.fragility import fill_columns, split_baselines
 
-LN2 = math.log(2.0)
-
-# A cell is identified by these keys (language/script are properties of the dataset).
-CELL_KEYS = ["encoder", "seed", "dataset", "perturbation_id", "severity", "mode"]
-STRING_COLUMNS = [
-    "encoder",
-    "encoder_name",
-    "dataset",
-    "language",
-    "script",
-    "perturbation",
-    "perturbation_id",
-    "mode",
-    "token_unit",
-    "segment_unit",
-    "fingerprint",
-]
-NUMERIC_COLUMNS = [
-    "seed",
-    "severity",
-    "n_docs",
-    "n_bytes",
-    "n_bytes_clean",
-    "nll_nats",
-    "bpb",
-    "bpb_clean",
-    "byte_ppl",
-    "word_ppl",
-    "token_ppl",
-    "n_tokens",
-    "n_segments",
-    "bytes_per_segment",
-    "n_words",
-    "edit_rate",
-]
-REQUIRED_RESULTS = ["encoder", "seed", "dataset", "perturbation_id", "mode", "n_bytes", "nll_nats"]
-MODES = ("clean_target", "full")  # order of preference for robustness summaries
-CLEAN_ID = "clean"
 # Sample fields kept as table columns; texts and per-byte lists are kept only for displayed samples.
 SAMPLE_SCALARS = CELL_KEYS + [
     "doc_id",
@@ -157,8 +127,8 @@ def _fill_results(df: pd.DataFrame, fname: str) -> pd.DataFrame:
         )
     if (df["n_bytes"] <= 0).any():
         raise ValueError(f"{fname}: column 'n_bytes' must be > 0 in every row")
-    df["bpb"] = df["nll_nats"] / (LN2 * df["n_bytes"])
-    df["bpb_clean"] = df["nll_nats"] / (LN2 * df["n_bytes_clean"])
+    df["bpb"] = bpb(df["nll_nats"], df["n_bytes"])
+    df["bpb_clean"] = bpb(df["nll_nats"], df["n_bytes_clean"])
     df["metric_bytes"] = np.where(df["mode"] == "full", df["n_bytes_clean"], df["n_bytes"])
     df["family"] = df["perturbation"].str.split(".").str[0]
     dup = df.duplicated(CELL_KEYS)

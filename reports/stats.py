@@ -20,7 +20,8 @@ from collections.abc import Callable, Sequence
 import numpy as np
 from scipy import stats as sps
 
-LN2 = math.log(2.0)
+from core.metrics import LN2
+
 EXACT_PERMUTATION_MAX_UNITS = 14  # 2^14 sign patterns; above that, Monte Carlo
 
 

@@ -16,7 +16,8 @@ import unicodedata
 from dataclasses import dataclass, field
 from typing import Any
 
-from reports.load import CLEAN_ID, LN2
+from core.metrics import LN2
+from core.schema import CLEAN_ID
 
 # Upper edges (bits/byte) of the shade classes s0..s7; the last class is open-ended.
 BIN_EDGES = (0.5, 1.0, 2.0, 3.0, 4.0, 6.0, 8.0)

@@ -23,8 +23,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from core.metrics import LN2, bpb
+from core.schema import CLEAN_ID, MODES
 from reports import stats
-from reports.load import CLEAN_ID, LN2, MODES, RunData
+from reports.load import RunData
 
 GROUP = ["encoder", "perturbation_id", "severity", "mode"]
 UNIT = ["seed", "dataset", "doc_id"]  # a paired unit: one document under one seed
@@ -147,7 +149,7 @@ def group_table(data: RunData, idx: _Index, n_boot: int, seed: int) -> pd.DataFr
         row: dict[str, Any] = dict(
             encoder=enc, perturbation_id=pid, perturbation=g.perturbation.iloc[0],
             family=g.family.iloc[0], severity=sev, mode=mode, bpb=_pooled(g),
-            bpb_scored=float(g.nll_nats.sum() / (LN2 * g.n_bytes.sum())),
+            bpb_scored=float(bpb(g.nll_nats.sum(), g.n_bytes.sum())),
             seed_mean=mean, seed_sd=sd, n_seeds=int(g.seed.nunique()),
             n_docs=float(g.n_docs.sum()) if g.n_docs.notna().all() else math.nan,
             datasets=",".join(sorted(g.dataset.unique())),
@@ -373,7 +375,7 @@ def clean_buckets(buckets: pd.DataFrame) -> pd.DataFrame:
         b = b[b["mode"] == "full"]
     b = b.groupby(["analysis", "bucket", "encoder"], sort=False)[
         ["n_words", "n_bytes", "nll_nats"]].sum().reset_index()
-    b["bpb"] = b.nll_nats / (LN2 * b.n_bytes)
+    b["bpb"] = bpb(b.nll_nats, b.n_bytes)
     return b
 
 

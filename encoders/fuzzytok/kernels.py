@@ -36,6 +36,10 @@ Kernels:
     so the scratch is bounded (34 MB at C = 256 in bf16, about the H200's L2) whatever B·T is.
     Measured slower than one launch per layer on an H200 (BENCHMARKS.md), hence off by default.
 
+Launches go through ``ThinLauncher``: Triton's autotuner and heuristics wrappers once per key
+(tuning timed by CUDA-graph replay, ``_tune_bench``), then the compiled kernel's launcher directly.
+Shapes whose channel counts are all ≤ ``SMALL_C`` tune over config lists of their own.
+
 Accumulation is fp32 whatever the input dtype (bf16 or fp32; an fp32 ``tl.dot`` uses TF32 on GPU).
 Without a GPU the kernels run only in Triton's interpreter (``TRITON_INTERPRET=1``); this module
 then enables it before the kernels are defined, and autotuning keeps a single config. The kernels
@@ -58,11 +62,14 @@ if not torch.cuda.is_available():
 
 import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
+import triton.testing  # noqa: E402
 from triton.tools.tensor_descriptor import TensorDescriptor  # noqa: E402
 
 INTERPRET = os.environ.get("TRITON_INTERPRET", "0") == "1"
 
-ACTIVATIONS = {"none": 0, "gelu": 1, "relu": 2, "silu": 3}
+# Activation codes (the ACT argument of the kernels).
+ACT_NONE, ACT_GELU, ACT_RELU, ACT_SILU = 0, 1, 2, 3
+ACTIVATIONS = {"none": ACT_NONE, "gelu": ACT_GELU, "relu": ACT_RELU, "silu": ACT_SILU}
 
 # Epilogue modes of _conv_kernel and _conv_tma_kernel.
 MODE_PLAIN = 0  # y = acc + bias
@@ -72,6 +79,18 @@ MODE_ADD = 3  # y = acc + res                            (input gradient of a re
 MODE_LAYER_SAVE = 4  # MODE_LAYER, and also aux = act'(acc + bias) (kept for the backward)
 MODE_ADD_ACTGRAD = 5  # MODE_ADD, and also g = y · aux, (aux = the layer below's act'(pre-activation)),
 #                       and q = Σ_rows g per column (the layer below's bias-gradient partial sums)
+
+# The same codes as compile-time constants: a @triton.jit function may read a global only if it is
+# a tl.constexpr, and comparing against them keeps every branch static (no runtime test).
+_MODE_PLAIN = tl.constexpr(MODE_PLAIN)
+_MODE_LAYER = tl.constexpr(MODE_LAYER)
+_MODE_ACTGRAD = tl.constexpr(MODE_ACTGRAD)
+_MODE_ADD = tl.constexpr(MODE_ADD)
+_MODE_LAYER_SAVE = tl.constexpr(MODE_LAYER_SAVE)
+_MODE_ADD_ACTGRAD = tl.constexpr(MODE_ADD_ACTGRAD)
+_ACT_GELU = tl.constexpr(ACT_GELU)
+_ACT_RELU = tl.constexpr(ACT_RELU)
+_ACT_SILU = tl.constexpr(ACT_SILU)
 
 
 def _configs(names: tuple[str, ...], entries: list[tuple[int, ...]],
@@ -88,12 +107,42 @@ def _configs(names: tuple[str, ...], entries: list[tuple[int, ...]],
     return out
 
 
-# Short lists: every config compiles for every key.
+def _sized_configs(names: tuple[str, ...], large: list[tuple[int, ...]], small: list[tuple[int, ...]],
+                   interpreted: tuple[int, ...] = (32, 32, 32)) -> tuple[list[triton.Config], set[int]]:
+    """(all configs, ids of the small-channel ones) for an autotuner whose early prune calls
+    ``_by_width``: entries in both lists become two configs, one in each set. Under the
+    interpreter one config, in neither set (``_by_width`` keeps it)."""
+    if INTERPRET:
+        return _configs(names, large, interpreted), set()
+    big, little = _configs(names, large), _configs(names, small)
+    return big + little, {id(c) for c in little}
+
+
+def _by_width(configs: list[triton.Config], small_ids: set[int], ci: int, co: int) -> list[triton.Config]:
+    """The configs of a shape's size class: the small-channel list when C_in and C_out are both
+    ≤ SMALL_C, else the list for wide shapes (all configs when the sets are empty: interpreter)."""
+    if not small_ids:
+        return configs
+    small = max(ci, co) <= SMALL_C
+    return [c for c in configs if (id(c) in small_ids) == small]
+
+
+# Short lists: every config compiles for every key. Shapes whose channel counts are all
+# ≤ SMALL_C (32–128) take lists of their own (``_by_width``): narrower tiles and more programs per
+# SM, since 64 channels give each output tile a short reduction (K · 64) and few tiles; the
+# lists for C ≥ 256 stay as tuned there.
+SMALL_C = 128
 _FWD_NAMES = ("BLOCK_T", "BLOCK_N", "BLOCK_C")
-_FWD_CONFIGS = _configs(_FWD_NAMES, [(128, 128, 64, 8, 3), (128, 256, 64, 8, 3), (256, 128, 64, 8, 3),
-                                     (128, 64, 64, 4, 4), (64, 128, 64, 4, 4)])
-_DW_CONFIGS = _configs(("BLOCK_T", "BLOCK_M", "BLOCK_N"),
-                       [(64, 128, 128, 8, 3), (64, 64, 128, 4, 3), (128, 64, 64, 4, 3), (64, 128, 256, 8, 3)])
+_FWD_CONFIGS, _FWD_SMALL = _sized_configs(
+    _FWD_NAMES,
+    large=[(128, 128, 64, 8, 3), (128, 256, 64, 8, 3), (256, 128, 64, 8, 3), (128, 64, 64, 4, 4),
+           (64, 128, 64, 4, 4)],
+    small=[(128, 64, 64, 4, 4), (64, 128, 64, 4, 4), (64, 64, 32, 4, 4), (128, 32, 32, 4, 4), (64, 32, 32, 4, 3)])
+_DW_CONFIGS, _DW_SMALL = _sized_configs(
+    ("BLOCK_T", "BLOCK_M", "BLOCK_N"),
+    large=[(64, 128, 128, 8, 3), (64, 64, 128, 4, 3), (128, 64, 64, 4, 3), (64, 128, 256, 8, 3)],
+    small=[(128, 64, 64, 4, 3), (64, 64, 64, 4, 3), (128, 32, 64, 4, 3), (64, 32, 32, 4, 4),
+           (64, 128, 128, 8, 3), (64, 64, 128, 4, 3)])
 _BLOCK_CONFIGS = _configs(_FWD_NAMES, [(128, 128, 64, 8, 3), (128, 64, 64, 4, 3), (64, 128, 64, 4, 3),
                                        (128, 256, 64, 8, 3)])
 # The persistent TMA kernel (Hopper): channel counts must be multiples of a config's BLOCK_C and
@@ -102,11 +151,16 @@ _BLOCK_CONFIGS = _configs(_FWD_NAMES, [(128, 128, 64, 8, 3), (128, 64, 64, 4, 3)
 # PER_SM: persistent programs per SM. With PER_SM = 2 two small programs (128 × 128 tiles, 4 warps,
 # 3 stages: about 100 KB of shared memory each in the epilogue modes) share an SM, so that one's
 # epilogue could overlap the other's main loop. On an H200 adding them moved the epilogue launches
-# by only 1–6 µs (BENCHMARKS.md, runs 5 and 6); the autotuner keeps them where they win.
-_TMA_CONFIGS = _configs(("BLOCK_T", "BLOCK_N", "BLOCK_C", "PER_SM"),
-                        [(128, 128, 64, 1, 4, 4), (128, 256, 64, 1, 8, 3), (128, 128, 64, 1, 8, 4),
-                         (128, 64, 64, 1, 4, 4), (128, 128, 64, 2, 4, 3), (128, 64, 64, 2, 4, 3)],
-                        interpreted=(32, 32, 32, 1))
+# by only 1–6 µs (BENCHMARKS.md, runs 5 and 6); the autotuner keeps them where they win. Small
+# channel counts add 64-row and 32-column tiles with up to 4 programs per SM (C = 32 fits only these).
+_TMA_CONFIGS, _TMA_SMALL = _sized_configs(
+    ("BLOCK_T", "BLOCK_N", "BLOCK_C", "PER_SM"),
+    large=[(128, 128, 64, 1, 4, 4), (128, 256, 64, 1, 8, 3), (128, 128, 64, 1, 8, 4), (128, 64, 64, 1, 4, 4),
+           (128, 128, 64, 2, 4, 3), (128, 64, 64, 2, 4, 3)],
+    small=[(128, 64, 64, 1, 4, 4), (128, 64, 64, 2, 4, 3), (64, 64, 64, 2, 4, 4), (64, 64, 64, 4, 4, 3),
+           (256, 64, 64, 1, 8, 3), (128, 128, 64, 1, 4, 4), (128, 128, 64, 2, 4, 3), (128, 32, 32, 2, 4, 4),
+           (64, 32, 32, 4, 4, 4)],
+    interpreted=(32, 32, 32, 1))
 # FUZZYTOK_TMA=0 forces the pointer kernel everywhere (benchmarks compare the two).
 USE_TMA = os.environ.get("FUZZYTOK_TMA", "1") != "0"
 # Per-tile column sums (MODE_ADD_ACTGRAD, _mul_col_sums_kernel) get one row per tile of this height.
@@ -154,14 +208,14 @@ def _gelu_tail(z):
 def _act_both(z, ACT: tl.constexpr):
     """(act(z), act'(z)) elementwise in fp32, sharing their common work (GELU's tail and
     exponential, SiLU's sigmoid). GELU is exact GELU (torch's approximate='none')."""
-    if ACT == 1:  # z · Φ(z) and Φ(z) + z · φ(z)
+    if ACT == _ACT_GELU:  # z · Φ(z) and Φ(z) + z · φ(z)
         h, e = _gelu_tail(z)
         out = tl.maximum(z, 0.0) - tl.abs(z) * h
         grad = tl.where(z >= 0.0, 1.0 - h, h) + z * e * _INV_SQRT_2PI
-    elif ACT == 2:
+    elif ACT == _ACT_RELU:
         out = tl.maximum(z, 0.0)
         grad = tl.where(z > 0.0, 1.0, 0.0)
-    elif ACT == 3:
+    elif ACT == _ACT_SILU:
         s = 1.0 / (1.0 + tl.exp(-z))
         out = z * s
         grad = s * (1.0 + z * (1.0 - s))
@@ -219,21 +273,21 @@ def _epilogue(z, rows, cols, T, b, b_ptr, r_ptr, y_ptr, z_ptr, g_ptr, q_ptr, CO:
         z += tl.load(b_ptr + cols, mask=cols < CO, other=0.0).to(tl.float32)[None, :]
     mask = (rows[:, None] < T) & (cols[None, :] < CO)
     off = b * T * CO + rows[:, None] * CO + cols[None, :]
-    if MODE == 1:
+    if MODE == _MODE_LAYER:
         res = tl.load(r_ptr + off, mask=mask, other=0.0).to(tl.float32)
         z = res + _act(z, ACT)
-    elif MODE == 4:
+    elif MODE == _MODE_LAYER_SAVE:
         act, grad = _act_both(z, ACT)
         tl.store(z_ptr + off, grad.to(z_ptr.dtype.element_ty), mask=mask)
         res = tl.load(r_ptr + off, mask=mask, other=0.0).to(tl.float32)
         z = res + act
-    elif MODE == 2:
+    elif MODE == _MODE_ACTGRAD:
         res = tl.load(r_ptr + off, mask=mask, other=0.0).to(tl.float32)
         z = res * _act_grad(z, ACT)
-    elif MODE == 3 or MODE == 5:
+    elif MODE == _MODE_ADD or MODE == _MODE_ADD_ACTGRAD:
         res = tl.load(r_ptr + off, mask=mask, other=0.0).to(tl.float32)
         z = z + res
-        if MODE == 5:
+        if MODE == _MODE_ADD_ACTGRAD:
             g = z * tl.load(z_ptr + off, mask=mask, other=0.0).to(tl.float32)
             tl.store(g_ptr + off, g.to(g_ptr.dtype.element_ty), mask=mask)
             # The layer below's bias gradient, Σ_{b,t} g, as one partial sum per tile and column
@@ -290,20 +344,64 @@ def _split_epilogue(args: dict) -> int:
     return 4 if args["BLOCK_N"] >= 128 else 2
 
 
+# The autotuner's timer. Triton's default (do_bench) times each config with the host's launch
+# cost in the loop: on the lent VM that exceeded the kernels at C ≤ 128 (BENCHMARKS.md), so its
+# choice there was noise. Replaying a CUDA graph of _TUNE_REPS launches times the kernel alone.
+# FUZZYTOK_TUNE_GRAPH=0 restores Triton's timer; launches that cannot be captured fall back to it.
+TUNE_GRAPH = os.environ.get("FUZZYTOK_TUNE_GRAPH", "1") != "0"
+_TUNE_REPS = 10
+
+
+def _tune_bench(fn, quantiles: tuple[float, ...] | None = None):  # noqa: ANN001, ANN201
+    """Milliseconds of one ``fn()`` (a config's launch) as the autotuner wants them: [median, low,
+    high] over 5 replays of a graph of _TUNE_REPS launches (quantiles given), or the median."""
+    if not TUNE_GRAPH:
+        return triton.testing.do_bench(fn, quantiles=quantiles)
+    fn()  # compiles: a config that cannot compile raises here, and the autotuner skips it
+    torch.cuda.synchronize()
+    try:
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            fn()
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            for _ in range(_TUNE_REPS):
+                fn()
+        graph.replay()
+        times = []
+        for _ in range(5):
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            graph.replay()
+            end.record()
+            end.synchronize()
+            times.append(start.elapsed_time(end) / _TUNE_REPS)
+        del graph
+    except Exception:  # noqa: BLE001 - not capturable here: Triton's own timer
+        torch.cuda.synchronize()
+        return triton.testing.do_bench(fn, quantiles=quantiles)
+    times.sort()
+    return [times[2], times[0], times[-1]] if quantiles else times[2]
+
+
 def _prune_fwd(configs: list[triton.Config], named_args: dict, **kwargs: object) -> list[triton.Config]:
-    """Drop pointer-kernel tiles far wider than the output channels: at C_out ≤ 128 the
-    256-column tiles only compute padding, and with an activation epilogue they spilled registers
-    (benchmarks/fuzzytok_aot.py)."""
-    width = max(64, triton.next_power_of_2(int(kwargs["CO"])))
+    """The shape's size class (``_by_width``), without pointer-kernel tiles far wider than the
+    output channels: at C_out ≤ 128 the 256-column tiles only compute padding, and with an
+    activation epilogue they spilled registers (benchmarks/fuzzytok_aot.py)."""
+    ci, co = int(kwargs["CI"]), int(kwargs["CO"])
+    configs = _by_width(configs, _FWD_SMALL, ci, co)
+    width = max(64, triton.next_power_of_2(co))
     return [c for c in configs if c.kwargs["BLOCK_N"] <= width] or configs[:1]
 
 
 # reset_to_zero: a tuning trial with one tile height leaves column sums in rows that a taller
 # tile (the chosen config) never writes; each trial and the real launch start from zeros.
 @triton.autotune(configs=_FWD_CONFIGS, key=["CI", "CO", "K", "MODE", "DIR"],
-                 prune_configs_by={"early_config_prune": _prune_fwd}, reset_to_zero=["q_ptr"])
+                 prune_configs_by={"early_config_prune": _prune_fwd}, reset_to_zero=["q_ptr"], do_bench=_tune_bench)
 @triton.heuristics({"SPLIT": _split_epilogue})
-@triton.jit
+@triton.jit(do_not_specialize=["dil", "Q_ROWS"])
 def _conv_kernel(x_ptr, w_ptr, b_ptr, r_ptr, y_ptr, z_ptr, g_ptr, q_ptr, T, dil, Q_ROWS,
                  CI: tl.constexpr, CO: tl.constexpr, K: tl.constexpr, DIR: tl.constexpr, HAS_BIAS: tl.constexpr, MODE: tl.constexpr,
                  ACT: tl.constexpr, BLOCK_T: tl.constexpr, BLOCK_N: tl.constexpr,
@@ -328,9 +426,20 @@ def _conv_kernel(x_ptr, w_ptr, b_ptr, r_ptr, y_ptr, z_ptr, g_ptr, q_ptr, T, dil,
 
 
 def _prune_tma(configs: list[triton.Config], named_args: dict, **kwargs: object) -> list[triton.Config]:
-    """Keep TMA configs whose blocks divide the channel counts (``tma_fits`` checked one exists)."""
-    ci, co = kwargs["CI"], kwargs["CO"]
-    return [c for c in configs if ci % c.kwargs["BLOCK_C"] == 0 and co % c.kwargs["BLOCK_N"] == 0]
+    """Keep the shape's size class (``_by_width``) of TMA configs whose blocks divide the channel
+    counts (``tma_fits`` checked that one exists)."""
+    ci, co = int(kwargs["CI"]), int(kwargs["CO"])
+    return [c for c in _by_width(configs, _TMA_SMALL, ci, co)
+            if ci % c.kwargs["BLOCK_C"] == 0 and co % c.kwargs["BLOCK_N"] == 0]
+
+
+def _prune_dw(configs: list[triton.Config], named_args: dict, **kwargs: object) -> list[triton.Config]:
+    """The shape's size class (``_by_width``), without tiles more than twice as wide as the
+    channels they cover (at C = 64 a 128-column tile is half padding)."""
+    ci, co = int(kwargs["CI"]), int(kwargs["CO"])
+    configs = _by_width(configs, _DW_SMALL, ci, co)
+    mi, ni = max(32, triton.next_power_of_2(ci)), max(32, triton.next_power_of_2(co))
+    return [c for c in configs if c.kwargs["BLOCK_M"] <= mi and c.kwargs["BLOCK_N"] <= ni] or configs[:1]
 
 
 def _set_block_shapes(nargs: dict) -> None:
@@ -365,7 +474,7 @@ def _tma_tile(tile, x_desc, w_desc, y_desc, b_ptr, r_ptr, y_ptr, z_ptr, g_ptr, q
         xt = x_desc.load([bi, t0 + DIR * (K - 1 - k) * dil, c0]).reshape(BLOCK_T, BLOCK_C)
         wt = w_desc.load([k * CI + c0, n0])
         acc = tl.dot(xt, wt, acc)
-    if MODE == 0:
+    if MODE == _MODE_PLAIN:
         if HAS_BIAS:
             acc += tl.load(b_ptr + n0 + tl.arange(0, BLOCK_N)).to(tl.float32)[None, :]
         y_desc.store([bi, t0, n0], acc.to(y_desc.dtype).reshape(1, BLOCK_T, BLOCK_N))  # clips rows ≥ T
@@ -376,9 +485,9 @@ def _tma_tile(tile, x_desc, w_desc, y_desc, b_ptr, r_ptr, y_ptr, z_ptr, g_ptr, q
 
 
 @triton.autotune(configs=_TMA_CONFIGS, key=["CI", "CO", "K", "MODE", "DIR"],
-                 prune_configs_by={"early_config_prune": _prune_tma}, reset_to_zero=["q_ptr"])
+                 prune_configs_by={"early_config_prune": _prune_tma}, reset_to_zero=["q_ptr"], do_bench=_tune_bench)
 @triton.heuristics({"SPLIT": _split_epilogue})
-@triton.jit
+@triton.jit(do_not_specialize=["B", "dil", "Q_ROWS"])
 def _conv_tma_kernel(x_desc, w_desc, y_desc, b_ptr, r_ptr, y_ptr, z_ptr, g_ptr, q_ptr, B, T, dil, Q_ROWS,
                      CI: tl.constexpr, CO: tl.constexpr, K: tl.constexpr, DIR: tl.constexpr,
                      HAS_BIAS: tl.constexpr, MODE: tl.constexpr, ACT: tl.constexpr,
@@ -407,8 +516,11 @@ def _conv_tma_kernel(x_desc, w_desc, y_desc, b_ptr, r_ptr, y_ptr, z_ptr, g_ptr, 
                       DIR, HAS_BIAS, MODE, ACT, BLOCK_T, BLOCK_N, BLOCK_C, SPLIT)
 
 
-@triton.autotune(configs=_DW_CONFIGS, key=["CI", "CO", "K", "HAS_DB"])
-@triton.jit
+@triton.autotune(configs=_DW_CONFIGS, key=["CI", "CO", "K", "HAS_DB"],
+                 prune_configs_by={"early_config_prune": _prune_dw}, do_bench=_tune_bench)
+# Run-time integers that only enter address arithmetic are not specialised (Triton would compile
+# separate variants for 1 and for multiples of 16).
+@triton.jit(do_not_specialize=["dil", "n_chunks"])
 def _conv_dw_kernel(x_ptr, g_ptr, p_ptr, q_ptr, T, dil, n_chunks,
                     CI: tl.constexpr, CO: tl.constexpr, K: tl.constexpr, CHUNK: tl.constexpr,
                     HAS_DB: tl.constexpr, DB_ROWS: tl.constexpr, BLOCK_T: tl.constexpr,
@@ -535,15 +647,191 @@ def _block_kernel(x_ptr, w_ptr, b_ptr, d_ptr, y_ptr, s_ptr, B, T, HALO,
 
 
 # ------------------------------------------------------------------------------------------------
+# Thin launches. ``kernel[grid](...)`` through ``@autotune`` and ``@heuristics`` rebuilds argument
+# dicts, the tuning key and the heuristics' inputs, runs the config's pre-hook and then the JIT's
+# own binding and cache lookup on every call: tens of µs of Python per launch, more than a
+# C = 64 kernel runs. A ``ThinLauncher`` goes through those wrappers once per key and keeps what
+# they chose (config, heuristics' values and, on a GPU, the compiled kernel); later calls launch
+# that compiled kernel directly.
+
+# FUZZYTOK_THIN=0 (or ``kernels.THIN = False``) sends every launch through the wrappers.
+THIN = os.environ.get("FUZZYTOK_THIN", "1") != "0"
+
+
+def _spec_backend(jit: object, device: int) -> object:
+    """The backend whose argument specialisation Triton's JIT uses on ``device``."""
+    from triton.backends.compiler import BaseBackend
+
+    caches = getattr(jit, "device_caches", None)
+    if caches is not None and device in caches:
+        return caches[device][3]  # (kernel cache, key cache, target, backend, binder)
+    return BaseBackend
+
+
+class ThinLauncher:
+    """Launches one ``@triton.autotune``(``@triton.heuristics``)``@triton.jit`` kernel past its
+    wrappers once a key has been through them.
+
+    Key: the caller's constexprs (every value the autotuner keys on, and every other constexpr),
+    the current device, and Triton's own specialisation of each run-time argument that is no
+    descriptor (``native_specialize_impl``: dtype, 16-byte alignment of pointers, integers that are
+    1 or multiples of 16, 32 or 64 bits): everything the chosen config and the compiled binary
+    depend on. Descriptors are built from the entry's tiles (their dtype follows from the
+    constexprs' caller key, ``static``). A new key goes through the autotuner (which tunes it if its
+    own, coarser key is new) and is recorded. Under the interpreter the recorded config and
+    heuristics' values are passed to the bare ``@jit`` function (no binary to call).
+    """
+
+    def __init__(self, tuner: triton.runtime.Autotuner, first_spec_arg: int = 0) -> None:
+        inner = tuner.fn
+        self.tuner = tuner
+        self.heuristics = inner.values if isinstance(inner, triton.runtime.Heuristics) else {}
+        self.jit = inner.fn if isinstance(inner, triton.runtime.Heuristics) else inner
+        self.arg_names: list[str] = list(self.jit.arg_names)
+        # (specialise?, specialise on alignment?) of the run-time arguments from first_spec_arg on,
+        # as the @jit declares them (the interpreter's function has no params: it compiles nothing).
+        params = getattr(self.jit, "params", [])[first_spec_arg:]
+        self.spec_flags = [(not p.do_not_specialize, not p.do_not_specialize_on_alignment) for p in params
+                           if not p.is_constexpr]
+        # key -> (meta, constexpr tail, launch, function handle, packed metadata, compiled kernel)
+        self.entries: dict[tuple, tuple] = {}
+        self.tuned_calls = 0  # calls that went through the wrappers (tests and benchmarks read them)
+        self.direct_calls = 0
+
+    def clear(self) -> None:
+        """Forget every entry and the autotuner's choices (the next call of each key re-tunes)."""
+        self.entries.clear()
+        self.tuner.cache.clear()
+
+    def __call__(self, grid, make_args, spec_args: tuple, consts: dict, static: tuple = ()) -> None:  # noqa: ANN001
+        """Launch with run-time arguments ``make_args(meta)`` (signature order; ``meta`` is None on a
+        tuned call, else the recorded config's constexprs), grid ``grid(meta)``, constexprs
+        ``consts``. ``spec_args``: the run-time arguments other than descriptors."""
+        if not THIN:
+            self._tune(None, grid, make_args, consts)
+            return
+        device = -1 if INTERPRET else torch.cuda.current_device()
+        key = self.key(device, spec_args, consts, static)
+        entry = self.entries.get(key)
+        if entry is None:
+            self._tune(key, grid, make_args, consts)
+            # The JIT's backend for this device exists now: record under the key it gives (the
+            # lookup before the first launch on a device used Triton's base rules).
+            final = self.key(device, spec_args, consts, static)
+            if final != key and key in self.entries:
+                self.entries[final] = self.entries.pop(key)
+            return
+        self.direct_calls += 1
+        meta, tail, run, function, packed = entry[:5]
+        args = make_args(meta)
+        g = grid(meta)
+        if run is None:  # interpreter
+            self.jit[g](*args, **dict(zip(self.arg_names[len(args):], tail)))
+            return
+        stream = _get_stream(device)
+        hooks = triton.knobs.runtime
+        enter, leave = hooks.launch_enter_hook, hooks.launch_exit_hook
+        if _hooked(enter) or _hooked(leave):  # a profiler listens: what JITFunction.run passes it
+            md = entry[5].launch_metadata(g, stream, *args, *tail)
+        else:  # Triton's launcher skips None hooks (its own run calls two empty hook chains)
+            enter = leave = md = None
+        run(g[0], g[1] if len(g) > 1 else 1, g[2] if len(g) > 2 else 1, stream, function, packed, md, enter, leave,
+            *args, *tail)
+
+    def key(self, device: int, spec_args: tuple, consts: dict, static: tuple = ()) -> tuple:
+        """The entry key of a call (see the class docstring)."""
+        backend = _spec_backend(self.jit, device)
+        flags = self.spec_flags or [(True, True)] * len(spec_args)
+        spec = tuple(_specialize(backend, a, False, sp, al) for a, (sp, al) in zip(spec_args, flags))
+        return (device, static, tuple(consts.items()), spec)
+
+    def _tune(self, key: tuple | None, grid, make_args, consts: dict) -> None:  # noqa: ANN001
+        args = make_args(None)
+        compiled = self.tuner[grid](*args, **consts)
+        self.tuned_calls += 1
+        if key is None:  # THIN off: nothing to record
+            return
+        cfg = self.tuner.best_config
+        named = dict(zip(self.arg_names, args))
+        meta = {**consts, **cfg.kwargs}
+        for name, fn in self.heuristics.items():  # as Heuristics.run evaluates them
+            meta[name] = fn({**named, **consts, **cfg.all_kwargs()})
+        tail = tuple(meta[n] for n in self.arg_names[len(args):])
+        if INTERPRET:
+            self.entries[key] = (meta, tail, None, None, None, None)
+        elif isinstance(compiled, triton.compiler.CompiledKernel):
+            self.entries[key] = (meta, tail, compiled.run, compiled.function, compiled.packed_metadata, compiled)
+
+
+def _hooked(hook: object) -> bool:
+    """Whether a launch hook (None, a function, or a ``HookChain``) would call anything."""
+    return hook is not None and bool(getattr(hook, "calls", True))
+
+
+def _specialize(backend: object, arg: object, is_const: bool, specialize: bool, align: bool) -> tuple:
+    from triton._C.libtriton import native_specialize_impl
+
+    return native_specialize_impl(backend, arg, is_const, specialize, align)
+
+
+@functools.cache
+def _stream_getter():  # noqa: ANN202 - Triton's driver function
+    return triton.runtime.driver.active.get_current_stream
+
+
+def _get_stream(device: int) -> int:
+    return _stream_getter()(device)
+
+
+def _desc(t: torch.Tensor, shape: list[int], strides: list[int], block: list[int]) -> TensorDescriptor:
+    """A TensorDescriptor without ``__post_init__``'s checks (alignment, strides, block shape):
+    ``tma_fits`` checked the tensors and the key's first call built the same shapes checked."""
+    d = TensorDescriptor.__new__(TensorDescriptor)
+    d.base, d.shape, d.strides, d.block_shape, d.padding = t, shape, strides, block, "zero"
+    return d
+
+
+_CONV = ThinLauncher(_conv_kernel)
+_CONV_TMA = ThinLauncher(_conv_tma_kernel, first_spec_arg=3)  # after the three descriptors
+_CONV_DW = ThinLauncher(_conv_dw_kernel)
+LAUNCHERS = {"conv": _CONV, "conv_tma": _CONV_TMA, "dw": _CONV_DW}
+
+
+def clear_tuning() -> None:
+    """Forget every tuned config and recorded launch (benchmarks: small shapes must not choose
+    the tiles that timed shapes then reuse)."""
+    for launcher in LAUNCHERS.values():
+        launcher.clear()
+    _block_kernel.cache.clear()
+
+
+# ------------------------------------------------------------------------------------------------
 # Launchers. All take and return contiguous channels-last tensors; weights in torch's Conv1d
 # layout (C_out, C_in, K).
 
 
-def _check(x: torch.Tensor, weight: torch.Tensor) -> None:
-    if x.dim() != 3 or weight.dim() != 3 or x.shape[2] != weight.shape[1]:
+def _cdiv(a: int, b: int) -> int:
+    # Host-side integer math: triton.cdiv and triton.next_power_of_2 are Triton constexpr functions
+    # whose Python calls cost several µs each on the lent VM (13 of them per eager fwd + bwd).
+    return -(-a // b)
+
+
+def _pow2(n: int) -> int:
+    """The smallest power of two ≥ n (n ≥ 1)."""
+    return 1 << (n - 1).bit_length()
+
+
+def _dense(t: torch.Tensor) -> torch.Tensor:
+    """t, or a contiguous copy: the check costs less host time than a no-op ``.contiguous()``."""
+    return t if t.is_contiguous() else t.contiguous()
+
+
+def _check(x: torch.Tensor, weight: torch.Tensor, transpose: bool = False) -> None:
+    """x (B, T, C_in) for weight (C_out, C_in, K); with ``transpose``, x is dy (B, T, C_out)."""
+    if x.dim() != 3 or weight.dim() != 3 or x.shape[2] != weight.shape[0 if transpose else 1]:
         raise ValueError(
             f"dilated_causal_conv: x must be (B, T, C_in) and weight (C_out, C_in, K); "
-            f"got x {tuple(x.shape)}, weight {tuple(weight.shape)}"
+            f"got x {tuple(x.shape)}, weight {tuple(weight.shape)}{' (input gradient: x is dy)' if transpose else ''}"
         )
     if x.device.type != "cuda" and not INTERPRET:
         raise ValueError(
@@ -561,7 +849,7 @@ def conv_forward(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | Non
     result is Σ_k dy[t + (K−1−k)·d] @ W[:, :, k] of shape (B, T, C_in). ``out``, ``pre``,
     ``grad_out``: see ``launch_conv``.
     """
-    _check(x if not transpose else x.new_empty(0, 0, weight.shape[1]), weight)
+    _check(x, weight, transpose)
     return launch_conv(x, gemm_weight(weight, transpose, x.dtype), bias, dilation, mode=mode, act=act,
                        res=res, transpose=transpose, out=out, pre=pre, grad_out=grad_out)
 
@@ -576,7 +864,8 @@ def gemm_weights(weight: torch.Tensor, transpose: bool, dtype: torch.dtype) -> t
     """A block's (L, C_out, C_in, K) weights → (L, K, C_in, C_out) (or (L, K, C_out, C_in) for input
     gradients) in one copy: ``gemm_weight`` of every layer at once (one launch, not L)."""
     perm = (0, 3, 1, 2) if transpose else (0, 3, 2, 1)
-    return weight.permute(*perm).contiguous().to(dtype)
+    w = weight.permute(*perm).contiguous()
+    return w if w.dtype == dtype else w.to(dtype)
 
 
 def launch_conv(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None, dilation: int,
@@ -592,7 +881,7 @@ def launch_conv(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None, dil
     ``col_sums`` (a ``col_sum_buffer``) where it adds up g's columns per tile (``.sum(0)`` of it is
     Σ_{b,t} g, the layer below's bias gradient).
     """
-    x = x.contiguous()
+    x = _dense(x)
     B, T, _ = x.shape
     K, ci, co = w.shape
     y = torch.empty(B, T, co, device=x.device, dtype=x.dtype) if out is None else out
@@ -600,7 +889,7 @@ def launch_conv(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None, dil
             (mode == MODE_ADD_ACTGRAD) != (grad_out is not None) or (grad_out is None) != (col_sums is None)):
         raise ValueError(f"launch_conv: mode {mode} got pre={pre is not None}, grad_out={grad_out is not None}, "
                          f"col_sums={col_sums is not None}")
-    q_rows = triton.cdiv(T, _Q_BLOCK_T)
+    q_rows = _cdiv(T, _Q_BLOCK_T)
     if col_sums is not None and (col_sums.shape != (B * q_rows, co) or col_sums.dtype != torch.float32
                                  or not col_sums.is_contiguous()):
         raise ValueError(f"launch_conv: col_sums must be col_sum_buffer({B}, {T}, {co}), got {tuple(col_sums.shape)}")
@@ -609,8 +898,8 @@ def launch_conv(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None, dil
             raise ValueError(f"launch_conv: {name} must be contiguous {(B, T, co)}, got {tuple(t.shape)}")
     if B == 0 or T == 0:
         return y
-    r = res.contiguous() if res is not None else y
-    b = bias if bias is not None else y
+    r = _dense(res) if res is not None else y
+    b = _dense(bias) if bias is not None else y  # the epilogues read bias[cols] densely
 
     aux = pre if pre is not None else y
     gout = grad_out if grad_out is not None else y
@@ -619,22 +908,30 @@ def launch_conv(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None, dil
     common = dict(CI=ci, CO=co, K=K, DIR=1 if transpose else -1, HAS_BIAS=bias is not None, MODE=mode,
                   ACT=ACTIVATIONS[act])
     if tma_fits(x, w, y, r, aux, gout):
-        x_desc = TensorDescriptor(x, [B, T, ci], [T * ci, ci, 1], [1, 32, 32])  # blocks: set per config
-        w_desc = TensorDescriptor(w.view(K * ci, co), [K * ci, co], [co, 1], [32, 32])
-        y_desc = TensorDescriptor(y, [B, T, co], [T * co, co, 1], [1, 32, 32])
         sms = _num_sms(x.device)
+        w2 = w.view(K * ci, co)
+        rest = (b, r, y, aux, gout, q, B, T, dilation, q_rows)
+
+        def make_args(meta: dict | None) -> tuple:
+            if meta is None:  # a call through the autotuner: its pre-hook sets the tiles
+                return (TensorDescriptor(x, [B, T, ci], [T * ci, ci, 1], [1, 32, 32]),
+                        TensorDescriptor(w2, [K * ci, co], [co, 1], [32, 32]),
+                        TensorDescriptor(y, [B, T, co], [T * co, co, 1], [1, 32, 32]), *rest)
+            bt, bn, bc = meta["BLOCK_T"], meta["BLOCK_N"], meta["BLOCK_C"]
+            return (_desc(x, [B, T, ci], [T * ci, ci, 1], [1, bt, bc]), _desc(w2, [K * ci, co], [co, 1], [bc, bn]),
+                    _desc(y, [B, T, co], [T * co, co, 1], [1, bt, bn]), *rest)
 
         def pgrid(meta: dict) -> tuple[int]:
-            return (min(meta["PER_SM"] * sms, B * triton.cdiv(T, meta["BLOCK_T"]) * (co // meta["BLOCK_N"])),)
+            return (min(meta["PER_SM"] * sms, B * _cdiv(T, meta["BLOCK_T"]) * (co // meta["BLOCK_N"])),)
 
-        _conv_tma_kernel[pgrid](x_desc, w_desc, y_desc, b, r, y, aux, gout, q, B, T, dilation, q_rows,
-                                INTERP=INTERPRET, **common)
+        _CONV_TMA(pgrid, make_args, rest, dict(common, INTERP=INTERPRET), static=(x.dtype, w.dtype))
         return y
 
     def grid(meta: dict) -> tuple[int, int, int]:
-        return (triton.cdiv(T, meta["BLOCK_T"]), triton.cdiv(co, meta["BLOCK_N"]), B)
+        return (_cdiv(T, meta["BLOCK_T"]), _cdiv(co, meta["BLOCK_N"]), B)
 
-    _conv_kernel[grid](x, w, b, r, y, aux, gout, q, T, dilation, q_rows, **common)
+    args = (x, w, b, r, y, aux, gout, q, T, dilation, q_rows)
+    _CONV(grid, lambda meta: args, args, common)
     return y
 
 
@@ -646,7 +943,7 @@ def _scratch(device: torch.device) -> torch.Tensor:
 def col_sum_buffer(B: int, T: int, C: int, device: torch.device) -> torch.Tensor:
     """Zeros (B · ⌈T / _Q_BLOCK_T⌉, C) fp32 for per-tile column sums: one row per row tile of the
     smallest tile height any config has (taller tiles leave rows at zero)."""
-    return torch.zeros(B * triton.cdiv(T, _Q_BLOCK_T), C, device=device, dtype=torch.float32)
+    return torch.zeros(B * _cdiv(T, _Q_BLOCK_T), C, device=device, dtype=torch.float32)
 
 
 @triton.jit
@@ -668,15 +965,15 @@ def _mul_col_sums_kernel(a_ptr, s_ptr, g_ptr, q_ptr, T, Q_ROWS, C: tl.constexpr,
 def mul_col_sums(a: torch.Tensor, s: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """(g, q) for a, s (B, T, C): g = a · s in a's dtype, and q a ``col_sum_buffer`` of g's per-tile
     column sums (``q.sum(0)`` = Σ_{b,t} g, in fp32 from g before its rounding)."""
-    a, s = a.contiguous(), s.contiguous()
+    a, s = _dense(a), _dense(s)
     B, T, C = a.shape
     g = torch.empty_like(a)
     q = col_sum_buffer(B, T, C, a.device)
     if B == 0 or T == 0:
         return g, q
-    bn = min(128, triton.next_power_of_2(C))
+    bn = min(128, _pow2(C))
     q_rows = q.shape[0] // B
-    _mul_col_sums_kernel[(q_rows, triton.cdiv(C, bn), B)](a, s, g, q, T, q_rows, C=C, BLOCK_T=_Q_BLOCK_T,
+    _mul_col_sums_kernel[(q_rows, _cdiv(C, bn), B)](a, s, g, q, T, q_rows, C=C, BLOCK_T=_Q_BLOCK_T,
                                                           BLOCK_N=bn, num_warps=4)
     return g, q
 
@@ -690,36 +987,42 @@ def tma_fits(x: torch.Tensor, w: torch.Tensor, *others: torch.Tensor) -> bool:
             x.device.index if x.device.index is not None else torch.cuda.current_device())[1] >= 9):
         return False
     _, ci, co = w.shape
-    if not any(ci % c.kwargs["BLOCK_C"] == 0 and co % c.kwargs["BLOCK_N"] == 0 for c in _TMA_CONFIGS):
+    if not _tma_shape_fits(ci, co):
         return False
     return all(t.is_contiguous() and t.data_ptr() % 16 == 0 for t in (x, w, *others))
+
+
+@functools.cache
+def _tma_shape_fits(ci: int, co: int) -> bool:
+    return bool(_prune_tma(_TMA_CONFIGS, {}, CI=ci, CO=co))
 
 
 def conv_weight_grad(x: torch.Tensor, g: torch.Tensor, dilation: int, K: int, *,
                      with_bias: bool = False) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
     """dW (C_out, C_in, K) fp32 of y = conv(x, W) given g = dL/dy (B, T, C_out), x (B, T, C_in);
     with ``with_bias``, (dW, db) with db (C_out,) fp32 = Σ_{b,t} g, from the same launch."""
-    x, g = x.contiguous(), g.contiguous()
+    x, g = _dense(x), _dense(g)
     B, T, C_in = x.shape
     C_out = g.shape[2]
     if B == 0 or T == 0:
         dw = torch.zeros(C_out, C_in, K, device=x.device, dtype=torch.float32)
         return (dw, dw.new_zeros(C_out)) if with_bias else dw
-    tiles = triton.cdiv(C_in, 64) * triton.cdiv(C_out, 128) * K
+    tiles = _cdiv(C_in, 64) * _cdiv(C_out, 128) * K
     target = 4 * _num_sms(x.device)  # enough programs to fill the GPU several times over
-    per_b = max(1, min(triton.cdiv(T, _DW_CHUNK_UNIT), triton.cdiv(target, max(1, tiles * B))))
+    per_b = max(1, min(_cdiv(T, _DW_CHUNK_UNIT), _cdiv(target, max(1, tiles * B))))
     # A power of two ≥ 128 (a multiple of every BLOCK_T): few distinct compiled variants.
-    chunk = max(_DW_CHUNK_UNIT, triton.next_power_of_2(triton.cdiv(T, per_b)))
-    n_chunks = triton.cdiv(T, chunk)
+    chunk = max(_DW_CHUNK_UNIT, _pow2(_cdiv(T, per_b)))
+    n_chunks = _cdiv(T, chunk)
     p = torch.empty(B * n_chunks, K, C_in, C_out, device=x.device, dtype=torch.float32)
     q = torch.empty(B * n_chunks * K, C_out, device=x.device, dtype=torch.float32) if with_bias else p
 
     def grid(meta: dict) -> tuple[int, int, int]:
-        return (triton.cdiv(C_in, meta["BLOCK_M"]) + with_bias, triton.cdiv(C_out, meta["BLOCK_N"]),
+        return (_cdiv(C_in, meta["BLOCK_M"]) + with_bias, _cdiv(C_out, meta["BLOCK_N"]),
                 B * n_chunks * K)
 
-    _conv_dw_kernel[grid](x, g, p, q, T, dilation, n_chunks, CI=C_in, CO=C_out, K=K, CHUNK=chunk,
-                          HAS_DB=with_bias, DB_ROWS=min(chunk, 32 if INTERPRET else 256))
+    args = (x, g, p, q, T, dilation, n_chunks)
+    _CONV_DW(grid, lambda meta: args, args, dict(CI=C_in, CO=C_out, K=K, CHUNK=chunk, HAS_DB=with_bias,
+                                                 DB_ROWS=min(chunk, 32 if INTERPRET else 256)))
     dw = p.sum(0).permute(2, 1, 0)  # (K, C_in, C_out) -> (C_out, C_in, K)
     return (dw, q.sum(0)) if with_bias else dw
 
@@ -767,7 +1070,7 @@ def block_forward(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | No
 
     def grid(meta: dict) -> tuple[int]:
         useful = meta["BLOCK_T"] - halo
-        return (min(nprog, B * triton.cdiv(T, useful)),)
+        return (min(nprog, B * _cdiv(T, useful)),)
 
     _block_kernel[grid](x, w, b, d, y, scratch, B, T, halo, C=C, L=L, K=K, ACT=ACTIVATIONS[act],
                         HAS_BIAS=bias is not None)

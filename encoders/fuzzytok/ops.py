@@ -15,15 +15,21 @@ formula whose backward is itself an op, and a FLOP formula so ``FlopCounterMode`
     recomputation.
 FLOP formulas count model FLOPs (2 per multiply-add): backward = 2 × forward (dx and dW), not the
 forward recomputation the block backward also does.
+
+Eager calls of ``dilated_causal_conv`` (no torch.compile tracing, dispatch mode or autocast) run
+the same kernels through ``_ConvFunction`` (a ``torch.autograd.Function``): the custom op's
+Python autograd wrapper and redispatch cost more host time than a small convolution's kernels.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from typing import Literal
 
 import torch
 from torch import Tensor
+from torch.utils._python_dispatch import _get_current_dispatch_mode
 from torch.utils.flop_counter import register_flop_formula
 
 from encoders.fuzzytok.reference import conv_block_ref, dilated_causal_conv_ref
@@ -54,10 +60,19 @@ def _conv_fake(x: Tensor, weight: Tensor, bias: Tensor | None, dilation: int) ->
 
 @torch.library.custom_op("fuzzytok::dilated_causal_conv_backward", mutates_args=())
 def _conv_bwd_op(dy: Tensor, x: Tensor, weight: Tensor, dilation: int) -> tuple[Tensor, Tensor, Tensor]:
+    return _conv_grads(dy, x, weight, dilation, True, True)  # type: ignore[return-value]
+
+
+def _conv_grads(dy: Tensor, x: Tensor, weight: Tensor, dilation: int, want_dx: bool,
+                want_dw: bool) -> tuple[Tensor | None, Tensor | None, Tensor | None]:
+    """(dx, dW, db) of y = conv(x, W) + b for dy; dW and db in the weight's dtype, dW contiguous
+    (so autograd's gradient accumulation can keep it without a copy into the weight's layout)."""
     k = _kernels()
-    dx = k.conv_forward(dy, weight, None, dilation, transpose=True)
+    dx = k.conv_forward(dy, weight, None, dilation, transpose=True) if want_dx else None
+    if not want_dw:
+        return dx, None, None
     dw, db = k.conv_weight_grad(x, dy, dilation, weight.shape[2], with_bias=True)
-    return dx, dw.to(weight.dtype), db.to(weight.dtype)
+    return dx, dw.to(weight.dtype, memory_format=torch.contiguous_format), db.to(weight.dtype)
 
 
 @_conv_bwd_op.register_fake
@@ -79,6 +94,42 @@ def _conv_backward(ctx, dy: Tensor):  # noqa: ANN001, ANN202
 
 
 _conv_op.register_autograd(_conv_backward, setup_context=_conv_setup)
+
+
+class _ConvFunction(torch.autograd.Function):
+    """The same kernels as the custom op, for eager calls: ``torch.autograd.Function`` dispatches in
+    a few µs of Python where the custom op's autograd wrapper and redispatch cost several times that
+    per call (forward and backward op), which at C ≤ 128 is more than the kernels run."""
+
+    @staticmethod
+    def forward(ctx, x: Tensor, weight: Tensor, bias: Tensor | None, dilation: int) -> Tensor:  # noqa: ANN001
+        ctx.save_for_backward(x, weight)
+        ctx.dilation = dilation
+        return _kernels().conv_forward(x, weight, bias, dilation)
+
+    @staticmethod
+    def backward(ctx, dy: Tensor):  # noqa: ANN001, ANN205
+        x, weight = ctx.saved_tensors
+        need_x, need_w, need_b, _ = ctx.needs_input_grad
+        dx, dw, db = _conv_grads(dy, x, weight, ctx.dilation, need_x, need_w or need_b)
+        return dx, (dw if need_w else None), (db if need_b else None), None
+
+
+# FUZZYTOK_EAGER_FUNCTION=0 sends eager calls through the custom op too (benchmarks compare).
+EAGER_FUNCTION = os.environ.get("FUZZYTOK_EAGER_FUNCTION", "1") != "0"
+
+
+def _eager_plain(*tensors: Tensor | None) -> bool:
+    """Whether a call may skip the custom op: plain tensors, not traced by torch.compile, no
+    dispatch mode (FlopCounterMode, fake tensors), no autocast (which the op registers rules for)
+    and no torch.func transform (which then meets the op exactly as before this path existed)."""
+    if not EAGER_FUNCTION or torch.compiler.is_compiling() or _get_current_dispatch_mode() is not None:
+        return False
+    if torch._C._are_functorch_transforms_active():
+        return False
+    if any(t is not None and type(t) is not Tensor for t in tensors):
+        return False
+    return not torch.is_autocast_enabled(tensors[0].device.type)  # type: ignore[union-attr]
 
 
 def conv_flops(x_shape: Sequence[int], w_shape: Sequence[int]) -> int:
@@ -332,6 +383,11 @@ def dilated_causal_conv(
         raise ValueError(f"dilated_causal_conv: need dilation >= 1 and weight (C_out, C_in, K >= 1); "
                          f"got dilation={dilation}, weight {tuple(weight.shape)}")
     if use_triton(impl, x):
+        if _eager_plain(x, weight, bias):
+            if torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad
+                                            or (bias is not None and bias.requires_grad)):
+                return _ConvFunction.apply(x, weight, bias, int(dilation))
+            return _kernels().conv_forward(x, weight, bias, int(dilation))
         return torch.ops.fuzzytok.dilated_causal_conv(x, weight, bias, int(dilation))
     return dilated_causal_conv_ref(x, weight, bias, dilation)
 

@@ -8,13 +8,13 @@ may use e.g. the suite's BPE tokenizer to define buckets the same way for every 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from harness.sources.base import Document
+from sources.base import Document
 
 
 @dataclass(frozen=True)
@@ -40,16 +40,3 @@ class Analysis:
         """Buckets for one scored span. scored: the exact bytes scored (clean text in clean_target
         mode; the perturbed text in full mode); byte_nll: (len(scored),) float64 nats per byte."""
         raise NotImplementedError
-
-
-ANALYSES: dict[str, type[Analysis]] = {}
-BUILTIN_MODULES: list[str] = ["harness.analyses.morphology"]
-
-
-def register_analysis(name: str) -> Callable[[type], type]:
-    def deco(cls: type) -> type:
-        ANALYSES[name] = cls
-        cls.registry_name = name
-        return cls
-
-    return deco

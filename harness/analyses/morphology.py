@@ -36,9 +36,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import regex
 
-from harness.analyses.base import Analysis, BucketRow, register_analysis
-from harness.sources.base import Document
-from harness.sources.script import char_script
+from harness.analyses.base import Analysis, BucketRow
+from harness.analyses.registry import register
 from perturbations.morphology import (
     WORD_RE,
     MorfessorSegmenter,
@@ -48,6 +47,8 @@ from perturbations.morphology import (
     hunspell_stems,
     stem_of,
 )
+from sources.base import Document
+from sources.script import char_script
 
 # Dictionary fallback: Morfessor on at most this many generated forms of at most this length
 # (long compounds make it slow; for de_DE this sample is 2564 forms, trained in 12 s on the 2-core
@@ -176,7 +177,7 @@ def _lang(doc: Document) -> str:
     return (doc.language or "und").split("-")[0].lower()
 
 
-@register_analysis("morphology")
+@register("morphology")
 @dataclass(frozen=True, kw_only=True)
 class MorphologyAnalysis(Analysis):
     """Per-word buckets: BPE vs morph boundaries, seen forms and stems, morph counts.

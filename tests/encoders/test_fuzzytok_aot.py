@@ -36,7 +36,7 @@ import json, sys
 sys.path.insert(0, "benchmarks")
 import fuzzytok_aot as a
 jobs = a.make_jobs((256,), (3,), modes={MODES!r}, has_db=(True,))
-out = dict(configs={{k: a.configs(k) for k in a.KERNELS}}, results=a.run_jobs(jobs, workers=2, echo=False))
+out = dict(configs={{k: a.configs(k, 256) for k in a.KERNELS}}, results=a.run_jobs(jobs, workers=2, echo=False))
 open(sys.argv[1], "w").write(json.dumps(out))
 """
 
@@ -57,7 +57,8 @@ def test_fuzzytok_kernels_compile_for_sm90_without_spills(tmp_path: Path) -> Non
     def tag(r: dict) -> str:
         return f"{r['kernel']} {r['config']} mode {r['mode']} dir {r['dir']} has_db {r['has_db']}"
 
-    # Every GPU config of every kernel was compiled (the GPU lists, not the interpreter's one).
+    # Every GPU config of every kernel that C = 256 keeps was compiled (the GPU lists, not the
+    # interpreter's one; the lists of small channel counts are pruned at C = 256).
     for kernel, cfgs in data["configs"].items():
         assert len(cfgs) > 1, kernel
         seen = {tuple(r["cfg"]) for r in results if r["kernel"] == kernel}

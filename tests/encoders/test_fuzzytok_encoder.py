@@ -11,7 +11,7 @@ from torch.utils.flop_counter import FlopCounterMode  # noqa: E402
 
 from encoders.backbone import BackboneConfig  # noqa: E402
 from encoders.fuzzytok import FuzzyTokConfig, FuzzyTokEncoder  # noqa: E402
-from encoders.registry import BUILTIN  # noqa: E402
+from encoders.registry import REGISTRY  # noqa: E402
 
 TINY_BB = BackboneConfig(layers=1, dim=16, heads=2)
 
@@ -23,7 +23,7 @@ def _model(backbone: BackboneConfig | None = None, seed: int = 0, **kw: object) 
 
 
 def test_registry_names_the_class() -> None:
-    assert BUILTIN["fuzzytok"] == "encoders.fuzzytok:FuzzyTokEncoder"
+    assert REGISTRY.lazy["fuzzytok"] == "encoders.fuzzytok:FuzzyTokEncoder"
 
 
 def test_default_receptive_field_is_43_bytes() -> None:

@@ -15,7 +15,7 @@ from harness.data import (
     stable_unit,
     training_windows,
 )
-from harness.sources.base import Document
+from sources.base import Document
 
 
 def test_split_is_stable_and_has_the_requested_fractions() -> None:

@@ -15,7 +15,7 @@ import pytest
 
 from harness.cli import main
 from harness.config import ConfigError, load_suite
-from harness.data import training_windows
+from harness.data import load_data, source_context, training_windows
 from harness.permutation import Permutation, permute_window
 from harness.score import plan_partition
 
@@ -70,10 +70,8 @@ def test_variants_and_baselines(run: Path) -> None:
 
 def test_compressor_row_matches_by_hand(run: Path) -> None:
     suite = load_suite(SUITE, TINY)
-    from harness.run import Runner, RunOptions
-
-    runner = Runner(suite, RunOptions(out=run, progress=False, log=lambda s: None))
-    train, evals = runner.load_data()
+    data = load_data(suite, source_context(suite, None, lambda s: None), log=lambda s: None)
+    train, evals = data.train, data.evals
     perm = Permutation(kind="intra_block", block_bytes=16)
     # the compressor is primed on the first 2048 bytes of the permuted training stream
     dictionary = b"".join(permute_window(w, [1] * len(w), perm, 128, 0).data

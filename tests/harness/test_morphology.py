@@ -6,10 +6,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from harness.analyses.base import ANALYSES
 from harness.analyses.morphology import MorphologyAnalysis, stem_of, word_buckets
-from harness.sources.base import Document
+from harness.analyses.registry import REGISTRY as ANALYSES
 from perturbations.morphology import Segmenter
+from sources.base import Document
 
 SEEN = {"walk", "walked", "play"}
 STEMS = {"walk", "play"}

@@ -18,9 +18,9 @@ from encoders.byte_baseline import ByteConfig, ByteEncoder
 from harness.data import training_windows
 from harness.permutation import Permutation, WindowPermuter, permute_window
 from harness.score import plan_partition, score_items
-from harness.sources.base import Document
 from harness.suite import BudgetConfig
 from harness.train import train_encoder
+from sources.base import Document
 
 CPU = torch.device("cpu")
 TEXT = b"".join(p.read_bytes()[:3000] for p in sorted(Path(json.__file__).parent.glob("*.py")))
@@ -43,6 +43,12 @@ class TargetValue(Encoder):
         t = batch["targets"]
         b, p = (t >= 0).nonzero(as_tuple=True)
         return UnitNLL(nll=t[b, p].double(), window=b, start=p, end=p + 1)
+
+    def flops(self, batch: TensorBatch) -> float:
+        return 0.0  # no multiply-adds
+
+    def predict_logprobs(self, data: bytes, positions: Sequence[int]) -> dict[int, torch.Tensor]:
+        return {}  # never probed here
 
 
 @pytest.mark.parametrize("perm", KINDS, ids=lambda p: p.label)
@@ -121,10 +127,10 @@ def test_training_on_a_permuted_stream_is_training_on_the_permuted_bytes() -> No
 
 
 def test_which_encoders_can_be_permuted() -> None:
-    class Tokens(Encoder):
+    class Tokens(TargetValue):
         unit = "token"
 
     assert ByteEncoder.permutable() and BpeEncoder.permutable() and TargetValue.permutable()
     assert not Tokens.permutable()
     with pytest.raises(NotImplementedError, match="cannot be permuted"):
-        Tokens({}, None).unit_lengths(b"abc")
+        Tokens().unit_lengths(b"abc")

@@ -11,9 +11,10 @@ import pytest
 
 from harness import plugins
 from harness.plugins import PluginError, available, resolve
-from harness.sources.base import SOURCES, Source
 from perturbations import registry as pert_registry
 from perturbations.base import Perturbation
+from sources.base import Source
+from sources.registry import REGISTRY as SOURCES
 
 
 def test_builtin_encoder_resolves_lazily() -> None:
@@ -132,15 +133,15 @@ def test_missing_builtin_module_is_skipped_only_if_it_is_that_module(
 ) -> None:
     # a built-in module that does not exist yet is skipped ...
     monkeypatch.setattr(
-        pert_registry,
-        "BUILTIN_MODULES",
-        [*pert_registry.BUILTIN_MODULES, "perturbations.tb_not_written"],
+        pert_registry.REGISTRY,
+        "modules",
+        [*pert_registry.REGISTRY.modules, "perturbations.tb_not_written"],
     )
     assert "identity" in available("perturbation")
     # ... but one whose own import fails on a missing dependency is an error
     _write_plugin(tmp_path, "tb_builtin_needs_dep", "import tb_missing_dependency_abc\n")
     monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.setattr(pert_registry, "BUILTIN_MODULES", ["tb_builtin_needs_dep"])
+    monkeypatch.setattr(pert_registry.REGISTRY, "modules", ["tb_builtin_needs_dep"])
     with pytest.raises(PluginError) as e:
         available("perturbation")
     assert str(e.value) == (
@@ -198,7 +199,7 @@ def test_known_names_sorted() -> None:
 def test_builtin_encoder_whose_module_is_missing(monkeypatch: pytest.MonkeyPatch) -> None:
     from encoders import registry as enc_registry
 
-    monkeypatch.setitem(enc_registry.BUILTIN, "ghost", "encoders.tb_ghost:GhostEncoder")
+    monkeypatch.setitem(enc_registry.REGISTRY.lazy, "ghost", "encoders.tb_ghost:GhostEncoder")
     assert "ghost" not in available("encoder")  # not listed until its module exists
     with pytest.raises(PluginError) as e:
         resolve("encoder", "ghost")
@@ -234,7 +235,7 @@ def test_broken_builtin_module_blocks_only_names_it_could_hold(
     _write_plugin(tmp_path, "tb_builtin_broken", "raise RuntimeError('half written')\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.setattr(
-        pert_registry, "BUILTIN_MODULES", ["tb_builtin_broken", *pert_registry.BUILTIN_MODULES]
+        pert_registry.REGISTRY, "modules", ["tb_builtin_broken", *pert_registry.REGISTRY.modules]
     )
     # a name registered by a sound module still resolves ...
     assert resolve("perturbation", "identity").__name__ == "Identity"

@@ -29,6 +29,12 @@ class UniformBytes(Encoder):
         B, T = batch["inputs"].shape
         return byte_unit_nll(torch.zeros(B, T, 256) + self.dummy, batch["targets"])
 
+    def flops(self, batch: TensorBatch) -> float:
+        return 0.0  # constant logits: no multiply-adds
+
+    def predict_logprobs(self, data: bytes, positions: Sequence[int]) -> dict[int, torch.Tensor]:
+        return {p: torch.full((256,), -math.log(256)) for p in positions if 0 <= p < len(data)}
+
 
 class TwoByteTokens(Encoder):
     """A 'tokenizer' with 2-byte units (split separately before/after score_from), each at
@@ -58,6 +64,13 @@ class TwoByteTokens(Encoder):
             end=sp[:, 2],
             segments=None,
         )
+
+    def flops(self, batch: TensorBatch) -> float:
+        return 0.0  # fixed NLL per unit: no multiply-adds
+
+    def predict_logprobs(self, data: bytes, positions: Sequence[int]) -> dict[int, torch.Tensor]:
+        # units start at every even offset; each is one of 65536 two-byte values, equally likely
+        return {p: torch.full((65536,), -math.log(65536)) for p in positions if 0 <= p < len(data) and p % 2 == 0}
 
 
 def test_split_for_target_cuts_at_first_whitespace_after_fraction() -> None:

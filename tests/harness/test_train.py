@@ -10,9 +10,9 @@ import torch
 from encoders.backbone import BackboneConfig
 from encoders.byte_baseline import ByteConfig, ByteEncoder
 from harness.data import training_windows
-from harness.sources.base import Document
 from harness.suite import BudgetConfig
 from harness.train import Checkpointer, lr_at, train_encoder
+from sources.base import Document
 
 BUDGET = BudgetConfig(train_bytes=6_000, context_bytes=64, batch_bytes=512, lr=1e-2, warmup_bytes=1_000)
 DOCS = [Document(f"d{i}", (f"sample text number {i}, with words. " * 8).encode()) for i in range(20)]

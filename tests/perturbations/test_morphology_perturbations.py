@@ -57,7 +57,7 @@ def dictionary(tmp_path: Path) -> Path:
 def test_registered_and_listed() -> None:
     import perturbations.registry as reg
 
-    assert "perturbations.morphology" in reg.BUILTIN_MODULES
+    assert "perturbations.morphology" in reg.REGISTRY.modules
     assert REGISTRY["morph.boundary_split"] is BoundarySplit
     assert REGISTRY["morph.compound"] is Compound
     assert REGISTRY["morph.affix_swap"] is AffixSwap

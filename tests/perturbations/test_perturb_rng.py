@@ -30,12 +30,28 @@ def test_rng_ignores_key_order_and_changes_with_every_part() -> None:
     assert rng_for(1, "p", {"a": 1, "b": 2}, "e").random() != base
 
 
-def test_apply_sets_lang_on_a_copy_only() -> None:
+def test_for_language_makes_a_variant_and_leaves_the_instance_alone() -> None:
     p = KeyboardTypo(severity=0.2)
     text = "йцукен фыва " * 20
-    out = apply(p, text, 0, "kb", {"severity": 0.2}, "d", lang="uk")
-    assert out != text and p.lang is None  # the shared instance is untouched
+    uk = p.for_language("uk")
+    out = apply(uk, text, 0, "kb", {"severity": 0.2}, "d")
+    assert out != text and p.lang is None and uk.lang == "uk"  # the shared instance is untouched
+    assert p.for_language(None) is p and uk.for_language("uk") is uk
     assert apply(p, text, 0, "kb", {"severity": 0.2}, "d") == text  # en map: nothing to edit
+
+
+def test_variants_share_what_fit_learned() -> None:
+    from perturbations.morphology import Compound
+
+    p = Compound(severity=0.5)
+    p.fit(["the snow ball and the snowball, snow and ball, snow ball"] * 3)
+    assert p.learned_state()  # fit stored a vocabulary
+    de = p.for_language("de")
+    assert de.lang == "de" and de.severity == 0.5
+    assert all(de.__dict__[k] is v for k, v in p.learned_state().items())
+    other = Compound(severity=0.9)
+    other.share_fit(p)
+    assert other.severity == 0.9 and all(other.__dict__[k] is v for k, v in p.learned_state().items())
 
 
 def test_apply_is_thread_safe() -> None:

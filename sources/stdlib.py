@@ -17,12 +17,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.sources.base import Document, Source, SourceContext, register_source
+from sources.base import Document, Source, SourceContext
+from sources.registry import register
 
 _SKIP_DIRS = {"test", "tests", "idlelib", "site-packages", "dist-packages", "lib2to3", "ensurepip", "turtledemo", "__pycache__", "tkinter", "pydoc_data"}
 
 
-@register_source("stdlib")
+@register("stdlib")
 @dataclass(frozen=True, kw_only=True)
 class StdlibSource(Source):
     """Docstrings and comments of the Python standard library.

@@ -9,12 +9,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from harness.sources.base import Document, Source, SourceContext, register_source
+from sources.base import Document, Source, SourceContext
+from sources.registry import register
 
 _PARA = re.compile(rb"\r?\n[ \t]*\r?\n+")
 
 
-@register_source("files")
+@register("files")
 @dataclass(frozen=True, kw_only=True)
 class FilesSource(Source):
     """Local text files.

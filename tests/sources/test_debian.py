@@ -14,28 +14,25 @@ from pathlib import Path
 
 import pytest
 
-from harness.sources.base import SourceContext
-from harness.sources.debian import (
-    DebianMixSource,
-    FirefoxL10nSource,
-    FortunesSource,
-    ManpagesSource,
-    SwordSource,
-    clean_fortune_file,
-    clean_osis,
-    language_of_package,
-    pack_units,
-    parse_ftl,
-    parse_properties,
-    resolve_placeables,
-)
-from harness.sources.fetch import (
+from sources.base import SourceContext
+from sources.debian import language_of_package, pack_units
+from sources.debian_mix import DebianMixSource
+from sources.fetch import (
     SourceUnavailableError,
     cached,
     copyright_licences,
     fetch_packages,
     require,
 )
+from sources.firefox_l10n import (
+    FirefoxL10nSource,
+    parse_ftl,
+    parse_properties,
+    resolve_placeables,
+)
+from sources.fortunes import FortunesSource, clean_fortune_file
+from sources.manpages import ManpagesSource, clean_rendered_man
+from sources.sword import SwordSource, clean_osis
 
 COPYRIGHT = """Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/
 Files: *
@@ -202,7 +199,6 @@ def test_manpages_source_renders_utf8_without_hyphenation(ctx: SourceContext) ->
 
 
 def test_manpage_paragraph_cleaning_joins_cjk() -> None:
-    from harness.sources.debian import clean_rendered_man
 
     rendered = "LS(1)      ユーザーコマンド      LS(1)\n\n名前\n       ls - 一覧 表示する\n\n\nGNU 9.1     2022     LS(1)\n"
     assert clean_rendered_man(rendered) == ["名前\nls - 一覧表示する"]

@@ -51,18 +51,3 @@ class SourceContext:
     base_dir: Path
     cache_dir: Path
     log: Callable[[str], None] = print
-
-
-SOURCES: dict[str, type[Source]] = {}
-BUILTIN_MODULES: list[str] = ["harness.sources.files", "harness.sources.stdlib", "harness.sources.debian"]
-
-
-def register_source(name: str) -> Callable[[type], type]:
-    def deco(cls: type) -> type:
-        SOURCES[name] = cls
-        cls.registry_name = name
-        return cls
-
-    return deco
-
-

@@ -8,7 +8,7 @@ Layout (one directory per package; nothing is installed on the system)::
 
 ``package.json`` is written last, after ``root/`` is complete, so its presence means "done":
 fetching is idempotent and a run never touches apt or the network once the cache holds the
-package. Command line: ``python -m harness.sources.fetch fortunes-de manpages-ja``.
+package. Command line: ``python -m sources.fetch fortunes-de manpages-ja``.
 """
 
 from __future__ import annotations
@@ -84,7 +84,7 @@ def require(cache_dir: Path, package: str, source: str) -> FetchedPackage:
     if pkg is None:
         raise SourceUnavailableError(
             f"source {source!r}: Debian package {package!r} is not in the cache {cache_dir}; "
-            f"run `tokbench data prepare SUITE` (or `python -m harness.sources.fetch {package}`) "
+            f"run `tokbench data prepare SUITE` (or `python -m sources.fetch {package}`) "
             f"where apt works, or {OWN_TEXT_HINT}")
     return pkg
 
@@ -187,10 +187,10 @@ def fetch_packages(packages: Iterable[str], cache_dir: Path | None = None, sourc
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m harness.sources.fetch PKG...``: fetch packages into the cache."""
+    """``python -m sources.fetch PKG...``: fetch packages into the cache."""
     args = sys.argv[1:] if argv is None else argv
     if not args:
-        print("usage: python -m harness.sources.fetch PACKAGE...", file=sys.stderr)
+        print("usage: python -m sources.fetch PACKAGE...", file=sys.stderr)
         return 2
     try:
         got = fetch_packages(args, log=print)

@@ -1,10 +1,10 @@
-"""ISO 15924 script detection from code points (harness.sources.script)."""
+"""ISO 15924 script detection from code points (sources.script)."""
 
 from __future__ import annotations
 
 import pytest
 
-from harness.sources.script import char_script, detect_script, detect_script_bytes, script_counts
+from sources.script import char_script, detect_script, detect_script_bytes, script_counts
 
 
 @pytest.mark.parametrize(

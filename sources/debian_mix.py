@@ -1,0 +1,87 @@
+"""``debian_mix``: a training mixture of the single-package Debian sources."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from sources.base import Document, Source, SourceContext
+from sources.debian import DebianSource
+from sources.fetch import fetch_packages
+from sources.firefox_l10n import FirefoxL10nSource
+from sources.fortunes import FortunesSource
+from sources.manpages import ManpagesSource
+from sources.python_docs import PythonDocsSource
+from sources.registry import register
+from sources.sword import SwordSource
+
+
+@register("debian_mix")
+@dataclass(frozen=True, kw_only=True)
+class DebianMixSource(Source):
+    """A training mixture of Debian-package sources, e.g. English plus other languages.
+
+    members: ``"<source>:<package>"`` entries (``"sword:sword-text-web"``,
+    ``"fortunes:fortunes-de"``, ``"firefox_l10n:firefox-esr-l10n-ar"``), each built with its
+    defaults. member_bytes: take each member's documents in order until this many UTF-8 bytes
+    (None = all), so one large member does not swamp the rest.
+
+    Document ids are the members' own ids (unique across packages, since they hold the package's
+    paths), so the split puts a document in the same part whether it comes from the mixture or
+    from its own source: eval sets beside a mixture should say ``part: test`` to stay disjoint
+    from the mixture's training part."""
+
+    members: tuple[str, ...]
+    member_bytes: int | None = None
+
+    def __post_init__(self) -> None:
+        if not self.members:
+            raise ValueError("debian_mix source: members is empty")
+        for m in self.members:
+            kind, _, package = m.partition(":")
+            cls = member_classes().get(kind)
+            if cls is None or not package:
+                raise ValueError(f"debian_mix source: member {m!r} must be '<source>:<package>' "
+                                 f"with source one of {sorted(member_classes())}")
+        swords = [m for m in self.members if m.startswith("sword:")]
+        if len(swords) > 1:
+            # Bible chapters have the same id in every translation (so that a split by id keeps
+            # translations parallel); two of them in one mixture would collide.
+            raise ValueError(f"debian_mix source: at most one sword member, got {swords}: chapter "
+                             f"ids (bible/Gen.1) are shared across translations")
+
+    def _sources(self) -> list[DebianSource]:
+        out = []
+        for m in self.members:
+            kind, _, package = m.partition(":")
+            out.append(member_classes()[kind](package=package))
+        return out
+
+    def packages(self) -> tuple[str, ...]:
+        """Debian packages of all members (``tokbench data prepare`` fetches them)."""
+        return tuple(dict.fromkeys(p for s in self._sources() for p in s.packages()))
+
+    def prepare(self, ctx: SourceContext) -> None:
+        fetch_packages(self.packages(), ctx.cache_dir, source="debian_mix", log=ctx.log)
+        for s in self._sources():
+            s.prepare(ctx)  # renders man pages; the fetch above made it a no-op otherwise
+
+    def provenance(self, ctx: SourceContext) -> dict[str, Any]:
+        return {"source": "debian_mix", "members": [s.provenance(ctx) for s in self._sources()]}
+
+    def documents(self, ctx: SourceContext) -> Iterator[Document]:
+        for s in self._sources():
+            size = 0
+            for d in s.documents(ctx):
+                if self.member_bytes is not None and size >= self.member_bytes:
+                    break
+                size += len(d.data)
+                yield d
+
+
+def member_classes() -> dict[str, type[DebianSource]]:
+    """The single-package sources of this module by registered name."""
+    return {"fortunes": FortunesSource, "manpages": ManpagesSource,
+            "firefox_l10n": FirefoxL10nSource, "python_docs": PythonDocsSource,
+            "sword": SwordSource}
