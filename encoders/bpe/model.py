@@ -208,6 +208,8 @@ class BpeEncoder(Encoder):
     def collate_units(self, fed: Sequence[Any]) -> TensorBatch:
         """Permuted windows (``.units``: their tokens' bytes in the fed order), all scored: each
         unit becomes its own token id, never re-tokenized; spans index the fed stream."""
+        if getattr(self.config, "objective", "ar") != "ar":  # other objectives collate otherwise
+            raise NotImplementedError("bpe: permuted windows are collated for objective: ar only")
         ranks = self._tok().ranks
         rows = []
         for w in fed:
