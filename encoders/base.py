@@ -67,8 +67,10 @@ class UnitNLL:
     window: (U,) long, index of the window in the batch.
     start:  (U,) long, first byte of the unit, offset inside its window.
     end:    (U,) long, one past the last byte. Spans of one window tile [score_from, len) exactly.
-    segments: per window, the byte lengths of the encoder's segments (tokens / patches) that start
-        inside the scored span — bytes/token and patch-size statistics come from these.
+    segments: per window, the byte lengths of the encoder's segments (tokens / patches) that hold
+        scored bytes, each clipped to the scored span, so they tile [score_from, len) exactly (a
+        patch starting in the context counts with its scored bytes; the harness checks the sum).
+        Bytes per token / patch come from these (``core.segments``).
     """
 
     nll: torch.Tensor

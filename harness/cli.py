@@ -22,7 +22,19 @@ import time
 from pathlib import Path
 from typing import Any
 
-SUITES_DIR = Path(__file__).resolve().parent.parent / "suites"
+
+def suites_dir() -> Path:
+    """The shipped suites: the checkout's ``suites/`` when run from source, else the installed
+    ``suites`` package (package data of a plain ``pip install .``)."""
+    src = Path(__file__).resolve().parent.parent / "suites"
+    if src.is_dir():
+        return src
+    from importlib.resources import files
+
+    return Path(str(files("suites")))
+
+
+SUITES_DIR = suites_dir()
 
 
 class UsageError(ValueError):
@@ -51,9 +63,12 @@ def load(args: argparse.Namespace) -> Any:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    from harness.preflight import load_warning
     from harness.run import Runner, RunOptions, summary_table
 
     suite = load(args)
+    if warn := load_warning():
+        print(f"tokbench: {warn}", file=sys.stderr)
     opts = RunOptions(out=Path(args.out) if args.out else None, device=args.device, limit=args.limit,
                       prepare=not args.no_prepare, report=not args.no_report, progress=not args.quiet)
     if args.dry_run:
@@ -83,7 +98,10 @@ def cmd_data(args: argparse.Namespace) -> int:
 def cmd_validate(args: argparse.Namespace) -> int:
     import yaml
 
+    from harness.preflight import check_data
+
     suite = load(args)
+    check_data(suite)  # data paths exist (a missing file fails here, not at run time)
     print(yaml.safe_dump(suite.raw, sort_keys=False, allow_unicode=True).rstrip())
     print(f"\n# OK: suite '{suite.name}': {len(suite.encoders)} encoder(s) "
           f"({', '.join(e.label for e in suite.encoders)}), {len(suite.seeds)} seed(s), "
@@ -101,8 +119,7 @@ def cmd_ls(args: argparse.Namespace) -> int:
     what = args.what.rstrip("s") if args.what != "analyses" else "analysis"
     if what == "suite":
         for p in sorted(SUITES_DIR.glob("*.yaml")):
-            first = next((ln[1:].strip() for ln in p.read_text().splitlines() if ln.startswith("#")), "")
-            print(f"{p.stem:<16} {first}")
+            print(f"{p.stem:<16} {suite_description(p.read_text(encoding='utf-8'))}")
         return 0
     if what not in ("encoder", "perturbation", "source", "analysis"):
         raise UsageError(f"ls: unknown kind {args.what!r}; use encoders, perturbations, sources, analyses or suites")
@@ -129,6 +146,22 @@ def cmd_ls(args: argparse.Namespace) -> int:
                     f.default_factory() if f.default_factory is not dataclasses.MISSING else "required")
                 print(f"    {f.name}: {f.type} = {default!r}")
     return 0
+
+
+def suite_description(text: str) -> str:
+    """The whole first paragraph of a suite file's leading comment (up to a blank ``#`` line or
+    the first non-comment line), on one line."""
+    words: list[str] = []
+    for ln in text.splitlines():
+        if not ln.startswith("#"):
+            break
+        body = ln[1:].strip()
+        if not body:
+            if words:
+                break
+            continue
+        words.append(body)
+    return " ".join(words)
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -194,8 +227,15 @@ def add_report_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-svg", action="store_true", help="write PNG figures only")
 
 
+def _version() -> str:
+    from harness.provenance import tokbench_version  # no torch: provenance imports it lazily
+
+    return tokbench_version()
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="tokbench", description="Robustness evaluation of tokenizer-free language models.")
+    p.add_argument("--version", action="version", version=f"tokbench {_version()}")
     sub = p.add_subparsers(dest="cmd", required=True)
 
     r = sub.add_parser("run", help="train and score a suite, write results and a report")

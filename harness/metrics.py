@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from core.metrics import bpb
+from core.segments import bytes_per_segment
 
 # Scripts written without spaces between words: word perplexity is undefined for them.
 NO_SPACE_SCRIPTS = frozenset({"Hani", "Hira", "Kana", "Jpan", "Thai", "Laoo", "Khmr", "Mymr", "Tibt"})
@@ -74,7 +75,7 @@ def cell_metrics(t: CellTotals, script: str | None) -> dict[str, float | int | s
         "token_ppl": math.exp(min(t.nll_nats / t.n_tokens, 700.0)) if t.n_tokens else math.nan,
         "n_tokens": t.n_tokens,
         "n_segments": t.n_segments,
-        "bytes_per_segment": (t.segment_bytes / t.n_segments) if t.n_segments else math.nan,
+        "bytes_per_segment": bytes_per_segment(t.segment_bytes, t.n_segments),
         "n_words": t.n_words,
         "edit_rate": t.edit_rate_sum / t.n_docs if t.n_docs else math.nan,
     }

@@ -7,9 +7,10 @@ import os
 import platform
 import subprocess
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import torch
+if TYPE_CHECKING:
+    import torch
 
 PACKAGES = ["tokbench", "torch", "triton", "tiktoken", "tokenizers", "nlpaug", "numpy", "scipy", "pandas",
             "seaborn", "matplotlib", "pyyaml", "jinja2", "rapidfuzz", "morfessor", "spylls"]
@@ -47,6 +48,8 @@ def git_sha() -> str | None:
 
 
 def hardware(device: torch.device) -> dict[str, Any]:
+    import torch  # here, not at import: `tokbench --version` must not load torch
+
     info: dict[str, Any] = {
         "platform": platform.platform(),
         "python": platform.python_version(),

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from core.segments import check_tiling
 from encoders.base import Encoder
 from harness.data import Window, char_boundary, cut_after, rolling_windows
 from harness.permutation import WindowPermuter, unpermute_segments
@@ -161,6 +162,8 @@ def score_items(
             per_item_nll[i].append(per_window[j].numpy())
             per_item_units[i] += counts[j]
             if units.segments is not None:
+                # segments must tile the scored span like the units do (core.segments)
+                check_tiling(units.segments[j], len(wins[j]) - sfrom[j], type(encoder).__name__)
                 segs = per_item_segs[i] if per_item_segs[i] is not None else []
                 segs.extend(units.segments[j])
                 per_item_segs[i] = segs

@@ -25,6 +25,7 @@ from matplotlib import font_manager  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
 from core.schema import CLEAN_ID  # noqa: E402
+from reports.fmt import sig3  # noqa: E402
 from reports.tables import Tables, clean_buckets  # noqa: E402
 
 FONT_FALLBACK = [
@@ -40,9 +41,10 @@ FONT_FALLBACK = [
     "Noto Sans Ethiopic",
 ]
 MODE_LABEL = {
-    "clean_target": "clean_target: BPB of the clean continuation after a perturbed prefix",
-    "full": "full: NLL of the perturbed text per clean byte (bpb_clean)",
+    "clean_target": "clean_target: ΔBPB of the clean continuation after a perturbed prefix",
+    "full": "full: ΔBPB of the perturbed text per clean byte — the cost of encoding it",
 }
+HEATMAP_TITLE = {"clean_target": "clean_target", "full": "full (cost of encoding the perturbed text)"}
 
 
 def setup_style() -> None:
@@ -91,8 +93,10 @@ def _grid(n: int, ncols: int = 4, w: float = 3.3, h: float = 2.8) -> tuple[Figur
 
 
 def severity_curves(t: Tables, mode: str, colors: dict[str, Any]) -> Figure | None:
-    """BPB vs severity, one panel per perturbation, one line per encoder, 95 % CI bands; the
-    clean baseline is the point at severity 0."""
+    """ΔBPB vs severity, one panel per perturbation, one line per encoder, with the paired 95 %
+    CI of ΔBPB as a band (perturbed and clean NLL of a document drawn together, seeds first), so
+    the band shows the uncertainty of the change itself, not of two overlapping levels. The clean
+    baseline is the point (0, 0)."""
     g = t.groups[t.groups["mode"] == mode]
     pids = [p for p in dict.fromkeys(g.perturbation_id) if p != CLEAN_ID]
     if not pids:
@@ -101,23 +105,26 @@ def severity_curves(t: Tables, mode: str, colors: dict[str, Any]) -> Figure | No
     for ax, pid in zip(axes.flat, pids):
         for enc in t.encoders:
             p = g[(g.encoder == enc) & (g.perturbation_id == pid)].sort_values("severity")
-            if not len(p):
+            if not len(p) or not p.delta.notna().any():
                 continue
-            c = g[(g.encoder == enc) & (g.perturbation_id == CLEAN_ID)]
-            x = np.r_[0.0, p.severity] if len(c) else p.severity.to_numpy()
-            y = np.r_[c.bpb.iloc[0], p.bpb] if len(c) else p.bpb.to_numpy()
-            lo = np.r_[c.ci_lo.iloc[0], p.ci_lo] if len(c) else p.ci_lo.to_numpy()
-            hi = np.r_[c.ci_hi.iloc[0], p.ci_hi] if len(c) else p.ci_hi.to_numpy()
+            x = np.r_[0.0, p.severity]
+            y = np.r_[0.0, p.delta]
+            lo = np.r_[0.0, p.delta_lo]
+            hi = np.r_[0.0, p.delta_hi]
             ax.plot(x, y, marker="o", ms=4, lw=1.8, color=colors[enc], label=enc)
-            if np.isfinite(lo).any():
+            if np.isfinite(lo[1:]).any():
                 ax.fill_between(x, lo, hi, color=colors[enc], alpha=0.18, lw=0)
+        ax.axhline(0.0, color="#555555", lw=0.8, ls="--", zorder=0)
         ax.set_title(pid)
         ax.set_xlabel("severity")
-        ax.set_ylabel("bits per byte")
+        ax.set_ylabel("ΔBPB (bits/byte)")
     seen: dict[str, Any] = {}  # every encoder once, even if the first panel lacks some
     for ax in axes.flat:
         for h, lab in zip(*ax.get_legend_handles_labels()):
             seen.setdefault(lab, h)
+    if not seen:
+        plt.close(fig)
+        return None
     fig.legend(list(seen.values()), list(seen), loc="outside lower center",
                ncols=min(max(2, int(fig.get_figwidth() / 1.5)), len(seen)), frameon=False)
     fig.suptitle(MODE_LABEL.get(mode, mode), fontsize=10)
@@ -126,7 +133,9 @@ def severity_curves(t: Tables, mode: str, colors: dict[str, Any]) -> Figure | No
 
 def delta_heatmap(t: Tables) -> Figure | None:
     """ΔBPB at each perturbation's highest severity, encoder × perturbation, one panel per mode
-    (red = degradation; one colour scale across panels)."""
+    (red = degradation). Each panel has its own symmetric colour scale and colour bar: full-mode
+    values (the cost of encoding inserted characters, up to tens of bits per byte) would
+    otherwise wash the clean_target panel out to grey. Annotations: three significant digits."""
     r = t.robustness
     if not len(r):
         return None
@@ -142,22 +151,25 @@ def delta_heatmap(t: Tables) -> Figure | None:
         return None
     ncol = max(m.shape[1] for _, m in mats)
     nrow = max(m.shape[0] for _, m in mats)
-    w = max(4.2, 1.6 + 0.9 * ncol + 0.09 * max(len(e) for e in t.encoders))
+    w = max(4.2, 2.2 + 0.9 * ncol + 0.09 * max(len(e) for e in t.encoders))
     h = 1.9 + 0.45 * nrow
     stack = ncol * len(mats) > 12  # many perturbations: one panel per row, not side by side
     shape = (len(mats), 1) if stack else (1, len(mats))
     fig, axes = plt.subplots(*shape, figsize=(w, h * len(mats)) if stack else (w * len(mats), h),
                              squeeze=False, constrained_layout=True)
-    vmax = max(float(np.nanmax(np.abs(m.to_numpy()))) for _, m in mats) or 1.0
-    for i, (ax, (mode, m)) in enumerate(zip(axes.flat, mats)):
+    for ax, (mode, m) in zip(axes.flat, mats):
+        vals = m.to_numpy(dtype=float)
+        vmax = float(np.nanmax(np.abs(vals))) if np.isfinite(vals).any() else 0.0
+        vmax = vmax or 1.0
+        annot = np.vectorize(lambda v: sig3(v) if np.isfinite(v) else "")(vals)
         with warnings.catch_warnings():  # seaborn 0.13 calls a soon-deprecated cmap.set_bad
             warnings.simplefilter("ignore", PendingDeprecationWarning)
-            sns.heatmap(m, annot=True, fmt="+.2f", cmap="RdBu_r", center=0.0, vmin=-vmax,
-                        vmax=vmax, cbar=stack or i == len(mats) - 1, cbar_kws={"label": "ΔBPB (bits/byte)"},
+            sns.heatmap(m, annot=annot, fmt="", cmap="RdBu_r", center=0.0, vmin=-vmax,
+                        vmax=vmax, cbar=True, cbar_kws={"label": "ΔBPB (bits/byte)"},
                         ax=ax, linewidths=0.5, annot_kws={"fontsize": 8})
         ax.set_xlabel("perturbation @ highest severity")
         ax.set_ylabel("")
-        ax.set_title(mode)
+        ax.set_title(HEATMAP_TITLE.get(mode, mode))
         plt.setp(ax.get_xticklabels(), rotation=30, ha="right")
         plt.setp(ax.get_yticklabels(), rotation=0)
     return fig
@@ -228,9 +240,12 @@ def bucket_bars(buckets: pd.DataFrame, encoders: list[str], colors: dict[str, An
     return fig
 
 
-def segment_hist(texts: list[dict[str, Any]], encoders: list[str]) -> Figure | None:
+def segment_hist(texts: list[dict[str, Any]], encoders: list[str],
+                 bytes_per_segment: dict[str, float] | None = None) -> Figure | None:
     """Segment (token / patch) length distribution per encoder: clean text vs the most severe
-    perturbation's text, from samples that carry ``segments`` (full mode preferred)."""
+    perturbation's text, from samples that carry ``segments`` (full mode preferred). Titles show
+    ``bytes_per_segment[encoder]`` (the efficiency table's pooled number, so the figure and the
+    table never disagree); without it, nothing (a sample mean would be a different number)."""
     rows = []
     for s in texts:
         segs = s.get("segments")
@@ -262,8 +277,8 @@ def segment_hist(texts: list[dict[str, Any]], encoders: list[str]) -> Figure | N
             ax.get_legend().remove()  # one legend (last panel) is enough
         elif ax.get_legend() is not None:
             sns.move_legend(ax, "upper right", title=None, fontsize=7, frameon=False)
-        mean_c = d[d.text == "clean"].len.mean()
-        ax.set_title(f"{enc} (clean mean {mean_c:.2f} B)")
+        bps = (bytes_per_segment or {}).get(enc, math.nan)
+        ax.set_title(f"{enc}: {bps:.3f} B / segment (clean)" if math.isfinite(bps) else enc)
         ax.set_xlabel("segment length (bytes)")
     return fig
 

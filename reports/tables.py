@@ -25,7 +25,9 @@ import pandas as pd
 
 from core.metrics import LN2, bpb
 from core.schema import CLEAN_ID, MODES
+from core.segments import bytes_per_segment
 from reports import stats
+from reports.fmt import is_num, p_phrase, sig3
 from reports.load import RunData
 
 GROUP = ["encoder", "perturbation_id", "severity", "mode"]
@@ -48,8 +50,10 @@ class Tables:
     scripts: pd.DataFrame
     efficiency: pd.DataFrame
     verdict: pd.DataFrame
-    verdict_lines: list[str] = field(default_factory=list)
+    verdict_lines: list[Finding] = field(default_factory=list)
     n_seeds: int = 1
+    mean_tests: pd.DataFrame = field(default_factory=pd.DataFrame)  # mean_degradation_tests
+    anomalies: pd.DataFrame = field(default_factory=pd.DataFrame)  # anomaly_table
 
 
 def _rng(base_seed: int, *key: Any) -> np.random.Generator:
@@ -134,9 +138,13 @@ def _pooled(rows: pd.DataFrame) -> float:
     return stats.ratio_bpb(rows.nll_nats, rows.metric_bytes)
 
 
-def group_table(data: RunData, idx: _Index, n_boot: int, seed: int) -> pd.DataFrame:
+def group_table(data: RunData, idx: _Index, n_boot: int, seed: int, n_perm: int = 10000
+                ) -> pd.DataFrame:
     """One row per group: metric BPB, 95 % CI (hierarchical bootstrap: seeds, then documents),
-    mean ± sd over seeds, edit rate, ΔBPB vs clean with a paired CI, relative degradation."""
+    mean ± sd over seeds, edit rate, ΔBPB vs clean with a paired CI, relative degradation, and
+    ``p_delta``: the paired sign-flip permutation p of "ΔBPB = 0" (perturbed vs clean NLL of the
+    same document and seed), which flags a perturbation that significantly *improves* an
+    encoder (see ``anomaly_table``)."""
     res = data.results.copy()
     res["severity"] = _sev(res["severity"])
     clean = {k: g for k, g in res[res.perturbation_id == CLEAN_ID].groupby(
@@ -156,7 +164,7 @@ def group_table(data: RunData, idx: _Index, n_boot: int, seed: int) -> pd.DataFr
             edit_rate=(float(np.average(g.edit_rate, weights=g.n_docs.fillna(1)))
                        if g.edit_rate.notna().all() else math.nan),
             ci_lo=math.nan, ci_hi=math.nan, delta=math.nan, delta_lo=math.nan,
-            delta_hi=math.nan, rel=math.nan, bpb_clean_ref=math.nan,
+            delta_hi=math.nan, rel=math.nan, bpb_clean_ref=math.nan, p_delta=math.nan,
         )
         s = idx.get(enc, pid, sev, mode)
         if s is not None and len(s.unit):
@@ -176,6 +184,10 @@ def group_table(data: RunData, idx: _Index, n_boot: int, seed: int) -> pd.DataFr
                         row["delta_lo"], row["delta_hi"] = stats.bootstrap_ci(
                             _seed_groups(s.seed[i_s], [s.nll[i_s], c.nll[i_c], c.nbytes[i_c]]),
                             stats.diff_stat([0], [1], 2), n_boot, _rng(seed, "delta", *key))
+                        w = c.nbytes[i_c]
+                        row["p_delta"] = stats.paired_permutation_test(
+                            (s.nll[i_s] - c.nll[i_c]) / (LN2 * w), w, n_perm,
+                            _rng(seed, "pdelta", *key))
         else:
             row["bpb_clean_ref"] = row["bpb"]
         out.append(row)
@@ -198,7 +210,7 @@ def robustness_table(groups: pd.DataFrame) -> pd.DataFrame:
             mode=mode, clean=top.bpb_clean_ref, top_severity=top.severity, bpb_top=top.bpb,
             delta_top=top.delta, delta_top_lo=top.delta_lo, delta_top_hi=top.delta_hi,
             rel_top=top.rel, edit_rate_top=top.edit_rate, slope=stats.slope(x, y),
-            curve="; ".join(f"{s:g}: {d:+.3f}" for s, d in zip(g.severity, g.delta)),
+            curve="; ".join(f"{s:g}: {sig3(d)}" for s, d in zip(g.severity, g.delta)),
         ))
     return pd.DataFrame(out)
 
@@ -284,11 +296,144 @@ def comparison_table(groups: pd.DataFrame, idx: _Index, encoders: list[str], n_b
             out.append(row)
     df = pd.DataFrame(out)
     if len(df):
-        df["p_holm"] = stats.holm(df.p_perm.to_numpy())
         sig_p = df.p_perm < 0.05
         sig_w = df.p_wilcoxon < 0.05
         df["wilcoxon_agrees"] = np.where(df.p_wilcoxon.isna(), None, sig_p == sig_w)
     return df
+
+
+def _top_cells(groups: pd.DataFrame, mode: str) -> dict[str, float]:
+    """perturbation_id -> its highest severity in ``mode`` (the cells the headline summarises)."""
+    g = groups[(groups["mode"] == mode) & (groups.perturbation_id != CLEAN_ID)]
+    return {str(k): float(v) for k, v in g.groupby("perturbation_id", sort=False).severity.max()
+            .items()}
+
+
+def mean_degradation_tests(groups: pd.DataFrame, idx: _Index, encoders: list[str],
+                           modes: list[str], n_boot: int, n_perm: int, seed: int
+                           ) -> pd.DataFrame:
+    """Per encoder pair and mode: a test of the *mean* ΔBPB over perturbations (each at its
+    highest severity) — the quantity the summary's "smallest mean degradation" names.
+
+    On documents present in every one of those cells (same seed), with P perturbations, clean
+    metric bytes b_u and NLL (nats) A_pu, Ac_u, B_pu, Bc_u, the per-document difference is
+    d_u = Σ_p [(A_pu − Ac_u) − (B_pu − Bc_u)] / (P · ln 2 · b_u); its byte-weighted mean is the
+    difference of the two encoders' mean ΔBPB (every cell scores the same clean bytes per
+    document in both modes). p: the byte-weighted sign-flip permutation test on d; CI: paired
+    hierarchical bootstrap. Columns: a, b, mode, value_a, value_b (mean ΔBPB on the shared
+    documents), diff, ci_lo, ci_hi, n_units, n_cells, p_perm.
+    """
+    rows = []
+    for mode in modes:
+        top = _top_cells(groups, mode)
+        if not top:
+            continue
+        for a, b in combinations(encoders, 2):
+            cells = {e: [idx.get(e, pid, sev, mode) for pid, sev in top.items()]
+                     for e in (a, b)}
+            ca, cb = idx.get(a, CLEAN_ID, 0.0, mode), idx.get(b, CLEAN_ID, 0.0, mode)
+            if ca is None or cb is None or any(c is None for c in cells[a] + cells[b]):
+                continue
+            al = _align(ca, cb, *cells[a], *cells[b])
+            n, P = len(al[0]), len(top)
+            if not n:
+                continue
+            ia, ib = al[0], al[1]
+            sa = sum(c.nll[i] for c, i in zip(cells[a], al[2:2 + P])) / P
+            sb = sum(c.nll[i] for c, i in zip(cells[b], al[2 + P:])) / P
+            w = ca.nbytes[ia]
+            d_nats = (sa - ca.nll[ia]) - (sb - cb.nll[ib])
+            key = (a, b, "mean-top", mode)
+            lo, hi = stats.bootstrap_ci(
+                _seed_groups(ca.seed[ia], [sa, ca.nll[ia], sb, cb.nll[ib], w]),
+                stats.diff_stat([0, 3], [1, 2], 4), n_boot, _rng(seed, "meancmp", *key))
+            va = float((sa - ca.nll[ia]).sum() / (LN2 * w.sum()))
+            vb = float((sb - cb.nll[ib]).sum() / (LN2 * w.sum()))
+            rows.append(dict(
+                a=a, b=b, mode=mode, value_a=va, value_b=vb, diff=va - vb, ci_lo=lo, ci_hi=hi,
+                n_units=n, n_cells=P,
+                p_perm=stats.paired_permutation_test(d_nats / (LN2 * w), w, n_perm,
+                                                     _rng(seed, "meanperm", *key))))
+    return pd.DataFrame(rows, columns=["a", "b", "mode", "value_a", "value_b", "diff", "ci_lo",
+                                       "ci_hi", "n_units", "n_cells", "p_perm"])
+
+
+def holm_family(*frames: pd.DataFrame) -> None:
+    """Holm-adjust the ``p_perm`` columns of several tables as ONE family (adds ``p_holm`` in
+    place): every encoder-vs-encoder test of the report, whichever table shows it."""
+    ps = np.concatenate([f["p_perm"].to_numpy(float) if len(f) else np.zeros(0)
+                         for f in frames])
+    adj = stats.holm(ps)
+    i = 0
+    for f in frames:
+        f["p_holm"] = adj[i:i + len(f)] if len(f) else pd.Series(dtype=float)
+        i += len(f)
+
+
+ALPHA = 0.05  # significance level after Holm, everywhere in the report
+
+
+def pair_matrix(cmp: pd.DataFrame, encoders: list[str], mode: str) -> pd.DataFrame:
+    """Encoder × encoder counts over the perturbed cells of ``mode`` (ΔBPB comparisons).
+
+    One row per ordered pair (row encoder r, column encoder c, r ≠ c): ``wins`` = cells where r
+    degrades significantly less than c (Holm-adjusted p < ALPHA), ``losses`` = significantly
+    more, ``ties`` = tested but not distinguishable, ``untested`` = no paired documents.
+    """
+    out = []
+    p = cmp[(cmp["mode"] == mode) & (cmp.quantity == "ΔBPB")] if len(cmp) else cmp
+    for r in encoders:
+        for c in encoders:
+            if r == c:
+                continue
+            fwd = p[(p.a == r) & (p.b == c)] if len(p) else p
+            rev = p[(p.a == c) & (p.b == r)] if len(p) else p
+            diff = np.r_[fwd["diff"].to_numpy(float), -rev["diff"].to_numpy(float)] \
+                if len(p) else np.zeros(0)
+            ph = np.r_[fwd.p_holm.to_numpy(float), rev.p_holm.to_numpy(float)] \
+                if len(p) else np.zeros(0)
+            if not len(diff):
+                continue
+            tested = np.isfinite(ph)
+            sig = tested & (ph < ALPHA)
+            out.append(dict(row=r, col=c, wins=int((sig & (diff < 0)).sum()),
+                            losses=int((sig & (diff > 0)).sum()), ties=int((tested & ~sig).sum()),
+                            untested=int((~tested).sum())))
+    return pd.DataFrame(out, columns=["row", "col", "wins", "losses", "ties", "untested"])
+
+
+# What can make a perturbation *improve* an encoder, by mode (shown next to each anomaly).
+ANOMALY_CAUSES = {
+    "clean_target": (
+        "The clean continuation is scored, so the perturbed prefix made it easier to predict. "
+        "Possible causes: the perturbation moves the prefix towards the training text (e.g. "
+        "typos that produce frequent letters, or training data holding similar noise); it "
+        "removes a misleading context; a model whose output depends little on distant context "
+        "responds to noise-level differences; or a few documents drive the effect (check the "
+        "number of documents, and per-document tests in the comparisons table)."),
+    "full": (
+        "The perturbed text itself is scored per clean byte, so a lower value can mean less or "
+        "easier text, not robustness: a perturbation that deletes characters, or replaces rare "
+        "characters with frequent ones, leaves fewer or more predictable bytes to encode."),
+}
+
+
+def anomaly_table(groups: pd.DataFrame, modes: list[str] | None = None) -> pd.DataFrame:
+    """Perturbed groups whose ΔBPB is significantly *negative* (the perturbation improves the
+    encoder): ``p_delta_holm`` < ALPHA (Holm over every ΔBPB-vs-zero test of the report) and
+    ΔBPB < 0. Columns: encoder, mode, perturbation_id, severity, delta, delta_lo, delta_hi,
+    p_delta_holm, n_docs, cause."""
+    cols = ["encoder", "mode", "perturbation_id", "severity", "delta", "delta_lo", "delta_hi",
+            "p_delta_holm", "n_docs"]
+    if not len(groups) or "p_delta_holm" not in groups:
+        return pd.DataFrame(columns=cols + ["cause"])
+    a = groups[(groups.perturbation_id != CLEAN_ID) & (groups.delta < 0)
+               & (groups.p_delta_holm < ALPHA)][cols].copy()
+    a["cause"] = a["mode"].map(ANOMALY_CAUSES).fillna("")
+    rank = {m: i for i, m in enumerate(modes or [])}  # primary mode first
+    a = a.assign(_r=a["mode"].map(lambda m: rank.get(m, len(rank))))
+    return a.sort_values(["_r", "perturbation_id", "severity"], kind="stable").drop(
+        columns="_r").reset_index(drop=True)
 
 
 def language_tables(data: RunData, idx: _Index, mode: str, delta_mode: str, n_boot: int,
@@ -396,9 +541,12 @@ def efficiency_table(data: RunData, encoders: list[str], level_mode: str) -> pd.
         mem_kind = next((t.get("peak_mem_kind") for t in trains if t.get("peak_mem_kind")), "")
         clean = res[(res.encoder == label) & (res.perturbation_id == CLEAN_ID)
                     & (res["mode"] == level_mode)]
-        seg = (float(clean.n_bytes.sum() / clean.n_segments.sum())
-               if len(clean) and clean.n_segments.notna().all() and clean.n_segments.sum() > 0
-               else math.nan)
+        # pooled over eval sets and seeds with the one definition (core.segments): Σ bytes / Σ
+        # segments of the clean cells — the number the segments figure shows too
+        seg = (bytes_per_segment(clean.n_bytes.sum(), clean.n_segments.sum())
+               if len(clean) and clean.n_segments.notna().all() else math.nan)
+        desc = e.get("describe") if isinstance(e.get("describe"), dict) else {}
+        seg_train = _num(desc.get("mean_patch_bytes_train", desc.get("bytes_per_token_train")))
         # the segment the bytes/unit figure counts (token, patch, byte); older runs lack the column
         unit = (clean.segment_unit.iloc[0] or clean.token_unit.iloc[0]) if len(clean) else ""
         total = _num(e.get("params_total"))
@@ -412,7 +560,8 @@ def efficiency_table(data: RunData, encoders: list[str], level_mode: str) -> pd.
             train_bytes=_num(tr.get("bytes")), train_seconds=_num(tr.get("seconds")),
             bytes_per_s=_num(tr.get("bytes_per_s")), peak_mem_bytes=_num(tr.get("peak_mem_bytes")),
             fit_seconds=_num(fit.get("seconds")), final_loss=_num(tr.get("final_loss")),
-            bytes_per_segment=seg, token_unit=unit, peak_mem_kind=mem_kind,
+            bytes_per_segment=seg, bytes_per_segment_train=seg_train, token_unit=unit,
+            peak_mem_kind=mem_kind,
             n_seeds_trained=len(trains),
         ))
     return pd.DataFrame(rows)
@@ -440,10 +589,9 @@ def _num(x: Any) -> float:
         return math.nan
 
 
-def verdict(groups: pd.DataFrame, rob: pd.DataFrame, cmp: pd.DataFrame, eff: pd.DataFrame,
-            encoders: list[str], primary: str, level_mode: str) -> tuple[pd.DataFrame, list[str]]:
-    """The summary table (one row per encoder) and plain-language lines from the Holm-corrected
-    comparisons."""
+def verdict(groups: pd.DataFrame, rob: pd.DataFrame, eff: pd.DataFrame, encoders: list[str],
+            primary: str, level_mode: str) -> pd.DataFrame:
+    """The summary table: one row per encoder (clean BPB with CI, mean/worst ΔBPB, cost)."""
     rows = []
     for enc in encoders:
         c = groups[(groups.encoder == enc) & (groups.perturbation_id == CLEAN_ID)
@@ -467,27 +615,99 @@ def verdict(groups: pd.DataFrame, rob: pd.DataFrame, cmp: pd.DataFrame, eff: pd.
             flops_per_byte=e.flops_per_byte_infer.iloc[0] if len(e) else math.nan,
             params=e.params_total.iloc[0] if len(e) else math.nan,
         ))
-    table = pd.DataFrame(rows)
-    lines: list[str] = []
-    if len(table) and table.clean_bpb.notna().any():
-        best = table.loc[table.clean_bpb.idxmin()]
-        lines.append(f"Lowest clean BPB ({level_mode}): {best.encoder} at {best.clean_bpb:.3f} "
-                     "bits/byte.")
-    if len(table) > 1 and table.mean_delta.notna().any():
-        best = table.loc[table.mean_delta.idxmin()]
-        lines.append(f"Smallest mean degradation ({primary}, highest severity of each "
-                     f"perturbation): {best.encoder}, ΔBPB {best.mean_delta:+.3f}.")
-    if len(cmp):
-        for (a, b), g in cmp[cmp["mode"] == primary].groupby(["a", "b"], sort=False):
-            p = g[g.quantity == "ΔBPB"]
-            if not len(p):
-                continue
-            sig = p[p.p_holm < 0.05]
-            lines.append(
-                f"{a} vs {b}: {a} degrades significantly less in {int((sig['diff'] < 0).sum())} "
-                f"and more in {int((sig['diff'] > 0).sum())} of {len(p)} perturbed cells "
-                f"(Holm-adjusted p < 0.05; {int(p.p_perm.notna().sum())} tested).")
-    return table, lines
+    return pd.DataFrame(rows)
+
+
+@dataclass
+class Finding:
+    """One summary sentence and its standing: ``status`` is "significant", "not
+    distinguishable", "untested" (no per-document samples) or "anomaly"."""
+
+    text: str
+    status: str
+
+
+def _vs(best: str, others: list[str], tests: pd.DataFrame, lower_is: str) -> tuple[str, str]:
+    """(clause, status) saying whether ``best`` differs from every other encoder in ``tests``
+    (rows with a, b, diff = a − b, ci_lo, ci_hi, p_holm; lower is better).
+
+    lower_is: the word for "better" in the clause ("lower", "less degradation than")."""
+    sig, nsig, worse, untested = [], [], [], []
+    for o in others:
+        r = tests[((tests.a == best) & (tests.b == o)) | ((tests.a == o) & (tests.b == best))]
+        if not len(r) or not is_num(r.p_holm.iloc[0]):
+            untested.append(o)
+            continue
+        r = r.iloc[0]
+        flip = -1.0 if r.a != best else 1.0  # orient as best − other
+        d, lo, hi = flip * r["diff"], flip * r.ci_lo, flip * r.ci_hi
+        lo, hi = min(lo, hi), max(lo, hi)
+        detail = f"{o}: {sig3(d)} [{sig3(lo)}, {sig3(hi)}], Holm {p_phrase(r.p_holm)}"
+        if r.p_holm < ALPHA:
+            # pooled over all documents it is best, but on the documents both encoders scored
+            # the other one can be significantly better (different coverage): say so
+            (sig if d < 0 else worse).append(detail)
+        else:
+            nsig.append(detail)
+    parts = []
+    if sig:
+        parts.append(f"significantly {lower_is} {'; '.join(sig)}")
+    if nsig:
+        parts.append(f"not distinguishable from {'; '.join(nsig)}")
+    if worse:
+        parts.append(f"but significantly worse on the documents both scored than "
+                     f"{'; '.join(worse)}")
+    if untested:
+        parts.append(f"not tested against {', '.join(untested)} (no per-document samples)")
+    status = ("not distinguishable" if nsig or worse else "untested" if untested
+              else "significant")
+    return "; ".join(parts), status
+
+
+def summary_findings(verdict_df: pd.DataFrame, cmp: pd.DataFrame, mean_tests: pd.DataFrame,
+                     anomalies: pd.DataFrame, primary: str, level_mode: str) -> list[Finding]:
+    """The summary's sentences. Every "lowest"/"smallest" names the test behind it: A − B with
+    its 95 % CI and Holm-adjusted p against each other encoder; a difference that is not
+    significant at ALPHA is called "not distinguishable"."""
+    out: list[Finding] = []
+    t = verdict_df
+    encs = list(t.encoder)
+    if len(t) and t.clean_bpb.notna().any():
+        best = t.loc[t.clean_bpb.idxmin()]
+        head = f"Lowest clean BPB ({level_mode}): {best.encoder} at {best.clean_bpb:.3f} bits/byte"
+        if len(encs) > 1:
+            c = cmp[(cmp["mode"] == level_mode) & (cmp.perturbation_id == CLEAN_ID)] \
+                if len(cmp) else cmp
+            clause, status = _vs(best.encoder, [e for e in encs if e != best.encoder],
+                                 c if len(c) else pd.DataFrame(columns=["a", "b"]), "lower than")
+            out.append(Finding(f"{head} — {clause}.", status))
+        else:
+            out.append(Finding(f"{head} (one encoder: nothing to compare).", "untested"))
+    if len(t) > 1 and t.mean_delta.notna().any():
+        best = t.loc[t.mean_delta.idxmin()]
+        head = (f"Smallest mean degradation ({primary}, mean ΔBPB over perturbations at their "
+                f"highest severity): {best.encoder}, {sig3(best.mean_delta)}")
+        m = mean_tests[mean_tests["mode"] == primary] if len(mean_tests) else mean_tests
+        clause, status = _vs(best.encoder, [e for e in encs if e != best.encoder],
+                             m if len(m) else pd.DataFrame(columns=["a", "b"]),
+                             "less degradation than")
+        out.append(Finding(f"{head} — {clause}.", status))
+    if len(anomalies):
+        # one line for all of them (details and causes: the Robustness section)
+        parts = []
+        for (enc, pid), g in anomalies.groupby(["encoder", "perturbation_id"], sort=False):
+            worst = g.loc[g.delta.idxmin()]
+            parts.append(
+                f"{pid} improves {enc} at severity "
+                f"{', '.join(f'{x:g}' for x in sorted(set(g.severity)))} "
+                f"({', '.join(dict.fromkeys(g['mode']))}; largest: ΔBPB {sig3(worst.delta)} "
+                f"[{sig3(worst.delta_lo)}, {sig3(worst.delta_hi)}] in {worst['mode']}, Holm "
+                f"{p_phrase(worst.p_delta_holm)})")
+        out.append(Finding(
+            f"Anomal{'y' if len(anomalies) == 1 else 'ies'} — a perturbation makes an encoder "
+            f"significantly better: {'; '.join(parts)}. Unexpected under noise: see Robustness "
+            "for possible causes.", "anomaly"))
+    return out
 
 
 def compute_tables(data: RunData, n_boot: int = 1000, n_perm: int = 10000, seed: int = 0
@@ -499,14 +719,20 @@ def compute_tables(data: RunData, n_boot: int = 1000, n_perm: int = 10000, seed:
     primary = modes[0]
     level_mode = "full" if "full" in modes else primary
     idx = _Index(data.samples)
-    groups = group_table(data, idx, n_boot, seed)
+    groups = group_table(data, idx, n_boot, seed, n_perm)
+    # ΔBPB-vs-zero tests are their own Holm family (a different question from A vs B)
+    groups["p_delta_holm"] = stats.holm(groups.p_delta.to_numpy(float)) if len(groups) else []
     rob = robustness_table(groups)
     fam = family_table(rob)
     cmp = comparison_table(groups, idx, encoders, n_boot, n_perm, seed)
+    means = mean_degradation_tests(groups, idx, encoders, modes, n_boot, n_perm, seed)
+    holm_family(cmp, means)
     langs, scripts = language_tables(data, idx, level_mode, primary, n_boot, seed)
     eff = efficiency_table(data, encoders, level_mode)
-    table, lines = verdict(groups, rob, cmp, eff, encoders, primary, level_mode)
+    table = verdict(groups, rob, eff, encoders, primary, level_mode)
+    anomalies = anomaly_table(groups, modes)
+    lines = summary_findings(table, cmp, means, anomalies, primary, level_mode)
     return Tables(encoders=encoders, modes=modes, primary_mode=primary, level_mode=level_mode,
                   groups=groups, robustness=rob, families=fam, comparisons=cmp, languages=langs,
                   scripts=scripts, efficiency=eff, verdict=table, verdict_lines=lines,
-                  n_seeds=int(res.seed.nunique()))
+                  n_seeds=int(res.seed.nunique()), mean_tests=means, anomalies=anomalies)

@@ -42,6 +42,10 @@ class Source:
         """Facts for run.json: package names, versions, licences, paths."""
         return {}
 
+    def check(self, ctx: SourceContext) -> None:  # noqa: B027 - optional
+        """Raise ValueError when a local input the source needs is missing (``tokbench
+        validate``): cheap, no network, no reading of file contents."""
+
 
 @dataclass
 class SourceContext:

@@ -37,7 +37,7 @@ class FilesSource(Source):
         for p in self.paths:
             is_glob = any(ch in p for ch in "*?[")
             found: list[Path] = []
-            for base in (ctx.base_dir, Path.cwd()):
+            for base in _bases(ctx):
                 cand = Path(p).expanduser()
                 cand = cand if cand.is_absolute() else base / cand
                 if is_glob:
@@ -54,10 +54,12 @@ class FilesSource(Source):
                     out.extend((f, _rel(f, root)) for f in found)
                     break
             if not found:
-                raise ValueError(
-                    f"files source: path '{p}' matches no file (looked in {ctx.base_dir} and {Path.cwd()})"
-                )
+                where = " and ".join(str(b) for b in _bases(ctx))  # each folder once
+                raise ValueError(f"files source: path '{p}' matches no file (looked in {where})")
         return out
+
+    def check(self, ctx: SourceContext) -> None:
+        self._files(ctx)  # resolves every path (names only), raising on one that matches nothing
 
     def documents(self, ctx: SourceContext) -> Iterator[Document]:
         for f, rel in self._files(ctx):
@@ -78,6 +80,12 @@ class FilesSource(Source):
 
     def provenance(self, ctx: SourceContext) -> dict[str, Any]:
         return {"files": [rel for _, rel in self._files(ctx)]}
+
+
+def _bases(ctx: SourceContext) -> list[Path]:
+    """Folders a relative path is looked up in: the suite's, then the working directory (once,
+    when they are the same folder)."""
+    return list(dict.fromkeys(p.resolve() for p in (ctx.base_dir, Path.cwd())))
 
 
 def _rel(f: Path, root: Path) -> str:

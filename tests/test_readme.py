@@ -62,3 +62,14 @@ def test_readme_encoder_and_source_run_in_a_suite(plugin_dir: Path) -> None:
     assert main(["run", "s.yaml", "--out", "out", "--quiet", "--no-report"]) == 0
     rows = list(csv.DictReader(open(plugin_dir / "out" / "results.csv", encoding="utf-8")))
     assert rows and rows[0]["encoder"] == "TrigramBytes" and float(rows[0]["bpb"]) > 0
+
+
+def test_readme_lists_the_results_columns() -> None:
+    """The README's results.csv column list is the schema's (new columns may follow it)."""
+    from core.schema import RESULT_COLUMNS
+
+    block = re.search(r"results\.csv +one row per cell: (.*?)\n  samples\.jsonl",
+                      README.read_text(encoding="utf-8"), flags=re.S)
+    assert block is not None
+    listed = [c.strip() for c in block.group(1).replace("\n", " ").split(",")]
+    assert listed == RESULT_COLUMNS[:len(listed)] and "encoder_name" in listed

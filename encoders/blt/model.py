@@ -369,7 +369,9 @@ class BltEncoder(Encoder):
             out["flops"] += self.entropy_model.flops(TensorBatch({"inputs": batch["stream"][:, :T]}))
             if self.threshold is None:
                 self.threshold, achieved = fit_threshold(H, valid, c.target_patch_size, c.monotonic, c.max_patch_bytes)
-                ctx.log(f"blt: threshold {self.threshold:.4f} nats -> {achieved:.3f} bytes/patch (target {c.target_patch_size})")
+                ctx.log(f"blt: threshold {self.threshold:.4f} nats -> {achieved:.3f} bytes/patch on "
+                        f"{len(windows)} training windows (target {c.target_patch_size}; "
+                        "evaluation text patches differently: see results.csv bytes_per_segment)")
             starts = patch_starts(H, self.threshold, c.monotonic, c.max_patch_bytes) & valid
         else:
             starts = self.patch_starts(batch["stream"], batch["lengths"])

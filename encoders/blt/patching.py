@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import torch
 
+from core.segments import bytes_per_segment
+
 # ASCII whitespace: \t \n \v \f \r and space (what bytes.isspace() accepts).
 WHITESPACE = (9, 10, 11, 12, 13, 32)
 
@@ -87,26 +89,30 @@ def patch_ids(starts: torch.Tensor) -> torch.Tensor:
 
 
 def patch_sizes(starts: torch.Tensor, lengths: torch.Tensor, score_from: torch.Tensor | None = None) -> list[list[int]]:
-    """Byte lengths of the patches of each window (those starting at or after ``score_from``).
+    """Byte lengths of the patches that cover each window's scored span, clipped to it.
 
     starts (B, T) bool, lengths (B,) long (bytes of each window; positions past it are padding),
-    score_from (B,) long or None (= 0). The last patch of a window ends at its length.
+    score_from (B,) long or None (= 0). The last patch of a window ends at its length. A patch
+    that starts before ``score_from`` and runs into the span counts with its bytes from
+    ``score_from`` on, so the sizes of window b tile [score_from_b, length_b) exactly and sum to
+    its scored bytes (the definition of ``core.segments``).
     """
     starts, lengths = starts.cpu(), lengths.cpu()
     sf = score_from.cpu() if score_from is not None else torch.zeros_like(lengths)
     out: list[list[int]] = []
     for b in range(starts.shape[0]):  # loop over windows, not bytes
-        n = int(lengths[b])
+        n, s0 = int(lengths[b]), int(sf[b])
         pos = starts[b, :n].nonzero().squeeze(1)
         ends = torch.cat([pos[1:], torch.tensor([n])])
-        keep = pos >= int(sf[b])
-        out.append((ends - pos)[keep].tolist())
+        keep = ends > s0  # the patch holds at least one scored byte
+        out.append((ends[keep] - pos[keep].clamp(min=s0)).tolist())
     return out
 
 
 def mean_patch_size(starts: torch.Tensor, valid: torch.Tensor) -> float:
-    """Mean bytes per patch over all windows: Σ bytes / Σ patches. starts, valid: (B, T) bool."""
-    return float(valid.sum()) / max(1, int((starts & valid).sum()))
+    """Mean bytes per patch over whole windows (score_from = 0): Σ bytes / Σ patches, i.e.
+    ``core.segments.bytes_per_segment``. starts, valid: (B, T) bool."""
+    return bytes_per_segment(float(valid.sum()), max(1, int((starts & valid).sum())))
 
 
 def fit_threshold(

@@ -155,10 +155,8 @@ def test_forward_units_and_segments() -> None:
     windows, score_from = [b"ab cd ef", b"xyz"], [3, 1]
     batch = model.collate(windows, score_from)
     units = model(batch)
-    assert units.segments == [
-        [3, 2],
-        [],
-    ]  # window 0: [3,6) [6,8); window 1's only patch starts at 0 < 1
+    # window 0: [3,6) [6,8); window 1's only patch [0,3) holds its 2 scored bytes
+    assert units.segments == [[3, 2], [2]]
     per_byte = units.byte_nll([len(w) for w in windows], score_from)
     assert [len(x) for x in per_byte] == [5, 2]
     assert float(sum(x.sum() for x in per_byte)) == pytest.approx(

@@ -82,7 +82,10 @@ def test_patch_sizes_respect_length_and_score_from() -> None:
     starts = torch.tensor([[1, 0, 1, 0, 0, 1, 1, 0], [1, 0, 1, 1, 0, 0, 0, 0]], dtype=torch.bool)
     lengths = torch.tensor([8, 4])
     assert patch_sizes(starts, lengths) == [[2, 3, 1, 2], [2, 1, 1]]
-    assert patch_sizes(starts, lengths, torch.tensor([3, 1])) == [[1, 2], [1, 1]]
+    # the patch holding the first scored byte counts with its scored bytes, so the sizes tile
+    # [score_from, length): row 0 [2,5) -> 2 scored bytes, row 1 [0,2) -> 1
+    assert patch_sizes(starts, lengths, torch.tensor([3, 1])) == [[2, 1, 2], [1, 1, 1]]
+    assert patch_sizes(starts, lengths, torch.tensor([7, 4])) == [[1], []]
 
 
 def test_fit_threshold_hits_a_quantile() -> None:

@@ -23,6 +23,7 @@ class PageReport:
     screenshot_png: bytes
     console_errors: list[str] = field(default_factory=list)
     requests: list[str] = field(default_factory=list)
+    values: dict[str, Any] = field(default_factory=dict)  # results of ``evaluate`` expressions
 
 
 class _Pipe:
@@ -105,8 +106,11 @@ class _Pipe:
         os.close(self.resp_r)
 
 
-def load_page(chromium: str, url: str, width: int = 1280, height: int = 2400) -> PageReport:
-    """Open ``url`` in headless Chromium; return a screenshot and what the page did."""
+def load_page(chromium: str, url: str, width: int = 1280, height: int = 2400,
+              evaluate: dict[str, str] | None = None) -> PageReport:
+    """Open ``url`` in headless Chromium; return a screenshot, what the page did, and the value
+    of each JavaScript expression in ``evaluate`` (run in the loaded page, by value: JSON types).
+    The report itself has no scripts; these only read its DOM."""
     with tempfile.TemporaryDirectory() as user_dir:
         pipe = _Pipe(chromium, user_dir)
         try:
@@ -123,6 +127,12 @@ def load_page(chromium: str, url: str, width: int = 1280, height: int = 2400) ->
             pipe.wait_event("Page.loadEventFired")
             shot = pipe.send("Page.captureScreenshot", {"format": "png"}, session=sid)
             report = PageReport(base64.b64decode(shot["data"]))
+            for key, expr in (evaluate or {}).items():
+                res = pipe.send("Runtime.evaluate", {"expression": expr, "returnByValue": True},
+                                session=sid)
+                if "exceptionDetails" in res:
+                    raise RuntimeError(f"evaluate {key}: {res['exceptionDetails']}")
+                report.values[key] = res["result"].get("value")
             for e in pipe.events:
                 method, p = e.get("method"), e.get("params", {})
                 if method == "Network.requestWillBeSent":

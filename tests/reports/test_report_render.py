@@ -7,6 +7,7 @@ import re
 from html.parser import HTMLParser
 from pathlib import Path
 
+import numpy as np
 import pytest
 from conftest import FAST
 
@@ -131,7 +132,7 @@ def test_clean_only_run_renders(make_run) -> None:
     run = make_run("clean", seeds=(0,), modes=("clean_target",), datasets=("en-docs",),
                    perturbations=[("identity", "clean", [0.0])])
     html = render_run(run, svg=False, **FAST).read_text(encoding="utf-8")
-    assert "Robustness per perturbation" not in html and "Pairwise summary" in html
+    assert "Robustness per perturbation" not in html and 'id="tbl-matrix_clean"' in html
 
 
 def test_compare_two_runs(make_run, tmp_path: Path) -> None:
@@ -140,7 +141,10 @@ def test_compare_two_runs(make_run, tmp_path: Path) -> None:
     path = render_compare([a, b], tmp_path / "cmp", svg=False, **FAST)
     html = path.read_text(encoding="utf-8")
     assert "small/bytes" in html and "large/bytes" in html
-    assert "small/bytes vs large/bytes" in html  # the two runs are paired on shared documents
+    # the two runs are paired on shared documents: one matrix row and column per run
+    matrix = html[html.index('id="tbl-matrix_clean"'):]
+    matrix = matrix[:matrix.index("</table>")]
+    assert matrix.count("small/bytes") == 2 and matrix.count("large/bytes") == 2
 
 
 def test_reports_never_import_torch_or_harness() -> None:
@@ -152,3 +156,99 @@ def test_reports_never_import_torch_or_harness() -> None:
             "if m in sys.modules]; print(bad); sys.exit(1 if bad else 0)")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+def _section(html: str, key: str) -> str:
+    start = html.index(f'<section id="{key}">')
+    return html[start:html.index("</section>", start)]
+
+
+def test_no_negative_zero_and_three_significant_digits(rendered: Path) -> None:
+    for name in ("report.html", "report.md"):
+        text = (rendered.parent / name).read_text(encoding="utf-8")
+        assert not re.search(r"[-−]0\.0*(?![0-9])", text), name  # never "-0.00" or "-0"
+        assert not re.search(r"[-−+]0\.000(?![0-9])", text), name  # a difference shows 3 digits
+
+
+def test_findings_carry_significance(rendered: Path) -> None:
+    summary = _section(rendered.read_text(encoding="utf-8"), "summary")
+    items = re.findall(r'<li class="finding [^"]*" data-status="([^"]+)">(.*?)</li>', summary)
+    assert items and all(status in ("significant", "not distinguishable", "untested", "anomaly")
+                         for status, _ in items)
+    for _, text in items:
+        if text.split("</span>")[-1].startswith(("Lowest", "Smallest")):
+            assert "Holm" in text
+    assert " vs " not in summary  # no sentence per encoder pair: the matrix replaces them
+
+
+def test_full_mode_is_framed_apart_from_the_headline(rendered: Path) -> None:
+    html = rendered.read_text(encoding="utf-8")
+    rob, full = _section(html, "robustness"), _section(html, "full_mode")
+    assert "Robustness per perturbation (full)" not in rob
+    assert "Robustness per perturbation (clean_target)" in rob
+    assert "Robustness per perturbation (full)" in full
+    assert "cost of encoding" in full and 'id="full-mode-note"' in full
+    assert html.index('<section id="robustness">') < html.index('<section id="full_mode">')
+    assert '<a href="#full_mode">' in html  # in the nav bar
+
+
+def test_heatmap_has_one_colour_scale_per_panel(synthetic_run: Path) -> None:
+    from reports import figures as F
+    from reports.load import load_run
+    from reports.tables import compute_tables
+
+    t = compute_tables(load_run(synthetic_run), n_boot=20, n_perm=100)
+    fig = F.delta_heatmap(t)
+    meshes = [c for ax in fig.axes for c in ax.collections if hasattr(c, "norm")
+              and c.get_array() is not None and ax.get_title()]
+    assert len(meshes) == 2
+    for mesh, mode in zip(meshes, t.modes):
+        want = t.robustness[t.robustness["mode"] == mode].delta_top.abs().max()
+        assert mesh.norm.vmax == pytest.approx(want) and mesh.norm.vmin == pytest.approx(-want)
+    texts = [x.get_text() for ax in fig.axes for x in ax.texts]
+    assert texts and all(re.fullmatch(r"[+-]?\d+(\.\d+)?", x) for x in texts)
+    F.plt.close(fig)
+
+
+def test_severity_figure_plots_delta_with_paired_ci(synthetic_run: Path) -> None:
+    from reports import figures as F
+    from reports.load import load_run
+    from reports.tables import compute_tables
+
+    t = compute_tables(load_run(synthetic_run), n_boot=20, n_perm=100)
+    fig = F.severity_curves(t, "clean_target", F.palette(t.encoders))
+    ax = next(a for a in fig.axes if a.get_title() == "typo.keyboard")
+    g = t.groups
+    for line in ax.get_lines():
+        if line.get_label() not in t.encoders:
+            continue  # the zero reference line
+        want = g[(g.encoder == line.get_label()) & (g.perturbation_id == "typo.keyboard")
+                 & (g["mode"] == "clean_target")].sort_values("severity")
+        y = line.get_ydata()
+        assert y[0] == 0.0 and np.allclose(y[1:], want.delta)
+    assert "ΔBPB" in ax.get_ylabel()
+    F.plt.close(fig)
+
+
+def test_bytes_per_segment_is_one_number_everywhere(synthetic_run: Path, rendered: Path) -> None:
+    import pandas as pd
+
+    from reports import figures as F
+    from reports.load import load_run
+    from reports.tables import compute_tables
+
+    res = pd.read_csv(synthetic_run / "results.csv")
+    clean = res[(res.encoder == "bpe-4096") & (res.perturbation_id == "clean")
+                & (res["mode"] == "full")]
+    want = f"{clean.n_bytes.sum() / clean.n_segments.sum():.3f}"
+    html = rendered.read_text(encoding="utf-8")
+    eff = html[html.index('id="tbl-efficiency"'):]
+    eff = eff[:eff.index("</table>")]
+    assert f"{want} (token)" in eff
+    data = load_run(synthetic_run)
+    t = compute_tables(data, n_boot=10, n_perm=10)
+    fig = F.segment_hist(data.texts, t.encoders,
+                         dict(zip(t.efficiency.encoder, t.efficiency.bytes_per_segment)))
+    titles = [ax.get_title() for ax in fig.axes]
+    assert f"bpe-4096: {want} B / segment (clean)" in titles
+    F.plt.close(fig)

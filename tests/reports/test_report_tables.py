@@ -80,7 +80,10 @@ def test_robustness_and_verdict(tables) -> None:
     assert row.slope > 0
     v = t.verdict.set_index("encoder")
     assert v.loc["bytes", "mean_delta"] < v.loc["bpe-4096", "mean_delta"]
-    assert any("bytes vs bpe-4096" in line for line in t.verdict_lines)
+    # the summary names the tests behind "smallest mean degradation", not one line per pair
+    smallest = next(f for f in t.verdict_lines if f.text.startswith("Smallest mean"))
+    assert "bytes," in smallest.text and "bpe-4096:" in smallest.text and "Holm" in smallest.text
+    assert not any(" vs " in f.text for f in t.verdict_lines)
     # the mixed set's documents are labelled by their own script, detected from their text
     assert set(t.scripts.script) >= {"Latn", "Cyrl", "Jpan", "Thai"}
 
@@ -163,3 +166,102 @@ def test_buckets_without_n_words_raise_clear_error(make_run) -> None:
     pd.read_csv(path).drop(columns=["n_words"]).to_csv(path, index=False)
     with pytest.raises(ValueError, match=r"buckets.csv: missing column\(s\) n_words"):
         load_run(run)
+
+
+# ----------------------------------------------------------------------------- truthfulness
+
+
+@pytest.mark.parametrize(
+    ("x", "want"),
+    [(46.63, "+46.6"), (1409.9, "+1410"), (7.612, "+7.61"), (-0.004123, "-0.00412"),
+     (-0.0004, "-0.000400"), (-1e-9, "-1.00e-09"), (0.0, "0"), (-0.0, "0"), (9.996, "+10.0"),
+     (2.0, "+2.00"), (math.nan, "—"), (None, "—")],
+)
+def test_sig3_three_significant_digits_no_negative_zero(x, want: str) -> None:
+    from reports.fmt import sig3
+
+    assert sig3(x) == want
+    assert sig3(0.5, sign=False) == "0.500"
+
+
+@pytest.fixture(scope="module")
+def three(tmp_path_factory):
+    """Three encoders: blt is close to bpe-4096 on clean text; case.random *improves* bytes."""
+    from synthetic_run import write_synthetic_run
+
+    path = write_synthetic_run(tmp_path_factory.mktemp("three") / "run",
+                               encoders=("bytes", "bpe-4096", "blt"),
+                               improves=("bytes", "case.random"))
+    return compute_tables(load_run(path), n_boot=200, n_perm=2000)
+
+
+def test_lowest_clean_bpb_says_not_distinguishable(three) -> None:
+    lowest = next(f for f in three.verdict_lines if f.text.startswith("Lowest clean BPB"))
+    c = three.comparisons
+    row = c[(c.a == "bpe-4096") & (c.b == "blt") & (c.perturbation_id == "clean")
+            & (c["mode"] == "full")].iloc[0]
+    assert row.p_holm >= 0.05  # the fixture's premise: bpe and blt are not distinguishable
+    assert "bpe-4096 at" in lowest.text and lowest.status == "not distinguishable"
+    assert "not distinguishable from blt" in lowest.text
+    assert "significantly lower than bytes" in lowest.text
+
+
+def test_mean_degradation_test_is_the_mean_of_top_severity_deltas(three) -> None:
+    m = three.mean_tests
+    r = three.robustness
+    for enc_a, enc_b in [("bytes", "bpe-4096"), ("bpe-4096", "blt")]:
+        row = m[(m.a == enc_a) & (m.b == enc_b) & (m["mode"] == "clean_target")].iloc[0]
+        # every document is paired in every cell, so the test's quantity is exactly the
+        # difference of the table's mean ΔBPB at the highest severities
+        want_a = r[(r.encoder == enc_a) & (r["mode"] == "clean_target")].delta_top.mean()
+        want_b = r[(r.encoder == enc_b) & (r["mode"] == "clean_target")].delta_top.mean()
+        assert row.value_a == pytest.approx(want_a) and row.value_b == pytest.approx(want_b)
+        assert row.ci_lo <= row["diff"] <= row.ci_hi
+        assert row.p_holm >= row.p_perm
+    smallest = next(f for f in three.verdict_lines if f.text.startswith("Smallest mean"))
+    assert smallest.status == "significant" and "significantly less degradation" in smallest.text
+
+
+def test_one_holm_family_for_all_encoder_comparisons(three) -> None:
+    from reports import stats
+
+    c, m = three.comparisons, three.mean_tests
+    p = np.r_[c.p_perm.to_numpy(float), m.p_perm.to_numpy(float)]
+    assert np.allclose(np.r_[c.p_holm, m.p_holm], stats.holm(p), equal_nan=True)
+
+
+def test_anomaly_is_flagged_with_causes(three) -> None:
+    a = three.anomalies
+    assert set(a.encoder) == {"bytes"} and set(a.perturbation_id) == {"case.random"}
+    assert (a.delta < 0).all() and (a.delta_hi < 0).all() and (a.p_delta_holm < 0.05).all()
+    assert list(a["mode"])[0] == "clean_target"  # primary mode first
+    assert all("training" in c or "deletes" in c for c in a.cause)
+    lines = [f for f in three.verdict_lines if f.status == "anomaly"]
+    assert len(lines) == 1 and "case.random improves bytes at severity 0.1, 0.3" in lines[0].text
+    # a degrading perturbation is not an anomaly
+    g = three.groups
+    assert not len(a.merge(g[g.delta > 0][["encoder", "perturbation_id", "severity", "mode"]]))
+
+
+def test_pair_matrix_counts_hand_computed(three) -> None:
+    from reports.tables import pair_matrix
+
+    c = three.comparisons
+    p = c[(c["mode"] == "clean_target") & (c.quantity == "ΔBPB")]
+    m = pair_matrix(c, three.encoders, "clean_target").set_index(["row", "col"])
+    for (a, b), g in p.groupby(["a", "b"]):
+        sig = g.p_holm < 0.05
+        fwd, rev = m.loc[(a, b)], m.loc[(b, a)]
+        assert fwd.wins == int((sig & (g["diff"] < 0)).sum()) == rev.losses
+        assert fwd.losses == int((sig & (g["diff"] > 0)).sum()) == rev.wins
+        assert fwd.ties == int((~sig).sum()) == rev.ties
+        assert fwd.wins + fwd.losses + fwd.ties + fwd.untested == len(g)
+
+
+def test_without_samples_a_winner_is_untested(make_run) -> None:
+    run = make_run("nosamples", samples=False, buckets=False, seeds=(0,),
+                   datasets=("en-docs",))
+    t = compute_tables(load_run(run), n_boot=20, n_perm=100)
+    lowest = next(f for f in t.verdict_lines if f.text.startswith("Lowest clean BPB"))
+    assert lowest.status == "untested" and "not tested against" in lowest.text
+    assert "significantly" not in lowest.text

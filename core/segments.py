@@ -1,0 +1,32 @@
+"""The one definition of bytes per segment (token, patch or byte), used by the BLT fit log,
+results.csv ``bytes_per_segment``, the report's efficiency table and its segments figure.
+
+A *segment* is what an encoder's sequence model steps over. Over a scored span, an encoder's
+segments are those that hold at least one scored byte, each clipped to the span, so they tile
+it exactly: a patch that starts in the context before the span and runs into it counts once,
+with its scored bytes (``UnitNLL.segments``; the harness checks the tiling). Then
+
+    bytes per segment = Σ scored bytes / Σ segments
+
+over whatever is pooled (a window, a cell, the clean cells of an encoder): a ratio of sums, like
+BPB, so a long document weighs by its bytes. A byte-level encoder has exactly 1.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+
+def bytes_per_segment(n_bytes: float, n_segments: float) -> float:
+    """Σ bytes / Σ segments; NaN when there are no segments."""
+    return float(n_bytes) / float(n_segments) if n_segments and n_segments > 0 else math.nan
+
+
+def check_tiling(segments: Sequence[int], n_scored: int, where: str = "") -> None:
+    """Raise AssertionError (an encoder bug, not bad input — like ``UnitNLL.byte_nll``'s check)
+    unless ``segments`` (byte lengths, each ≥ 1) sum to ``n_scored``."""
+    if any(int(s) < 1 for s in segments) or sum(int(s) for s in segments) != n_scored:
+        raise AssertionError(f"segments{' of ' + where if where else ''} do not tile the "
+                         f"{n_scored} scored bytes: {len(segments)} segments summing to "
+                         f"{sum(int(s) for s in segments)} (lengths must be ≥ 1)")
