@@ -49,6 +49,9 @@ def dry_run(suite: Suite, opts: RunOptions) -> str:
     lines += ["", f"cells to score: {suite.n_cells()} ({len(evals)} eval set(s), {n_docs} docs, "
               f"{1 + len(suite.perturbations)} perturbation cells incl. '{CLEAN.id}', modes {', '.join(suite.eval.modes)})",
               f"estimated training time: {_fmt(total_s)} (fit stages and scoring not included)"]
+    if suite.baselines.compressors:
+        lines.insert(-1, f"compressor baseline cells: {suite.n_baseline_cells()} "
+                         f"({', '.join(suite.baselines.compressors)} x {1 + len(suite.permutations)} stream(s))")
     return "\n".join(lines)
 
 

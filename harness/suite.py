@@ -216,3 +216,10 @@ class Suite:
         the seeds unless ``per_seed``. The one formula the CLI, the dry run and the runner use."""
         per = len(self.encoders) * len(self.data.eval) * (1 + len(self.perturbations)) * len(self.eval.modes)
         return per if per_seed else per * len(self.seeds)
+
+    def n_baseline_cells(self) -> int:
+        """Compressor cells a run scores: compressors × (original + permutations) × eval sets ×
+        (clean + perturbation cells) × modes × seeds (docs/fragility.md)."""
+        streams = len(self.baselines.compressors) * (1 + len(self.permutations))
+        return (streams * len(self.data.eval) * (1 + len(self.perturbations)) * len(self.eval.modes)
+                * len(self.seeds))

@@ -62,6 +62,9 @@ def test_variants_and_baselines(run: Path) -> None:
     assert labels["bytes~inter_block-16"]["permutation"] == "inter_block"
     assert labels["bytes~inter_block-16"]["block_bytes"] == "16"
     assert labels["bytes~global"]["block_bytes"] == "" and labels["bytes"]["permutation"] == "none"
+    suite = load_suite(SUITE, TINY)
+    assert sum(x["kind"] == "baseline" for x in r) == suite.n_baseline_cells() == 12
+    assert sum(x["kind"] == "model" for x in r) == suite.n_cells() == 8
     # every cell scores the same bytes: BPB is per byte of the original text
     assert len({x["n_bytes"] for x in r}) == 1
     for x in r:
