@@ -231,8 +231,9 @@ class Encoder(nn.Module, metaclass=ABCMeta):
         return self.collate([w.data for w in fed], [0] * len(fed))
 
     @classmethod
-    def permutable(cls) -> bool:
-        """Whether ``unit_lengths``/``collate_units`` are available (byte units or overridden)."""
+    def permutable(cls, config: Any = None) -> bool:
+        """Whether ``unit_lengths``/``collate_units`` serve this encoder (with ``config``, when
+        given): byte units, or hooks of its own."""
         return cls.unit == "byte" or cls.collate_units is not Encoder.collate_units
 
     # -- facts for run.json -------------------------------------------------------------------

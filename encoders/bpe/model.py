@@ -205,6 +205,11 @@ class BpeEncoder(Encoder):
         """Byte length of each token of ``window`` (tokenized whole), in order."""
         return [b - a for a, b in self._tok().encode_with_offsets(window)[1]]
 
+    @classmethod
+    def permutable(cls, config: Any = None) -> bool:
+        """Permuted windows are collated for ``objective: ar`` (the default) only."""
+        return getattr(config, "objective", "ar") == "ar"
+
     def collate_units(self, fed: Sequence[Any]) -> TensorBatch:
         """Permuted windows (``.units``: their tokens' bytes in the fed order), all scored: each
         unit becomes its own token id, never re-tokenized; spans index the fed stream."""

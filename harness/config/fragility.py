@@ -68,10 +68,10 @@ def permuted_encoders(encoders: tuple[EncoderSpec, ...], perms: tuple[Permutatio
             cls = plugins.resolve("encoder", spec.name, search_paths)
         except plugins.PluginError as e:
             raise where.error(str(e)) from None
-        if not cls.permutable():
+        if not cls.permutable(spec.config):
             raise where.error(
-                f"encoder {spec.label!r} predicts {cls.unit}s and does not implement "
-                "unit_lengths/collate_units, so it cannot be permuted (docs/fragility.md)")
+                f"encoder {spec.label!r} cannot be permuted: it predicts {cls.unit}s and its "
+                "unit_lengths/collate_units do not serve this configuration (docs/fragility.md)")
         out += [dataclasses.replace(spec, label=variant_label(spec.label, p), permutation=p)
                 for p in perms]
     labels = [s.label for s in out]

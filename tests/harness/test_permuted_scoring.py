@@ -132,5 +132,6 @@ def test_which_encoders_can_be_permuted() -> None:
 
     assert ByteEncoder.permutable() and BpeEncoder.permutable() and TargetValue.permutable()
     assert not Tokens.permutable()
+    assert not BpeEncoder.permutable(type("Cfg", (), {"objective": "mdm"})())
     with pytest.raises(NotImplementedError, match="cannot be permuted"):
         Tokens().unit_lengths(b"abc")
