@@ -12,6 +12,9 @@ Causal: position n attends to positions <= n only (``is_causal=True`` in SDPA).
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 
 import torch
@@ -128,14 +131,32 @@ class Backbone(nn.Module):
         return backbone_flops(self.cfg, batch, n)
 
 
+# Fraction of the dense QK^T / AV cost at which causal self-attention is counted: 1.0 (the
+# default, torch's FLOP counter on the math path) or 0.5 (a causal kernel skips the masked half).
+# Scaling sweeps count under both conventions (docs/scaling.md); only this context changes it.
+_CAUSAL_ATTENTION_COST: ContextVar[float] = ContextVar("causal_attention_cost", default=1.0)
+
+
+@contextmanager
+def causal_attention_cost(fraction: float) -> Iterator[None]:
+    """Count causal self-attention at ``fraction`` of its dense cost inside the block:
+    ``with causal_attention_cost(0.5): f = encoder.flops(batch)``."""
+    token = _CAUSAL_ATTENTION_COST.set(float(fraction))
+    try:
+        yield
+    finally:
+        _CAUSAL_ATTENTION_COST.reset(token)
+
+
 def backbone_flops(cfg: BackboneConfig, batch: int, n: int) -> float:
     """Analytic forward FLOPs of the backbone on ``batch`` sequences of length ``n``.
 
     Counts the linear layers (qkv, proj, MLP) and the two attention matmuls at full (non-causal)
     cost — equal to torch's FLOP counter on the math SDPA path (tests/encoders/test_backbone.py);
-    norms, RoPE and softmax are ignored (< 1 %).
+    norms, RoPE and softmax are ignored (< 1 %). Inside ``causal_attention_cost(f)`` the attention
+    matmuls count f times their dense cost.
     """
     d, h = cfg.dim, cfg.mlp_ratio * cfg.dim
     per_token_linear = 2 * (3 * d * d + d * d + 2 * d * h)
-    attn = 2 * 2 * n * n * d  # QK^T and AV, per sequence
+    attn = 2 * 2 * n * n * d * _CAUSAL_ATTENTION_COST.get()  # QK^T and AV, per sequence
     return float(cfg.layers * batch * (n * per_token_linear + attn))

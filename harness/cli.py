@@ -5,6 +5,7 @@
     tokbench validate SUITE                   # check a suite, print the resolved config
     tokbench ls encoders|perturbations|sources|analyses|suites
     tokbench report RUN_DIR                   # re-render the report from results files only
+    tokbench report RUN_A RUN_B --out DIR     # several runs (pieces of a scaling grid) merged
     tokbench compare RUN_A RUN_B --out DIR    # one report across runs
     tokbench perturb typo.keyboard --severity 0.05 --severity 0.2 --text "Hello world"
     tokbench sanity                           # causality / random-bytes / Markov-source probes
@@ -107,6 +108,11 @@ def cmd_validate(args: argparse.Namespace) -> int:
           f"({', '.join(e.label for e in suite.encoders)}), {len(suite.seeds)} seed(s), "
           f"{len(suite.data.eval)} eval set(s), {len(suite.perturbations)} perturbation cell(s), "
           f"{suite.n_cells()} cells")
+    if suite.scaling is not None:
+        sc = suite.scaling
+        print(f"# scaling grid: {len(sc.selected())} of {len(sc.budgets)} budget(s) x {len(sc.ladder)} size(s) x "
+              f"{len(suite.encoders)} encoder(s) = up to {len(sc.selected()) * len(sc.ladder) * len(suite.encoders)} "
+              "models per seed, each scored on those cells (--dry-run lists refusals and time)")
     return 0
 
 
@@ -167,7 +173,12 @@ def suite_description(text: str) -> str:
 def cmd_report(args: argparse.Namespace) -> int:
     from reports import render_run
 
-    run_dir = Path(args.run_dir)
+    if len(args.run_dir) > 1:  # pieces of one grid (scaling sweeps run budget by budget): merged
+        if not args.out:
+            raise UsageError("report: several run directories need --out DIR for the merged report")
+        args.run_dirs = args.run_dir
+        return cmd_compare(args)
+    run_dir = Path(args.run_dir[0])
     if not (run_dir / "results.csv").exists():
         raise UsageError(f"{run_dir}: no results.csv (not a finished tokbench run directory)")
     print(render_run(run_dir, Path(args.out) if args.out else None, **report_options(args)))
@@ -260,9 +271,10 @@ def build_parser() -> argparse.ArgumentParser:
     ls.add_argument("-v", "--verbose", action="store_true", help="show parameters")
     ls.set_defaults(fn=cmd_ls)
 
-    rep = sub.add_parser("report", help="re-render the report of a run directory")
-    rep.add_argument("run_dir")
-    rep.add_argument("--out", help="output directory (default: the run directory)")
+    rep = sub.add_parser("report", help="re-render the report of a run directory (several: merged, "
+                         "e.g. the budget-by-budget pieces of a scaling grid)")
+    rep.add_argument("run_dir", nargs="+")
+    rep.add_argument("--out", help="output directory (default: the run directory; required for several)")
     add_report_options(rep)
     rep.set_defaults(fn=cmd_report)
 

@@ -25,6 +25,10 @@ def dry_run(suite: Suite, opts: RunOptions) -> str:
     ctx = source_context(suite, opts.cache_dir, opts.log)
     data = load_data(suite, ctx, prepare=opts.prepare, limit=opts.limit, log=opts.log)
     train, evals = data.train, data.evals
+    if suite.scaling is not None:  # an IsoFLOP grid: per point, not per encoder
+        from harness.scaling import sweep_dry_run
+
+        return sweep_dry_run(suite, train, device, ctx.base_dir)
     b = suite.budget
     per_step = max(1, b.batch_bytes // b.context_bytes)
     probe = list(training_windows(train.docs, per_step * b.context_bytes, b.context_bytes, suite.seeds[0]))

@@ -180,6 +180,7 @@ class Runner:
         self.analysis_facts: dict[str, Any] = {}
         self.train_part: DataPart | None = None  # set by run(); primes the compressor baselines
         self.dictionaries: dict[tuple[Permutation, int], bytes] = {}
+        self.scaling_facts: dict[str, Any] = {}  # refused grid points of a scaling sweep
 
     # -- models -------------------------------------------------------------------------------
     def model_key(self, spec: EncoderSpec, seed: int, train_fp: str, extra: dict[str, Any] | None = None) -> str:
@@ -314,6 +315,7 @@ class Runner:
             "encoders": self.encoder_facts,
             "analyses": self.analysis_facts,
             "timings": self.timings,
+            **({"scaling": self.scaling_facts} if self.suite.scaling is not None else {}),
             **(extra or {}),
         }
 
@@ -352,6 +354,10 @@ class Runner:
     def train_models(self, seed: int, train: DataPart) -> dict[str, TrainedModel]:
         """Train (or load) every encoder for one seed, {label: model}. Under ``match: flops`` the
         reference encoder goes first and its total FLOPs are every other encoder's budget."""
+        if self.suite.scaling is not None:  # an IsoFLOP grid: one model per (budget, size, encoder)
+            from harness.scaling import train_sweep
+
+            return {label: TrainedModel(*m) for label, m in train_sweep(self, seed, train).items()}
         models: dict[str, TrainedModel] = {}
         flops_target = None
         order = list(self.suite.encoders)
@@ -408,6 +414,7 @@ class Runner:
             for label in todo:
                 cell = self.score_cell(models[label], es, pspec, mode, seed, plan)
                 cell["row"]["fingerprint"] = fp
+                cell["row"].update(models[label].meta.get("sweep") or {})  # scaling columns of a grid point
                 self.rd.save_cell(keys[label], cell)
         # compressor baselines on the same plan (docs/fragility.md)
         for name, perm in self.baseline_cells():

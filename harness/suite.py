@@ -11,6 +11,7 @@ from typing import Any, Literal
 
 from encoders.backbone import BackboneConfig
 from harness.permutation import Permutation
+from harness.scaling import ScalingConfig
 
 SCHEMA_VERSION = 1
 
@@ -191,6 +192,8 @@ class Suite:
     encoder is also trained and scored on each (labels ``bytes~inter_block-16``); needs full mode
     with stride = context (docs/fragility.md).
     baselines: compressor baselines (deflate, bz2, lzma) on the same windows.
+    scaling: an IsoFLOP sweep over FLOP budgets and model sizes (docs/scaling.md); null = one
+    model per encoder at ``budget``.
     description: free text, kept in run.json with the rest of the suite.
     schema_version: suite format version; a suite may state it, and it must match this tokbench.
     """
@@ -206,6 +209,7 @@ class Suite:
     analyses: tuple[AnalysisSpec, ...] = ()
     permutations: tuple[Permutation, ...] = ()
     baselines: BaselineConfig = BaselineConfig()
+    scaling: ScalingConfig | None = None
     description: str = ""
     schema_version: int = SCHEMA_VERSION
     raw: dict[str, Any] = field(default_factory=dict, compare=False)
@@ -213,8 +217,13 @@ class Suite:
 
     def n_cells(self, per_seed: bool = False) -> int:
         """Cells a run scores: encoders × eval sets × (clean + perturbation cells) × modes, times
-        the seeds unless ``per_seed``. The one formula the CLI, the dry run and the runner use."""
-        per = len(self.encoders) * len(self.data.eval) * (1 + len(self.perturbations)) * len(self.eval.modes)
+        the seeds unless ``per_seed``. The one formula the CLI, the dry run and the runner use.
+        A scaling grid scores every (selected budget, size, encoder) model: an upper bound, since
+        refused points are only known at run time."""
+        models = len(self.encoders)
+        if self.scaling is not None:
+            models *= len(self.scaling.selected()) * len(self.scaling.ladder)
+        per = models * len(self.data.eval) * (1 + len(self.perturbations)) * len(self.eval.modes)
         return per if per_seed else per * len(self.seeds)
 
     def n_baseline_cells(self) -> int:

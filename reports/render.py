@@ -609,6 +609,10 @@ def _render(data: load.RunData, out_dir: Path, title: str, n_boot: int, n_perm: 
     tables["buckets"] = bucket_table(data.buckets, t.encoders)
     tables["permutations"] = fragility_table(data)
     figs = _figures(t, data, out_dir / "figures", svg)
+    # Scaling sweeps (flop_budget set): their own section, fitted from the same rows.
+    from reports.scaling_report import scaling_section
+
+    scaling = scaling_section(data.results, out_dir / "figures", n_boot=min(n_boot, 400), seed=seed, svg=svg)
     samples = build_samples(data.texts, t.encoders)
     from matplotlib.colors import to_hex
 
@@ -634,12 +638,13 @@ def _render(data: load.RunData, out_dir: Path, title: str, n_boot: int, n_perm: 
         anomaly_causes=[(m, ANOMALY_CAUSES[m]) for m in t.modes
                         if len(t.anomalies) and m in set(t.anomalies["mode"])],
         full_mode_note=FULL_MODE_NOTE, alpha=ALPHA,
+        scaling_html=scaling.html if scaling is not None else "",
     )
     html = _jinja().get_template("report.html.j2").render(**ctx)
     html_path = out_dir / "report.html"
     html_path.write_text(html, encoding="utf-8", errors="backslashreplace")
-    (out_dir / "report.md").write_text(_markdown(ctx, tables, figs), encoding="utf-8",
-                                       errors="backslashreplace")
+    md = _markdown(ctx, tables, figs) + ("\n" + scaling.markdown if scaling is not None else "")
+    (out_dir / "report.md").write_text(md, encoding="utf-8", errors="backslashreplace")
     return html_path
 
 

@@ -397,6 +397,11 @@ def build_suite(
     analyses = _analyses(
         raw.get("analyses"), where.at("analyses"), [d.name for d in data.eval if d.name], paths
     )
+    scaling = convert_value(hints["scaling"], raw.get("scaling"), where.at("scaling"))
+    for i, e in enumerate(encoders):
+        if scaling is not None and e.backbone is None:
+            raise where.at("encoders", i).error(
+                f"encoder {e.label!r} has no shared backbone, so scaling.ladder cannot size it")
     permutations = fragility.permutations(raw.get("permutations"), where.at("permutations"))
     if permutations:  # docs/fragility.md: every encoder also trained + scored on each
         fragility.check_permuted_scoring(eval_cfg, budget.context_bytes, where.at("eval"))
@@ -412,6 +417,7 @@ def build_suite(
         perturbations=perturbations,
         eval=eval_cfg,
         analyses=analyses,
+        scaling=scaling,
         permutations=permutations,
         baselines=baselines,
         description=description,

@@ -15,6 +15,7 @@ from encoders.backbone import BackboneConfig
 from harness import plugins
 from harness.config.build import DEFAULT_SOURCE
 from harness.config.convert import init_fields, type_hints
+from harness.scaling import Rung, ScalingConfig
 from harness.suite import (
     SCHEMA_VERSION,
     BaselineConfig,
@@ -280,6 +281,8 @@ def suite_reference(include_plugins: bool = True) -> str:
         ("backbone", BackboneConfig),
         ("eval", EvalConfig),
         ("baselines", BaselineConfig),
+        ("scaling", ScalingConfig),
+        ("scaling.ladder[i]", Rung),
     ):
         summary = _summary(cls).replace("``", "`")
         out += [f"## `{key}`", "", summary, "", *_field_table(cls, prefix=f"{key}."), ""]

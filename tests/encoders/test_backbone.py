@@ -32,3 +32,15 @@ def test_backbone_is_causal() -> None:
     y2 = m(x2)
     assert torch.allclose(y[:, :12], y2[:, :12], atol=1e-6)
     assert not torch.allclose(y[:, 12:], y2[:, 12:])
+
+
+def test_causal_attention_cost_halves_only_the_attention_matmuls() -> None:
+    from encoders.backbone import causal_attention_cost
+
+    cfg = BackboneConfig(layers=3, dim=32, heads=4)
+    full = backbone_flops(cfg, 2, 50)
+    with causal_attention_cost(0.5):
+        half = backbone_flops(cfg, 2, 50)
+    # QK^T and AV: 2 matmuls x 2 FLOPs per MAC x n^2 x d per layer and sequence; half of it goes
+    assert full - half == 0.5 * 3 * 2 * (2 * 2 * 50 * 50 * 32)
+    assert backbone_flops(cfg, 2, 50) == full  # the context is restored on exit

@@ -1,0 +1,401 @@
+"""IsoFLOP sweeps: the ``scaling:`` suite section and the grid of (budget, model size, encoder).
+
+    tokbench run suites/scaling_smoke.yaml --dry-run          # the grid, refusals, estimated time
+    tokbench run scaling --set 'scaling.only_budgets=[1e15]' --out runs/scaling/b1e15
+
+Per grid point the training bytes follow from the FLOP budget and the model's own FLOP accounting:
+train_bytes = (budget − fit FLOPs) / training FLOPs per byte, where FLOPs per byte are 3 × the
+encoder's analytic forward FLOPs on a probe of real training batches, with causal attention counted
+at half its dense cost (the headline convention; ``train_flops_full_attn`` records the other).
+The loop then trains until the budget is spent (``budget.match: flops`` semantics), so
+``train_flops`` ≈ the budget for every point. Warm-up is ``warmup_fraction`` of each run's bytes;
+the learning rate follows the width rule ``lr = budget.lr · (lr_ref_dim / dim) ** lr_width_power``.
+A point is refused, with its reason, when the budget does not buy ``min_steps`` optimizer steps,
+when the fit stage alone spends the budget, or when its bytes would repeat the train part more than
+``max_passes`` times. Fitting and the report live in ``reports/scaling.py``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from encoders.backbone import BackboneConfig
+
+HEADLINE_ATTENTION = 0.5  # causal attention counted at half its dense cost in train_flops
+
+
+@dataclass(frozen=True, kw_only=True)
+class Rung:
+    """One model size of the ladder: the shared backbone's depth and width.
+
+    name: label of the size in results (``model_size``) and encoder labels (``bytes@1e15:s3``).
+    layers: transformer blocks.
+    dim: model width (every encoder's backbone width at this rung).
+    heads: attention heads (dim / heads must be even).
+    """
+
+    name: str
+    layers: int
+    dim: int
+    heads: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class ScalingConfig:
+    """An IsoFLOP sweep: every encoder trained at every (budget, size) with compute fixed.
+
+    budgets: training FLOPs per model (causal attention at half cost, fit stages included); at
+    least 5, ascending, log-spaced.
+    ladder: model sizes (backbone depth x width); at least 5 with distinct (layers, dim).
+    warmup_fraction: linear warm-up over this fraction of each run's training bytes.
+    min_steps: a point whose budget buys fewer optimizer steps is refused.
+    max_passes: a point whose bytes would repeat the train part more often is refused.
+    lr_ref_dim: the width at which ``budget.lr`` applies.
+    lr_width_power: lr = budget.lr * (lr_ref_dim / dim) ** lr_width_power (0 = one lr for all).
+    only_budgets: train only these budgets (one piece of the grid per command); empty = all.
+    """
+
+    budgets: tuple[float, ...]
+    ladder: tuple[Rung, ...]
+    warmup_fraction: float = 0.05
+    min_steps: int = 200
+    max_passes: float = 4.0
+    lr_ref_dim: int = 256
+    lr_width_power: float = 0.5
+    only_budgets: tuple[float, ...] = ()
+
+    def __post_init__(self) -> None:
+        b = self.budgets
+        if len(b) < 5:
+            raise ValueError(f"budgets: at least 5 FLOP budgets are needed for a fit, got {len(b)}")
+        if any(x <= 0 or not math.isfinite(x) for x in b):
+            raise ValueError(f"budgets: every budget must be a positive number of FLOPs, got {list(b)}")
+        if any(y <= x for x, y in zip(b, b[1:])):
+            raise ValueError(f"budgets: must be strictly ascending, got {list(b)}")
+        gaps = [math.log10(y / x) for x, y in zip(b, b[1:])]
+        if max(gaps) > 2.5 * min(gaps):
+            raise ValueError(
+                f"budgets: not log-spaced (ratios between neighbours {', '.join(f'{10**g:.3g}' for g in gaps)}); "
+                "use a constant factor, e.g. 1e14, 3e14, 1e15, 3e15, 1e16")
+        if len(self.ladder) < 5:
+            raise ValueError(f"ladder: at least 5 model sizes are needed for an IsoFLOP parabola, got {len(self.ladder)}")
+        names = [r.name for r in self.ladder]
+        if len(set(names)) != len(names):
+            raise ValueError(f"ladder: size names repeat: {names}")
+        shapes = [(r.layers, r.dim) for r in self.ladder]
+        if len(set(shapes)) != len(shapes):
+            raise ValueError(f"ladder: (layers, dim) pairs repeat: {shapes}")
+        for r in self.ladder:
+            if r.layers < 1 or r.dim < 2 or r.heads < 1 or r.dim % r.heads or (r.dim // r.heads) % 2:
+                raise ValueError(f"ladder: size {r.name!r}: need layers >= 1 and dim divisible by heads "
+                                 f"with an even head size, got layers={r.layers} dim={r.dim} heads={r.heads}")
+            if any(c in r.name for c in "@:/ ,"):
+                raise ValueError(f"ladder: size name {r.name!r} may not contain '@', ':', '/', spaces or commas")
+        if not 0 <= self.warmup_fraction < 1:
+            raise ValueError(f"warmup_fraction: must be in [0, 1), got {self.warmup_fraction}")
+        if self.min_steps < 1 or self.max_passes <= 0 or self.lr_ref_dim < 1:
+            raise ValueError("min_steps, max_passes and lr_ref_dim must be positive")
+        for x in self.only_budgets:
+            if not any(math.isclose(x, y, rel_tol=1e-9) for y in b):
+                raise ValueError(f"only_budgets: {x:g} is not one of the budgets {', '.join(f'{y:g}' for y in b)}")
+
+    def selected(self) -> list[float]:
+        """The budgets this command trains (``only_budgets`` or all)."""
+        if not self.only_budgets:
+            return list(self.budgets)
+        return [y for y in self.budgets if any(math.isclose(x, y, rel_tol=1e-9) for x in self.only_budgets)]
+
+    def lr(self, base_lr: float, dim: int) -> float:
+        """Width rule: base_lr at lr_ref_dim, scaled by (lr_ref_dim / dim) ** lr_width_power
+        (power 1 is μP's rule for Adam on hidden matrices; 0.5 the default, a milder compromise
+        because one LR also drives the embeddings)."""
+        return base_lr * (self.lr_ref_dim / dim) ** self.lr_width_power
+
+    def backbone(self, base: BackboneConfig, rung: Rung) -> BackboneConfig:
+        return replace(base, layers=rung.layers, dim=rung.dim, heads=rung.heads)
+
+
+@dataclass
+class GridPoint:
+    """One (budget, size, encoder) model of the sweep, planned before training.
+
+    flops_per_byte / flops_per_byte_full: training FLOPs per training byte with causal attention
+    at half / full cost. fit_flops: the encoder's fit stage (BLT entropy model; 0 for BPE merges).
+    train_bytes: bytes the budget buys after the fit; steps: optimizer steps of batch_bytes.
+    refused: "" or why the point is not trained.
+    """
+
+    budget: float
+    rung: Rung
+    encoder: str  # the suite's encoder label
+    label: str  # the sweep label bytes@1e15:s3
+    params_non_embedding: int = 0
+    flops_per_byte: float = math.nan
+    flops_per_byte_full: float = math.nan
+    fit_flops: float = 0.0
+    train_bytes: int = 0
+    steps: int = 0
+    passes: float = 0.0
+    lr: float = math.nan
+    warmup_bytes: int = 0
+    refused: str = ""
+    seconds_per_step: float = math.nan
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def est_seconds(self) -> float:
+        return self.seconds_per_step * self.steps if not self.refused else 0.0
+
+
+def plan_point(cfg: ScalingConfig, point: GridPoint, *, base_lr: float, batch_bytes: int,
+               train_part_bytes: int) -> GridPoint:
+    """Fill a point's bytes, steps, passes, lr and warm-up from its FLOPs per byte, and refuse it
+    (``refused`` set) when it breaks the suite's limits. Pure arithmetic (tests call it directly)."""
+    point.lr = cfg.lr(base_lr, point.rung.dim)
+    left = point.budget - point.fit_flops
+    if left <= 0:
+        point.refused = (f"the fit stage alone spends {point.fit_flops:.3g} FLOPs, the whole budget "
+                         f"{point.budget:.3g}")
+        return point
+    point.train_bytes = int(left / point.flops_per_byte)
+    point.steps = point.train_bytes // batch_bytes
+    point.passes = point.train_bytes / max(1, train_part_bytes)
+    point.warmup_bytes = int(cfg.warmup_fraction * point.train_bytes)
+    if point.steps < cfg.min_steps:
+        point.refused = (f"{point.budget:.3g} FLOPs buy {point.train_bytes:,} bytes = {point.steps} steps of "
+                         f"budget.batch_bytes={batch_bytes:,} at {point.flops_per_byte:.3g} FLOPs/byte; "
+                         f"scaling.min_steps is {cfg.min_steps} (raise the budget, shrink the model or the batch)")
+    elif point.passes > cfg.max_passes:
+        point.refused = (f"{point.train_bytes:,} training bytes would repeat the train part "
+                         f"({train_part_bytes:,} bytes) {point.passes:.1f} times; scaling.max_passes is "
+                         f"{cfg.max_passes:g} (add text or drop this budget/size)")
+    return point
+
+
+def grid(cfg: ScalingConfig, encoders: Sequence[str], budgets: Sequence[float] | None = None) -> list[GridPoint]:
+    """The grid in run order: budget, then size, then encoder."""
+    from reports.scaling import sweep_label
+
+    out = []
+    for b in budgets if budgets is not None else cfg.selected():
+        for r in cfg.ladder:
+            for e in encoders:
+                out.append(GridPoint(budget=b, rung=r, encoder=e, label=sweep_label(e, b, r.name)))
+    return out
+
+
+def sweep_columns(point: GridPoint | None, train_flops: float | None = None,
+                  fit_flops: float = 0.0) -> dict[str, Any]:
+    """The results.csv sweep columns of one model (all empty outside sweeps).
+
+    train_flops: FLOPs the loop spent (half convention) plus the fit; the full-attention count
+    scales it by the model's own full/half FLOPs-per-byte ratio (fit stages by the same ratio)."""
+    if point is None:
+        return {k: "" for k in ("flop_budget", "model_size", "params_non_embedding", "train_bytes",
+                                "train_flops", "train_flops_full_attn")}
+    spent = train_flops if train_flops is not None else point.budget
+    ratio = point.flops_per_byte_full / point.flops_per_byte
+    return {"flop_budget": point.budget, "model_size": point.rung.name,
+            "params_non_embedding": point.params_non_embedding, "train_bytes": point.train_bytes,
+            "train_flops": spent, "train_flops_full_attn": spent * ratio}
+
+
+def grid_table(points: Sequence[GridPoint], fmt_time: Callable[[float], str]) -> str:
+    """``--dry-run`` text: one line per point, refusals with reasons, time per budget."""
+    lines = [f"{'model':<26} {'layers x dim':>12} {'N (non-emb)':>12} {'FLOPs/byte':>11} {'train bytes':>13} "
+             f"{'steps':>7} {'passes':>7} {'lr':>9} {'est. time':>10}"]
+    per_budget: dict[float, float] = {}
+    refused = []
+    for p in points:
+        shape = f"{p.rung.layers} x {p.rung.dim}"
+        if p.refused:
+            refused.append(f"  {p.label}: {p.refused}")
+            lines.append(f"{p.label:<26} {shape:>12} {p.params_non_embedding:>12,} {p.flops_per_byte:>11.3g} "
+                         f"{'REFUSED':>13}")
+            continue
+        per_budget[p.budget] = per_budget.get(p.budget, 0.0) + p.est_seconds
+        lines.append(f"{p.label:<26} {shape:>12} {p.params_non_embedding:>12,} {p.flops_per_byte:>11.3g} "
+                     f"{p.train_bytes:>13,} {p.steps:>7,} {p.passes:>7.2f} {p.lr:>9.3g} {fmt_time(p.est_seconds):>10}")
+    lines.append("")
+    for b, s in per_budget.items():
+        lines.append(f"budget {b:.3g} FLOPs: estimated training time {fmt_time(s)} "
+                     f"(one command: --set 'scaling.only_budgets=[{b:g}]')")
+    if refused:
+        lines += ["", f"refused ({len(refused)}):"] + refused
+    return "\n".join(lines)
+
+
+def flops_per_byte(enc: Any, probe: list[bytes]) -> tuple[float, float]:
+    """Training FLOPs per scored byte of ``enc`` on a probe of training windows, with causal
+    attention at half and at full cost: (3·forward − 2·frozen) / scored bytes, as the loop counts."""
+    from encoders.backbone import causal_attention_cost
+
+    batch = enc.collate(probe, [0] * len(probe))
+    out = []
+    for frac in (HEADLINE_ATTENTION, 1.0):
+        with causal_attention_cost(frac):
+            frozen = enc.frozen_flops(batch) if hasattr(enc, "frozen_flops") else 0.0
+            out.append((3.0 * enc.flops(batch) - 2.0 * frozen) / max(1, batch.scored_bytes))
+    return out[0], out[1]
+
+
+# ---------------------------------------------------------------------------------------------
+# Training the grid and the dry run (the Runner calls these; torch lives below this line)
+
+
+def _point_key(runner: Any, spec: Any, seed: int, train_fp: str, cfg: ScalingConfig, budget: float) -> str:
+    """The model-cache key of one grid point: the Runner's key plus everything that shapes its
+    training here (the budget, the warm-up fraction, the width rule, the limits)."""
+    facts = {"flop_budget": budget, "warmup_fraction": cfg.warmup_fraction, "lr_ref_dim": cfg.lr_ref_dim,
+             "lr_width_power": cfg.lr_width_power, "min_steps": cfg.min_steps, "max_passes": cfg.max_passes,
+             "attention": HEADLINE_ATTENTION}
+    return runner.model_key(spec, seed, train_fp, {"scaling": facts})
+
+
+def point_spec(cfg: ScalingConfig, spec: Any, point: GridPoint) -> Any:
+    """The encoder spec of one grid point: its sweep label and the rung's backbone."""
+    if spec.backbone is None:
+        raise ValueError(f"scaling: encoder {spec.label!r} has no shared backbone (backbone: null), so the "
+                         "ladder cannot size it; drop it from a scaling suite")
+    return replace(spec, label=point.label, backbone=cfg.backbone(spec.backbone, point.rung))
+
+
+def train_sweep(runner: Any, seed: int, train: Any) -> dict[str, tuple[Any, dict[str, Any], Any]]:
+    """Train (or load) every grid point of the selected budgets for one seed.
+
+    Returns label → (encoder, meta, spec) like the Runner's own models; meta["sweep"] holds the
+    results.csv sweep columns. A refused point is logged, recorded in run.json (``scaling.refused``)
+    and cached as refused, so a re-run skips it without refitting."""
+    import json
+    import time
+
+    import torch
+
+    from encoders.backbone import causal_attention_cost
+    from encoders.base import config_to_dict
+    from harness.data import training_windows
+    from harness.results import atomic_torch_save, atomic_write_json
+    from harness.train import Checkpointer, fit_context, train_encoder
+
+    cfg: ScalingConfig = runner.suite.scaling
+    b = runner.budget
+    specs = {s.label: s for s in runner.suite.encoders}
+    facts = runner.encoder_facts
+    refused: dict[str, str] = runner.scaling_facts.setdefault("refused", {})
+    probe = list(training_windows(train.docs, 8 * b.batch_bytes, b.context_bytes, seed))
+    models: dict[str, tuple[Any, dict[str, Any], Any]] = {}
+    for p in grid(cfg, list(specs)):
+        spec = point_spec(cfg, specs[p.encoder], p)
+        key = _point_key(runner, spec, seed, train.fingerprint, cfg, p.budget)
+        path, meta_path = runner.rd.model_path(key), runner.rd.model_meta_path(key)
+        meta: dict[str, Any] | None = json.loads(meta_path.read_text()) if meta_path.exists() else None
+        if meta is not None and meta.get("refused"):
+            refused[p.label] = meta["refused"]
+            runner.log(f"[scaling] {p.label}: refused (cached): {meta['refused']}")
+            continue
+        enc = runner.build(spec, seed)
+        if meta is not None and path.exists():
+            enc.load_state_dict(torch.load(path, map_location="cpu", weights_only=True))
+            enc.to(runner.device).eval()
+            runner.log(f"[model] {p.label} seed {seed}: loaded from cache {path.name}")
+        else:
+            enc.to(runner.device)
+            t0 = time.perf_counter()
+            # Everything this point spends — fit stage included — is counted in the headline
+            # convention, so the loop stops when the budget is spent under it.
+            with causal_attention_cost(HEADLINE_ATTENTION):
+                ctx = fit_context(train.docs, b, runner.device, seed, log=runner.log,
+                                  progress=lambda what, n, lb=p.label: runner._bar(f"{lb} ({what})", n))
+                fit = enc.fit(ctx) or {}
+                fit.setdefault("seconds", time.perf_counter() - t0)
+                p.flops_per_byte, p.flops_per_byte_full = flops_per_byte(enc, probe)
+                p.fit_flops = float(fit.get("flops", 0.0))
+                total = sum(x.numel() for x in enc.parameters())
+                p.params_non_embedding = total - enc.embedding_parameters()
+                plan_point(cfg, p, base_lr=b.lr, batch_bytes=b.batch_bytes, train_part_bytes=train.n_bytes)
+                if p.refused:
+                    refused[p.label] = p.refused
+                    runner.log(f"[scaling] {p.label}: refused: {p.refused}")
+                    atomic_write_json(meta_path, {"key": key, "refused": p.refused})
+                    continue
+                run_budget = replace(b, train_bytes=p.train_bytes, warmup_bytes=p.warmup_bytes, lr=p.lr)
+                runner.log(f"[model] {p.label} seed {seed}: {p.budget:.3g} FLOPs = ~{p.train_bytes:,} bytes, "
+                           f"{p.steps} steps, lr {p.lr:.3g} ({runner.device})")
+                stats = train_encoder(
+                    enc, training_windows(train.docs, 10 * p.train_bytes + b.batch_bytes, b.context_bytes, seed),
+                    p.train_bytes, run_budget, runner.device, max_flops=p.budget - p.fit_flops,
+                    checkpoint=Checkpointer(runner.rd.partial_path(key), runner.opts.checkpoint_seconds),
+                    progress=runner._bar(f"train {p.label} s{seed}", p.train_bytes))
+            spent = stats["flops"] + p.fit_flops
+            p.train_bytes = int(stats["bytes"])  # what the loop actually read (D of the fits)
+            meta = {
+                "key": key, "fit": fit, "train": stats, "params_total": total,
+                "params_embedding": total - p.params_non_embedding,
+                "params_non_embedding": p.params_non_embedding,
+                "flops_per_byte_train": p.flops_per_byte, "flops_per_byte_train_full_attn": p.flops_per_byte_full,
+                "flops_per_byte_infer": stats["forward_flops"] / max(1, stats["bytes"]),
+                "total_flops": spent, "describe": enc.describe(),
+                "scaling": {"flop_budget": p.budget, "model_size": p.rung.name, "layers": p.rung.layers,
+                            "dim": p.rung.dim, "lr": p.lr, "warmup_bytes": p.warmup_bytes,
+                            "planned_steps": p.steps, "passes": p.passes},
+                "sweep": sweep_columns(p, spent),
+            }
+            atomic_torch_save(enc.state_dict(), path)
+            atomic_write_json(meta_path, meta)
+            runner.log(f"[model] {p.label} seed {seed}: {stats['bytes']:,} bytes, {spent:.3g} FLOPs in "
+                       f"{stats['seconds']:.1f}s, final loss {stats['final_loss_bpb']:.3f} bpb")
+        models[p.label] = (enc, meta, spec)
+        f = facts.setdefault(p.label, {"name": spec.name, "config": config_to_dict(spec.config),
+                                       "backbone": config_to_dict(spec.backbone), "seeds": {}})
+        f["seeds"][str(seed)] = meta
+        for k in ("params_total", "params_embedding", "params_non_embedding", "flops_per_byte_train",
+                  "flops_per_byte_infer", "describe", "scaling"):
+            f[k] = meta[k]
+    return models
+
+
+def sweep_dry_run(suite: Any, train: Any, device: Any, base_dir: Any) -> str:
+    """``--dry-run`` of a scaling suite: per point its size, FLOPs per byte, bytes, steps, passes,
+    lr, refusals and an estimated training time (the training loop's own step, timed on this device
+    for each (encoder, size), times the point's steps; fit stages are fitted on about a batch, so BLT
+    is approximate and their cost is not in the time)."""
+    from encoders.backbone import causal_attention_cost
+    from harness.data import training_windows
+    from harness.estimate import _fmt, _step_time
+    from harness.run import build_encoder
+    from harness.train import fit_context
+
+    cfg: ScalingConfig = suite.scaling
+    b = suite.budget
+    seed = suite.seeds[0]
+    probe = list(training_windows(train.docs, 8 * b.batch_bytes, b.context_bytes, seed))
+    step_probe = probe[: max(1, b.batch_bytes // b.context_bytes)]
+    specs = {s.label: s for s in suite.encoders}
+    measured: dict[tuple[str, str], tuple[float, float, int, float, float]] = {}
+    points = grid(cfg, list(specs))
+    for p in points:
+        k = (p.encoder, p.rung.name)
+        if k not in measured:
+            enc = build_encoder(point_spec(cfg, specs[p.encoder], p), seed, base_dir).to(device)
+            with causal_attention_cost(HEADLINE_ATTENTION):
+                fit = enc.fit(fit_context(train.docs, b, device, seed, sub_bytes_cap=b.batch_bytes,
+                                          train_bytes=min(b.train_bytes, 1_000_000), log=lambda s: None)) or {}
+                half, full = flops_per_byte(enc, probe)
+            batch = enc.collate(step_probe, [0] * len(step_probe)).to(device)
+            dt = _step_time(enc, batch, suite, device)
+            n = sum(x.numel() for x in enc.parameters()) - enc.embedding_parameters()
+            measured[k] = (half, full, n, float(fit.get("flops", 0.0)), dt)
+        half, full, n, fit_flops, dt = measured[k]
+        p.flops_per_byte, p.flops_per_byte_full, p.params_non_embedding, p.fit_flops = half, full, n, fit_flops
+        p.seconds_per_step = dt
+        plan_point(cfg, p, base_lr=b.lr, batch_bytes=b.batch_bytes, train_part_bytes=train.n_bytes)
+    head = (f"scaling suite '{suite.name}': {len(cfg.selected())} of {len(cfg.budgets)} budget(s) x "
+            f"{len(cfg.ladder)} size(s) x {len(specs)} encoder(s) x {len(suite.seeds)} seed(s) on {device}; "
+            f"train part {train.n_bytes:,} bytes. FLOPs: causal attention at half cost (headline).")
+    total = sum(p.est_seconds for p in points) * len(suite.seeds)
+    return "\n".join([head, "", grid_table(points, _fmt), "",
+                      f"estimated training time, all selected budgets and seeds: {_fmt(total)} "
+                      "(fit stages and scoring not included)"])

@@ -1,0 +1,581 @@
+"""Compute-matched scaling fits from results files alone (numpy + scipy; no torch, no harness).
+
+    fit = fit_scaling(results_frame, n_boot=200, seed=0)
+    fit.parity            # byte-level vs BPE: where the compute-optimal frontiers cross
+    fit.exponents         # per encoder: N_opt ∝ C^a, D_opt ∝ C^b, L(C) = E + A·C^(−α)
+
+The chain, per eval set and FLOP convention (docs/scaling.md):
+
+1. IsoFLOP profile: for each encoder and FLOP budget, BPB vs non-embedding parameters N is fitted
+   by a parabola in ln N; its vertex is the compute-optimal point (N_opt, L_opt). D_opt (training
+   bytes) and the compute C at the optimum are read off a straight line through the budget's
+   points in ln N (they vary smoothly along the ladder). A vertex outside the ladder, an observed
+   minimum on the first or last rung, or a profile without curvature is *flagged* (``edge``); the
+   vertex is then clamped to the ladder, so L_opt is an upper bound there.
+2. Allocation exponents: least squares of ln N_opt and ln D_opt on ln C over the budgets.
+3. Frontier: L(C) = E + A·C^(−α), one irreducible E shared by every encoder on the same text, A
+   and α per encoder (scipy ``least_squares`` in BPB, started from a grid over E).
+4. Parity: between a byte-level encoder and a BPE encoder, E cancels and the frontiers cross at
+   ln C* = (ln A_byte − ln A_bpe) / (α_byte − α_bpe); inside the fitted compute range it is the
+   parity point, outside it is reported as an extrapolation with its distance in decades.
+5. Robustness: each perturbation's clean_target ΔBPB (perturbed − clean, same model, same scored
+   bytes) interpolated at the fitted ln N_opt of each budget, and its slope against log10 C.
+
+Confidence intervals: a case bootstrap. Every resample redraws the ladder points of every (encoder,
+budget) profile with replacement (at least three distinct sizes) and refits the whole chain —
+parabolas → optima → exponents → frontier → crossing → robustness slopes — so the intervals carry
+the profile-fitting error into every downstream number. Percentile intervals at ``level``.
+
+Units: BPB in bits per UTF-8 byte; N in parameters; D in training bytes; C in training FLOPs.
+FLOP conventions: ``half`` counts causal attention at half the dense QK^T/AV cost (``train_flops``,
+the headline: it is what a causal kernel that skips the masked half spends), ``full`` at full cost
+(``train_flops_full_attn``). Attention is the one term that grows with sequence length, so the
+convention moves byte-level encoders (long sequences) more than BPE and can move the parity point.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from scipy.optimize import least_squares
+
+CONVENTIONS = {"half": "train_flops", "full": "train_flops_full_attn"}
+HEADLINE = "half"
+SWEEP_COLUMNS = ["flop_budget", "model_size", "params_non_embedding", "train_bytes", "train_flops",
+                 "train_flops_full_attn"]
+MIN_DISTINCT_SIZES = 3  # a parabola needs three distinct ladder points
+
+
+# ---------------------------------------------------------------------------------------------
+# Labels: a sweep model's encoder label is "<encoder>@<budget>:<size>" (unique per results row).
+
+
+def budget_tag(budget: float) -> str:
+    """A short, exact-enough label of a FLOP budget: 3e+14 → "3e14", 1.25e15 → "1.25e15"."""
+    mant, exp = f"{budget:.3e}".split("e")
+    mant = mant.rstrip("0").rstrip(".")
+    return f"{mant}e{int(exp)}"
+
+
+def sweep_label(base: str, budget: float, size: str) -> str:
+    """Encoder label of one sweep model: ``bytes@3e14:s2``."""
+    return f"{base}@{budget_tag(budget)}:{size}"
+
+
+def base_label(label: str) -> str:
+    """The encoder a sweep label belongs to (``bytes@3e14:s2`` → ``bytes``; ``run/bytes@…`` →
+    ``run/bytes``, so the same encoder in two compared runs stays two encoders)."""
+    return re.sub(r"@[^@/]*$", "", label)
+
+
+# ---------------------------------------------------------------------------------------------
+# Data
+
+
+@dataclass
+class Group:
+    """One encoder at one FLOP budget: the ladder points of its IsoFLOP profile.
+
+    ln_n, loss, ln_d: (P,) ln non-embedding params, BPB, ln training bytes.
+    ln_c: convention → (P,) ln training FLOPs of each run. delta: perturbation → (P,) ΔBPB (NaN if
+    that model was not scored under it).
+    """
+
+    encoder: str
+    budget: float
+    ln_n: np.ndarray
+    loss: np.ndarray
+    ln_d: np.ndarray
+    ln_c: dict[str, np.ndarray]
+    delta: dict[str, np.ndarray] = field(default_factory=dict)
+    sizes: list[str] = field(default_factory=list)
+
+
+def sweep_rows(results: pd.DataFrame) -> pd.DataFrame:
+    """The rows of a results table that come from a scaling sweep (``flop_budget`` set), with
+    numeric sweep columns and a ``base`` column (the encoder the row's model belongs to). Older
+    results files without the sweep columns give an empty frame."""
+    if "flop_budget" not in results.columns or not len(results):
+        return results.iloc[0:0].assign(base=pd.Series(dtype=str))
+    df = results.copy()
+    for col in SWEEP_COLUMNS:
+        if col == "model_size":
+            df[col] = df[col].astype(str) if col in df.columns else ""
+            continue
+        df[col] = pd.to_numeric(df[col].replace("", np.nan), errors="coerce") if col in df.columns \
+            else np.nan
+    df = df[np.isfinite(df["flop_budget"].to_numpy(dtype=float))].copy()
+    if "train_flops_full_attn" in df.columns:
+        df["train_flops_full_attn"] = df["train_flops_full_attn"].fillna(df["train_flops"])
+    labels = df["encoder"].astype(str)
+    if "run" in df.columns:  # tokbench compare prefixes "<run>/": pieces of one grid merge back
+        labels = [lb[len(r) + 1:] if lb.startswith(f"{r}/") else lb for lb, r in zip(labels, df["run"])]
+    df["base"] = [base_label(lb) for lb in labels]
+    if "bpb" not in df.columns:
+        df["bpb"] = df["nll_nats"] / (math.log(2) * df["n_bytes"])
+    return df
+
+
+def build_groups(rows: pd.DataFrame, dataset: str) -> dict[str, list[Group]]:
+    """encoder → its IsoFLOP groups (ascending budget) for one eval set.
+
+    Loss: clean BPB in ``full`` mode if the run scored it (whole documents), else clean_target.
+    ΔBPB per perturbation (``<id>@<severity>``): clean_target rows minus the same model's clean
+    clean_target row (identical scored bytes; the robustness metric of docs/report.md)."""
+    d = rows[rows["dataset"] == dataset]
+    clean = d[d["perturbation_id"] == "clean"]
+    mode = "full" if (clean["mode"] == "full").any() else "clean_target"
+    clean = clean[clean["mode"] == mode]
+    ct = d[d["mode"] == "clean_target"]
+    ct_clean = ct[ct["perturbation_id"] == "clean"].set_index(["encoder", "seed"])["bpb"]
+    perts = ct[ct["perturbation_id"] != "clean"]
+    deltas: dict[str, dict[tuple[str, int], float]] = {}
+    for r in perts.itertuples():
+        key = (r.encoder, r.seed)
+        if key in ct_clean.index:
+            name = f"{r.perturbation_id}@{float(r.severity):g}"
+            deltas.setdefault(name, {})[key] = float(r.bpb) - float(ct_clean.loc[key])
+    out: dict[str, list[Group]] = {}
+    for (enc, budget), g in clean.groupby(["base", "flop_budget"], sort=True):
+        g = g.sort_values(["params_non_embedding", "seed"])
+        keys = list(zip(g["encoder"], g["seed"]))
+        grp = Group(
+            encoder=str(enc), budget=float(budget),
+            ln_n=np.log(g["params_non_embedding"].to_numpy(float)),
+            loss=g["bpb"].to_numpy(float),
+            ln_d=np.log(g["train_bytes"].to_numpy(float)),
+            ln_c={c: np.log(g[col].to_numpy(float)) for c, col in CONVENTIONS.items()},
+            delta={p: np.array([v.get(k, np.nan) for k in keys]) for p, v in sorted(deltas.items())},
+            sizes=[str(s) for s in g["model_size"]],
+        )
+        out.setdefault(str(enc), []).append(grp)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# The chain (pure functions of arrays, so the bootstrap can call it on resampled points)
+
+
+@dataclass
+class Optimum:
+    """The compute-optimal point of one IsoFLOP profile (all logs natural)."""
+
+    ln_n: float
+    loss: float
+    ln_d: float
+    ln_c: dict[str, float]
+    edge: str  # "" | "below" | "above" | "flat" (see ``profile_optimum``)
+    coef: tuple[float, float, float]  # parabola (c2, c1, c0) in ln N; NaNs when none
+    delta: dict[str, float] = field(default_factory=dict)
+
+
+def _line_at(x: np.ndarray, y: np.ndarray, x0: float) -> float:
+    """Least-squares line through (x, y) evaluated at x0 (the mean when x has one value)."""
+    ok = np.isfinite(y)
+    x, y = x[ok], y[ok]
+    if len(y) == 0:
+        return math.nan
+    if np.ptp(x) == 0:
+        return float(np.mean(y))
+    s, c = np.polyfit(x, y, 1)
+    return float(s * x0 + c)
+
+
+def _interp(x: np.ndarray, y: np.ndarray, x0: float) -> float:
+    """Piecewise-linear y(x0) through the per-x means of finite y (held flat beyond the ends)."""
+    ok = np.isfinite(y)
+    if not ok.any():
+        return math.nan
+    ux = np.unique(x[ok])
+    uy = np.array([y[ok][x[ok] == v].mean() for v in ux])
+    return float(np.interp(x0, ux, uy))
+
+
+def profile_optimum(g: Group, idx: np.ndarray | None = None) -> Optimum:
+    """Fit one IsoFLOP profile: BPB = c2·x² + c1·x + c0 with x = ln N, vertex x* = −c1 / (2·c2).
+
+    Flags (``edge``): ``below``/``above`` when the vertex lies outside the ladder or the lowest
+    observed BPB sits on its first/last rung — the true optimum may be off the ladder, so widen it
+    there; ``flat`` when the parabola has no upward curvature (c2 ≤ 0) or fewer than three distinct
+    sizes. A flagged vertex is clamped into the ladder (flat: the best observed point)."""
+    idx = np.arange(len(g.loss)) if idx is None else idx
+    x, y = g.ln_n[idx], g.loss[idx]
+    lo, hi = float(x.min()), float(x.max())
+    edge = ""
+    coef = (math.nan, math.nan, math.nan)
+    best = float(x[int(np.argmin(y))])
+    if len(np.unique(x)) >= MIN_DISTINCT_SIZES:
+        c2, c1, c0 = np.polyfit(x, y, 2)
+        coef = (float(c2), float(c1), float(c0))
+    if not c2_positive(coef):
+        xs, edge = best, "flat"
+    else:
+        xs = -coef[1] / (2 * coef[0])
+        if xs < lo or best == lo:
+            edge = "below"
+        elif xs > hi or best == hi:
+            edge = "above"
+        xs = min(max(xs, lo), hi)
+    loss = (coef[0] * xs * xs + coef[1] * xs + coef[2]) if edge != "flat" else float(np.min(y))
+    return Optimum(
+        ln_n=float(xs), loss=float(loss), ln_d=_line_at(x, g.ln_d[idx], xs),
+        ln_c={c: _line_at(x, v[idx], xs) for c, v in g.ln_c.items()}, edge=edge, coef=coef,
+        delta={p: _interp(x, v[idx], xs) for p, v in g.delta.items()},
+    )
+
+
+def c2_positive(coef: tuple[float, float, float]) -> bool:
+    return math.isfinite(coef[0]) and coef[0] > 0
+
+
+def power_slope(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
+    """(slope, intercept) of the least-squares line y = slope·x + intercept (NaN if < 2 x's)."""
+    ok = np.isfinite(x) & np.isfinite(y)
+    if ok.sum() < 2 or np.ptp(x[ok]) == 0:
+        return math.nan, math.nan
+    s, c = np.polyfit(x[ok], y[ok], 1)
+    return float(s), float(c)
+
+
+@dataclass
+class Frontier:
+    """L(C) = E + exp(ln_a[k] − alpha[k]·(ln C − ln_c0)) per encoder k, E shared.
+
+    ln_c0 centres ln C (conditioning); A in the usual form is exp(ln_a + alpha·ln_c0)."""
+
+    e: float
+    ln_a: dict[str, float]
+    alpha: dict[str, float]
+    ln_c0: float
+    ok: bool
+
+    def predict(self, enc: str, ln_c: np.ndarray | float) -> np.ndarray:
+        return self.e + np.exp(self.ln_a[enc] - self.alpha[enc] * (np.asarray(ln_c) - self.ln_c0))
+
+    def big_a(self, enc: str) -> float:
+        return math.exp(self.ln_a[enc] + self.alpha[enc] * self.ln_c0)
+
+
+def fit_frontier(points: dict[str, tuple[np.ndarray, np.ndarray]]) -> Frontier:
+    """Joint least squares (in BPB) of L = E + A_k·C^(−α_k) over encoders k, one E.
+
+    points: encoder → (ln C (B,), L (B,)) of its compute-optimal points. E is bounded to
+    [0, min L) — it is a floor under every observed loss. Started from the best point of a grid
+    over E (for a fixed E the rest is a straight line in log-log), then refined jointly."""
+    encs = [k for k, (c, y) in points.items() if np.isfinite(c).sum() >= 2]
+    if not encs:
+        return Frontier(math.nan, {}, {}, 0.0, False)
+    all_c = np.concatenate([points[k][0] for k in encs])
+    all_y = np.concatenate([points[k][1] for k in encs])
+    ok = np.isfinite(all_c) & np.isfinite(all_y)
+    c0 = float(np.mean(all_c[ok]))
+    y_min = float(np.min(all_y[ok]))
+    data = {k: (points[k][0] - c0, points[k][1]) for k in encs}
+    data = {k: (c[np.isfinite(c) & np.isfinite(y)], y[np.isfinite(c) & np.isfinite(y)])
+            for k, (c, y) in data.items()}
+
+    def lines(e: float) -> tuple[float, list[float]]:
+        sse, theta = 0.0, []
+        for k in encs:
+            c, y = data[k]
+            s, b = power_slope(c, np.log(np.maximum(y - e, 1e-12)))
+            if not math.isfinite(s):
+                s, b = 0.0, float(np.log(max(np.mean(y) - e, 1e-12)))
+            theta += [b, -s]
+            sse += float(np.sum((e + np.exp(b + s * c) - y) ** 2))
+        return sse, theta
+
+    upper = y_min * (1 - 1e-6) if y_min > 0 else 1e-9
+    grid = np.linspace(0.0, upper, 41)[:-1]
+    e0 = min(grid, key=lambda e: lines(e)[0])
+    theta0 = [e0] + lines(e0)[1]
+
+    def resid(p: np.ndarray) -> np.ndarray:
+        e, out = p[0], []
+        for i, k in enumerate(encs):
+            c, y = data[k]
+            out.append(e + np.exp(p[1 + 2 * i] - p[2 + 2 * i] * c) - y)
+        return np.concatenate(out)
+
+    lo = [0.0] + [-np.inf, -1.0] * len(encs)
+    hi = [upper] + [np.inf, 10.0] * len(encs)
+    x0 = np.clip(np.array(theta0, float), np.array(lo) + 1e-12, np.array(hi) - 1e-12)
+    try:
+        sol = least_squares(resid, x0, bounds=(lo, hi), method="trf", x_scale="jac",
+                            xtol=1e-12, ftol=1e-12, gtol=1e-12, max_nfev=2000)
+        p, ok_fit = sol.x, bool(sol.success)
+    except (ValueError, FloatingPointError):
+        p, ok_fit = x0, False
+    return Frontier(
+        e=float(p[0]), ln_a={k: float(p[1 + 2 * i]) for i, k in enumerate(encs)},
+        alpha={k: float(p[2 + 2 * i]) for i, k in enumerate(encs)}, ln_c0=c0, ok=ok_fit,
+    )
+
+
+def crossing(fr: Frontier, a: str, b: str) -> float:
+    """ln C where the frontiers of encoders a and b cross (E cancels); NaN if they are parallel
+    (equal α: one stays ahead at every compute)."""
+    if a not in fr.alpha or b not in fr.alpha:
+        return math.nan
+    da = fr.alpha[a] - fr.alpha[b]
+    if abs(da) < 1e-9:
+        return math.nan
+    return fr.ln_c0 + (fr.ln_a[a] - fr.ln_a[b]) / da
+
+
+@dataclass
+class ChainResult:
+    """Everything the chain produces for one eval set, as flat scalars for the bootstrap."""
+
+    optima: dict[str, list[Optimum]]
+    frontier: dict[str, Frontier]  # convention → frontier
+    scalars: dict[str, float]
+
+
+def run_chain(groups: dict[str, list[Group]], pairs: list[tuple[str, str]],
+              idx: dict[tuple[str, int], np.ndarray] | None = None) -> ChainResult:
+    """Parabolas → optima → exponents → frontier (per convention) → crossings → robustness.
+
+    idx: (encoder, group number) → point indices (a bootstrap resample); None = all points."""
+    optima = {enc: [profile_optimum(g, None if idx is None else idx[(enc, i)])
+                    for i, g in enumerate(gs)] for enc, gs in groups.items()}
+    s: dict[str, float] = {}
+    frontiers: dict[str, Frontier] = {}
+    for conv in CONVENTIONS:
+        pts = {}
+        for enc, opts in optima.items():
+            ln_c = np.array([o.ln_c[conv] for o in opts])
+            pts[enc] = (ln_c, np.array([o.loss for o in opts]))
+            s[f"a|{conv}|{enc}"] = power_slope(ln_c, np.array([o.ln_n for o in opts]))[0]
+            s[f"b|{conv}|{enc}"] = power_slope(ln_c, np.array([o.ln_d for o in opts]))[0]
+        fr = fit_frontier(pts)
+        frontiers[conv] = fr
+        s[f"E|{conv}"] = fr.e
+        for enc in fr.alpha:
+            s[f"alpha|{conv}|{enc}"] = fr.alpha[enc]
+            s[f"lnA|{conv}|{enc}"] = math.log(fr.big_a(enc)) if math.isfinite(fr.ln_a[enc]) else math.nan
+        for a, b in pairs:
+            s[f"cross|{conv}|{a}|{b}"] = crossing(fr, a, b)
+    for enc, opts in optima.items():
+        log10_c = np.array([o.ln_c[HEADLINE] for o in opts]) / math.log(10)
+        for p in sorted({p for o in opts for p in o.delta}):
+            s[f"rob|{enc}|{p}"] = power_slope(log10_c, np.array([o.delta.get(p, math.nan) for o in opts]))[0]
+    return ChainResult(optima, frontiers, s)
+
+
+def _resample(groups: dict[str, list[Group]], rng: np.random.Generator) -> dict[tuple[str, int], np.ndarray]:
+    """Case resample of every profile: P draws with replacement, redrawn (up to 50 times) until
+    at least MIN_DISTINCT_SIZES distinct sizes are in (a ladder of fewer sizes keeps all points)."""
+    out = {}
+    for enc, gs in groups.items():
+        for i, g in enumerate(gs):
+            n = len(g.loss)
+            pick = np.arange(n)
+            if len(np.unique(g.ln_n)) >= MIN_DISTINCT_SIZES:
+                for _ in range(50):
+                    cand = rng.integers(0, n, n)
+                    if len(np.unique(g.ln_n[cand])) >= MIN_DISTINCT_SIZES:
+                        pick = cand
+                        break
+            out[(enc, i)] = np.sort(pick)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# The public fit
+
+
+@dataclass
+class ScalingFit:
+    """Fitted scaling results for every eval set, as tables (pandas) ready for the report.
+
+    optima: dataset, encoder, budget, n_opt, d_opt, loss_opt, c_half, c_full, edge, n_points.
+    profiles: dataset, encoder, budget, size, n, loss, c2, c1, c0 (ladder points + parabola).
+    exponents: dataset, convention, encoder, a, b, alpha, A (with ``_lo``/``_hi`` CI bounds).
+    irreducible: dataset, convention, E, E_lo, E_hi.
+    parity: dataset, convention, byte, bpe, status (crossing | outside | parallel | missing),
+        c_star, c_lo, c_hi, range_lo, range_hi, decades_outside, frac_inside, leader_low, statement.
+    robustness: dataset, encoder, perturbation, slope (ΔBPB per decade of C), slope_lo, slope_hi,
+        plus ``points`` (budget, c, delta at N_opt) for the figure.
+    frontier: dataset → convention → Frontier (point fit), for the figure's curves.
+    bands: dataset → convention → encoder → (ln C grid, lo, hi) of bootstrap prediction bands.
+    """
+
+    optima: pd.DataFrame
+    profiles: pd.DataFrame
+    exponents: pd.DataFrame
+    irreducible: pd.DataFrame
+    parity: pd.DataFrame
+    robustness: pd.DataFrame
+    robustness_points: pd.DataFrame
+    frontier: dict[str, dict[str, Frontier]]
+    bands: dict[str, dict[str, dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]]]
+    n_boot: int
+    level: float
+    headline: str = HEADLINE
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def empty(self) -> bool:
+        return not len(self.optima)
+
+
+def encoder_kinds(rows: pd.DataFrame) -> dict[str, str]:
+    """base encoder → "byte" (one prediction per byte: token_unit byte) or "bpe" (registry name
+    bpe, or token_unit token) or "other"."""
+    out = {}
+    for base, g in rows.groupby("base"):
+        unit = str(g["token_unit"].iloc[0]) if "token_unit" in g.columns else ""
+        name = str(g["encoder_name"].iloc[0]) if "encoder_name" in g.columns else ""
+        out[str(base)] = "bpe" if name == "bpe" or unit == "token" else "byte" if unit == "byte" else "other"
+    return out
+
+
+def _ci(vals: list[float], level: float) -> tuple[float, float]:
+    v = np.array([x for x in vals if math.isfinite(x)])
+    if len(v) < 2:
+        return math.nan, math.nan
+    q = (1 - level) / 2
+    return float(np.quantile(v, q)), float(np.quantile(v, 1 - q))
+
+
+def fmt_flops(c: float) -> str:
+    return f"{c:.2g}" if math.isfinite(c) else "—"
+
+
+def fit_scaling(results: pd.DataFrame, *, n_boot: int = 200, seed: int = 0, level: float = 0.95,
+                band_points: int = 40) -> ScalingFit:
+    """Fit every eval set of a (merged) results table; see the module docstring.
+
+    results: results.csv rows (several runs concatenated is fine: the grid may be run budget by
+    budget). Rows without ``flop_budget`` are ignored. Same seed → same intervals."""
+    rows = sweep_rows(results)
+    kinds = encoder_kinds(rows) if len(rows) else {}
+    tabs: dict[str, list[dict[str, Any]]] = {k: [] for k in
+                                             ("opt", "prof", "exp", "irr", "par", "rob", "robp")}
+    frontiers: dict[str, dict[str, Frontier]] = {}
+    bands: dict[str, Any] = {}
+    notes: list[str] = []
+    rng = np.random.default_rng(seed)
+    for dataset in sorted(rows["dataset"].unique()) if len(rows) else []:
+        groups = build_groups(rows, dataset)
+        if not groups:
+            continue
+        encs = sorted(groups)
+        pairs = [(a, b) for a in encs for b in encs if kinds.get(a) == "byte" and kinds.get(b) == "bpe"]
+        point = run_chain(groups, pairs)
+        boots: list[ChainResult] = [run_chain(groups, pairs, _resample(groups, rng)) for _ in range(n_boot)]
+
+        def ci(key: str, boots: list[ChainResult] = boots) -> tuple[float, float]:
+            return _ci([b.scalars.get(key, math.nan) for b in boots], level)
+
+        frontiers[dataset] = point.frontier
+        for enc, opts in point.optima.items():
+            for g, o in zip(groups[enc], opts):
+                tabs["opt"].append(dict(
+                    dataset=dataset, encoder=enc, budget=g.budget, n_opt=math.exp(o.ln_n),
+                    d_opt=math.exp(o.ln_d), loss_opt=o.loss, c_half=math.exp(o.ln_c["half"]),
+                    c_full=math.exp(o.ln_c["full"]), edge=o.edge, n_points=len(g.loss)))
+                for k in range(len(g.loss)):
+                    tabs["prof"].append(dict(
+                        dataset=dataset, encoder=enc, budget=g.budget, size=g.sizes[k],
+                        n=math.exp(g.ln_n[k]), loss=g.loss[k], c2=o.coef[0], c1=o.coef[1], c0=o.coef[2]))
+                for p, v in o.delta.items():
+                    tabs["robp"].append(dict(dataset=dataset, encoder=enc, perturbation=p, budget=g.budget,
+                                             c=math.exp(o.ln_c[HEADLINE]), delta=v))
+            edges = [o for o in opts if o.edge]
+            if edges:
+                notes.append(f"{dataset}: {enc}: {len(edges)} of {len(opts)} IsoFLOP minima flagged "
+                             f"({', '.join(sorted({o.edge for o in edges}))}): widen the ladder there.")
+        bands[dataset] = {}
+        for conv, fr in point.frontier.items():
+            lo_e, hi_e = ci(f"E|{conv}")
+            tabs["irr"].append(dict(dataset=dataset, convention=conv, E=fr.e, E_lo=lo_e, E_hi=hi_e))
+            bands[dataset][conv] = {}
+            for enc in encs:
+                row: dict[str, Any] = dict(dataset=dataset, convention=conv, encoder=enc)
+                for name in ("a", "b", "alpha", "lnA"):
+                    key = f"{name}|{conv}|{enc}"
+                    row[name] = point.scalars.get(key, math.nan)
+                    row[f"{name}_lo"], row[f"{name}_hi"] = ci(key)
+                tabs["exp"].append(row)
+                if enc in fr.alpha:
+                    lnc = np.array([o.ln_c[conv] for o in point.optima[enc]])
+                    grid = np.linspace(lnc.min() - 0.5, lnc.max() + 0.5, band_points)
+                    preds = np.array([b.frontier[conv].predict(enc, grid) for b in boots
+                                      if enc in b.frontier[conv].alpha and np.isfinite(b.frontier[conv].e)])
+                    if len(preds) >= 2:
+                        q = (1 - level) / 2
+                        bands[dataset][conv][enc] = (grid, np.quantile(preds, q, axis=0),
+                                                     np.quantile(preds, 1 - q, axis=0))
+            for a, b in pairs:
+                tabs["par"].append(_parity_row(dataset, conv, a, b, point, boots, level))
+        for enc in encs:
+            for p in sorted({p for o in point.optima[enc] for p in o.delta}):
+                key = f"rob|{enc}|{p}"
+                lo, hi = ci(key)
+                tabs["rob"].append(dict(dataset=dataset, encoder=enc, perturbation=p,
+                                        slope=point.scalars.get(key, math.nan), slope_lo=lo, slope_hi=hi))
+    cols = {
+        "opt": ["dataset", "encoder", "budget", "n_opt", "d_opt", "loss_opt", "c_half", "c_full",
+                "edge", "n_points"],
+        "prof": ["dataset", "encoder", "budget", "size", "n", "loss", "c2", "c1", "c0"],
+        "exp": ["dataset", "convention", "encoder"] + [f"{n}{s}" for n in ("a", "b", "alpha", "lnA")
+                                                      for s in ("", "_lo", "_hi")],
+        "irr": ["dataset", "convention", "E", "E_lo", "E_hi"],
+        "par": ["dataset", "convention", "byte", "bpe", "status", "c_star", "c_lo", "c_hi", "range_lo",
+                "range_hi", "decades_outside", "frac_inside", "leader_low", "statement"],
+        "rob": ["dataset", "encoder", "perturbation", "slope", "slope_lo", "slope_hi"],
+        "robp": ["dataset", "encoder", "perturbation", "budget", "c", "delta"],
+    }
+    df = {k: pd.DataFrame(v, columns=cols[k]) for k, v in tabs.items()}
+    return ScalingFit(df["opt"], df["prof"], df["exp"], df["irr"], df["par"], df["rob"], df["robp"],
+                      frontiers, bands, n_boot, level, HEADLINE, notes)
+
+
+def _parity_row(dataset: str, conv: str, a: str, b: str, point: ChainResult, boots: list[ChainResult],
+                level: float) -> dict[str, Any]:
+    """One byte-vs-BPE parity entry with its plain-language statement."""
+    fr = point.frontier[conv]
+    key = f"cross|{conv}|{a}|{b}"
+    row: dict[str, Any] = dict(dataset=dataset, convention=conv, byte=a, bpe=b, c_star=math.nan,
+                               c_lo=math.nan, c_hi=math.nan, range_lo=math.nan, range_hi=math.nan,
+                               decades_outside=math.nan, frac_inside=math.nan, leader_low="")
+    if a not in fr.alpha or b not in fr.alpha:
+        return {**row, "status": "missing", "statement": f"{a} vs {b}: too few budgets to fit both frontiers."}
+    ca = [o.ln_c[conv] for o in point.optima[a]]
+    cb = [o.ln_c[conv] for o in point.optima[b]]
+    lo, hi = max(min(ca), min(cb)), min(max(ca), max(cb))
+    row["range_lo"], row["range_hi"] = math.exp(lo), math.exp(hi)
+    ahead = a if fr.predict(a, lo) < fr.predict(b, lo) else b
+    row["leader_low"] = ahead
+    lnx = point.scalars.get(key, math.nan)
+    vals = [bt.scalars.get(key, math.nan) for bt in boots]
+    inside = [lo <= v <= hi for v in vals if math.isfinite(v)]
+    row["frac_inside"] = float(np.mean(inside)) if boots else math.nan
+    c_lo, c_hi = _ci(vals, level)
+    row["c_lo"], row["c_hi"] = (math.exp(c_lo), math.exp(c_hi)) if math.isfinite(c_lo) else (math.nan, math.nan)
+    rng_txt = f"{fmt_flops(math.exp(lo))}–{fmt_flops(math.exp(hi))} FLOPs"
+    ci_txt = (f" ({level:.0%} CI {fmt_flops(row['c_lo'])}–{fmt_flops(row['c_hi'])})"
+              if math.isfinite(row["c_lo"]) else "")
+    other = b if ahead == a else a
+    if not math.isfinite(lnx):
+        return {**row, "status": "parallel", "statement":
+                f"{a} vs {b}: equal frontier exponents, no crossing at any compute; {ahead} stays ahead."}
+    row["c_star"] = math.exp(lnx)
+    if lo <= lnx <= hi:
+        return {**row, "status": "crossing", "statement":
+                f"{other} reaches {ahead} at C* ≈ {fmt_flops(row['c_star'])} training FLOPs{ci_txt}, "
+                f"inside the fitted range {rng_txt}; below it {ahead} has the lower BPB."}
+    dec = (lnx - hi if lnx > hi else lo - lnx) / math.log(10)
+    row["decades_outside"] = dec
+    side = "above the largest" if lnx > hi else "below the smallest"
+    return {**row, "status": "outside", "statement":
+            f"No crossing within the fitted range {rng_txt}: {ahead} has the lower BPB throughout. "
+            f"Extrapolated, the fitted frontiers would cross at C* ≈ {fmt_flops(row['c_star'])}{ci_txt}, "
+            f"{dec:.1f} decade(s) {side} budget — an extrapolation, not a measurement."}

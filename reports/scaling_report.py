@@ -1,0 +1,329 @@
+"""The report's scaling section: IsoFLOP curves, frontiers, parity table, robustness vs compute.
+
+    sec = scaling_section(results_frame, out_dir / "figures", n_boot=200, seed=0)
+    if sec is not None: html += sec.html; md += sec.markdown
+
+Rendered from results rows alone (``reports.scaling`` does the fitting); returns None when the
+results hold no sweep rows (``flop_budget`` empty), so ordinary runs render as before. Kept apart
+from ``reports.render`` on purpose: the main report hooks it in with one call.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import jinja2
+import markupsafe
+import numpy as np
+import pandas as pd
+
+from reports.scaling import CONVENTIONS, ScalingFit, fit_scaling, fmt_flops
+
+CONV_TEXT = {
+    "half": "causal attention counted at half cost (train_flops)",
+    "full": "attention counted at full cost (train_flops_full_attn)",
+}
+
+
+@dataclass
+class Fig:
+    key: str
+    title: str
+    caption: str
+    png: bytes
+    file: str
+
+    @property
+    def data_uri(self) -> str:
+        return "data:image/png;base64," + base64.b64encode(self.png).decode("ascii")
+
+
+@dataclass
+class STable:
+    key: str
+    title: str
+    columns: list[str]
+    rows: list[list[str]]
+    note: str = ""
+
+
+@dataclass
+class ScalingSection:
+    """The rendered section: an HTML fragment (already escaped), Markdown, and the fit itself."""
+
+    fit: ScalingFit
+    html: markupsafe.Markup
+    markdown: str
+    figures: list[Fig] = field(default_factory=list)
+    tables: list[STable] = field(default_factory=list)
+
+
+def _g(x: Any, fmt: str = ".3f") -> str:
+    return format(x, fmt) if isinstance(x, (int, float)) and math.isfinite(x) else "—"
+
+
+def _ci(lo: Any, hi: Any, fmt: str = ".3f") -> str:
+    return f"[{_g(lo, fmt)}, {_g(hi, fmt)}]" if math.isfinite(lo) and math.isfinite(hi) else "—"
+
+
+def build_tables(fit: ScalingFit) -> list[STable]:
+    """The section's tables as formatted text cells (escaping happens in the template)."""
+    lvl = f"{fit.level:.0%}"
+    out = []
+    rows = []
+    for r in fit.parity.itertuples():
+        rows.append([r.dataset, r.convention + (" (headline)" if r.convention == fit.headline else ""),
+                     r.byte, r.bpe, r.status, fmt_flops(r.c_star), _ci(r.c_lo, r.c_hi, ".2g"),
+                     _g(r.frac_inside, ".0%"), r.statement])
+    out.append(STable("scaling_parity", "Parity: where a byte-level encoder reaches BPE",
+                      ["eval set", "FLOPs", "byte-level", "BPE", "status", "C* (FLOPs)", f"{lvl} CI",
+                       "resamples inside range", "statement"], rows,
+                      "C*: training compute where the two fitted frontiers L(C) = E + A·C^(−α) cross "
+                      "(E is shared, so it cancels). 'outside' = no crossing within the budgets run; "
+                      "C* is then an extrapolation. The CI comes from bootstrap resamples that refit "
+                      "parabolas, frontier and crossing each time."))
+    rows = []
+    for r in fit.exponents.itertuples():
+        e = fit.irreducible[(fit.irreducible.dataset == r.dataset) & (fit.irreducible.convention == r.convention)]
+        e_txt = f"{_g(e.E.iloc[0])} {_ci(e.E_lo.iloc[0], e.E_hi.iloc[0])}" if len(e) else "—"
+        rows.append([r.dataset, r.convention, r.encoder, f"{_g(r.alpha)} {_ci(r.alpha_lo, r.alpha_hi)}",
+                     f"{_g(math.exp(r.lnA), '.3g') if math.isfinite(r.lnA) else '—'}", e_txt,
+                     f"{_g(r.a)} {_ci(r.a_lo, r.a_hi)}", f"{_g(r.b)} {_ci(r.b_lo, r.b_hi)}"])
+    out.append(STable("scaling_exponents", "Frontier and allocation exponents",
+                      ["eval set", "FLOPs", "encoder", f"α [{lvl} CI]", "A", f"E (shared) [{lvl} CI]",
+                       f"a: N_opt ∝ C^a [{lvl} CI]", f"b: D_opt ∝ C^b [{lvl} CI]"], rows,
+                      "L(C) = E + A·C^(−α) in bits per byte, C in training FLOPs; N = non-embedding "
+                      "parameters, D = training bytes."))
+    rows = []
+    for r in fit.optima.itertuples():
+        rows.append([r.dataset, r.encoder, fmt_flops(r.budget), f"{r.n_opt:.3g}", f"{r.d_opt:.3g}",
+                     _g(r.loss_opt), fmt_flops(r.c_half), fmt_flops(r.c_full), r.edge or "—", str(r.n_points)])
+    out.append(STable("scaling_optima", "Compute-optimal point per budget (IsoFLOP vertices)",
+                      ["eval set", "encoder", "budget", "N_opt", "D_opt (bytes)", "BPB at N_opt",
+                       "C (half)", "C (full)", "flag", "points"], rows,
+                      "flag: below/above = the minimum is on (or beyond) the ladder's first/last rung — "
+                      "the vertex is clamped to the ladder and the ladder should be widened there; "
+                      "flat = no upward curvature, the best observed point is used."))
+    rows = []
+    for r in fit.robustness.itertuples():
+        rows.append([r.dataset, r.encoder, r.perturbation, f"{_g(r.slope, '+.4f')}",
+                     _ci(r.slope_lo, r.slope_hi, "+.4f")])
+    out.append(STable("scaling_robustness", "Robustness vs compute",
+                      ["eval set", "encoder", "perturbation", "ΔBPB per decade of C", f"{lvl} CI"], rows,
+                      "ΔBPB: clean_target BPB under the perturbation minus clean, at the fitted N_opt of "
+                      "each budget; slope against log10 C (headline FLOPs). Negative = the robustness "
+                      "gap shrinks with compute."))
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Figures
+
+
+def _palette(encoders: list[str]) -> dict[str, Any]:
+    import matplotlib.pyplot as plt
+
+    cols = plt.get_cmap("tab10").colors
+    return {e: cols[i % len(cols)] for i, e in enumerate(encoders)}
+
+
+def _png(fig: Any) -> bytes:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=110)
+    return buf.getvalue()
+
+
+def _svg(fig: Any) -> bytes:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="svg", metadata={"Date": None})
+    return buf.getvalue()
+
+
+def make_figures(fit: ScalingFit, dataset: str) -> list[tuple[str, str, str, Any]]:
+    """(key, title, caption, matplotlib Figure) for one eval set."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    encs = sorted(fit.optima.encoder.unique())
+    colors = _palette(encs)
+    out = []
+    prof = fit.profiles[fit.profiles.dataset == dataset]
+    opt = fit.optima[fit.optima.dataset == dataset]
+    # IsoFLOP curves: one panel per encoder, one colour per budget (light → dark = more compute)
+    fig, axes = plt.subplots(1, len(encs), figsize=(4.2 * len(encs), 3.4), squeeze=False,
+                             constrained_layout=True)
+    for ax, enc in zip(axes[0], encs):
+        p, o = prof[prof.encoder == enc], opt[opt.encoder == enc]
+        budgets = sorted(p.budget.unique())
+        cmap = plt.get_cmap("viridis")
+        for i, b in enumerate(budgets):
+            col = cmap(0.1 + 0.8 * i / max(1, len(budgets) - 1))
+            g = p[p.budget == b]
+            ax.plot(g.n, g.loss, "o", color=col, ms=4, label=f"{fmt_flops(b)}")
+            c2, c1, c0 = g.c2.iloc[0], g.c1.iloc[0], g.c0.iloc[0]
+            if math.isfinite(c2):
+                xs = np.linspace(np.log(g.n.min()), np.log(g.n.max()), 60)
+                ax.plot(np.exp(xs), c2 * xs**2 + c1 * xs + c0, "-", color=col, lw=1)
+            ob = o[o.budget == b]
+            if len(ob):
+                flagged = bool(ob.edge.iloc[0])
+                ax.plot(ob.n_opt, ob.loss_opt, "*", ms=11, mec="k",
+                        mfc="none" if flagged else col, zorder=5)
+        ax.set_xscale("log")
+        ax.set_xlabel("non-embedding parameters N")
+        ax.set_ylabel("clean BPB")
+        ax.set_title(enc)
+        ax.legend(title="budget (FLOPs)", fontsize=7, title_fontsize=7)
+    out.append((f"scaling_isoflop_{dataset}", f"IsoFLOP profiles ({dataset})",
+                "BPB vs parameters at each FLOP budget, with the fitted parabola in ln N; stars mark the "
+                "compute-optimal vertex (hollow = flagged at the ladder's edge).", fig))
+    # Frontier per encoder, log-log, fit and bootstrap band; one panel per convention
+    fig, axes = plt.subplots(1, len(CONVENTIONS), figsize=(5.0 * len(CONVENTIONS), 3.6), squeeze=False,
+                             constrained_layout=True)
+    for ax, conv in zip(axes[0], CONVENTIONS):
+        fr = fit.frontier.get(dataset, {}).get(conv)
+        for enc in encs:
+            o = opt[opt.encoder == enc]
+            c = o[f"c_{conv}"].to_numpy(float)
+            ax.plot(c, o.loss_opt, "o", color=colors[enc], label=enc)
+            if fr is not None and enc in fr.alpha:
+                grid = np.linspace(np.log(c.min()) - 0.5, np.log(c.max()) + 0.5, 80)
+                ax.plot(np.exp(grid), fr.predict(enc, grid), "-", color=colors[enc], lw=1.2)
+            band = fit.bands.get(dataset, {}).get(conv, {}).get(enc)
+            if band is not None:
+                ax.fill_between(np.exp(band[0]), band[1], band[2], color=colors[enc], alpha=0.18, lw=0)
+        if fr is not None and math.isfinite(fr.e):
+            ax.axhline(fr.e, color="0.5", ls=":", lw=1, label=f"E = {fr.e:.3f}")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel(f"training FLOPs ({conv})")
+        ax.set_ylabel("BPB at N_opt")
+        ax.set_title(f"frontier, {conv} attention" + (" (headline)" if conv == fit.headline else ""))
+        ax.legend(fontsize=7)
+    out.append((f"scaling_frontier_{dataset}", f"Compute-optimal frontier ({dataset})",
+                f"L(C) = E + A·C^(−α) per encoder, one E shared; bands are {fit.level:.0%} bootstrap "
+                "bands of the fitted curve. Left: causal attention at half cost (headline); right: at "
+                "full cost.", fig))
+    rp = fit.robustness_points[fit.robustness_points.dataset == dataset]
+    if len(rp):
+        perts = sorted(rp.perturbation.unique())
+        fig, axes = plt.subplots(1, len(perts), figsize=(3.8 * len(perts), 3.2), squeeze=False,
+                                 constrained_layout=True)
+        for ax, pert in zip(axes[0], perts):
+            for enc in encs:
+                g = rp[(rp.perturbation == pert) & (rp.encoder == enc)].sort_values("c")
+                if len(g):
+                    ax.plot(g.c, g.delta, "o-", color=colors[enc], label=enc, ms=4)
+            ax.set_xscale("log")
+            ax.axhline(0, color="0.6", lw=0.8)
+            ax.set_xlabel("training FLOPs (half)")
+            ax.set_ylabel("ΔBPB at N_opt")
+            ax.set_title(pert, fontsize=9)
+            ax.legend(fontsize=7)
+        out.append((f"scaling_robustness_{dataset}", f"Robustness vs compute ({dataset})",
+                    "clean_target ΔBPB under each perturbation at the fitted N_opt of each budget.", fig))
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+
+_TEMPLATE = """\
+{% macro table(t) %}
+{% if t.rows %}<h3 id="t-{{ t.key }}">{{ t.title }}</h3>
+<div class="tw"><table><thead><tr>{% for c in t.columns %}<th>{{ c }}</th>{% endfor %}</tr></thead>
+<tbody>{% for row in t.rows %}<tr>{% for c in row %}<td>{{ c }}</td>{% endfor %}</tr>{% endfor %}</tbody></table></div>
+{% if t.note %}<p class="note">{{ t.note }}</p>{% endif %}{% endif %}
+{% endmacro %}
+<section id="scaling">
+<h2>Scaling (compute-matched)</h2>
+<p class="note">FLOP convention of the headline: {{ headline_text }}. Every number below is also given
+under the other convention ({{ other_text }}); attention is the only cost that grows with sequence
+length, so the convention moves byte-level encoders more than BPE. Intervals: {{ level }} case bootstrap,
+{{ n_boot }} resamples, each refitting parabolas → frontier → crossing.</p>
+{% for n in notes %}<div class="warn">{{ n }}</div>{% endfor %}
+{% for t in tables[:1] %}{{ table(t) }}{% endfor %}
+{% for f in figures %}
+<figure><img alt="{{ f.title }}" src="{{ f.data_uri }}"><figcaption><b>{{ f.title }}.</b> {{ f.caption }}</figcaption></figure>
+{% endfor %}
+{% for t in tables[1:] %}{{ table(t) }}{% endfor %}
+</section>
+"""
+
+
+def _md_cell(s: str) -> str:
+    """Markdown table text: inline HTML neutralised (&, <, >), pipes and backslashes escaped."""
+    s = str(s).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return s.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
+
+
+def _markdown(fit: ScalingFit, tables: list[STable], figs: list[Fig]) -> str:
+    L = ["## Scaling (compute-matched)", "",
+         f"Headline FLOPs: {CONV_TEXT[fit.headline]}. Intervals: {fit.level:.0%} bootstrap, {fit.n_boot} "
+         "resamples refitting the whole chain.", ""]
+    L += [f"> {_md_cell(n)}" for n in fit.notes] + ([""] if fit.notes else [])
+    L += [f"![{_md_cell(f.title)}]({f.file})" for f in figs] + [""]
+    for t in tables:
+        if not t.rows:
+            continue
+        L += [f"### {_md_cell(t.title)}", "", "| " + " | ".join(_md_cell(c) for c in t.columns) + " |",
+              "|" + "---|" * len(t.columns)]
+        L += ["| " + " | ".join(_md_cell(c) for c in r) + " |" for r in t.rows]
+        L += ["", f"> {_md_cell(t.note)}" if t.note else "", ""]
+    return "\n".join(L).rstrip() + "\n"
+
+
+def scaling_section(results: pd.DataFrame, fig_dir: Path | None = None, *, n_boot: int = 200, seed: int = 0,
+                    svg: bool = False) -> ScalingSection | None:
+    """Fit and render the scaling section; None when ``results`` has no sweep rows.
+
+    results: results.csv rows (one run, or several runs of one grid concatenated). fig_dir: where
+    PNG (and SVG if asked) files go (figure paths in the Markdown are ``figures/<key>.png``)."""
+    fit = fit_scaling(results, n_boot=n_boot, seed=seed)
+    if fit.empty:
+        return None
+    import matplotlib.pyplot as plt
+
+    figs: list[Fig] = []
+    for dataset in sorted(fit.optima.dataset.unique()):
+        for key, title, caption, fig in make_figures(fit, dataset):
+            safe = "".join(ch if ch.isalnum() or ch in "-_" else "_" for ch in key)
+            png = _png(fig)
+            if fig_dir is not None:
+                fig_dir.mkdir(parents=True, exist_ok=True)
+                (fig_dir / f"{safe}.png").write_bytes(png)
+                if svg:
+                    (fig_dir / f"{safe}.svg").write_bytes(_svg(fig))
+            plt.close(fig)
+            figs.append(Fig(safe, title, caption, png, f"figures/{safe}.png"))
+    tables = build_tables(fit)
+    other = next(c for c in CONVENTIONS if c != fit.headline)
+    env = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined, trim_blocks=True,
+                             lstrip_blocks=True)
+    html = env.from_string(_TEMPLATE).render(
+        headline_text=CONV_TEXT[fit.headline], other_text=CONV_TEXT[other], level=f"{fit.level:.0%}",
+        n_boot=fit.n_boot, notes=fit.notes, tables=tables, figures=figs)
+    return ScalingSection(fit, markupsafe.Markup(html), _markdown(fit, tables, figs), figs, tables)
+
+
+def read_results(run_dirs: list[Path]) -> pd.DataFrame:
+    """results.csv of several run directories (pieces of one grid) concatenated, text columns kept
+    as text. A model scored twice (the same piece run into two directories) is kept once."""
+    frames = []
+    for d in run_dirs:
+        p = Path(d) / "results.csv"
+        if not p.is_file():
+            raise ValueError(f"{p}: not found (is {d} a tokbench run directory?)")
+        frames.append(pd.read_csv(p, dtype=str, keep_default_na=False))
+    df = pd.concat(frames, ignore_index=True)
+    for col in ("seed", "severity", "n_bytes", "nll_nats", "bpb"):
+        if col in df.columns:
+            df[col] = pd.to_numeric(df[col].replace("", np.nan), errors="coerce")
+    keys = [c for c in ("encoder", "seed", "dataset", "perturbation_id", "severity", "mode") if c in df.columns]
+    return df.drop_duplicates(keys, keep="last").reset_index(drop=True)

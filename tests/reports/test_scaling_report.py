@@ -1,0 +1,77 @@
+"""The report's scaling section, rendered from results files alone (synthetic sweep rows)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from synthetic_scaling import Law, sweep_results  # noqa: E402
+
+from reports.scaling_report import read_results, scaling_section  # noqa: E402
+
+BYTES = Law(E=0.6, A=40.0, a=0.34, B=80.0, b=0.30, attn=0.25)
+BPE = Law(E=0.6, A=20.0, a=0.30, B=25.0, b=0.24, attn=0.05)
+BUDGETS = [1e15 * 10 ** (k / 2) for k in range(5)]
+
+
+def _frame(budgets: list[float] = BUDGETS):
+    # "<b>" in a label: everything from the results files must come out escaped
+    return sweep_results({"bytes": (BYTES, "byte"), "bpe<b>": (BPE, "token")}, budgets, n_sizes=5,
+                         noise=0.001, perturbation={"bytes": (0.1, -0.02), "bpe<b>": (0.3, 0.01)})
+
+
+def test_section_html_markdown_and_figures(tmp_path: Path) -> None:
+    sec = scaling_section(_frame(), tmp_path / "figures", n_boot=30)
+    assert sec is not None
+    html = str(sec.html)
+    assert 'id="scaling"' in html and "Parity" in html and "headline" in html
+    assert "bpe&lt;b&gt;" in html and "bpe<b>" not in html
+    assert sec.fit.parity.status.iloc[0] in ("crossing", "outside")
+    keys = {f.key for f in sec.figures}
+    assert keys == {"scaling_isoflop_heldout", "scaling_frontier_heldout", "scaling_robustness_heldout"}
+    for k in keys:
+        assert (tmp_path / "figures" / f"{k}.png").stat().st_size > 1000
+    assert "## Scaling" in sec.markdown and "bpe&lt;b&gt;" in sec.markdown
+
+
+def test_no_sweep_rows_no_section() -> None:
+    df = _frame().assign(flop_budget="")
+    assert scaling_section(df, None, n_boot=5) is None
+
+
+def test_pieces_run_budget_by_budget_merge(tmp_path: Path) -> None:
+    df = _frame()
+    dirs = []
+    for i, b in enumerate(BUDGETS):  # one run directory per budget, as the GPU commands make them
+        d = tmp_path / f"piece{i}"
+        d.mkdir()
+        df[df.flop_budget == b].to_csv(d / "results.csv", index=False)
+        dirs.append(d)
+    merged = read_results(dirs)
+    whole = scaling_section(df, None, n_boot=0).fit
+    parts = scaling_section(merged, None, n_boot=0).fit
+    assert len(parts.optima) == len(whole.optima) == 2 * len(BUDGETS)
+    assert parts.exponents.alpha.to_numpy() == pytest.approx(whole.exponents.alpha.to_numpy(), rel=1e-9)
+
+
+def test_render_run_includes_the_section(tmp_path: Path) -> None:
+    from reports import render_run
+
+    run = tmp_path / "run"
+    run.mkdir()
+    _frame(BUDGETS[:3]).to_csv(run / "results.csv", index=False)
+    html = render_run(run, n_boot=20, n_perm=100, svg=False).read_text()
+    assert 'href="#scaling"' in html and 'id="scaling"' in html
+    assert "## Scaling" in (run / "report.md").read_text()
+
+
+def test_a_single_budget_renders_and_says_it_cannot_fit() -> None:
+    df = _frame()
+    sec = scaling_section(df[df.flop_budget == BUDGETS[0]], None, n_boot=5)
+    assert sec is not None
+    assert set(sec.fit.parity.status) == {"missing"}
+    assert "too few budgets" in sec.fit.parity.statement.iloc[0]
