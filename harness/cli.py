@@ -96,6 +96,30 @@ def cmd_data(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_data_pack(args: argparse.Namespace) -> int:
+    from harness.data import prepare_sources, source_context
+    from harness.datapack import pack
+
+    suite = load(args)
+    ctx = source_context(suite, log=lambda s: print(s, file=sys.stderr))
+    prepare_sources(suite, ctx)
+    out = Path(args.out or f"{suite.name}-data.tar.gz")
+    got = pack(suite, ctx.cache_dir, out, slim=args.slim)
+    print(f"packed {got['files']} files of {len(got['packages'])} package(s) into {out} ({got['bytes'] / 1e6:.1f} MB); "
+          f"on the other machine: tokbench data unpack {out.name}")
+    return 0
+
+
+def cmd_data_unpack(args: argparse.Namespace) -> int:
+    from harness.datapack import unpack
+    from sources.fetch import default_cache_dir
+
+    cache = Path(args.cache) if args.cache else default_cache_dir()
+    got = unpack(Path(args.archive), cache)
+    print(f"unpacked {got['files']} files of {', '.join(got['packages'])} into {cache}")
+    return 0
+
+
 def cmd_validate(args: argparse.Namespace) -> int:
     import yaml
 
@@ -307,6 +331,16 @@ def build_parser() -> argparse.ArgumentParser:
     dp.add_argument("suite")
     dp.add_argument("--set", action="append", metavar="KEY=VALUE")
     dp.set_defaults(fn=cmd_data)
+    pk = dsub.add_parser("pack", help="prepare a suite's data and pack it into one archive (for a machine without network)")
+    pk.add_argument("suite")
+    pk.add_argument("--set", action="append", metavar="KEY=VALUE")
+    pk.add_argument("--out", help="archive path (default <suite>-data.tar.gz)")
+    pk.add_argument("--slim", action="store_true", help="only the files the sources read (python3.11-doc: 71 -> 20 MB)")
+    pk.set_defaults(fn=cmd_data_pack)
+    up = dsub.add_parser("unpack", help="check a data archive's checksums and install it into the cache")
+    up.add_argument("archive")
+    up.add_argument("--cache", help="cache directory (default $TOKBENCH_CACHE or ~/.cache/tokbench)")
+    up.set_defaults(fn=cmd_data_unpack)
     return p
 
 

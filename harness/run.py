@@ -27,6 +27,8 @@ from core.metrics import bpb
 from core.schema import BUCKET_COLUMNS, RESULT_COLUMNS
 from encoders.base import Encoder, config_to_dict
 from harness import plugins
+from harness.accel import compile_backbones, gemm_tflops, want_compile
+from harness.batchscore import CachedRow, PlanCache, code_hash, perturb_many
 from harness.data import DataPart, load_data, source_context, training_windows
 from harness.fragility import (
     BaselineDoc,
@@ -62,6 +64,8 @@ from perturbations.measure import edit_rate
 from sources.base import Document
 from sources.script import detect_script
 
+ESTIMATE_FILE = "estimate.json"  # written by --dry-run into the run directory
+SPEED_KEYS = ("compile", "micro_batch_bytes")  # budget keys that change speed/memory, not the model
 CLEAN = PerturbationSpec(name="identity", id="clean", severity=0.0, params={})
 TEXT_LIMIT = 20_000  # characters of each text kept in samples.jsonl
 
@@ -78,7 +82,14 @@ class RunOptions:
     progress: bool = True
     cache_dir: Path | None = None
     checkpoint_seconds: float = 120.0
+    plan_cache: bool = True  # keep perturbed texts in <cache>/perturbed for later runs
     log: Callable[[str], None] = field(default=lambda s: print(s, file=sys.stderr))
+
+
+def cache_budget(budget: Any) -> dict[str, Any]:
+    """The budget as it enters the model cache key: without the speed-only keys, so turning
+    compile or micro-batching on reuses the models trained without them (and old caches)."""
+    return {k: v for k, v in asdict(budget).items() if k not in SPEED_KEYS}
 
 
 def pick_device(name: str) -> torch.device:
@@ -178,15 +189,17 @@ class Runner:
         self.encoder_facts: dict[str, dict[str, Any]] = {}
         self.data_facts: dict[str, Any] = {}
         self.analysis_facts: dict[str, Any] = {}
+        self.score_facts: dict[str, dict[str, float]] = {}
+        self.gemm_tflops: float | None = None
+        self.scaling_facts: dict[str, Any] = {}  # refused grid points of a scaling sweep
         self.train_part: DataPart | None = None  # set by run(); primes the compressor baselines
         self.dictionaries: dict[tuple[Permutation, int], bytes] = {}
-        self.scaling_facts: dict[str, Any] = {}  # refused grid points of a scaling sweep
 
     # -- models -------------------------------------------------------------------------------
     def model_key(self, spec: EncoderSpec, seed: int, train_fp: str, extra: dict[str, Any] | None = None) -> str:
         return stable_hash({
             "encoder": spec.name, "config": config_to_dict(spec.config),
-            "backbone": config_to_dict(spec.backbone), "budget": asdict(self.budget),
+            "backbone": config_to_dict(spec.backbone), "budget": cache_budget(self.budget),
             "train": train_fp, "seed": seed, "version": tokbench_version(), **(extra or {}),
         }) + f"-{spec.label}-s{seed}"
 
@@ -220,6 +233,8 @@ class Runner:
             meta = json.loads(meta_path.read_text())
             enc.load_state_dict(torch.load(path, map_location="cpu", weights_only=True))
             enc.to(self.device).eval()
+            if want_compile(self.budget.compile, self.device):
+                compile_backbones(enc)
             self.log(f"[model] {spec.label} seed {seed}: loaded from cache {path.name}")
             return enc, meta
         self.log(f"[model] {spec.label} seed {seed}: fit + train on {self.budget.train_bytes:,} bytes ({self.device})")
@@ -230,6 +245,7 @@ class Runner:
                           permuter=permuter)
         fit = enc.fit(ctx) or {}
         fit.setdefault("seconds", time.perf_counter() - t0)
+        fit["wall_seconds"] = time.perf_counter() - t0
         n_bytes = self.budget.train_bytes
         max_flops = None
         if flops_target is not None:
@@ -315,6 +331,8 @@ class Runner:
             "encoders": self.encoder_facts,
             "analyses": self.analysis_facts,
             "timings": self.timings,
+            "speed": self.speed_facts(),
+            "estimate_vs_actual": self.estimate_vs_actual(),
             **({"scaling": self.scaling_facts} if self.suite.scaling is not None else {}),
             **(extra or {}),
         }
@@ -326,6 +344,7 @@ class Runner:
         self.data_facts.update(data.facts)
         self.timings["data_seconds"] = data.seconds
         self.train_part = data.train
+        self.gemm_tflops = gemm_tflops(self.device)  # the MFU ceiling, measured in this process
         self.rd.root.mkdir(parents=True, exist_ok=True)
         atomic_write_json(self.rd.root / "run.json", self.run_json("running"))
         languages = {d.language for e in data.evals for d in e.docs if d.language is not None}
@@ -333,6 +352,7 @@ class Runner:
         evals = [EvalSet.of(e) for e in data.evals]
         cell_keys: list[str] = []
         t_train = t_score = 0.0
+        self.timings["perturb_seconds"] = 0.0
         for seed in self.suite.seeds:
             t0 = time.perf_counter()
             models = self.train_models(seed, data.train)
@@ -342,14 +362,67 @@ class Runner:
             cell_keys += self.score_seed(seed, evals, models, perts)
             t_score += time.perf_counter() - t0
             del models
-        self.timings.update({"train_seconds": t_train, "score_seconds": t_score})
+        self.timings.update({"train_seconds": t_train, "score_seconds": t_score,
+                             "score_forward_seconds": t_score - self.timings["perturb_seconds"]})
         self.assemble(cell_keys)
         self.record_bytes_per_segment()
         self.timings["total_seconds"] = time.perf_counter() - t_start
         atomic_write_json(self.rd.root / "run.json", self.run_json("finished"))
         if self.opts.report:
+            t0 = time.perf_counter()
             self.render_report()
+            self.timings["report_seconds"] = time.perf_counter() - t0
+            self.timings["total_seconds"] = time.perf_counter() - t_start
+            atomic_write_json(self.rd.root / "run.json", self.run_json("finished"))
+        self.log(phase_table(self.timings, self.encoder_facts))
+        eva = self.estimate_vs_actual()
+        if eva is not None:
+            self.log("[time] estimated vs actual per seed: " + ", ".join(
+                f"{k} {eva['estimated'].get(k, 0.0):.0f}/{v:.0f} s" for k, v in eva["actual"].items()))
         return self.rd.root
+
+    def estimate_vs_actual(self) -> dict[str, Any] | None:
+        """The dry run's per-seed estimate (``estimate.json`` in the run directory, if any)
+        beside this run's measured phases, per seed."""
+        path = self.rd.root / ESTIMATE_FILE
+        if not path.exists() or "total_seconds" not in self.timings:
+            return None
+        est = json.loads(path.read_text())
+        t, n = self.timings, max(1, len(self.suite.seeds))
+        fits = sum(float(m["fit"].get("wall_seconds", 0.0)) for f in self.encoder_facts.values() for m in f["seeds"].values())
+        actual = {"data": t.get("data_seconds", 0.0), "fits": fits / n, "training": (t.get("train_seconds", 0.0) - fits) / n,
+                  "perturbation": t.get("perturb_seconds", 0.0) / n, "scoring": t.get("score_forward_seconds", 0.0) / n,
+                  "per_seed": (t["total_seconds"] - t.get("report_seconds", 0.0)) / n}
+        # the run's training time holds each model's cold compile (its first step)
+        e = {**est["seconds_per_seed"]}
+        e["training"] = e.get("training", 0.0) + e.pop("compile", 0.0)
+        return {"estimated": e, "actual": actual, "device": est.get("device"),
+                "ratio_per_seed": e["per_seed"] / actual["per_seed"] if actual["per_seed"] else None}
+
+    def speed_facts(self) -> dict[str, Any]:
+        """MFU and throughput: model FLOPs per second ÷ the bf16 GEMM rate measured in this
+        process (``gemm_bf16_tflops``; null on CPU, where no MFU is given). Training MFU counts
+        causal attention at half (``flops_causal_attn_half``); ``mfu_full_attn`` uses run.json's
+        own count (attention at full cost). Scoring: forward FLOPs of the packed scoring jobs."""
+        peak = self.gemm_tflops * 1e12 if self.gemm_tflops else None
+        train: dict[str, Any] = {}
+        for label, facts in self.encoder_facts.items():
+            for seed, meta in facts.get("seeds", {}).items():
+                st = meta["train"]
+                sec = st["seconds"] or math.nan
+                row = {"bytes_per_s": st["bytes_per_s"], "seconds": st["seconds"],
+                       "first_step_seconds": st.get("first_step_seconds"), "fit_seconds": meta["fit"].get("wall_seconds"),
+                       "peak_mem_bytes": st["peak_mem_bytes"]}
+                if peak and "flops_causal_attn_half" in st:
+                    row["mfu"] = st["flops_causal_attn_half"] / sec / peak
+                    row["mfu_full_attn"] = st["flops"] / sec / peak
+                train[f"{label} s{seed}"] = row
+        score = {}
+        for label, st in self.score_facts.items():
+            sec = st.get("seconds") or math.nan
+            score[label] = {**st, "mb_per_s": st.get("scored_bytes", 0.0) / sec / 1e6,
+                            "mfu": st.get("forward_flops", 0.0) / sec / peak if peak else None}
+        return {"gemm_bf16_tflops": self.gemm_tflops, "train": train, "score": score}
 
     def train_models(self, seed: int, train: DataPart) -> dict[str, TrainedModel]:
         """Train (or load) every encoder for one seed, {label: model}. Under ``match: flops`` the
@@ -375,6 +448,8 @@ class Runner:
             for k in ("params_total", "params_embedding", "params_non_embedding", "flops_per_byte_train",
                       "flops_per_byte_infer", "describe"):
                 facts[k] = meta[k]
+            # run.json as the models finish: a killed run still shows what was trained, how fast
+            atomic_write_json(self.rd.root / "run.json", self.run_json("running"))
         return models
 
     def fit_analyses(self, train: DataPart, models: dict[str, TrainedModel]) -> None:
@@ -387,47 +462,81 @@ class Runner:
     def score_seed(self, seed: int, evals: list[EvalSet], models: dict[str, TrainedModel],
                    perts: Instances) -> list[str]:
         """Score every cell of one seed that is not on disk yet; returns all the seed's cell keys
-        (in results.csv order)."""
+        (in results.csv order). Per eval set: perturb once (plan cache, several processes), then
+        each model scores all its cells of the set in one packed job."""
         bar = tqdm(total=self.suite.n_cells(per_seed=True), desc=f"score seed {seed}", unit="cell",
                    leave=False, file=sys.stderr, disable=not self.opts.progress, mininterval=1.0)
         keys: list[str] = []
         for es in evals:
+            fp = es.part.fingerprint
+            cells: list[tuple[PerturbationSpec, str, dict[str, str], list[str]]] = []
             for pspec in [CLEAN, *self.suite.perturbations]:
-                insts = perts.get((pspec.id, pspec.severity))
                 for mode in self.suite.eval.modes:
-                    keys += self.score_mode(seed, es, pspec, insts, mode, models)
-                    bar.update(len(models))
+                    ck = {label: self.cell_key(m.meta["key"], fp, pspec, mode, seed) for label, m in models.items()}
+                    todo = [label for label, k in ck.items() if not self.rd.cell_path(k).exists()]
+                    keys += list(ck.values())
+                    bar.update(len(ck) - len(todo))
+                    cells.append((pspec, mode, ck, todo))
+            # compressor baselines (docs/fragility.md): cells of their own on the same plans
+            base_todo = []
+            for pspec, mode, _, _ in cells:
+                for name, perm in self.baseline_cells():
+                    k = self.baseline_key(name, perm, fp, pspec, mode, seed)
+                    keys.append(k)
+                    if not self.rd.cell_path(k).exists():
+                        base_todo.append((pspec, mode, name, perm, k))
+            if not any(c[3] for c in cells) and not base_todo:
+                continue
+            t0 = time.perf_counter()
+            plans = self.plans(es, [(c[0], c[1]) for c in cells], perts, seed)
+            self.timings["perturb_seconds"] += time.perf_counter() - t0
+            for pspec, mode, name, perm, k in base_todo:
+                cell = self.baseline_cell(name, perm, es, pspec, mode, seed, plans[(pspec.id, pspec.severity, mode)])
+                cell["row"]["fingerprint"] = fp
+                self.rd.save_cell(k, cell)
+            for label, model in models.items():
+                if not any(label in c[3] for c in cells):
+                    continue
+                # All cells of this model and eval set are packed into one job, the finished ones
+                # too: batches are then the same in a fresh and in a resumed run (so are the
+                # numbers, to the last bit); batches holding only finished cells are skipped.
+                plan_of = [plans[(c[0].id, c[0].severity, c[1])] for c in cells]
+                items = [p.item for plan in plan_of for p in plan if p is not None]
+                needed = [label in c[3] for c, plan in zip(cells, plan_of) for p in plan if p is not None]
+                scores = score_items(model.enc, items, self.device, self.suite.eval.batch_windows,
+                                     self.budget.dtype == "bfloat16", stats=self.score_facts.setdefault(label, {}),
+                                     needed=needed,
+                                     permuter=permuter_for(model.spec.permutation, self.budget.context_bytes, seed))
+                k = 0
+                for (pspec, mode, ck, todo), plan in zip(cells, plan_of):
+                    n = sum(p is not None for p in plan)
+                    if label in todo:
+                        cell = self.score_cell(model, es, pspec, mode, seed, plan, scores[k : k + n])
+                        cell["row"]["fingerprint"] = fp
+                        cell["row"].update(model.meta.get("sweep") or {})  # scaling columns of a grid point
+                        self.rd.save_cell(ck[label], cell)
+                        bar.update(1)
+                    k += n
         bar.close()
         return keys
 
-    def score_mode(self, seed: int, es: EvalSet, pspec: PerturbationSpec,
-                   insts: dict[str | None, Perturbation] | None, mode: str,
-                   models: dict[str, TrainedModel]) -> list[str]:
-        """The cells of one (eval set, perturbation, mode) for every encoder: one shared plan,
-        scored by each encoder whose cell is missing. Returns the cell keys."""
-        fp = es.part.fingerprint
-        keys = {label: self.cell_key(m.meta["key"], fp, pspec, mode, seed) for label, m in models.items()}
-        todo = [label for label, k in keys.items() if not self.rd.cell_path(k).exists()]
-        plan: list[PlanRow | None] | None = None
-        if todo:
-            plan = self.plan(es, pspec, insts, seed, mode)
-            for label in todo:
-                cell = self.score_cell(models[label], es, pspec, mode, seed, plan)
-                cell["row"]["fingerprint"] = fp
-                cell["row"].update(models[label].meta.get("sweep") or {})  # scaling columns of a grid point
-                self.rd.save_cell(keys[label], cell)
-        # compressor baselines on the same plan (docs/fragility.md)
-        for name, perm in self.baseline_cells():
-            k = self.baseline_key(name, perm, fp, pspec, mode, seed)
-            keys[variant_label(name, perm)] = k
-            if self.rd.cell_path(k).exists():
-                continue
-            if plan is None:
-                plan = self.plan(es, pspec, insts, seed, mode)
-            cell = self.baseline_cell(name, perm, es, pspec, mode, seed, plan)
-            cell["row"]["fingerprint"] = fp
-            self.rd.save_cell(k, cell)
-        return list(keys.values())
+    def record_bytes_per_segment(self) -> None:
+        """bytes per token / patch / byte on each clean eval set (BPE's "multilingual inequity")."""
+        first_mode = self.suite.eval.modes[0]
+        for r in self.rows:
+            if r["perturbation_id"] == "clean" and r["mode"] == first_mode and r["encoder"] in self.encoder_facts:
+                per = self.encoder_facts[r["encoder"]].setdefault("bytes_per_segment_by_eval", {})
+                per[f"{r['dataset']} (seed {r['seed']})"] = r["bytes_per_segment"]
+
+    def cell_key(self, model_key: str, fp: str, pspec: PerturbationSpec, mode: str, seed: int) -> str:
+        ev = self.suite.eval
+        return stable_hash({
+            "model": model_key, "data": fp, "perturbation": pspec.name, "id": pspec.id, "severity": pspec.severity,
+            "params": pspec.params, "mode": mode, "seed": seed, "context": self.budget.context_bytes,
+            "stride": ev.stride_bytes, "fraction": ev.context_fraction, "target": ev.target_bytes,
+            "sample_docs": ev.sample_docs, "texts": [ev.keep_texts, self.suite.encoders[0].label], "analyses": [config_to_dict(a.config) for a in self.suite.analyses],
+            **({"windows": "partition"} if self.suite.permutations else {}),
+        })
 
     # -- compressor baselines (docs/fragility.md) -----------------------------------------------
     def baseline_cells(self) -> list[tuple[str, Permutation]]:
@@ -469,64 +578,90 @@ class Runner:
                "mode": mode, **m, "kind": "baseline", **permutation_columns(perm)}
         return {"row": row, "samples": [], "buckets": []}
 
-    def record_bytes_per_segment(self) -> None:
-        """bytes per token / patch / byte on each clean eval set (BPE's "multilingual inequity")."""
-        first_mode = self.suite.eval.modes[0]
-        for r in self.rows:
-            if r["perturbation_id"] == "clean" and r["mode"] == first_mode and r["encoder"] in self.encoder_facts:
-                per = self.encoder_facts[r["encoder"]].setdefault("bytes_per_segment_by_eval", {})
-                per[f"{r['dataset']} (seed {r['seed']})"] = r["bytes_per_segment"]
-
-    def cell_key(self, model_key: str, fp: str, pspec: PerturbationSpec, mode: str, seed: int) -> str:
-        ev = self.suite.eval
-        return stable_hash({
-            "model": model_key, "data": fp, "perturbation": pspec.name, "id": pspec.id, "severity": pspec.severity,
-            "params": pspec.params, "mode": mode, "seed": seed, "context": self.budget.context_bytes,
-            "stride": ev.stride_bytes, "fraction": ev.context_fraction, "target": ev.target_bytes,
-            "sample_docs": ev.sample_docs, "texts": [ev.keep_texts, self.suite.encoders[0].label], "analyses": [config_to_dict(a.config) for a in self.suite.analyses],
-            **({"windows": "partition"} if self.suite.permutations else {}),
-        })
-
-    def plan(self, es: EvalSet, pspec: PerturbationSpec, insts: dict[str | None, Perturbation] | None,
-             seed: int, mode: str) -> list[PlanRow | None]:
+    def plans(self, es: EvalSet, cells: list[tuple[PerturbationSpec, str]], perts: Instances,
+              seed: int) -> dict[tuple[str, float, str], list[PlanRow | None]]:
         """Perturb and cut every document of an eval set once per (perturbation, mode); the plan
-        is shared by all encoders, so they score exactly the same bytes. None marks a document
-        with nothing to score (clean_target with an empty continuation)."""
+        is shared by all encoders, so they score exactly the same bytes. Perturbed texts come from
+        the plan cache (keyed by content and code) or are computed in several processes and
+        stored. None marks a document with nothing to score (clean_target, empty continuation)."""
         ev = self.suite.eval
-        stride = ev.stride_bytes or max(1, self.budget.context_bytes // 2)
-        out: list[PlanRow | None] = []
+        cache = PlanCache(self.ctx.cache_dir / "perturbed" if self.opts.plan_cache else None)
+        keys: dict[tuple[str, float, str], str] = {}
+        for pspec, mode in cells:
+            insts = perts.get((pspec.id, pspec.severity))
+            keys[(pspec.id, pspec.severity, mode)] = cache.key(
+                data=es.part.fingerprint, perturbation=pspec.name, id=pspec.id, severity=pspec.severity,
+                params=pspec.params, seed=seed, mode=mode, fraction=ev.context_fraction if mode != "full" else None,
+                # a fitted perturbation (e.g. morphology) learned from the training text
+                train=self.data_facts["train"]["fingerprint"], version=tokbench_version(),
+                code=code_hash(type(insts[None]) if insts else None))
+        rows = {k: cache.get(key) for k, key in keys.items()}
+        missing = list({(p.id, p.severity, m): (p, m) for p, m in cells if rows[(p.id, p.severity, m)] is None}.values())
+
+        def work(task: tuple[PerturbationSpec, str]) -> list[CachedRow]:
+            pspec, mode = task
+            return self.plan_rows(es, pspec, perts.get((pspec.id, pspec.severity)), seed, mode)
+
+        for (pspec, mode), r in zip(missing, perturb_many(missing, work)):
+            k = (pspec.id, pspec.severity, mode)
+            rows[k] = r
+            cache.put(keys[k], r)
+        return {k: self.plan_items(es, k[2], r) for k, r in rows.items() if r is not None}
+
+    def plan_rows(self, es: EvalSet, pspec: PerturbationSpec, insts: dict[str | None, Perturbation] | None,
+                  seed: int, mode: str) -> list[CachedRow]:
+        """Per document (perturbed text — the prefix in clean_target mode —, edit rate, words
+        scored), or None when clean_target leaves nothing to score."""
+        ev = self.suite.eval
+        out: list[CachedRow] = []
         for doc, text in zip(es.part.docs, es.texts):
             if mode == "full":
                 ptext = self.perturbed(insts, pspec, seed, doc, text)
-                # a permuted suite scores context-free windows, every cell alike (docs/fragility.md)
-                item = (plan_partition(encode(ptext), self.budget.context_bytes) if self.suite.permutations
-                        else plan_full(encode(ptext), self.budget.context_bytes, stride))
                 er = edit_rate(text, ptext) if pspec.id != "clean" else 0.0
-                out.append(PlanRow(doc, item, text, ptext, len(doc.data), er, count_words(text)))
+                out.append((ptext, er, count_words(text)))
                 continue
             prefix, cont = split_for_target(text, ev.context_fraction)
             pprefix = self.perturbed(insts, pspec, seed, doc, prefix)
-            target_item = plan_clean_target(encode(pprefix), encode(cont), self.budget.context_bytes,
-                                            ev.target_bytes)
-            if target_item is None:
+            item = plan_clean_target(encode(pprefix), encode(cont), self.budget.context_bytes, ev.target_bytes)
+            if item is None:
                 out.append(None)
                 continue
-            target = target_item.scored_bytes
             er = edit_rate(prefix, pprefix) if pspec.id != "clean" else 0.0
-            out.append(PlanRow(doc, target_item, text, pprefix + decode(target), len(target), er,
-                               count_words(decode(target))))
+            out.append((pprefix, er, count_words(decode(item.scored_bytes))))
+        return out
+
+    def plan_items(self, es: EvalSet, mode: str, rows: list[CachedRow]) -> list[PlanRow | None]:
+        """Cached plan rows -> ``PlanRow``s (windows cut again: cheap and deterministic)."""
+        ev = self.suite.eval
+        stride = ev.stride_bytes or max(1, self.budget.context_bytes // 2)
+        out: list[PlanRow | None] = []
+        for doc, text, r in zip(es.part.docs, es.texts, rows):
+            if r is None:
+                out.append(None)
+                continue
+            ptext, er, n_words = r
+            if mode == "full":
+                # a permuted suite scores context-free windows, every cell alike (docs/fragility.md)
+                item = (plan_partition(encode(ptext), self.budget.context_bytes) if self.suite.permutations
+                        else plan_full(encode(ptext), self.budget.context_bytes, stride))
+                out.append(PlanRow(doc, item, text, ptext, len(doc.data), er, n_words))
+                continue
+            _, cont = split_for_target(text, ev.context_fraction)
+            target_item = plan_clean_target(encode(ptext), encode(cont), self.budget.context_bytes, ev.target_bytes)
+            assert target_item is not None
+            target = target_item.scored_bytes
+            out.append(PlanRow(doc, target_item, text, ptext + decode(target), len(target), er, n_words))
         return out
 
     def score_cell(self, model: TrainedModel, es: EvalSet, pspec: PerturbationSpec, mode: str,
-                   seed: int, plan: list[PlanRow | None]) -> dict[str, Any]:
-        """One cell: its results row, its samples.jsonl rows and its analysis buckets."""
+                   seed: int, plan: list[PlanRow | None], scores: list[Any]) -> dict[str, Any]:
+        """One cell: its results row, its samples.jsonl rows and its analysis buckets, from its
+        documents' scores (``score_items``, in the order of the plan's live rows)."""
         ev = self.suite.eval
         enc, spec = model.enc, model.spec
         analyses = [a.config for a in self.suite.analyses]
         doc_scripts = dict(zip((d.id for d in es.part.docs), es.scripts))
         live = [p for p in plan if p is not None]
-        scores = score_items(enc, [p.item for p in live], self.device, ev.batch_windows, self.budget.dtype == "bfloat16",
-                             permuter=permuter_for(spec.permutation, self.budget.context_bytes, seed))
         totals = CellTotals()
         samples = []
         buckets: dict[tuple[str, str], list[float]] = defaultdict(lambda: [0, 0, 0.0])
@@ -594,6 +729,23 @@ class Runner:
                      f"re-render with: tokbench report {self.rd.root}")
             return
         self.log(f"[report] {path}")
+
+
+def phase_table(timings: dict[str, float], encoders: dict[str, Any]) -> str:
+    """Where the wall time went: data, per-model fit / first step (cold compile) / training,
+    perturbation, scoring forward, report."""
+    lines = ["[time] phase                         seconds"]
+    for k in ("data_seconds", "perturb_seconds", "score_forward_seconds", "report_seconds"):
+        if k in timings:
+            lines.append(f"[time] {k.removesuffix('_seconds'):<28} {timings[k]:8.1f}")
+    for label, facts in encoders.items():
+        for seed, meta in facts.get("seeds", {}).items():
+            st, fit = meta["train"], meta["fit"]
+            lines.append(f"[time] {label + ' s' + seed:<20} fit {fit.get('wall_seconds', 0.0):6.1f}  "
+                         f"first step {st.get('first_step_seconds', 0.0):6.1f}  train {st['seconds']:7.1f}")
+    if "total_seconds" in timings:
+        lines.append(f"[time] {'total':<28} {timings['total_seconds']:8.1f}")
+    return "\n".join(lines)
 
 
 def summary_table(rows: list[dict[str, Any]]) -> str:

@@ -12,14 +12,17 @@ Modes (see ``plan_full`` / ``plan_clean_target``):
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
 
 from core.segments import check_tiling
 from encoders.base import Encoder
+from harness.accel import Prefetcher
 from harness.data import Window, char_boundary, cut_after, rolling_windows
 from harness.permutation import WindowPermuter, unpermute_segments
 from sources.base import Document
@@ -111,64 +114,114 @@ def plan_partition(data: bytes, context: int) -> ScoreItem:
     return ScoreItem(data, [Window(w.score_start, w.score_start, w.end) for w in rolling_windows(data, context, context)])
 
 
-@torch.no_grad()
+@torch.inference_mode()
 def score_items(
     encoder: Encoder,
     items: Sequence[ScoreItem],
     device: torch.device,
     batch_windows: int = 32,
     bf16: bool = False,
+    stats: dict[str, float] | None = None,
+    needed: Sequence[bool] | None = None,
     permuter: WindowPermuter | None = None,
-) -> list[DocScore]:
-    """Score documents: windows of all items are batched together (``batch_windows`` per
-    forward), per-unit NLL is spread onto bytes (``UnitNLL.byte_nll``, which also checks that
+) -> list[DocScore | None]:
+    """Score documents: windows of all items — of many cells, when the caller packs them — are
+    batched together (``batch_windows`` per forward, longest first so padded encoders waste
+    little), per-unit NLL is spread onto bytes (``UnitNLL.byte_nll``, which also checks that
     units tile the scored bytes exactly once) and summed per document.
 
-    With a ``permuter`` each window (all of it scored: ``score_from`` must be 0) is fed
-    permuted, and its per-byte NLL is put back in the document's byte order."""
+    A window's numbers do not depend on which other windows share its batch (padding sits after
+    the last byte and attention is causal), so packing changes no cell's numbers beyond float
+    rounding (tests/harness/test_batchscore.py). Collation runs one batch ahead in a thread.
+    stats: if given, accumulates ``forward_flops``, ``seconds``, ``scored_bytes`` and
+    ``windows`` (for scoring MFU and MB/s in run.json).
+    needed: per item; batches are formed over all items, but a batch without a window of a
+    needed item is skipped, and items not needed get None (a resumed run forms the same batches
+    as a fresh one, so its numbers are identical).
+    permuter: each window (all of it scored: ``score_from`` must be 0) is fed permuted, and its
+    per-byte NLL and segments are put back in the document's byte order (docs/fragility.md).
+    """
     encoder.eval()
     flat: list[tuple[int, bytes, int]] = []  # (item index, window bytes, score_from)
     for i, it in enumerate(items):
         for w in it.windows:
             flat.append((i, it.data[w.start : w.end], w.score_from))
-    per_item_nll: list[list[np.ndarray]] = [[] for _ in items]
-    per_item_units = [0] * len(items)
-    per_item_segs: list[list[int] | None] = [None] * len(items)
+    # Longest windows first (stable): batches of similar lengths pad less (BPE, BLT).
+    order = sorted(range(len(flat)), key=lambda j: -len(flat[j][1]))
+    per_window: list[np.ndarray | None] = [None] * len(flat)
+    per_window_units = [0] * len(flat)
+    per_window_segs: list[list[int] | None] = [None] * len(flat)
     autocast = (
         torch.autocast("cuda", dtype=torch.bfloat16) if bf16 and device.type == "cuda"
         else torch.autocast("cpu", enabled=False)
     )
-    for b0 in range(0, len(flat), batch_windows):
-        chunk = flat[b0 : b0 + batch_windows]
-        wins = [c[1] for c in chunk]
-        sfrom = [c[2] for c in chunk]
-        fed = None
+    t0 = time.perf_counter()
+    fwd_flops = 0.0
+
+    if permuter is not None and any(sf for _, _, sf in flat):
+        raise ValueError("a permuted window must be scored whole (score_from = 0)")
+    fed_of: dict[int, Any] = {}  # flat index -> PermutedWindow (filled by the collating thread)
+
+    def prepare(idx: list[int]) -> tuple[list[int], list[bytes], list[int], Any]:
+        wins = [flat[j][1] for j in idx]
+        sfrom = [flat[j][2] for j in idx]
         if permuter is None:
-            batch = encoder.collate(wins, sfrom).to(device)
-        else:
-            if any(sfrom):
-                raise ValueError("a permuted window must be scored whole (score_from = 0)")
-            batch, fed = permuter.collate(encoder, wins)
-            batch = batch.to(device)
-        with autocast:
-            units = encoder(batch)
-        per_window = units.byte_nll([len(w) for w in wins], sfrom)
-        if fed is not None:  # fed order -> the window's byte order
-            per_window = [_unpermute(v, pw.source) for v, pw in zip(per_window, fed)]
-            if units.segments is not None:
-                units.segments = [unpermute_segments(sg, pw) for sg, pw in zip(units.segments, fed)]
-        counts = torch.bincount(units.window.cpu(), minlength=len(chunk)).tolist()
-        for j, (i, _, _) in enumerate(chunk):
-            per_item_nll[i].append(per_window[j].numpy())
-            per_item_units[i] += counts[j]
-            if units.segments is not None:
-                # segments must tile the scored span like the units do (core.segments)
-                check_tiling(units.segments[j], len(wins[j]) - sfrom[j], type(encoder).__name__)
-                segs = per_item_segs[i] if per_item_segs[i] is not None else []
-                segs.extend(units.segments[j])
-                per_item_segs[i] = segs
-    out = []
+            return idx, wins, sfrom, encoder.collate(wins, sfrom)
+        batch, fed = permuter.collate(encoder, wins)
+        fed_of.update(zip(idx, fed))
+        return idx, wins, sfrom, batch
+
+    chunks = (c for c in (order[b0 : b0 + batch_windows] for b0 in range(0, len(order), batch_windows))
+              if needed is None or any(needed[flat[j][0]] for j in c))
+    feed = Prefetcher(chunks, prepare, depth=2)
+    try:
+        for idx, wins, sfrom, cpu_batch in feed:
+            if stats is not None:
+                fwd_flops += encoder.flops(cpu_batch)
+            batch = cpu_batch.to(device)
+            with autocast:
+                units = encoder(batch)
+            nll = units.byte_nll([len(w) for w in wins], sfrom)
+            if permuter is not None:  # fed order -> the window's byte order
+                fed = [fed_of.pop(fi) for fi in idx]
+                nll = [_unpermute(v, pw.source) for v, pw in zip(nll, fed)]
+                if units.segments is not None:
+                    units.segments = [unpermute_segments(sg, pw) for sg, pw in zip(units.segments, fed)]
+            counts = torch.bincount(units.window.cpu(), minlength=len(idx)).tolist()
+            for j, fi in enumerate(idx):
+                per_window[fi] = nll[j].numpy()
+                per_window_units[fi] = counts[j]
+                if units.segments is not None:
+                    # segments must tile the scored span like the units do (core.segments)
+                    check_tiling(units.segments[j], len(wins[j]) - sfrom[j], type(encoder).__name__)
+                    per_window_segs[fi] = units.segments[j]
+    finally:
+        feed.close()
+    per_item_nll: list[list[np.ndarray]] = [[] for _ in items]
+    per_item_units = [0] * len(items)
+    per_item_segs: list[list[int] | None] = [None] * len(items)
+    for fi, (i, _, _) in enumerate(flat):  # windows back in document order
+        arr = per_window[fi]
+        if arr is None:  # in a skipped batch: its item is not needed
+            continue
+        per_item_nll[i].append(arr)
+        per_item_units[i] += per_window_units[fi]
+        segs_w = per_window_segs[fi]
+        if segs_w is not None:
+            segs = per_item_segs[i] if per_item_segs[i] is not None else []
+            segs.extend(segs_w)
+            per_item_segs[i] = segs
+    out: list[DocScore | None] = []
     for i in range(len(items)):
+        if needed is not None and not needed[i]:
+            out.append(None)
+            continue
         bn = np.concatenate(per_item_nll[i]) if per_item_nll[i] else np.zeros(0)
         out.append(DocScore(float(bn.sum()), per_item_units[i], per_item_segs[i], bn))
+    if stats is not None:
+        stats["forward_flops"] = stats.get("forward_flops", 0.0) + fwd_flops
+        stats["seconds"] = stats.get("seconds", 0.0) + time.perf_counter() - t0
+        done = [f for f, a in zip(flat, per_window) if a is not None]
+        stats["scored_bytes"] = stats.get("scored_bytes", 0.0) + sum(len(w) - s for _, w, s in done)
+        stats["windows"] = stats.get("windows", 0.0) + len(done)
     return out

@@ -74,6 +74,11 @@ class BudgetConfig:
     flops_reference: label of the encoder whose FLOPs set the budget under match=flops (null =
     the first encoder).
     dtype: float32 | bfloat16 — compute dtype of training and scoring (bfloat16 on GPU only).
+    compile: auto | true | false — ``torch.compile`` the backbone's blocks (auto: on CUDA only).
+    Speed only: the model cache key leaves it out.
+    micro_batch_bytes: split each step into micro-batches of this many bytes and accumulate
+    gradients (0 = the whole step at once), so a large batch fits a smaller GPU; the step's
+    gradient is the same sum, to float rounding. Speed/memory only: left out of the cache key.
     """
 
     train_bytes: int = 1_000_000
@@ -90,6 +95,8 @@ class BudgetConfig:
     match: Literal["bytes", "flops"] = "bytes"
     flops_reference: str | None = None
     dtype: Literal["float32", "bfloat16"] = "float32"
+    compile: Literal["auto"] | bool = "auto"
+    micro_batch_bytes: int = 0
 
 
 @dataclass(frozen=True, kw_only=True)

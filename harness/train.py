@@ -25,7 +25,17 @@ import torch
 from torch import nn
 
 from core.metrics import LN2
+from encoders.backbone import causal_attention_cost
 from encoders.base import Encoder, FitContext, TensorBatch
+from harness.accel import (
+    IdleMeter,
+    Prefetcher,
+    collate_processes,
+    compile_backbones,
+    ordered_pool_map,
+    pin,
+    want_compile,
+)
 from harness.data import training_windows
 from harness.permutation import WindowPermuter
 from harness.results import atomic_torch_save
@@ -47,14 +57,19 @@ def lr_at(budget: BudgetConfig, seen: int, total: int) -> float:
     return lo + 0.5 * (budget.lr - lo) * (1.0 + math.cos(math.pi * frac))
 
 
-def make_optimizer(model: nn.Module, budget: BudgetConfig) -> torch.optim.Optimizer:
-    """AdamW; weight decay on matrices only (not on norms, biases or embeddings' 1-D params)."""
+def make_optimizer(model: nn.Module, budget: BudgetConfig, device: torch.device | None = None) -> torch.optim.Optimizer:
+    """AdamW; weight decay on matrices only (not on norms, biases or embeddings' 1-D params).
+
+    On CUDA the fused kernel (one launch for all parameters, no host sync); on CPU the plain
+    per-parameter loop, whose results the CPU tests pin down."""
     decay, no_decay = [], []
     for p in model.parameters():
         if p.requires_grad:
             (decay if p.dim() >= 2 else no_decay).append(p)
     groups = [{"params": decay, "weight_decay": budget.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
-    return torch.optim.AdamW(groups, lr=budget.lr, betas=(budget.beta1, budget.beta2), foreach=False)
+    fast = device is not None and device.type == "cuda"
+    kw: dict[str, Any] = {"fused": True} if fast else {"foreach": False}
+    return torch.optim.AdamW(groups, lr=budget.lr, betas=(budget.beta1, budget.beta2), **kw)
 
 
 @dataclass
@@ -85,21 +100,32 @@ def autocast_for(budget: BudgetConfig, device: torch.device) -> Any:
     return torch.autocast("cpu", enabled=False)
 
 
-def train_step(encoder: Encoder, batch: TensorBatch, opt: torch.optim.Optimizer, lr: float,
-               budget: BudgetConfig, autocast: Any) -> torch.Tensor:
-    """One optimizer step on a batch already on the device; returns the detached loss (nats per
-    scored byte). The training loop and the dry-run estimate both take exactly this step."""
+def train_step(encoder: Encoder, batches: TensorBatch | list[TensorBatch], opt: torch.optim.Optimizer, lr: float,
+               budget: BudgetConfig, autocast: Any, device: torch.device | None = None) -> torch.Tensor:
+    """One optimizer step over a step's micro-batches (one batch: no accumulation), each moved
+    to ``device`` when given; returns the detached loss (nats per scored byte of the whole step),
+    still on the device. Each micro-batch's loss is divided by the whole step's scored bytes, so
+    the accumulated gradient is the one-batch gradient to float rounding. The training loop and
+    the dry-run estimate both take exactly this step."""
+    parts = batches if isinstance(batches, list) else [batches]
+    step_bytes = sum(b.scored_bytes for b in parts)
     for g in opt.param_groups:
         g["lr"] = lr
-    with autocast:
-        units = encoder(batch)
-        loss = units.nll.sum() / batch.scored_bytes
     opt.zero_grad(set_to_none=True)
-    loss.backward()
+    total: torch.Tensor | None = None
+    for batch in parts:
+        if device is not None:
+            batch = batch.to(device)
+        with autocast:
+            units = encoder(batch)
+            loss = units.nll.sum() / step_bytes
+        loss.backward()
+        total = loss.detach() if total is None else total + loss.detach()
     if budget.grad_clip > 0:
         torch.nn.utils.clip_grad_norm_(encoder.parameters(), budget.grad_clip)
     opt.step()
-    return loss.detach()
+    assert total is not None
+    return total
 
 
 def train_encoder(
@@ -127,9 +153,15 @@ def train_encoder(
     """
     encoder.to(device)
     encoder.train()
-    opt = make_optimizer(encoder, budget)
+    compiled = compile_backbones(encoder) if want_compile(budget.compile, device) else 0
+    opt = make_optimizer(encoder, budget, device)
     per_step = max(1, budget.batch_bytes // budget.context_bytes)
+    # Micro-batches: the step's windows in slices of micro_batch_bytes, gradients accumulated;
+    # the loss of each slice is divided by the whole step's scored bytes, so the step's gradient
+    # is the same sum (to float rounding) as in one batch.
+    micro = max(1, budget.micro_batch_bytes // budget.context_bytes) if budget.micro_batch_bytes else per_step
     seen, steps, flops, fwd_flops, elapsed = 0, 0, 0.0, 0.0, 0.0
+    causal_flops = 0.0  # training FLOPs with causal attention at half its dense cost
     curve: list[tuple[int, float]] = []
     recent: list[float] = []
     if checkpoint is not None and checkpoint.path.exists():
@@ -138,54 +170,109 @@ def train_encoder(
         opt.load_state_dict(state["optimizer"])
         seen, steps, flops, elapsed = int(state["seen"]), int(state["steps"]), float(state["flops"]), float(state["elapsed"])
         fwd_flops = float(state.get("forward_flops", 0.0))
+        causal_flops = float(state.get("causal_flops", 0.0))
         curve = [(int(a), float(b)) for a, b in state["curve"]]
     skip = steps  # batches already consumed by the interrupted run
     autocast = autocast_for(budget, device)
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
+
+    def collate(chunk: list[bytes]) -> list[Any]:
+        """The step's micro-batches, collated on CPU (in worker processes on CUDA)."""
+        if permuter is not None:
+            return [permuter.collate(encoder, chunk[j : j + micro])[0] for j in range(0, len(chunk), micro)]
+        return [encoder.collate(chunk[j : j + micro], [0] * len(chunk[j : j + micro]))
+                for j in range(0, len(chunk), micro)]
+
+    def prepare(batches: list[Any]) -> list[tuple[Any, float, float, float]]:
+        """(batch, forward FLOPs, frozen FLOPs) per micro-batch; runs in the prefetch thread
+        (FLOP counts may run a frozen sub-model on the device: BLT's entropy model)."""
+        out = []
+        for batch in batches:
+            # Training = forward + backward ≈ 3 × forward, except for frozen parts (BLT's entropy
+            # model) which only run forward.
+            frozen = encoder.frozen_flops(batch)
+            fwd = encoder.flops(batch)
+            # the same count with causal attention at half its dense cost (MFU's convention)
+            with causal_attention_cost(0.5):
+                half = 3.0 * encoder.flops(batch) - 2.0 * encoder.frozen_flops(batch)
+            out.append((pin(batch) if device.type == "cuda" else batch, fwd, frozen, half))
+        return out
+
+    todo = (chunk for i, chunk in enumerate(batched(windows, per_step)) if i >= skip)
+    collated = ordered_pool_map(collate, todo, collate_processes(device))
+    feed = Prefetcher(collated, prepare, depth=4)
+    idle = IdleMeter(device, os.environ.get("TOKBENCH_IDLE_STEPS"))
+    step_here = 0  # steps run by this call (a resumed run starts at 0 again)
     t0 = time.perf_counter() - elapsed
     last_ckpt = time.perf_counter()
     curve_every = max(1, n_bytes // 100)
     window_loss, window_bytes = 0.0, 0
-    for i, chunk in enumerate(batched(windows, per_step)):
-        if i < skip:
-            continue
-        # Under a FLOP budget the FLOPs decide when to stop (n_bytes only shapes the schedule).
-        if (flops >= max_flops) if max_flops is not None else (seen >= n_bytes):
-            break
-        if permuter is None:
-            batch = encoder.collate(chunk, [0] * len(chunk))
-        else:
-            batch = permuter.collate(encoder, chunk)[0]
-        # Training = forward + backward ≈ 3 × forward, except for frozen parts (BLT's entropy
-        # model) which only run forward.
-        fwd = encoder.flops(batch)
-        step_flops = 3.0 * fwd - 2.0 * encoder.frozen_flops(batch)
-        loss = train_step(encoder, batch.to(device), opt, lr_at(budget, seen, n_bytes), budget, autocast)
-        lv = float(loss) / LN2
-        if not math.isfinite(lv):
-            raise FloatingPointError(f"training loss is {lv} at step {steps}; lower budget.lr")
-        seen += batch.scored_bytes
-        steps += 1
-        flops += step_flops
-        fwd_flops += fwd
-        recent = (recent + [lv])[-10:]
-        # Each curve point is the byte-weighted mean loss since the previous point (a single
-        # step's loss is too noisy to read, above all for large-vocabulary BPE).
-        window_loss += lv * batch.scored_bytes
-        window_bytes += batch.scored_bytes
-        if not curve or seen - curve[-1][0] >= curve_every:
-            curve.append((seen, window_loss / window_bytes))
-            window_loss, window_bytes = 0.0, 0
-        if progress is not None:
-            progress(seen, n_bytes, lv)
-        if checkpoint is not None and time.perf_counter() - last_ckpt > checkpoint.every_seconds:
-            atomic_torch_save(
-                {"model": encoder.state_dict(), "optimizer": opt.state_dict(), "seen": seen, "steps": steps,
-                 "flops": flops, "forward_flops": fwd_flops, "elapsed": time.perf_counter() - t0, "curve": curve},
-                checkpoint.path,
-            )
-            last_ckpt = time.perf_counter()
+    # Step losses stay on the device until a curve point, checkpoint or the end needs them:
+    # reading a loss every step would make the host wait for the GPU every step.
+    pending: list[tuple[torch.Tensor, int]] = []  # (loss nats/byte, scored bytes) per step
+    last_lv = math.nan
+    first_step_s: float | None = None
+
+    def flush() -> None:
+        nonlocal window_loss, window_bytes, recent, last_lv
+        if not pending:
+            return
+        vals = torch.stack([p[0] for p in pending]).tolist()
+        for k, (v, (_, nb)) in enumerate(zip(vals, pending)):
+            lv = v / LN2
+            if not math.isfinite(lv):
+                raise FloatingPointError(f"training loss is {lv} at step {steps - len(pending) + k}; lower budget.lr")
+            recent = (recent + [lv])[-10:]
+            # Each curve point is the byte-weighted mean loss since the previous point (a single
+            # step's loss is too noisy to read, above all for large-vocabulary BPE).
+            window_loss += lv * nb
+            window_bytes += nb
+            last_lv = lv
+        pending.clear()
+
+    try:
+        for parts in feed:
+            # Under a FLOP budget the FLOPs decide when to stop (n_bytes only shapes the schedule).
+            if (flops >= max_flops) if max_flops is not None else (seen >= n_bytes):
+                break
+            idle.step(step_here)
+            step_here += 1
+            step_bytes = sum(p[0].scored_bytes for p in parts)
+            step_loss = train_step(encoder, [p[0] for p in parts], opt, lr_at(budget, seen, n_bytes), budget,
+                                   autocast, device)
+            for _, fwd, frozen, half in parts:
+                flops += 3.0 * fwd - 2.0 * frozen
+                fwd_flops += fwd
+                causal_flops += half
+            pending.append((step_loss, step_bytes))
+            seen += step_bytes
+            steps += 1
+            if first_step_s is None:
+                if device.type == "cuda":
+                    torch.cuda.synchronize(device)
+                first_step_s = time.perf_counter() - t0  # includes the cold compile
+            if not curve or seen - curve[-1][0] >= curve_every:
+                flush()
+                curve.append((seen, window_loss / window_bytes))
+                window_loss, window_bytes = 0.0, 0
+            if progress is not None:
+                progress(seen, n_bytes, last_lv)
+            if checkpoint is not None and time.perf_counter() - last_ckpt > checkpoint.every_seconds:
+                flush()
+                atomic_torch_save(
+                    {"model": encoder.state_dict(), "optimizer": opt.state_dict(), "seen": seen, "steps": steps,
+                     "flops": flops, "forward_flops": fwd_flops, "causal_flops": causal_flops,
+                     "elapsed": time.perf_counter() - t0, "curve": curve},
+                    checkpoint.path,
+                )
+                last_ckpt = time.perf_counter()
+        flush()
+        idle.finish()
+    finally:
+        feed.close()
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
     seconds = time.perf_counter() - t0
     encoder.eval()
     if checkpoint is not None and checkpoint.path.exists():
@@ -195,7 +282,12 @@ def train_encoder(
         "bytes": seen,
         "steps": steps,
         "flops": flops,
+        "flops_causal_attn_half": causal_flops,
         "seconds": seconds,
+        "first_step_seconds": first_step_s or 0.0,
+        "host_wait_seconds": feed.wait_seconds,
+        "compiled_modules": compiled,
+        **({"gpu_idle": idle.result} if idle.result is not None else {}),
         "bytes_per_s": seen / seconds if seconds > 0 else math.nan,
         "peak_mem_bytes": peak_memory(device),
         "peak_mem_kind": "cuda_allocated" if device.type == "cuda" else "process_max_rss",

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -171,33 +172,38 @@ class BpeEncoder(Encoder):
         rows = []
         for w, s in zip(windows, score_from):
             ctx_ids = tok.encode(w[:s])
-            tgt_ids, spans = tok.encode_with_offsets(w[s:])
-            rows.append((ctx_ids, tgt_ids, [(s + a, s + b) for a, b in spans]))
+            tgt_ids = tok.encode(w[s:])
+            rows.append((ctx_ids, tgt_ids, s))
         return self._collate_rows(rows, sum(len(w) - s for w, s in zip(windows, score_from)))
 
-    def _collate_rows(
-        self, rows: list[tuple[list[int], list[int], list[tuple[int, int]]]], scored: int
-    ) -> TensorBatch:
-        """Tensors of ``collate`` from per-window (context ids, scored ids, scored byte spans)."""
+    def _collate_rows(self, rows: list[tuple[list[int], list[int], int]], scored: int) -> TensorBatch:
+        """Tensors of ``collate`` from per-window (context ids, scored ids, first scored byte)."""
+        # numpy, not per-row torch.tensor(list): collation is on the training step's host path
+        lens = self._token_len_np()
         B = len(rows)
         N = max((len(c) + len(t) for c, t, _ in rows), default=0)
-        inputs = torch.full((B, N), self.bos, dtype=torch.long)
-        targets = torch.full((B, N), -1, dtype=torch.long)
-        start = torch.full((B, N), -1, dtype=torch.long)
-        end = torch.full((B, N), -1, dtype=torch.long)
+        inputs = np.full((B, N), self.bos, dtype=np.int64)
+        targets = np.full((B, N), -1, dtype=np.int64)
+        start = np.full((B, N), -1, dtype=np.int64)
+        end = np.full((B, N), -1, dtype=np.int64)
         segments: list[list[int]] = []
-        for i, (c, t, spans) in enumerate(rows):
-            ids = c + t
-            if ids:
-                inputs[i, 1 : len(ids)] = torch.tensor(ids[:-1], dtype=torch.long)
+        for i, (c, t, s) in enumerate(rows):
+            n = len(c) + len(t)
+            if n > 1:
+                inputs[i, 1:n] = (c + t)[:-1]
             if t:
                 k = len(c)
-                targets[i, k : len(ids)] = torch.tensor(t, dtype=torch.long)
-                sp = torch.tensor(spans, dtype=torch.long)  # (len(t), 2)
-                start[i, k : len(ids)] = sp[:, 0]
-                end[i, k : len(ids)] = sp[:, 1]
-            segments.append([b - a for a, b in spans])
-        tensors = {"inputs": inputs, "targets": targets, "start": start, "end": end}
+                tt = np.asarray(t, dtype=np.int64)
+                targets[i, k:n] = tt
+                ln = lens[tt]  # (len(t),) bytes per token; tokens tile w[s:] from s on
+                e = s + np.cumsum(ln)
+                start[i, k:n] = e - ln
+                end[i, k:n] = e
+                segments.append(ln.tolist())
+            else:
+                segments.append([])
+        tensors = {k: torch.from_numpy(v) for k, v in
+                   (("inputs", inputs), ("targets", targets), ("start", start), ("end", end))}
         return TensorBatch(tensors, {"segments": segments}, scored)
 
     # -- static permutations (harness.permutation): tokens are the units that move ------------
@@ -216,15 +222,17 @@ class BpeEncoder(Encoder):
         if getattr(self.config, "objective", "ar") != "ar":  # other objectives collate otherwise
             raise NotImplementedError("bpe: permuted windows are collated for objective: ar only")
         ranks = self._tok().ranks
-        rows = []
-        for w in fed:
-            ids, spans, pos = [], [], 0
-            for u in w.units:
-                ids.append(ranks[u])
-                spans.append((pos, pos + len(u)))
-                pos += len(u)
-            rows.append(([], ids, spans))
+        rows = [([], [ranks[u] for u in w.units], 0) for w in fed]
         return self._collate_rows(rows, sum(len(w.data) for w in fed))
+
+    def _token_len_np(self) -> np.ndarray:
+        """Bytes per token id as an array, built once per tokenizer."""
+        tok = self._tok()
+        cached = getattr(self, "_lens_cache", None)
+        if cached is None or cached[0] is not tok:
+            cached = (tok, np.asarray(tok.token_len, dtype=np.int64))
+            self._lens_cache = cached
+        return cached[1]
 
     def hidden(self, inputs: torch.Tensor) -> torch.Tensor:
         """inputs (B, N) long -> (B, N, dim); position n sees inputs <= n, i.e. tokens < n."""

@@ -38,6 +38,7 @@ _RANGES: dict[type, dict[str, _Rule]] = {
         "beta1": _FRAC_OPEN_HI,
         "beta2": _FRAC_OPEN_HI,
         "grad_clip": _NONNEG,
+        "micro_batch_bytes": _NONNEG,
     },
     BackboneConfig: {
         "layers": _POS,
@@ -91,6 +92,11 @@ def check_budget(b: BudgetConfig, where: Where) -> None:
     if b.batch_bytes > b.train_bytes:
         raise where.at("batch_bytes").error(
             f"batch_bytes ({b.batch_bytes}) must be <= train_bytes ({b.train_bytes}): not even one step"
+        )
+    if b.micro_batch_bytes and not b.context_bytes <= b.micro_batch_bytes <= b.batch_bytes:
+        raise where.at("micro_batch_bytes").error(
+            f"micro_batch_bytes ({b.micro_batch_bytes}) must be 0 or between context_bytes ({b.context_bytes}) "
+            f"and batch_bytes ({b.batch_bytes})"
         )
     if b.warmup_bytes > b.train_bytes:
         raise where.at("warmup_bytes").error(

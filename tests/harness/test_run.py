@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -125,9 +126,16 @@ def test_killed_run_resumes_without_losing_cells(finished: tuple[Path, Path], tm
 
 def test_a_real_kill_mid_run_then_resume(tmp_path: Path) -> None:
     suite = make_suite(tmp_path)
+    # Scoring packs all cells of an eval set into one job, so cells land in bursts: the second
+    # eval set gets enough documents (and a cache of its own, no perturbed texts from earlier
+    # runs) that the kill after the first burst lands while it is still being scored.
+    (tmp_path / "other.txt").write_text("".join(f"Ligne {i} en français, avec des accents — très bien.\n"
+                                                for i in range(400)))
     out = tmp_path / "out"
-    cmd = [sys.executable, "-m", "harness.cli", "run", str(suite), "--out", str(out), "--quiet", "--no-report"]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    cmd = [sys.executable, "-m", "harness.cli", "run", str(suite), "--out", str(out), "--quiet", "--no-report",
+           "--set", "eval.max_docs=400"]
+    env = {**os.environ, "TOKBENCH_CACHE": str(tmp_path / "cache")}
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
     import time
 
     deadline = time.time() + 120
@@ -137,7 +145,7 @@ def test_a_real_kill_mid_run_then_resume(tmp_path: Path) -> None:
     proc.wait()
     assert list(out.glob("cells/*.json")), "no cell was finished before the kill"
     assert not (out / "results.csv").exists(), "the run finished before it could be killed"
-    resumed = subprocess.run(cmd, capture_output=True, text=True)
+    resumed = subprocess.run(cmd, capture_output=True, text=True, env=env)
     assert resumed.returncode == 0
     assert "loaded from cache" in resumed.stderr  # the trained model survived the kill
     rows = read_rows(out)
@@ -197,3 +205,35 @@ def test_dry_run_lists_models_and_cells_and_trains_nothing(tmp_path: Path, capsy
     out = capsys.readouterr().out
     assert "bytes" in out and "bpe" in out and "cells to score: 24" in out
     assert not (tmp_path / "o" / "models").exists()
+
+
+# --- the dry run's estimate against the run (issue 16)
+
+ESTIMATE_PHASES = ("data", "fits", "training", "perturbation", "scoring", "per_seed")
+
+
+def test_dry_run_then_run_reports_estimated_vs_actual(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    suite = make_suite(tmp_path)
+    out = tmp_path / "o"
+    assert main(["run", str(suite), "--out", str(out), "--dry-run", "--device", "cpu"]) == 0
+    text = capsys.readouterr().out
+    assert "estimate per seed:" in text and "peak mem" in text
+    est = json.loads((out / "estimate.json").read_text())
+    assert set(ESTIMATE_PHASES) <= set(est["seconds_per_seed"]) and est["seconds_per_seed"]["training"] > 0
+    assert not (out / "models").exists()
+    assert main(["run", str(suite), "--out", str(out), "--quiet", "--no-report", "--device", "cpu"]) == 0
+    err = capsys.readouterr().err
+    assert "[time] total" in err and "estimated vs actual per seed" in err
+    run = json.loads((out / "run.json").read_text())
+    eva = run["estimate_vs_actual"]
+    assert set(ESTIMATE_PHASES) <= set(eva["actual"]) and eva["ratio_per_seed"] > 0
+    assert eva["actual"]["per_seed"] == pytest.approx(run["timings"]["total_seconds"], rel=0.05)
+    sp = run["speed"]
+    assert sp["gemm_bf16_tflops"] is None  # no MFU ceiling on CPU
+    tr = sp["train"]["bytes s0"]
+    assert tr["bytes_per_s"] > 0 and "mfu" not in tr
+    assert sp["score"]["bytes"]["scored_bytes"] > 0 and sp["score"]["bytes"]["forward_flops"] > 0
+    stats = run["encoders"]["bytes"]["seeds"]["0"]["train"]
+    # causal attention counted at half: less than the full count, by the attention share
+    assert 0 < stats["flops_causal_attn_half"] < stats["flops"]
+    assert {"perturb_seconds", "score_forward_seconds"} <= set(run["timings"])

@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# One seed of suites/standard.yaml on one GPU, as a new user runs it: the dry-run estimate, then
+# the run itself into the same directory (so run.json holds estimated vs actual), logs to $OUT.
+#
+#   bash benchmarks/gpu_standard.sh [extra --set overrides...]
+#
+# Expects (docs/gpu.md): the data cache unpacked at $TOKBENCH_CACHE (default ../.gpu/cache) and
+# wheels of missing packages in ../.gpu/wheels. Writes $OUT/{dry_run.log,run.log,run.json,results.csv}.
+set -o pipefail
+OUT=${OUT:-/tmp/tokbench-gpu-out}
+mkdir -p "$OUT"
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+GPU_DIR=${GPU_DIR:-$ROOT/../.gpu}
+if ls "$GPU_DIR"/wheels/*.whl >/dev/null 2>&1; then
+  python3 -m pip install -q --no-deps --no-index "$GPU_DIR"/wheels/*.whl 2>&1 | tail -2
+fi
+export PYTHONPATH=$ROOT TOKBENCH_CACHE=${TOKBENCH_CACHE:-$GPU_DIR/cache} PYTHONUNBUFFERED=1
+cd "$ROOT"
+RUN=${RUN_DIR:-/tmp/tokbench-standard-s0}
+rm -rf "$RUN"
+{ date -u; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader;
+  python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__, 'cuda', torch.version.cuda)"; } \
+  2>&1 | tee "$OUT/env.log"
+SETS=(--set "seeds=[0]")
+for s in "$@"; do SETS+=(--set "$s"); done
+[ -n "$SKIP_DRY" ] || timeout ${DRY_TIMEOUT:-150} python3 -m harness.cli run standard "${SETS[@]}" --device cuda --no-prepare --dry-run --out "$RUN" 2>&1 | tee "$OUT/dry_run.log"
+timeout ${RUN_TIMEOUT:-400} python3 -m harness.cli run standard "${SETS[@]}" --device cuda --no-prepare --quiet --out "$RUN" 2>&1 | tee "$OUT/run.log"
+cp "$RUN/run.json" "$RUN/results.csv" "$OUT/" 2>/dev/null
+python3 - "$RUN/run.json" <<'PY' | tee "$OUT/speed.log"
+import json, sys
+r = json.load(open(sys.argv[1]))
+sp = r.get("speed", {})
+print("gemm bf16 TFLOP/s", sp.get("gemm_bf16_tflops"))
+for k, v in sp.get("train", {}).items():
+    print(f"train {k:<18} MFU {v.get('mfu', 0):.3f} (full attn {v.get('mfu_full_attn', 0):.3f}) "
+          f"{v['bytes_per_s'] / 1e6:.2f} MB/s first step {v['first_step_seconds']:.1f} s peak {v['peak_mem_bytes'] / 2**30:.1f} GiB")
+for k, v in sp.get("score", {}).items():
+    print(f"score {k:<18} MFU {v.get('mfu') or 0:.3f} {v['mb_per_s']:.2f} MB/s {v['seconds']:.1f} s")
+for label, f in r.get("encoders", {}).items():
+    for seed, m in f.get("seeds", {}).items():
+        gi = m["train"].get("gpu_idle")
+        if gi:
+            print(f"gpu idle {label} s{seed}: {gi['idle_fraction']:.1%} of steps {gi['steps']} "
+                  f"(wall {gi['wall_seconds']:.2f} s, device busy {gi['device_busy_seconds']:.2f} s)")
+print("timings", json.dumps(r.get("timings"), indent=1))
+print("estimate_vs_actual", json.dumps(r.get("estimate_vs_actual"), indent=1))
+PY

@@ -1,0 +1,121 @@
+"""Scoring as a batch job: perturb once, score many cells per forward.
+
+* ``PlanCache`` — the perturbed texts of one (eval set, perturbation, seed, mode), with their
+  edit rates and word counts, stored once on disk under a key made of their content (the eval
+  documents' fingerprint, the perturbation's name/id/params, the seed, the mode and the cut, and
+  a hash of the code that made them: ``code_hash``), so every encoder, and every later run,
+  reuses them. Each file carries a sha256 of its payload;
+  a file that fails it is recomputed.
+* ``perturb_many`` — computes missing plans in several CPU processes (a document's perturbed
+  text depends only on (seed, perturbation, params, document id), so the order and the process
+  that computes it never change the result).
+
+The harness then hands the windows of many cells to ``score_items`` at once (one model, all its
+cells of an eval set), and splits the per-document scores back into cells.
+"""
+
+from __future__ import annotations
+
+import functools
+import gzip
+import hashlib
+import inspect
+import json
+import multiprocessing
+import os
+from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from harness.results import atomic_write_bytes, stable_hash
+
+# A plan row: (perturbed text — whole document for mode full, prefix for clean_target —,
+# edit rate, word count), or None where the document gives no scored window.
+CachedRow = tuple[str, float, int] | None
+
+
+class PlanCache:
+    """Directory of gzip-JSON plan files, ``<dir>/<key[:2]>/<key>.json.gz``; first line of the
+    decompressed file is the sha256 hex of the rest."""
+
+    def __init__(self, root: Path | None) -> None:
+        self.root = root
+
+    @staticmethod
+    def key(**parts: Any) -> str:
+        return stable_hash(parts)
+
+    def path(self, key: str) -> Path | None:
+        return None if self.root is None else self.root / key[:2] / f"{key}.json.gz"
+
+    def get(self, key: str) -> list[CachedRow] | None:
+        p = self.path(key)
+        if p is None or not p.exists():
+            return None
+        try:
+            raw = gzip.decompress(p.read_bytes())
+            digest, _, body = raw.partition(b"\n")
+            if hashlib.sha256(body).hexdigest().encode() != digest:
+                return None
+            rows = json.loads(body)
+        except (OSError, EOFError, ValueError):
+            return None  # unreadable or corrupt: recompute
+        return [None if r is None else (r[0], float(r[1]), int(r[2])) for r in rows]
+
+    def put(self, key: str, rows: Sequence[CachedRow]) -> None:
+        p = self.path(key)
+        if p is None:
+            return
+        # ensure_ascii: lone surrogates (undecodable bytes under surrogateescape) survive as \\udcXX
+        body = json.dumps([None if r is None else list(r) for r in rows], ensure_ascii=True).encode()
+        atomic_write_bytes(p, gzip.compress(hashlib.sha256(body).hexdigest().encode() + b"\n" + body, 5))
+
+
+_SHARED_CODE = ("harness/perturb.py", "harness/score.py", "harness/metrics.py", "core/metrics.py", "perturbations/base.py",
+                "perturbations/measure.py")
+
+
+@functools.cache
+def code_hash(cls: type | None) -> str:
+    """sha256 over the source files that decide a plan: the perturbation class's module and the
+    shared planning code (perturb, cut, edit rate, word count). Part of the plan cache key, so
+    editing a perturbation never serves stale perturbed texts."""
+    root = Path(__file__).resolve().parents[1]
+    files = [root / f for f in _SHARED_CODE]
+    if cls is not None:
+        try:
+            files.append(Path(inspect.getfile(cls)))
+        except (TypeError, OSError):
+            pass
+    h = hashlib.sha256()
+    for f in files:
+        h.update(f.read_bytes() if f.is_file() else str(f).encode())
+    return h.hexdigest()[:16]
+
+
+_WORK: Callable[[Any], list[CachedRow]] | None = None  # set in the parent, inherited by fork
+
+
+def _call(task: Any) -> list[CachedRow]:
+    assert _WORK is not None
+    return _WORK(task)
+
+
+def perturb_many(tasks: Sequence[Any], work: Callable[[Any], list[CachedRow]], processes: int | None = None) -> list[list[CachedRow]]:
+    """``[work(t) for t in tasks]``, spread over ``processes`` forked CPU processes (default:
+    the CPUs this process may use, at most one per task). Falls back to this process where fork
+    is unavailable or only one process would run. ``work`` must be deterministic per task."""
+    global _WORK
+    n = processes if processes is not None else len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    n = max(1, min(n, len(tasks)))
+    if n == 1 or "fork" not in multiprocessing.get_all_start_methods():
+        return [work(t) for t in tasks]
+    _WORK = work
+    try:
+        # fork: the children inherit the fitted perturbation instances and the texts; they only
+        # run Python string code (never CUDA), which is safe after the parent initialised CUDA.
+        with ProcessPoolExecutor(n, mp_context=multiprocessing.get_context("fork")) as ex:
+            return list(ex.map(_call, tasks, chunksize=1))
+    finally:
+        _WORK = None

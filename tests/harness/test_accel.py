@@ -1,0 +1,109 @@
+"""The speed machinery changes no number: collation in worker processes, micro-batches, the
+prefetch thread, and the ordered process map."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import harness.train as train_mod
+from encoders.backbone import BackboneConfig
+from encoders.bpe import BpeConfig, BpeEncoder
+from encoders.byte_baseline import ByteConfig, ByteEncoder
+from harness.accel import Prefetcher, ordered_pool_map, want_compile
+from harness.data import training_windows
+from harness.suite import BudgetConfig
+from harness.train import FitContext, train_encoder
+from sources.base import Document
+
+BUDGET = BudgetConfig(train_bytes=4_096, context_bytes=64, batch_bytes=512, lr=1e-2, warmup_bytes=512)
+DOCS = [Document(f"d{i}", (f"sample text number {i}, with words and more words. " * 6).encode()) for i in range(16)]
+CPU = torch.device("cpu")
+
+
+def byte_model() -> ByteEncoder:
+    torch.manual_seed(0)
+    return ByteEncoder(ByteConfig(), BackboneConfig(layers=1, dim=16, heads=2))
+
+
+def bpe_model() -> BpeEncoder:
+    torch.manual_seed(0)
+    enc = BpeEncoder(BpeConfig(vocab_size=300), BackboneConfig(layers=1, dim=16, heads=2))
+    enc.fit(FitContext(train_docs=lambda: (d.data for d in DOCS), train_bytes=4_096, context_bytes=64, seed=0,
+                       device=CPU, train=lambda e, n: {}, log=lambda s: None))
+    return enc
+
+
+def run(enc: torch.nn.Module, budget: BudgetConfig = BUDGET) -> dict:
+    return train_encoder(enc, training_windows(DOCS, budget.train_bytes, 64, 0), budget.train_bytes, budget, CPU)
+
+
+def test_ordered_pool_map_keeps_order_and_tensors() -> None:
+    out = list(ordered_pool_map(lambda x: (x, torch.full((3,), x)), iter(range(12)), processes=2, ahead=3))
+    assert [o[0] for o in out] == list(range(12))
+    assert all(torch.equal(t, torch.full((3,), i)) for i, t in out)
+
+
+def test_collation_in_worker_processes_gives_the_same_weights(monkeypatch: pytest.MonkeyPatch) -> None:
+    a = bpe_model()
+    sa = run(a)
+    monkeypatch.setattr(train_mod, "collate_processes", lambda device: 2)  # as on CUDA
+    b = bpe_model()
+    sb = run(b)
+    assert sa["loss_curve"] == sb["loss_curve"] and sa["flops"] == sb["flops"]
+    for pa, pb in zip(a.parameters(), b.parameters()):
+        assert torch.equal(pa, pb)
+
+
+def test_micro_batches_give_the_same_step_to_float_rounding() -> None:
+    a, b = byte_model(), byte_model()
+    sa = run(a)
+    micro = BudgetConfig(**{**BUDGET.__dict__, "micro_batch_bytes": 128})  # 4 micro-batches per step
+    sb = run(b, micro)
+    assert sa["bytes"] == sb["bytes"] and sa["steps"] == sb["steps"]
+    # (FLOPs differ: each micro-batch pads to its own longest window, and padding is counted)
+    for (_, la), (_, lb) in zip(sa["loss_curve"], sb["loss_curve"]):
+        assert la == pytest.approx(lb, rel=1e-5)
+    for pa, pb in zip(a.parameters(), b.parameters()):
+        torch.testing.assert_close(pa, pb, rtol=1e-4, atol=1e-5)
+
+
+def test_prefetcher_reraises_errors_in_order() -> None:
+    def make(x: int) -> int:
+        if x == 3:
+            raise ValueError("bad window")
+        return x * 10
+
+    got = []
+    with pytest.raises(ValueError, match="bad window"):
+        for v in Prefetcher(iter(range(6)), make, depth=2):
+            got.append(v)
+    assert got == [0, 10, 20]
+
+
+def test_compile_switch() -> None:
+    assert want_compile("auto", torch.device("cuda")) and not want_compile("auto", CPU)
+    assert want_compile(True, CPU) and not want_compile(False, torch.device("cuda"))
+
+
+def test_busy_time_is_the_union_of_device_intervals() -> None:
+    from harness.accel import IdleMeter, union_length
+
+    assert union_length([(0, 2), (1, 3), (5, 6), (5.5, 5.8)]) == 4.0  # [0,3) + [5,6)
+    assert union_length([]) == 0.0
+    meter = IdleMeter(CPU, "1:3")  # off on CPU: no profiler, no result
+    for i in range(4):
+        meter.step(i)
+    meter.finish()
+    assert meter.result is None
+
+
+def test_flop_counts_in_the_prefetch_thread_follow_the_callers_attention_convention() -> None:
+    from encoders.backbone import causal_attention_cost
+
+    plain = run(byte_model())
+    assert 0 < plain["flops_causal_attn_half"] < plain["flops"]
+    with causal_attention_cost(0.5):  # as a scaling sweep trains its grid points
+        halved = run(byte_model())
+    assert halved["flops"] == pytest.approx(plain["flops_causal_attn_half"])
+    assert halved["flops_causal_attn_half"] == pytest.approx(halved["flops"])

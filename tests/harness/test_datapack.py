@@ -1,0 +1,84 @@
+"""data pack / unpack: one archive, checked against its manifest, installed atomically."""
+
+from __future__ import annotations
+
+import io
+import json
+import tarfile
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from harness.datapack import pack, unpack
+
+
+def fake_package(cache: Path, name: str, files: dict[str, bytes]) -> None:
+    d = cache / "debian" / name
+    (d / "root").mkdir(parents=True)
+    (d / "package.json").write_text(json.dumps({"name": name, "version": "1"}))
+    for rel, data in files.items():
+        p = d / "root" / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_bytes(data)
+
+
+def suite_reading(*packages: str) -> SimpleNamespace:
+    src = SimpleNamespace(config=SimpleNamespace(packages=lambda: packages), source="debian", name=None,
+                          language=None, max_bytes=None, docs=None, part=None)
+    return SimpleNamespace(data=SimpleNamespace(train=src, eval=[]), perturbations=[], analyses=[])
+
+
+@pytest.fixture(autouse=True)
+def _key(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("harness.data.source_key", lambda s: "one")
+
+
+def test_pack_then_unpack_reproduces_the_cache(tmp_path: Path) -> None:
+    src = tmp_path / "src"
+    fake_package(src, "python3.11-doc", {"usr/share/doc/python3.11/html/_sources/a.rst.txt": b"text a",
+                                         "usr/share/doc/python3.11/html/big.html": b"x" * 1000})
+    fake_package(src, "other", {"usr/share/o.txt": b"o"})
+    suite = suite_reading("python3.11-doc", "other")
+    full, slim = tmp_path / "full.tar.gz", tmp_path / "slim.tar.gz"
+    assert pack(suite, src, full)["files"] == 5
+    assert pack(suite, src, slim, slim=True)["files"] == 4  # the HTML tree the source never reads is left out
+    dst = tmp_path / "dst"
+    got = unpack(slim, dst)
+    assert got["packages"] == ["python3.11-doc", "other"]
+    root = dst / "debian" / "python3.11-doc" / "root" / "usr/share/doc/python3.11/html"
+    assert (root / "_sources/a.rst.txt").read_bytes() == b"text a" and not (root / "big.html").exists()
+    assert (dst / "debian" / "other" / "package.json").is_file()
+    unpack(full, dst)  # again over an existing copy: replaced whole
+    assert (root / "big.html").exists()
+
+
+def test_unpack_refuses_a_tampered_or_escaping_archive(tmp_path: Path) -> None:
+    src = tmp_path / "src"
+    fake_package(src, "p", {"f.txt": b"good"})
+    arc = tmp_path / "a.tar.gz"
+    pack(suite_reading("p"), src, arc)
+    with tarfile.open(arc) as t:
+        members = [(m, t.extractfile(m).read() if m.isfile() else None) for m in t.getmembers()]
+    bad = tmp_path / "bad.tar.gz"
+    with tarfile.open(bad, "w:gz") as t:
+        for m, data in members:
+            if m.name.endswith("f.txt"):
+                data = b"evil"
+                m.size = len(data)
+            t.addfile(m, io.BytesIO(data) if data is not None else None)
+    with pytest.raises(ValueError, match="sha256"):
+        unpack(bad, tmp_path / "dst")
+    assert not (tmp_path / "dst" / "debian" / "p").exists()  # nothing installed
+    esc = tmp_path / "esc.tar.gz"
+    with tarfile.open(esc, "w:gz") as t:
+        info = tarfile.TarInfo("../outside.txt")
+        info.size = 1
+        t.addfile(info, io.BytesIO(b"x"))
+    with pytest.raises(ValueError, match="refusing"):
+        unpack(esc, tmp_path / "dst")
+
+
+def test_pack_names_an_unprepared_package(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="not prepared"):
+        pack(suite_reading("missing"), tmp_path, tmp_path / "x.tar.gz")
