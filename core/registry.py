@@ -3,9 +3,13 @@ analyses).
 
 A suite names a plugin in one of three ways, tried in this order by ``Registry.resolve``:
 
-1. ``"package.module:ClassName"`` — imported directly. The module may live on ``PYTHONPATH``, in
-   the current directory or next to the suite file (``search_paths``; they are put on ``sys.path``
-   for that one import only, after the existing entries so they never shadow installed modules).
+1. ``"package.module:ClassName"`` — imported directly. The module may live on ``sys.path``
+   (installed packages, ``PYTHONPATH``) or in a folder of ``search_paths`` (for a suite: its
+   ``plugin_paths``, default the suite file's own folder; see ``harness.plugins.suite_plugin_paths``).
+   Those folders are put on ``sys.path`` for that one import only, after the existing entries so
+   they never shadow installed modules. The working directory is not searched for a suite's
+   plugins (``python -m`` puts it on sys.path by itself; the ``tokbench`` script does not).
+   Plugins are code: importing one runs it with your rights.
 2. a registered name — a built-in (a lazy ``"module:Attr"`` entry of ``lazy``, imported only when
    named, or a class registered by importing one of ``modules``) or anything already registered
    with the ``register`` decorator.
@@ -68,7 +72,7 @@ def import_target(target: str, what: str, search_paths: Sequence[str | Path] = (
                 where = (
                     "it is not installed"
                     if what.startswith("built-in")
-                    else "not on PYTHONPATH, the current directory or the suite's directory"
+                    else "not on sys.path, nor in the suite's plugin_paths folders"
                 )
                 raise PluginError(f"{what}: cannot import module {module!r} ({where})") from None
             raise PluginError(f"{what}: importing {module!r} failed: {e}") from e
@@ -76,6 +80,10 @@ def import_target(target: str, what: str, search_paths: Sequence[str | Path] = (
             raise PluginError(
                 f"{what}: importing {module!r} failed: {type(e).__name__}: {e}"
             ) from e
+        except SystemExit as e:  # sys.exit() at import must not end tokbench silently
+            raise PluginError(
+                f"{what}: importing {module!r} called sys.exit({e.code!r}); a plugin module must not exit"
+            ) from None
     for part in attr.split("."):
         try:
             obj = getattr(obj, part)
@@ -228,7 +236,7 @@ class Registry(MutableMapping[str, type], Generic[T]):
         if name in eps:
             try:
                 obj = eps[name].load()
-            except Exception as e:
+            except (Exception, SystemExit) as e:
                 raise PluginError(
                     f"{what}: entry point {eps[name].value!r} ({self.group}) failed to load: "
                     f"{type(e).__name__}: {e}"

@@ -64,10 +64,15 @@ def load(args: argparse.Namespace) -> Any:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    from harness.guards import check_limit, check_memory, check_out_dir
     from harness.preflight import load_warning
     from harness.run import Runner, RunOptions, summary_table
 
+    check_limit(args.limit)
     suite = load(args)
+    check_out_dir(Path(args.out) if args.out else Path("runs") / suite.name)
+    if not args.no_memory_check:
+        check_memory(suite, args.device)
     if warn := load_warning():
         print(f"tokbench: {warn}", file=sys.stderr)
     opts = RunOptions(out=Path(args.out) if args.out else None, device=args.device, limit=args.limit,
@@ -82,8 +87,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     root = runner.run()
     print(summary_table(runner.rows))
     print(f"\nrun directory: {root}  ({time.perf_counter() - t0:.0f} s)")
-    if (root / "report.html").exists():
-        print(f"report:        {root / 'report.html'}")
+    if runner.report_path is not None:  # never announce a report this run did not write
+        print(f"report:        {runner.report_path}")
     return 0
 
 
@@ -123,11 +128,15 @@ def cmd_data_unpack(args: argparse.Namespace) -> int:
 def cmd_validate(args: argparse.Namespace) -> int:
     import yaml
 
+    from harness.guards import check_memory
     from harness.preflight import check_data
 
     suite = load(args)
     check_data(suite)  # data paths exist (a missing file fails here, not at run time)
+    memory = [] if args.no_memory_check else check_memory(suite, "auto")
     print(yaml.safe_dump(suite.raw, sort_keys=False, allow_unicode=True).rstrip())
+    if memory:
+        print("\n" + "\n".join(f"# memory: {m}" for m in memory))
     print(f"\n# OK: suite '{suite.name}': {len(suite.encoders)} encoder(s) "
           f"({', '.join(e.label for e in suite.encoders)}), {len(suite.seeds)} seed(s), "
           f"{len(suite.data.eval)} eval set(s), {len(suite.perturbations)} perturbation cell(s), "
@@ -283,11 +292,15 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--no-report", action="store_true")
     r.add_argument("--no-prepare", action="store_true", help="do not fetch/build data sources first")
     r.add_argument("--quiet", action="store_true", help="no progress bars")
+    r.add_argument("--no-memory-check", action="store_true",
+                   help="skip the analytic training-memory guard (harness/memory.py)")
     r.set_defaults(fn=cmd_run)
 
     v = sub.add_parser("validate", help="check a suite and print it resolved")
     v.add_argument("suite")
     v.add_argument("--set", action="append", metavar="KEY=VALUE")
+    v.add_argument("--no-memory-check", action="store_true",
+                   help="skip the training-memory guard (e.g. a GPU suite checked on a laptop)")
     v.set_defaults(fn=cmd_validate)
 
     ls = sub.add_parser("ls", help="list encoders, perturbations, sources, analyses or suites")
@@ -355,7 +368,17 @@ def main(argv: list[str] | None = None) -> int:
         print("tokbench: interrupted; finished models and cells are kept — run the same command to resume",
               file=sys.stderr)
         return 130
-    except (ValueError, FileNotFoundError, KeyError) as e:
+    except OSError as e:
+        if isinstance(e, FileNotFoundError) and not os.environ.get("TOKBENCH_DEBUG"):
+            print(f"tokbench: error: file not found: {e.filename or e}", file=sys.stderr)
+            return 2
+        if os.environ.get("TOKBENCH_DEBUG"):
+            raise
+        from harness.guards import os_error_line
+
+        print(f"tokbench: error: {os_error_line(e, args)}", file=sys.stderr)
+        return 2
+    except (ValueError, KeyError) as e:
         # ConfigError, PluginError and UsageError are ValueErrors: user input, not a bug.
         if os.environ.get("TOKBENCH_DEBUG"):
             raise

@@ -45,7 +45,12 @@ def apply(
     ``params`` should be the perturbation's resolved fields without ``lang`` (severity included),
     as in ``PerturbationSpec.params``: they seed the rng.
     """
-    out = perturbation.perturb(text, rng_for(seed, perturbation_id, params, doc_id))
+    try:
+        out = perturbation.perturb(text, rng_for(seed, perturbation_id, params, doc_id))
+    except (Exception, SystemExit) as e:  # a plugin's bug: one line naming it, not a traceback
+        from harness.plugins import plugin_failed
+
+        raise plugin_failed(perturbation, "perturb", e, f"on document {doc_id!r}") from e
     if not isinstance(out, str):
         name = getattr(type(perturbation), "registry_name", type(perturbation).__qualname__)
         raise TypeError(f"perturbation {name!r} returned {type(out).__name__}, expected str")

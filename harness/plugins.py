@@ -12,7 +12,7 @@ from __future__ import annotations
 import importlib
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from core.registry import PluginError, Registry
 
@@ -29,7 +29,26 @@ _REGISTRY_MODULES: dict[str, str] = {
 }
 
 __all__ = ["KINDS", "Kind", "PluginError", "available", "default_label", "known_names",
-           "registry", "resolve"]
+           "plugin_failed", "registry", "resolve", "suite_plugin_paths"]
+
+
+def plugin_failed(obj: Any, method: str, e: BaseException, where: str = "") -> PluginError:
+    """A one-line PluginError for a plugin whose ``method`` raised (or called sys.exit): names
+    the plugin (registry name and ``module:Class``), the method and the error. The original
+    exception is chained (``TOKBENCH_DEBUG=1`` shows its traceback)."""
+    cls = obj if isinstance(obj, type) else type(obj)
+    name = cls.__dict__.get("registry_name") or cls.__name__
+    first = str(e).strip().splitlines()[0] if str(e).strip() else ""
+    what = f"sys.exit({e.code!r})" if isinstance(e, SystemExit) else f"{type(e).__name__}: {first}".rstrip(": ")
+    return PluginError(f"plugin {name!r} ({cls.__module__}:{cls.__qualname__}) failed in {method}()"
+                       f"{' ' + where if where else ''}: {what}")
+
+
+def suite_plugin_paths(suite_path: str | Path, declared: Sequence[str] = (".",)) -> list[Path]:
+    """The folders a suite's ``module:Class`` plugins are looked up in: its ``plugin_paths``,
+    relative to the suite file's folder (the working directory when the suite has no file)."""
+    base = Path(suite_path).resolve().parent if suite_path else Path.cwd()
+    return [(base / p).resolve() for p in declared]
 
 
 def registry(kind: str) -> Registry:

@@ -8,9 +8,12 @@
       cells/<key>.json  one finished cell each — the unit of resume
       models/<key>.pt   trained models (state_dict), loaded with weights_only=True
       report.html       the report
+      .lock             the one-writer lock (harness/lock.py)
 
 Every write goes to a temporary file in the same directory and is renamed into place, so a
-killed run never leaves a half-written file that a later run would trust.
+killed run never leaves a half-written file that a later run would trust. Cells, models and
+partial checkpoints are sealed with a sha256 (harness/cache.py) and recomputed if they fail it;
+``<key>`` is always a hash, never user text.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import json
 import math
 import os
 import re
+import sys
 import tempfile
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -35,18 +39,25 @@ def stable_hash(obj: Any) -> str:
     return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:20]
 
 
+_UMASK = os.umask(0o022)
+os.umask(_UMASK)  # read once: mkstemp creates 0600 files; written files get the usual 0666 & ~umask
+
+
 def atomic_write_bytes(path: Path, data: bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        os.fchmod(fd, 0o666 & ~_UMASK)
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as e:
         if os.path.exists(tmp):
             os.unlink(tmp)
+        if isinstance(e, OSError) and e.filename is None:
+            e.filename = str(path)  # a failed write(fd) names no file; the message must
         raise
 
 
@@ -109,12 +120,14 @@ def write_jsonl(path: Path, rows: Iterable[dict[str, Any]]) -> None:
 
 
 class RunDir:
-    """Paths and helpers of one run directory."""
+    """Paths and helpers of one run directory. Cells and models are sealed with a sha256
+    (``harness.cache``); a damaged one is reported through ``log``, removed and recomputed."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, log: Any = None) -> None:
         self.root = Path(root)
         self.cells = self.root / "cells"
         self.models = self.root / "models"
+        self.log = log or (lambda s: print(s, file=sys.stderr))
 
     def model_path(self, key: str) -> Path:
         return self.models / f"{key}.pt"
@@ -125,17 +138,64 @@ class RunDir:
     def partial_path(self, key: str) -> Path:
         return self.models / f"{key}.partial.pt"
 
+    def load_model(self, key: str) -> tuple[dict[str, Any], dict[str, Any]] | None:
+        """(state_dict, meta) of a cached model, or None when absent or damaged. The meta JSON
+        is written last and holds the sha256 of the .pt file, so it is the commit mark: a .pt
+        without a valid meta (killed in between) or a .pt whose bytes changed is recomputed."""
+        from harness.cache import CacheDamaged, discard, read_sealed_json, read_sealed_torch
+
+        path, meta_path = self.model_path(key), self.model_meta_path(key)
+        if not meta_path.exists():
+            return None
+        try:
+            meta = read_sealed_json(meta_path)
+            if not isinstance(meta, dict):
+                raise CacheDamaged("not a model description")
+        except CacheDamaged as e:
+            discard(meta_path, str(e), self.log)
+            return None
+        if not path.exists():
+            discard(meta_path, f"its model file {path.name} is missing", self.log)
+            return None
+        try:
+            state = read_sealed_torch(path, "cpu")
+            if not isinstance(state, dict):
+                raise CacheDamaged("not a state_dict")
+        except CacheDamaged as e:
+            discard(path, str(e), self.log)
+            discard(meta_path, f"its model file {path.name} was damaged", self.log)
+            return None
+        return state, meta
+
+    def save_model(self, key: str, state: dict[str, Any], meta: dict[str, Any]) -> None:
+        """Model first, then its meta (the commit mark), each sealed and atomic."""
+        from harness.cache import write_sealed_json, write_sealed_torch
+
+        write_sealed_torch(self.model_path(key), state)
+        write_sealed_json(self.model_meta_path(key), meta)
+
     def cell_path(self, key: str) -> Path:
         return self.cells / f"{key}.json"
 
     def load_cell(self, key: str) -> dict[str, Any] | None:
+        """The cell, or None when it is absent or fails its checksum (then it is removed, with a
+        one-line warning, and recomputed: never trusted)."""
+        from harness.cache import CacheDamaged, discard, read_sealed_json
+
         p = self.cell_path(key)
         if not p.exists():
             return None
         try:
-            return json.loads(p.read_text(encoding="utf-8", errors="surrogateescape"))
-        except json.JSONDecodeError:
-            return None  # an unreadable cell is recomputed, never trusted
+            cell = read_sealed_json(p)
+        except CacheDamaged as e:
+            discard(p, str(e), self.log)
+            return None
+        if not isinstance(cell, dict) or not isinstance(cell.get("row"), dict):
+            discard(p, "not a cell (no 'row')", self.log)
+            return None
+        return cell
 
     def save_cell(self, key: str, cell: dict[str, Any]) -> None:
-        atomic_write_json(self.cell_path(key), cell)
+        from harness.cache import write_sealed_json
+
+        write_sealed_json(self.cell_path(key), cell)

@@ -8,6 +8,7 @@ re-run of the same command skips them (a killed run resumes; new perturbations d
 
 from __future__ import annotations
 
+import errno
 import json
 import math
 import sys
@@ -29,7 +30,7 @@ from encoders.base import Encoder, config_to_dict
 from harness import plugins
 from harness.accel import compile_backbones, gemm_tflops, want_compile
 from harness.batchscore import CachedRow, PlanCache, code_hash, perturb_many
-from harness.data import DataPart, load_data, source_context, training_windows
+from harness.data import DataPart, char_boundary, load_data, source_context, training_windows
 from harness.fragility import (
     BaselineDoc,
     baseline_metrics,
@@ -43,7 +44,6 @@ from harness.perturb import apply
 from harness.provenance import git_sha, hardware, package_versions, tokbench_version
 from harness.results import (
     RunDir,
-    atomic_torch_save,
     atomic_write_json,
     stable_hash,
     write_csv,
@@ -60,7 +60,7 @@ from harness.score import (
 from harness.suite import SCHEMA_VERSION, EncoderSpec, PerturbationSpec, Suite
 from harness.train import Checkpointer, fit_context, train_encoder
 from perturbations.base import Perturbation
-from perturbations.measure import edit_rate
+from perturbations.measure import EXACT_LIMIT, WINDOW, edit_rate, edit_rate_method
 from sources.base import Document
 from sources.script import detect_script
 
@@ -68,6 +68,7 @@ ESTIMATE_FILE = "estimate.json"  # written by --dry-run into the run directory
 SPEED_KEYS = ("compile", "micro_batch_bytes")  # budget keys that change speed/memory, not the model
 CLEAN = PerturbationSpec(name="identity", id="clean", severity=0.0, params={})
 TEXT_LIMIT = 20_000  # characters of each text kept in samples.jsonl
+SAMPLE_BYTES = 65_536  # scored bytes of a sampled document kept with their per-byte NLL
 
 
 @dataclass
@@ -169,7 +170,8 @@ Instances = dict[tuple[str, float], dict[str | None, Perturbation]]
 
 def build_encoder(spec: EncoderSpec, seed: int, base_dir: Path) -> Encoder:
     """A fresh encoder for a suite entry; the seed fixes its initial weights."""
-    cls = plugins.resolve("encoder", spec.name, search_paths=[base_dir, Path.cwd()])
+    # the suite loader has imported a module:Class plugin already, from the suite's plugin_paths
+    cls = plugins.resolve("encoder", spec.name, search_paths=[base_dir])
     torch.manual_seed(seed)  # same seed → same initial weights for identical shapes
     return cls(spec.config, spec.backbone)
 
@@ -182,13 +184,16 @@ class Runner:
         self.opts = opts
         self.log = opts.log
         self.device = pick_device(opts.device)
-        self.rd = RunDir(opts.out or Path("runs") / suite.name)
+        self.rd = RunDir(opts.out or Path("runs") / suite.name, log=self.log)
         self.ctx = source_context(suite, opts.cache_dir, self.log)
         self.budget = suite.budget
         self.timings: dict[str, float] = {}
         self.encoder_facts: dict[str, dict[str, Any]] = {}
         self.data_facts: dict[str, Any] = {}
         self.analysis_facts: dict[str, Any] = {}
+        self.eval_bytes = 0  # UTF-8 bytes of all eval sets (disk-space estimate)
+        self.windowed_docs = 0  # samples whose edit rate is windowed (counted in assemble)
+        self.report_path: Path | None = None  # set only once a report was written in full
         self.score_facts: dict[str, dict[str, float]] = {}
         self.gemm_tflops: float | None = None
         self.scaling_facts: dict[str, Any] = {}  # refused grid points of a scaling sweep
@@ -201,7 +206,7 @@ class Runner:
             "encoder": spec.name, "config": config_to_dict(spec.config),
             "backbone": config_to_dict(spec.backbone), "budget": cache_budget(self.budget),
             "train": train_fp, "seed": seed, "version": tokbench_version(), **(extra or {}),
-        }) + f"-{spec.label}-s{seed}"
+        })  # file names come from this hash only, never from user text (labels, ids)
 
     def build(self, spec: EncoderSpec, seed: int) -> Encoder:
         return build_encoder(spec, seed, self.ctx.base_dir)
@@ -227,11 +232,12 @@ class Runner:
             extra["permutation"] = asdict(spec.permutation)
         key = self.model_key(spec, seed, train.fingerprint, extra or None)
         permuter = permuter_for(spec.permutation, self.budget.context_bytes, seed)
-        path, meta_path = self.rd.model_path(key), self.rd.model_meta_path(key)
+        path = self.rd.model_path(key)
         enc = self.build(spec, seed)
-        if path.exists() and meta_path.exists():
-            meta = json.loads(meta_path.read_text())
-            enc.load_state_dict(torch.load(path, map_location="cpu", weights_only=True))
+        cached = self.rd.load_model(key)
+        if cached is not None:
+            state, meta = cached
+            enc.load_state_dict(state)
             enc.to(self.device).eval()
             if want_compile(self.budget.compile, self.device):
                 compile_backbones(enc)
@@ -243,7 +249,12 @@ class Runner:
         ctx = fit_context(train.docs, self.budget, self.device, seed, log=self.log,
                           progress=lambda what, n: self._bar(f"{spec.label} ({what})", n),
                           permuter=permuter)
-        fit = enc.fit(ctx) or {}
+        try:
+            fit = enc.fit(ctx) or {}
+        except (Exception, SystemExit) as e:  # one line naming the encoder
+            if isinstance(e, (OSError, MemoryError)):
+                raise  # disk full and friends keep their own messages
+            raise plugins.plugin_failed(enc, "fit", e) from e
         fit.setdefault("seconds", time.perf_counter() - t0)
         fit["wall_seconds"] = time.perf_counter() - t0
         n_bytes = self.budget.train_bytes
@@ -259,7 +270,7 @@ class Runner:
         windows = training_windows(train.docs, n_bytes if max_flops is None else 10 * n_bytes, self.budget.context_bytes, seed)
         stats = train_encoder(
             enc, windows, n_bytes, self.budget, self.device, max_flops=max_flops,
-            checkpoint=Checkpointer(self.rd.partial_path(key), self.opts.checkpoint_seconds),
+            checkpoint=Checkpointer(self.rd.partial_path(key), self.opts.checkpoint_seconds, log=self.log),
             progress=self._bar(f"train {spec.label} s{seed}", n_bytes), permuter=permuter,
         )
         total = sum(p.numel() for p in enc.parameters())
@@ -276,8 +287,7 @@ class Runner:
             "total_flops": stats["flops"] + float(fit.get("flops", 0.0)),
             "describe": enc.describe(),
         }
-        atomic_torch_save(enc.state_dict(), path)
-        atomic_write_json(meta_path, meta)
+        self.rd.save_model(key, enc.state_dict(), meta)
         self.log(
             f"[model] {spec.label} seed {seed}: {stats['bytes']:,} bytes in {stats['seconds']:.1f}s, "
             f"final loss {stats['final_loss_bpb']:.3f} bpb"
@@ -298,7 +308,10 @@ class Runner:
                 if spec.id not in fitted:
                     if texts is None:
                         texts = [decode(d.data) for d in train.docs]
-                    inst.fit(texts)
+                    try:
+                        inst.fit(texts)
+                    except (Exception, SystemExit) as e:  # one line naming the plugin
+                        raise plugins.plugin_failed(inst, "fit", e) from e
                     fitted[spec.id] = inst
                 else:
                     inst.share_fit(fitted[spec.id])
@@ -306,6 +319,14 @@ class Runner:
                 None: inst, **{lang: inst.for_language(lang) for lang in sorted(languages)}
             }
         return out
+
+    def try_perturbations(self, perts: Instances, evals: list[DataPart]) -> None:
+        """Perturb the start of the first eval document with every perturbation before training,
+        so a plugin that raises in ``perturb()`` fails in seconds, not after training."""
+        doc = evals[0].docs[0]
+        sample = decode(doc.data[:2000])
+        for spec in self.suite.perturbations:
+            self.perturbed(perts.get((spec.id, spec.severity)), spec, self.suite.seeds[0], doc, sample)
 
     def perturbed(self, insts: dict[str | None, Perturbation] | None, spec: PerturbationSpec,
                   seed: int, doc: Document, text: str) -> str:
@@ -331,6 +352,8 @@ class Runner:
             "encoders": self.encoder_facts,
             "analyses": self.analysis_facts,
             "timings": self.timings,
+            "edit_rate": {"exact_limit_chars": EXACT_LIMIT, "window_chars": WINDOW,
+                          "windowed_documents": self.windowed_docs},
             "speed": self.speed_facts(),
             "estimate_vs_actual": self.estimate_vs_actual(),
             **({"scaling": self.scaling_facts} if self.suite.scaling is not None else {}),
@@ -338,17 +361,40 @@ class Runner:
         }
 
     def run(self) -> Path:
+        """Run the suite under the run-directory lock (one writer; see ``harness.lock``)."""
+        from harness.cache import remove_stale_tmp
+        from harness.lock import RunLock
+
+        with RunLock(self.rd.root, log=self.log):
+            stale = remove_stale_tmp(self.rd.root)
+            if stale:
+                self.log(f"[cache] removed {len(stale)} temporary file(s) left by an interrupted write")
+            try:
+                return self._run()
+            except OSError as e:
+                if e.errno == errno.ENOSPC:  # the CLI says how much space is needed (guards.py)
+                    from harness.guards import disk_need_estimate
+
+                    params = {label: int(f.get("params_total", 0)) for label, f in self.encoder_facts.items()}
+                    e.tokbench_need_bytes = disk_need_estimate(  # type: ignore[attr-defined]
+                        self.suite, self.eval_bytes, params, self.rd.root)
+                    e.tokbench_root = str(self.rd.root)  # type: ignore[attr-defined]
+                raise
+
+    def _run(self) -> Path:
         t_start = time.perf_counter()
         data = load_data(self.suite, self.ctx, prepare=self.opts.prepare, limit=self.opts.limit,
                          log=self.log)
         self.data_facts.update(data.facts)
         self.timings["data_seconds"] = data.seconds
         self.train_part = data.train
+        self.eval_bytes = sum(e.n_bytes for e in data.evals)
         self.gemm_tflops = gemm_tflops(self.device)  # the MFU ceiling, measured in this process
         self.rd.root.mkdir(parents=True, exist_ok=True)
         atomic_write_json(self.rd.root / "run.json", self.run_json("running"))
         languages = {d.language for e in data.evals for d in e.docs if d.language is not None}
         perts = self.perturbation_instances(data.train, languages)
+        self.try_perturbations(perts, data.evals)
         evals = [EvalSet.of(e) for e in data.evals]
         cell_keys: list[str] = []
         t_train = t_score = 0.0
@@ -473,7 +519,7 @@ class Runner:
             for pspec in [CLEAN, *self.suite.perturbations]:
                 for mode in self.suite.eval.modes:
                     ck = {label: self.cell_key(m.meta["key"], fp, pspec, mode, seed) for label, m in models.items()}
-                    todo = [label for label, k in ck.items() if not self.rd.cell_path(k).exists()]
+                    todo = [label for label, k in ck.items() if self.rd.load_cell(k) is None]
                     keys += list(ck.values())
                     bar.update(len(ck) - len(todo))
                     cells.append((pspec, mode, ck, todo))
@@ -503,10 +549,15 @@ class Runner:
                 plan_of = [plans[(c[0].id, c[0].severity, c[1])] for c in cells]
                 items = [p.item for plan in plan_of for p in plan if p is not None]
                 needed = [label in c[3] for c, plan in zip(cells, plan_of) for p in plan if p is not None]
+                n_windows = sum(len(it.windows) for it, nd in zip(items, needed) if nd)
+                wbar = tqdm(total=n_windows, desc=f"score {label} {es.part.name}", unit="win", leave=False,
+                            file=sys.stderr, mininterval=1.0,
+                            disable=not self.opts.progress or n_windows < 1000)  # long documents: show progress
                 scores = score_items(model.enc, items, self.device, self.suite.eval.batch_windows,
                                      self.budget.dtype == "bfloat16", stats=self.score_facts.setdefault(label, {}),
-                                     needed=needed,
+                                     needed=needed, progress=wbar.update,
                                      permuter=permuter_for(model.spec.permutation, self.budget.context_bytes, seed))
+                wbar.close()
                 k = 0
                 for (pspec, mode, ck, todo), plan in zip(cells, plan_of):
                     n = sum(p is not None for p in plan)
@@ -653,6 +704,17 @@ class Runner:
             out.append(PlanRow(doc, target_item, text, ptext + decode(target), len(target), er, n_words))
         return out
 
+    def edit_method(self, p: PlanRow, pspec: PerturbationSpec, mode: str) -> str:
+        """"exact" or "windowed": how the row's edit rate was measured (perturbations/measure.py),
+        from the lengths of the texts compared (the whole text in full mode, the prefix in
+        clean_target mode)."""
+        if pspec.id == "clean":
+            return "exact"
+        if mode == "full":
+            return edit_rate_method(len(p.text), len(p.ptext))
+        prefix, _ = split_for_target(p.text, self.suite.eval.context_fraction)
+        return edit_rate_method(len(prefix), len(p.ptext) - len(decode(p.item.scored_bytes)))
+
     def score_cell(self, model: TrainedModel, es: EvalSet, pspec: PerturbationSpec, mode: str,
                    seed: int, plan: list[PlanRow | None], scores: list[Any]) -> dict[str, Any]:
         """One cell: its results row, its samples.jsonl rows and its analysis buckets, from its
@@ -674,15 +736,20 @@ class Runner:
             row = {**keys, "doc_id": doc.id, "doc_language": doc.language, "doc_script": doc_scripts[doc.id],
                    "nll_nats": sc.nll, "n_bytes": len(scored),
                    "n_bytes_clean": p.n_bytes_clean, "n_tokens": sc.n_units, "n_words": p.n_words,
-                   "edit_rate": p.edit_rate}
+                   "edit_rate": p.edit_rate,
+                   "edit_rate_method": self.edit_method(p, pspec, mode)}
             # The texts are the same for every encoder: store them once, on the first encoder's row.
             if ev.keep_texts and spec.label == self.suite.encoders[0].label:
                 row.update(text=p.text[:TEXT_LIMIT], text_perturbed=p.ptext[:TEXT_LIMIT],
                            truncated=len(p.text) > TEXT_LIMIT or len(p.ptext) > TEXT_LIMIT)
             if i < ev.sample_docs:
-                row["scored_text"] = decode(scored)
-                row["byte_nll"] = [round(float(x), 5) for x in sc.byte_nll]
-                row["segments"] = sc.segments
+                # per-byte NLL of at most SAMPLE_BYTES bytes: a 10 MB line must not make a 100 MB cell
+                cut = len(scored) if len(scored) <= SAMPLE_BYTES else char_boundary(scored, SAMPLE_BYTES)
+                row["scored_text"] = decode(scored[:cut])
+                row["byte_nll"] = [round(float(x), 5) for x in sc.byte_nll[:cut]]
+                row["segments"] = sc.segments if cut == len(scored) else None
+                if cut < len(scored):
+                    row["byte_nll_truncated"] = True
             samples.append(row)
             for a in analyses:
                 if a.datasets and es.part.name not in a.datasets:
@@ -713,6 +780,7 @@ class Runner:
             rows.append(cell["row"])
             samples.extend(cell["samples"])
             buckets.extend(cell.get("buckets", []))
+        self.windowed_docs = sum(1 for s in samples if s.get("edit_rate_method") == "windowed")
         write_csv(self.rd.root / "results.csv", rows, RESULT_COLUMNS)
         write_jsonl(self.rd.root / "samples.jsonl", samples)
         if buckets:
@@ -724,10 +792,17 @@ class Runner:
 
         try:
             path = render_run(self.rd.root)
+        except OSError as e:
+            if e.errno == errno.ENOSPC:
+                raise  # disk full is the user's to fix: one line from the CLI, then resume
+            self.log(f"[report] failed ({type(e).__name__}: {e}); results are complete — "
+                     f"re-render with: tokbench report {self.rd.root}")
+            return
         except Exception as e:  # the results are complete and kept; a report bug must not lose them
             self.log(f"[report] failed ({type(e).__name__}: {e}); results are complete — "
                      f"re-render with: tokbench report {self.rd.root}")
             return
+        self.report_path = path
         self.log(f"[report] {path}")
 
 

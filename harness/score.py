@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -123,6 +123,7 @@ def score_items(
     bf16: bool = False,
     stats: dict[str, float] | None = None,
     needed: Sequence[bool] | None = None,
+    progress: Callable[[int], Any] | None = None,
     permuter: WindowPermuter | None = None,
 ) -> list[DocScore | None]:
     """Score documents: windows of all items — of many cells, when the caller packs them — are
@@ -138,6 +139,8 @@ def score_items(
     needed: per item; batches are formed over all items, but a batch without a window of a
     needed item is skipped, and items not needed get None (a resumed run forms the same batches
     as a fresh one, so its numbers are identical).
+    progress: called with the number of windows done after each forward (a progress bar's
+    ``update``).
     permuter: each window (all of it scored: ``score_from`` must be 0) is fed permuted, and its
     per-byte NLL and segments are put back in the document's byte order (docs/fragility.md).
     """
@@ -195,6 +198,8 @@ def score_items(
                     # segments must tile the scored span like the units do (core.segments)
                     check_tiling(units.segments[j], len(wins[j]) - sfrom[j], type(encoder).__name__)
                     per_window_segs[fi] = units.segments[j]
+            if progress is not None:
+                progress(len(idx))
     finally:
         feed.close()
     per_item_nll: list[list[np.ndarray]] = [[] for _ in items]

@@ -203,6 +203,8 @@ class Suite:
     model per encoder at ``budget``.
     description: free text, kept in run.json with the rest of the suite.
     schema_version: suite format version; a suite may state it, and it must match this tokbench.
+    plugin_paths: folders, relative to the suite file, where ``module:Class`` plugins are looked
+    up besides installed packages (default: the suite's own folder; never the working directory).
     """
 
     name: str
@@ -219,6 +221,7 @@ class Suite:
     scaling: ScalingConfig | None = None
     description: str = ""
     schema_version: int = SCHEMA_VERSION
+    plugin_paths: tuple[str, ...] = (".",)
     raw: dict[str, Any] = field(default_factory=dict, compare=False)
     path: str = ""
 

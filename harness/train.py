@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 import os
 import resource
+import sys
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -38,7 +39,6 @@ from harness.accel import (
 )
 from harness.data import training_windows
 from harness.permutation import WindowPermuter
-from harness.results import atomic_torch_save
 from harness.suite import BudgetConfig
 from sources.base import Document
 
@@ -74,10 +74,33 @@ def make_optimizer(model: nn.Module, budget: BudgetConfig, device: torch.device 
 
 @dataclass
 class Checkpointer:
-    """Periodic resumable checkpoints at ``path`` (written atomically)."""
+    """Periodic resumable checkpoints at ``path`` (written atomically, sealed with a sha256 by
+    ``harness.cache``; a damaged one is reported through ``log``, removed, and training restarts).
+    Only the holder of the run-directory lock (``harness.lock``) trains, so a partial checkpoint
+    is never shared by two live processes."""
 
     path: Path
     every_seconds: float = 120.0
+    log: Callable[[str], None] | None = None
+
+    def load(self) -> dict[str, Any] | None:
+        from harness.cache import CacheDamaged, discard, read_sealed_torch
+
+        if not self.path.exists():
+            return None
+        try:
+            state = read_sealed_torch(self.path, "cpu")
+            if not isinstance(state, dict) or not {"model", "optimizer", "seen", "steps"} <= set(state):
+                raise CacheDamaged("not a training checkpoint")
+            return state
+        except CacheDamaged as e:
+            discard(self.path, str(e), self.log or (lambda s: print(s, file=sys.stderr)))
+            return None
+
+    def save(self, state: dict[str, Any]) -> None:
+        from harness.cache import write_sealed_torch
+
+        write_sealed_torch(self.path, state)
 
 
 def batched(it: Iterable[bytes], size: int) -> Iterator[list[bytes]]:
@@ -164,8 +187,8 @@ def train_encoder(
     causal_flops = 0.0  # training FLOPs with causal attention at half its dense cost
     curve: list[tuple[int, float]] = []
     recent: list[float] = []
-    if checkpoint is not None and checkpoint.path.exists():
-        state = torch.load(checkpoint.path, map_location=device, weights_only=True)
+    state = checkpoint.load() if checkpoint is not None else None
+    if state is not None:
         encoder.load_state_dict(state["model"])
         opt.load_state_dict(state["optimizer"])
         seen, steps, flops, elapsed = int(state["seen"]), int(state["steps"]), float(state["flops"]), float(state["elapsed"])
@@ -260,11 +283,10 @@ def train_encoder(
                 progress(seen, n_bytes, last_lv)
             if checkpoint is not None and time.perf_counter() - last_ckpt > checkpoint.every_seconds:
                 flush()
-                atomic_torch_save(
+                checkpoint.save(
                     {"model": encoder.state_dict(), "optimizer": opt.state_dict(), "seen": seen, "steps": steps,
                      "flops": flops, "forward_flops": fwd_flops, "causal_flops": causal_flops,
                      "elapsed": time.perf_counter() - t0, "curve": curve},
-                    checkpoint.path,
                 )
                 last_ckpt = time.perf_counter()
         flush()

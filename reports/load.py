@@ -1,4 +1,4 @@
-"""Read a run directory's results files (docs/ARCHITECTURE.md "Results files") into tables.
+"""Read a run directory's results files (docs/results.md) into tables.
 
 Only ``results.csv`` is required. ``samples.jsonl`` (per-document NLL: confidence intervals,
 paired tests, surprisal text), ``buckets.csv`` (morphology) and ``run.json`` (efficiency,

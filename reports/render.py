@@ -23,6 +23,7 @@ import markupsafe
 import pandas as pd
 
 from reports import fragility, load
+from reports.files import write_bytes_atomic, write_text_atomic
 from reports.fmt import p_phrase, pvalue, sig3
 from reports.surprisal import BIN_LABELS, build_samples
 from reports.tables import (
@@ -432,8 +433,20 @@ def bucket_table(buckets: pd.DataFrame, encoders: list[str]) -> Table:
 # ----------------------------------------------------------------------------- markdown
 
 
+_MD_ESCAPES = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;", "\\": "\\\\", "[": "\\[", "]": "\\]",
+                             "`": "\\`", "*": "\\*", "_": "\\_"})
+
+
+def md_text(s: Any) -> str:
+    """Text from the data (corpus text, names, ids) made inert in Markdown: HTML special
+    characters become entities (a Markdown viewer renders raw HTML, so ``<script>`` must not
+    survive — the same promise as the HTML report's autoescape), and link / emphasis / code
+    characters are backslash-escaped so a name cannot become a link or an image."""
+    return str(s).translate(_MD_ESCAPES).replace("\n", " ").replace("\r", " ")
+
+
 def _md_cell(s: str) -> str:
-    return s.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
+    return md_text(s).replace("|", "\\|")
 
 
 def md_table(t: Table) -> str:
@@ -442,9 +455,9 @@ def md_table(t: Table) -> str:
     head = "| " + " | ".join(_md_cell(c) for c in t.columns) + " |"
     sep = "|" + "|".join("---:" if i in t.num_cols else "---" for i in range(len(t.columns))) + "|"
     body = ["| " + " | ".join(_md_cell(c) for c in row) + " |" for row in t.rows]
-    out = [f"### {t.title}", "", head, sep, *body]
+    out = [f"### {md_text(t.title)}", "", head, sep, *body]
     if t.note:
-        out += ["", f"*{t.note}*"]
+        out += ["", f"*{md_text(t.note)}*"]
     return "\n".join(out) + "\n"
 
 
@@ -556,9 +569,9 @@ def _figures(t: Tables, data: load.RunData, fig_dir: Path, svg: bool) -> dict[st
         if fig is None:
             continue
         png = F.to_png(fig)
-        (fig_dir / f"{key}.png").write_bytes(png)
+        write_bytes_atomic(fig_dir / f"{key}.png", png)
         if svg:
-            (fig_dir / f"{key}.svg").write_bytes(F.to_svg(fig))
+            write_bytes_atomic(fig_dir / f"{key}.svg", F.to_svg(fig))
         F.plt.close(fig)
         out[key] = FigureOut(key, title, caption, png, f"figures/{key}.png")
     return out
@@ -642,16 +655,16 @@ def _render(data: load.RunData, out_dir: Path, title: str, n_boot: int, n_perm: 
     )
     html = _jinja().get_template("report.html.j2").render(**ctx)
     html_path = out_dir / "report.html"
-    html_path.write_text(html, encoding="utf-8", errors="backslashreplace")
     md = _markdown(ctx, tables, figs) + ("\n" + scaling.markdown if scaling is not None else "")
-    (out_dir / "report.md").write_text(md, encoding="utf-8", errors="backslashreplace")
+    write_text_atomic(out_dir / "report.md", md)
+    write_text_atomic(html_path, html)  # last: report.html present means the report is whole
     return html_path
 
 
 def _markdown(ctx: dict[str, Any], tables: dict[str, Table], figs: dict[str, FigureOut]) -> str:
-    L = [f"# {ctx['title']}", ""]
+    L = [f"# {md_text(ctx['title'])}", ""]
     if ctx["git_sha"] or ctx["created"]:
-        L += [f"Run created {ctx['created'] or '—'}, git {ctx['git_sha'] or '—'}; "
+        L += [f"Run created {md_text(ctx['created'] or '—')}, git {md_text(ctx['git_sha'] or '—')}; "
               f"{ctx['n_seeds']} seed(s); bootstrap {ctx['n_boot']} resamples.", ""]
     for sec in ctx["sections"]:
         body = [md_table(tables[k]) for k in sec.tables if k in tables and tables[k].rows]
@@ -695,7 +708,7 @@ FULL_MODE_NOTE = (
 
 
 def _summary_md(ctx: dict[str, Any]) -> list[str]:
-    return ([f"- {f.text}" for f in ctx["verdict_lines"]] + ["", md_table(ctx["tables"]["verdict"]),
+    return ([f"- {md_text(f.text)}" for f in ctx["verdict_lines"]] + ["", md_table(ctx["tables"]["verdict"]),
             f"> {ctx['note_bpb']}", "", f"> {ctx['note_flops']}", ""])
 
 
@@ -707,7 +720,7 @@ def _anomalies_md(ctx: dict[str, Any]) -> list[str]:
     if not ctx["tables"]["anomalies"].rows:
         return []
     return [md_table(ctx["tables"]["anomalies"])] + [
-        f"- Possible causes ({m}): {text}" for m, text in ctx["anomaly_causes"]] + [""]
+        f"- Possible causes ({md_text(m)}): {md_text(text)}" for m, text in ctx["anomaly_causes"]] + [""]
 
 
 def sections(t: Tables, fragility: bool = False) -> list[Section]:

@@ -22,6 +22,7 @@ import markupsafe
 import numpy as np
 import pandas as pd
 
+from reports.files import write_bytes_atomic
 from reports.scaling import CONVENTIONS, ScalingFit, fit_scaling, fmt_flops
 
 CONV_TEXT = {
@@ -297,9 +298,9 @@ def scaling_section(results: pd.DataFrame, fig_dir: Path | None = None, *, n_boo
             png = _png(fig)
             if fig_dir is not None:
                 fig_dir.mkdir(parents=True, exist_ok=True)
-                (fig_dir / f"{safe}.png").write_bytes(png)
+                write_bytes_atomic(fig_dir / f"{safe}.png", png)  # a full disk leaves no cut file
                 if svg:
-                    (fig_dir / f"{safe}.svg").write_bytes(_svg(fig))
+                    write_bytes_atomic(fig_dir / f"{safe}.svg", _svg(fig))
             plt.close(fig)
             figs.append(Fig(safe, title, caption, png, f"figures/{safe}.png"))
     tables = build_tables(fit)

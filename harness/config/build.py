@@ -22,6 +22,7 @@ from harness.config.convert import check_keys, convert_value, from_mapping, init
 from harness.config.loader import read_suite_file
 from harness.config.overrides import apply_override
 from harness.config.where import ConfigError, KeyPath, Where, as_where, show_value
+from harness.names import name_problem, shown
 from harness.suite import (
     SCHEMA_VERSION,
     AnalysisSpec,
@@ -131,6 +132,9 @@ def _data(value: Any, where: Where, search_paths: Sequence[Path]) -> DataConfig:
     for i, item in enumerate(evals_raw):
         spec = source_spec(item, where.at("eval", i), search_paths, needs_name=True)
         assert spec.name is not None
+        problem = name_problem(spec.name, "eval set name")  # harness/names.py
+        if problem:
+            raise where.at("eval", i, "name").error(f"{problem}: {shown(spec.name)}")
         if spec.name in seen:
             raise where.at("eval", i, "name").error(
                 f"duplicate eval set name {spec.name!r} (also data.eval[{seen[spec.name]}])"
@@ -218,7 +222,10 @@ def _encoders(
                 raise w.error(
                     f"duplicate encoder label {label!r} from {both}; give an entry a distinct 'id'"
                 )
-            if not label or any(c.isspace() or c in "/\\," for c in label):
+            problem = name_problem(label, "encoder label")  # harness/names.py
+            if problem:
+                raise w.at("id" if enc_id else "name").error(f"{problem}: {shown(label)}")
+            if any(c.isspace() or c in "/\\," for c in label):
                 raise w.error(
                     f"encoder label {label!r} may not contain spaces, commas or slashes; set 'id'"
                 )
@@ -256,6 +263,9 @@ def _perturbations(
             )
         check_keys(entry, {"name", "id", "severity"} | (set(cls_fields) - {"lang"}), w)
         pid = convert_value(str | None, entry.get("id"), w.at("id")) or plugins.default_label(name, cls)
+        problem = name_problem(pid, "perturbation id")  # harness/names.py
+        if problem:
+            raise w.at("id" if "id" in entry else "name").error(f"{problem}: {shown(pid)}")
         if pid in RESERVED_PERTURBATION_IDS:
             raise w.at("id").error(f"id {pid!r} is reserved for the automatic clean baseline")
         if pid in owner:
@@ -358,6 +368,9 @@ def build_suite(
     hints = type_hints(Suite)
 
     name = convert_value(str, raw["name"], where.at("name"))
+    problem = name_problem(name, "suite name")  # harness/names.py
+    if problem:
+        raise where.at("name").error(f"{problem}: {shown(name)}")
     if not _NAME_RE.match(name):
         raise where.at("name").error(
             f"{name!r} is used as the run directory name: use letters, digits, '.', '_' and '-'"
@@ -422,6 +435,7 @@ def build_suite(
         baselines=baselines,
         description=description,
         schema_version=version,
+        plugin_paths=convert_value(tuple[str, ...], raw.get("plugin_paths", (".",)), where.at("plugin_paths")),
         raw=dict(raw),
         path=path,
     )
@@ -444,11 +458,14 @@ def load_raw(
 def load_suite(path: str | Path, overrides: Sequence[str] = ()) -> Suite:
     """Load, include, override and validate a suite file. Raises ConfigError (one line).
 
-    ``"module:Class"`` plugins are looked up on PYTHONPATH, then in the current directory and the
-    suite file's directory.
+    ``"module:Class"`` plugins are looked up on sys.path, then in the suite's ``plugin_paths``
+    (default: the suite file's folder), never in the working directory.
     """
     data, locs = load_raw(path, overrides)
     where = Where((), locs, locs[()])  # locs[()] is "<suite file>:1"
-    return build_suite(
-        data, where, path=str(path), search_paths=[Path.cwd(), Path(path).resolve().parent]
-    )
+    declared = convert_value(tuple[str, ...], data.get("plugin_paths", (".",)), where.at("plugin_paths"))
+    search = plugins.suite_plugin_paths(path, declared)
+    for i, folder in enumerate(search):
+        if not folder.is_dir():
+            raise where.at("plugin_paths", i).error(f"plugin folder {str(folder)!r} does not exist")
+    return build_suite(data, where, path=str(path), search_paths=search)

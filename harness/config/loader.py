@@ -12,6 +12,7 @@ from typing import Any
 import yaml
 
 from harness.config.where import ConfigError, KeyPath, Where, show_value
+from harness.yaml_limits import YamlLimitError, check_yaml_text
 
 # --------------------------------------------------------------------------------------------
 # YAML with line marks
@@ -104,6 +105,10 @@ def _yaml_problem(e: yaml.YAMLError) -> tuple[int | None, str]:
 
 def parse_yaml(text: str, file: str) -> tuple[Any, dict[KeyPath, str]]:
     """Parse YAML text; returns (plain data, {key path: "file:line"}). ``file`` names it in errors."""
+    try:
+        check_yaml_text(text, file)  # harness/yaml_limits.py: size, depth, alias expansion
+    except YamlLimitError as e:
+        raise ConfigError(str(e)) from None
     try:
         loader = SuiteLoader(text)
         loader.name = file

@@ -204,8 +204,9 @@ PLUGIN_NAMING = """\
 
 A `name:` (or `source:`) is looked up in this order:
 
-1. `package.module:ClassName` — imported from `PYTHONPATH`, the current directory or the suite
-   file's directory. A file `my_perturbation.py` next to the suite is used as
+1. `package.module:ClassName` — imported from `sys.path` (installed packages, `PYTHONPATH`) or
+   from the folders in the suite's `plugin_paths` (default: the suite file's folder; the working
+   directory only if declared). A file `my_perturbation.py` next to the suite is used as
    `name: my_perturbation:Shout`; its default `id` / label is the class name.
 2. A registered name: the built-ins (`tokbench ls encoders|sources|perturbations|analyses`) and
    anything registered with the kind's decorator (`encoders.registry.register`,

@@ -17,20 +17,20 @@ from harness.preview import preview
 from perturbations import contract
 
 ROOT = Path(__file__).resolve().parents[2]
-DOC = ROOT / "README.md"
+DOC = ROOT / "docs" / "perturbations.md"
 
 
 def howto() -> str:
-    """The README's "How to add a perturbation" section (independent checks follow it literally)."""
+    """docs/perturbations.md's "How to add a perturbation" section (checks follow it literally)."""
     text = DOC.read_text(encoding="utf-8")
-    start = text.index("### How to add a perturbation")
+    start = text.index("## How to add a perturbation")
     end = text.find("\n## ", start)
     return text[start : end if end > 0 else None]
 
 
 def doc_example() -> str:
     blocks = re.findall(r"```python\n(.*?)```", howto(), flags=re.S)
-    assert blocks, "README.md's 'How to add a perturbation' has no python example"
+    assert blocks, "docs/perturbations.md's 'How to add a perturbation' has no python example"
     return blocks[0]
 
 

@@ -1,4 +1,4 @@
-"""End to end, following README.md's 'How to add a perturbation' literally: its plugin example saved as
+"""End to end, following docs/perturbations.md's 'How to add a perturbation' literally: its plugin example saved as
 my_perturbs.py and its suite as shout.yaml in a temporary directory, ``tokbench run shout.yaml``
 runs, and the plugin's cells show up in the results with perturbed text and measured edit rate."""
 
@@ -28,8 +28,8 @@ def _cli_available() -> bool:
 
 @pytest.mark.skipif(not _cli_available(), reason="harness.cli is not written yet")
 def test_plugin_named_in_a_suite_runs_end_to_end(tmp_path: Path) -> None:
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    doc = readme[readme.index("### How to add a perturbation") :]
+    text = (ROOT / "docs" / "perturbations.md").read_text(encoding="utf-8")
+    doc = text[text.index("## How to add a perturbation") :]
     example = re.findall(r"```python\n(.*?)```", doc, flags=re.S)[0]
     suite = re.findall(r"```yaml\n(.*?)```", doc, flags=re.S)[0]
     assert "my_perturbs:ShoutingCase" in suite

@@ -1,4 +1,4 @@
-"""A small synthetic run directory in the results-file format of docs/ARCHITECTURE.md.
+"""A small synthetic run directory in the results-file format of docs/results.md.
 
 Values are realistic in scale (≈1–3 bits/byte, BPE degrading faster than bytes under typos) and
 fully determined by ``seed``; per-document sums are consistent with results.csv.

@@ -11,6 +11,7 @@ from config_fixtures import BASE, FakeAnalysis, FakeConfig, FakeSource, FakeTypo
 
 from encoders.backbone import BackboneConfig
 from harness.config import (
+    ConfigError,
     load_suite,
 )
 from harness.suite import SCHEMA_VERSION, BudgetConfig, EvalConfig
@@ -358,6 +359,10 @@ def test_module_class_plugin_from_cwd(tmp_path: Path) -> None:
     (tmp_path / "tb_cwd_plugin.py").write_text(PLUGIN_FILE)
     (tmp_path / "suites").mkdir()
     write(tmp_path, BASE + "  - {name: 'tb_cwd_plugin:Shout', id: loud}\n", "suites/s.yaml")
+    with pytest.raises(ConfigError, match="not on sys.path, nor in the suite's plugin_paths"):
+        load_suite("suites/s.yaml")  # the working directory is not searched unless declared
+    write(tmp_path, BASE + "  - {name: 'tb_cwd_plugin:Shout', id: loud}\nplugin_paths: [..]\n",
+          "suites/s.yaml")
     try:
         s = load_suite("suites/s.yaml")
     finally:
@@ -392,8 +397,8 @@ def test_list_sections_must_be_lists(tmp_path: Path) -> None:
     )
     assert err(tmp_path, BASE + "x_: 1\n") == (
         "suite.yaml:24: unknown key 'x_'; valid keys: analyses, backbone, baselines, budget, data, "
-        "description, encoders, eval, name, permutations, perturbations, scaling, schema_version, "
-        "seeds"
+        "description, encoders, eval, name, permutations, perturbations, plugin_paths, scaling, "
+        "schema_version, seeds"
     )
     assert err(tmp_path, BASE + "analyses: fake_an\n") == (
         "suite.yaml:24: analyses: expected a list of analyses, got 'fake_an'"

@@ -1,0 +1,106 @@
+"""Plugins are code, and a broken one is named on one line: sys.exit() at import, an exception in
+perturb() or fit(); ``module:Class`` is resolved only from sys.path and the folders the suite
+declares in ``plugin_paths`` (default: the suite's own folder), never the working directory."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness.cli import main
+
+HEADER = """\
+from dataclasses import dataclass
+import random, sys
+from perturbations.base import Perturbation
+
+"""
+EXIT_AT_IMPORT = HEADER + "sys.exit(0)\n"
+RAISES = HEADER + """\
+@dataclass(kw_only=True)
+class Boom(Perturbation):
+    def perturb(self, text: str, rng: random.Random) -> str:
+        raise RuntimeError("kaboom in perturb")
+
+
+@dataclass(kw_only=True)
+class BadFit(Perturbation):
+    def fit(self, texts):
+        raise KeyError("kaboom in fit")
+
+    def perturb(self, text: str, rng: random.Random) -> str:
+        return text
+
+
+@dataclass(kw_only=True)
+class Quits(Perturbation):
+    def perturb(self, text: str, rng: random.Random) -> str:
+        sys.exit(3)
+"""
+
+
+@pytest.fixture
+def suite_with(tmp_path: Path):  # type: ignore[no-untyped-def]
+    from reliability_suite import SUITE, make_suite
+
+    def make(module: str, source: str, target: str) -> Path:
+        (tmp_path / f"{module}.py").write_text(source)
+        text = SUITE.replace("  - {name: case.upper, severity: 1.0}", f"  - {{name: '{module}:{target}', severity: 1.0}}")
+        return make_suite(tmp_path, text)
+
+    yield make
+    for m in ("tb_rel_exit", "tb_rel_raises"):
+        sys.modules.pop(m, None)
+
+
+def _one_line(capsys: pytest.CaptureFixture[str]) -> str:
+    err = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("tokbench: error:")]
+    assert len(err) == 1, err
+    return err[0]
+
+
+@pytest.mark.parametrize("command", ["validate", "run"])
+def test_sys_exit_at_import_is_one_line(command: str, suite_with, tmp_path: Path,  # type: ignore[no-untyped-def]
+                                        capsys: pytest.CaptureFixture[str]) -> None:
+    suite = suite_with("tb_rel_exit", EXIT_AT_IMPORT, "X")
+    args = [command, str(suite)] + (["--out", str(tmp_path / "o"), "--quiet"] if command == "run" else [])
+    assert main(args) == 2
+    line = _one_line(capsys)
+    assert "'tb_rel_exit:X'" in line and "called sys.exit(0)" in line
+
+
+@pytest.mark.parametrize("target,needle", [
+    ("Boom", "plugin 'Boom' (tb_rel_raises:Boom) failed in perturb() on document"),
+    ("BadFit", "plugin 'BadFit' (tb_rel_raises:BadFit) failed in fit(): KeyError"),
+    ("Quits", "plugin 'Quits' (tb_rel_raises:Quits) failed in perturb() on document"),
+])
+def test_plugin_raising_is_one_line(target: str, needle: str, suite_with, tmp_path: Path,  # type: ignore[no-untyped-def]
+                                    capsys: pytest.CaptureFixture[str]) -> None:
+    suite = suite_with("tb_rel_raises", RAISES, target)
+    capsys.readouterr()
+    assert main(["run", str(suite), "--out", str(tmp_path / "o"), "--quiet", "--no-report"]) == 2
+    assert needle in _one_line(capsys)
+    assert not list((tmp_path / "o").glob("models/*.pt"))  # caught before training (Runner.try_perturbations)
+
+
+def test_working_directory_is_not_searched(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    from reliability_suite import SUITE, make_suite
+
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    (cwd / "tb_rel_cwd.py").write_text(RAISES.replace("kaboom", "planted"))
+    suite_dir = tmp_path / "suite"
+    suite_dir.mkdir()
+    text = SUITE.replace("  - {name: case.upper, severity: 1.0}", "  - {name: 'tb_rel_cwd:Boom', severity: 1.0}")
+    suite = make_suite(suite_dir, text)
+    monkeypatch.chdir(cwd)
+    try:
+        assert main(["validate", str(suite)]) == 2
+        assert "not on sys.path, nor in the suite's plugin_paths" in _one_line(capsys)
+        suite.write_text(text + "plugin_paths: [../cwd]\n")  # declared: now it is found
+        assert main(["validate", str(suite), "--no-memory-check"]) == 0
+    finally:
+        sys.modules.pop("tb_rel_cwd", None)
