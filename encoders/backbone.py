@@ -6,7 +6,9 @@ features, BPE tokens, patches), not of the sequence model itself.
 
     x (B, N, dim) -> Backbone -> (B, N, dim)      # N: bytes, tokens or patches
 
-Causal: position n attends to positions <= n only (``is_causal=True`` in SDPA).
+Causal by default: position n attends to positions <= n only (``is_causal=True`` in SDPA).
+``Backbone(cfg, causal=False)`` is the bidirectional variant masked-diffusion encoders use
+(``encoders/mdm.py``): every position attends to every valid position of its sequence.
 """
 
 from __future__ import annotations
@@ -66,10 +68,12 @@ def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.T
 
 
 class CausalSelfAttention(nn.Module):
-    """Multi-head causal self-attention through SDPA (flash / memory-efficient kernels on GPU)."""
+    """Multi-head self-attention through SDPA (flash / memory-efficient kernels on GPU); causal
+    unless built with ``causal=False``."""
 
-    def __init__(self, cfg: BackboneConfig) -> None:
+    def __init__(self, cfg: BackboneConfig, causal: bool = True) -> None:
         super().__init__()
+        self.causal = causal
         if cfg.dim % cfg.heads:
             raise ValueError(f"backbone.dim={cfg.dim} is not divisible by backbone.heads={cfg.heads}")
         self.heads = cfg.heads
@@ -77,14 +81,21 @@ class CausalSelfAttention(nn.Module):
         self.proj = nn.Linear(cfg.dim, cfg.dim, bias=False)
         self.dropout = cfg.dropout
 
-    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
+                valid: torch.Tensor | None = None) -> torch.Tensor:
+        """x (B, N, C); valid (B, N) bool or None: keys that may be attended to (bidirectional
+        only — a causal model never sees the padding after a window, so it needs no mask)."""
         B, N, C = x.shape
         q, k, v = self.qkv(x).split(C, dim=2)
         # (B, N, C) -> (B, H, N, hd)
         q, k, v = (t.view(B, N, self.heads, C // self.heads).transpose(1, 2) for t in (q, k, v))
         q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+        # (B, 1, 1, N) key mask: padded slots of a shorter window must not be seen, or a
+        # bidirectional prediction would depend on what else is in the batch.
+        mask = None if self.causal or valid is None else valid[:, None, None, :]
         y = F.scaled_dot_product_attention(
-            q, k, v, is_causal=True, dropout_p=self.dropout if self.training else 0.0
+            q, k, v, attn_mask=mask, is_causal=self.causal,
+            dropout_p=self.dropout if self.training else 0.0,
         )
         return self.proj(y.transpose(1, 2).reshape(B, N, C))
 
@@ -92,27 +103,32 @@ class CausalSelfAttention(nn.Module):
 class Block(nn.Module):
     """Pre-norm transformer block: x + attn(norm(x)), then x + mlp(norm(x))."""
 
-    def __init__(self, cfg: BackboneConfig) -> None:
+    def __init__(self, cfg: BackboneConfig, causal: bool = True) -> None:
         super().__init__()
         self.norm1 = RMSNorm(cfg.dim)
-        self.attn = CausalSelfAttention(cfg)
+        self.attn = CausalSelfAttention(cfg, causal)
         self.norm2 = RMSNorm(cfg.dim)
         hidden = cfg.mlp_ratio * cfg.dim
         self.fc = nn.Linear(cfg.dim, hidden, bias=False)
         self.out = nn.Linear(hidden, cfg.dim, bias=False)
 
-    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-        x = x + self.attn(self.norm1(x), cos, sin)
+    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
+                valid: torch.Tensor | None = None) -> torch.Tensor:
+        x = x + self.attn(self.norm1(x), cos, sin, valid)
         return x + self.out(F.gelu(self.fc(self.norm2(x))))
 
 
 class Backbone(nn.Module):
-    """Stack of causal transformer blocks with a final RMSNorm: (B, N, dim) -> (B, N, dim)."""
+    """Stack of transformer blocks with a final RMSNorm: (B, N, dim) -> (B, N, dim).
 
-    def __init__(self, cfg: BackboneConfig) -> None:
+    causal: True for autoregressive encoders; False (bidirectional) for masked diffusion. The
+    parameters are the same either way, so the two objectives compare at equal size."""
+
+    def __init__(self, cfg: BackboneConfig, causal: bool = True) -> None:
         super().__init__()
         self.cfg = cfg
-        self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.layers))
+        self.causal = causal
+        self.blocks = nn.ModuleList(Block(cfg, causal) for _ in range(cfg.layers))
         self.norm = RMSNorm(cfg.dim)
         for name, p in self.named_parameters():
             if p.dim() == 2:
@@ -120,15 +136,19 @@ class Backbone(nn.Module):
                 std = 0.02 / math.sqrt(2 * cfg.layers) if name.endswith(("proj.weight", "out.weight")) else 0.02
                 nn.init.normal_(p, mean=0.0, std=std)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, valid: torch.Tensor | None = None) -> torch.Tensor:
+        """x (B, N, dim); valid (B, N) bool: real (not padding) positions, used when bidirectional.
+        An all-valid mask is dropped so SDPA keeps its fastest (flash) kernel."""
+        if valid is not None and bool(valid.all()):
+            valid = None
         cos, sin = rope_cache(x.shape[1], self.cfg.dim // self.cfg.heads, self.cfg.rope_base, x.device)
         for blk in self.blocks:
-            x = blk(x, cos, sin)
+            x = blk(x, cos, sin, valid)
         return self.norm(x)
 
     def flops(self, batch: int, n: int) -> float:
         """Forward FLOPs (2 per multiply-add) for a (batch, n) sequence batch: matmuls + attention."""
-        return backbone_flops(self.cfg, batch, n)
+        return backbone_flops(self.cfg, batch, n, self.causal)
 
 
 # Fraction of the dense QK^T / AV cost at which causal self-attention is counted: 1.0 (the
@@ -148,15 +168,16 @@ def causal_attention_cost(fraction: float) -> Iterator[None]:
         _CAUSAL_ATTENTION_COST.reset(token)
 
 
-def backbone_flops(cfg: BackboneConfig, batch: int, n: int) -> float:
+def backbone_flops(cfg: BackboneConfig, batch: int, n: int, causal: bool = True) -> float:
     """Analytic forward FLOPs of the backbone on ``batch`` sequences of length ``n``.
 
     Counts the linear layers (qkv, proj, MLP) and the two attention matmuls at full (non-causal)
     cost — equal to torch's FLOP counter on the math SDPA path (tests/encoders/test_backbone.py);
     norms, RoPE and softmax are ignored (< 1 %). Inside ``causal_attention_cost(f)`` the attention
-    matmuls count f times their dense cost.
+    matmuls count f times their dense cost. A bidirectional backbone (``causal=False``, masked
+    diffusion) always counts them at full cost: no half of its attention is masked.
     """
     d, h = cfg.dim, cfg.mlp_ratio * cfg.dim
     per_token_linear = 2 * (3 * d * d + d * d + 2 * d * h)
-    attn = 2 * 2 * n * n * d * _CAUSAL_ATTENTION_COST.get()  # QK^T and AV, per sequence
+    attn = 2 * 2 * n * n * d * (_CAUSAL_ATTENTION_COST.get() if causal else 1.0)  # QK^T and AV
     return float(cfg.layers * batch * (n * per_token_linear + attn))

@@ -71,6 +71,8 @@ class UnitNLL:
         scored bytes, each clipped to the scored span, so they tile [score_from, len) exactly (a
         patch starting in the context counts with its scored bytes; the harness checks the sum).
         Bytes per token / patch come from these (``core.segments``).
+    window_var: (W,) float64 nats², or None for exact scores: the Monte Carlo variance of each
+        window's total NLL when it is an estimate (masked diffusion's NELBO, ``encoders/mdm.py``).
     """
 
     nll: torch.Tensor
@@ -78,6 +80,7 @@ class UnitNLL:
     start: torch.Tensor
     end: torch.Tensor
     segments: list[list[int]] | None = None
+    window_var: torch.Tensor | None = None
 
     def byte_nll(self, lengths: Sequence[int], score_from: Sequence[int]) -> list[torch.Tensor]:
         """Spread each unit's NLL evenly over its bytes.

@@ -335,7 +335,7 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("sanity", help="causality, random-bytes and Markov-source probes for every encoder")
     s.add_argument("--encoder", action="append", help="only these encoders (default: all registered)")
     s.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
-    s.add_argument("--quick", action="store_true", help="causality probe only")
+    s.add_argument("--quick", action="store_true", help="leak probes only (causality; MDM leak for encoders with objective: mdm)")
     s.set_defaults(fn=cmd_sanity)
 
     d = sub.add_parser("data", help="data commands")

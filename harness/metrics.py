@@ -37,10 +37,12 @@ class CellTotals:
     n_words: int = 0
     n_docs: int = 0
     edit_rate_sum: float = 0.0
+    nll_var: float = 0.0  # Monte Carlo variance of nll_nats (nats²; MDM), 0 for exact scores
 
     def add(self, nll: float, n_bytes: int, n_bytes_clean: int, n_tokens: int, n_words: int,
-            segments: Iterable[int] | None, edit_rate: float) -> None:
+            segments: Iterable[int] | None, edit_rate: float, nll_var: float = 0.0) -> None:
         self.nll_nats += nll
+        self.nll_var += nll_var  # documents draw independent Monte Carlo samples
         self.n_bytes += n_bytes
         self.n_bytes_clean += n_bytes_clean
         self.n_tokens += n_tokens
@@ -57,7 +59,9 @@ class CellTotals:
 
 
 def cell_metrics(t: CellTotals, script: str | None) -> dict[str, float | int | str]:
-    """Derived metrics of a cell: bpb, bpb_clean, byte/word/token perplexity, edit rate.
+    """Derived metrics of a cell: bpb, bpb_clean, byte/word/token perplexity, edit rate, and
+    bpb_se — the Monte Carlo standard error of bpb (√nll_var / (ln 2 · n_bytes); 0 for exact
+    scores, NaN when the estimate had one sample per window).
 
     word_ppl is left empty (NaN) for scripts written without spaces; token_ppl is per prediction
     unit of that encoder and is NOT comparable across encoders (results mark the unit)."""
@@ -69,6 +73,7 @@ def cell_metrics(t: CellTotals, script: str | None) -> dict[str, float | int | s
         "n_bytes_clean": t.n_bytes_clean,
         "nll_nats": t.nll_nats,
         "bpb": b,
+        "bpb_se": bpb(math.sqrt(t.nll_var), t.n_bytes),  # NaN stays NaN
         "bpb_clean": bpb(t.nll_nats, t.n_bytes_clean),
         "byte_ppl": 2.0**b if not math.isnan(b) else math.nan,
         "word_ppl": math.exp(min(t.nll_nats / t.n_words, 700.0)) if t.n_words and not no_space else math.nan,

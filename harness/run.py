@@ -518,7 +518,8 @@ class Runner:
             cells: list[tuple[PerturbationSpec, str, dict[str, str], list[str]]] = []
             for pspec in [CLEAN, *self.suite.perturbations]:
                 for mode in self.suite.eval.modes:
-                    ck = {label: self.cell_key(m.meta["key"], fp, pspec, mode, seed) for label, m in models.items()}
+                    ck = {label: self.cell_key(m.meta["key"], fp, pspec, mode, seed, mc=hasattr(m.enc, "mc_samples"))
+                          for label, m in models.items()}
                     todo = [label for label, k in ck.items() if self.rd.load_cell(k) is None]
                     keys += list(ck.values())
                     bar.update(len(ck) - len(todo))
@@ -556,6 +557,7 @@ class Runner:
                 scores = score_items(model.enc, items, self.device, self.suite.eval.batch_windows,
                                      self.budget.dtype == "bfloat16", stats=self.score_facts.setdefault(label, {}),
                                      needed=needed, progress=wbar.update,
+                                     mc_samples=self.suite.eval.mc_samples,
                                      permuter=permuter_for(model.spec.permutation, self.budget.context_bytes, seed))
                 wbar.close()
                 k = 0
@@ -579,9 +581,12 @@ class Runner:
                 per = self.encoder_facts[r["encoder"]].setdefault("bytes_per_segment_by_eval", {})
                 per[f"{r['dataset']} (seed {r['seed']})"] = r["bytes_per_segment"]
 
-    def cell_key(self, model_key: str, fp: str, pspec: PerturbationSpec, mode: str, seed: int) -> str:
+    def cell_key(self, model_key: str, fp: str, pspec: PerturbationSpec, mode: str, seed: int,
+                 mc: bool = False) -> str:
+        """mc: the encoder's score is a Monte Carlo estimate (MDM), so eval.mc_samples is part of
+        the key (left out otherwise, so exact cells keep their keys)."""
         ev = self.suite.eval
-        return stable_hash({
+        return stable_hash({**({"mc_samples": ev.mc_samples} if mc else {}),
             "model": model_key, "data": fp, "perturbation": pspec.name, "id": pspec.id, "severity": pspec.severity,
             "params": pspec.params, "mode": mode, "seed": seed, "context": self.budget.context_bytes,
             "stride": ev.stride_bytes, "fraction": ev.context_fraction, "target": ev.target_bytes,
@@ -732,7 +737,8 @@ class Runner:
                 "perturbation_id": pspec.id, "severity": pspec.severity, "mode": mode}
         for i, (p, sc) in enumerate(zip(live, scores)):
             doc, scored = p.doc, p.item.scored_bytes
-            totals.add(sc.nll, len(scored), p.n_bytes_clean, sc.n_units, p.n_words, sc.segments, p.edit_rate)
+            totals.add(sc.nll, len(scored), p.n_bytes_clean, sc.n_units, p.n_words, sc.segments, p.edit_rate,
+                       nll_var=sc.nll_var)
             row = {**keys, "doc_id": doc.id, "doc_language": doc.language, "doc_script": doc_scripts[doc.id],
                    "nll_nats": sc.nll, "n_bytes": len(scored),
                    "n_bytes_clean": p.n_bytes_clean, "n_tokens": sc.n_units, "n_words": p.n_words,
@@ -761,7 +767,7 @@ class Runner:
                     b[2] += r.nll_nats
         m = cell_metrics(totals, es.script)
         row = {**keys, **m, "token_unit": enc.unit, "segment_unit": enc.segment, "kind": "model",
-               **permutation_columns(spec.permutation)}
+               "objective": getattr(enc, "objective", "ar"), **permutation_columns(spec.permutation)}
         brows = [{**keys, "analysis": a, "bucket": b, "n_words": v[0], "n_bytes": v[1], "nll_nats": v[2],
                   "bpb": bpb(v[2], v[1])} for (a, b), v in sorted(buckets.items())]
         return {"row": row, "samples": samples, "buckets": brows}

@@ -9,7 +9,9 @@
    model gets within 10 % of the oracle's NLL on the same sample, and never below it by more
    than 3 standard errors. A model that beats its source has a bug (leakage or normalisation).
 
-All three use the harness's own training loop and scoring function.
+All three use the harness's own training loop and scoring function. Encoders that support
+``objective: mdm`` also get the masked-diffusion leak and known-entropy probes
+(``harness/sanity_mdm.py``).
 """
 
 from __future__ import annotations
@@ -254,13 +256,18 @@ def run_sanity(encoders: Sequence[str] | None = None, device: str = "auto", quic
     dev = pick_device(device)
     names = list(encoders) if encoders else plugins.known_names("encoder")
     results: list[ProbeResult] = []
+    from harness.sanity_mdm import probe_mdm_entropy, probe_mdm_leak_trained, supports_mdm
+
     for name in names:
         probes = [probe_causality_trained] if quick else [probe_causality_trained, probe_random_bytes, probe_markov]
+        if supports_mdm(name):  # the same encoder again under objective: mdm (harness/sanity_mdm.py)
+            probes += [probe_mdm_leak_trained] if quick else [probe_mdm_leak_trained, probe_mdm_entropy]
         for probe in probes:
             try:
                 r = probe(name, dev)
             except Exception as e:  # a crashing encoder is a failed probe, reported, not hidden
-                r = ProbeResult(name, probe.__name__.replace("probe_", ""), False, f"{type(e).__name__}: {e}")
+                label = name + ("[mdm]" if "mdm" in probe.__name__ else "")
+                r = ProbeResult(label, probe.__name__.replace("probe_", ""), False, f"{type(e).__name__}: {e}")
             results.append(r)
             print(f"{'PASS' if r.ok else 'FAIL'}  {r.encoder:<10} {r.probe:<13} {r.detail}", flush=True)
     bad = [r for r in results if not r.ok]

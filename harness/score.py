@@ -64,12 +64,14 @@ class PlanRow:
 
 @dataclass
 class DocScore:
-    """Result for one document. nll in nats; byte_nll (n_scored,) float64 nats per scored byte."""
+    """Result for one document. nll in nats; byte_nll (n_scored,) float64 nats per scored byte;
+    nll_var: Monte Carlo variance (nats²) of ``nll`` when it is an estimate (MDM), else 0."""
 
     nll: float
     n_units: int
     segments: list[int] | None
     byte_nll: np.ndarray
+    nll_var: float = 0.0
 
 
 def plan_full(data: bytes, context: int, stride: int) -> ScoreItem:
@@ -124,6 +126,7 @@ def score_items(
     stats: dict[str, float] | None = None,
     needed: Sequence[bool] | None = None,
     progress: Callable[[int], Any] | None = None,
+    mc_samples: int | None = None,
     permuter: WindowPermuter | None = None,
 ) -> list[DocScore | None]:
     """Score documents: windows of all items — of many cells, when the caller packs them — are
@@ -132,7 +135,7 @@ def score_items(
     units tile the scored bytes exactly once) and summed per document.
 
     A window's numbers do not depend on which other windows share its batch (padding sits after
-    the last byte and attention is causal), so packing changes no cell's numbers beyond float
+    the last byte and attention is causal, or masks padding out when bidirectional), so packing changes no cell's numbers beyond float
     rounding (tests/harness/test_batchscore.py). Collation runs one batch ahead in a thread.
     stats: if given, accumulates ``forward_flops``, ``seconds``, ``scored_bytes`` and
     ``windows`` (for scoring MFU and MB/s in run.json).
@@ -141,10 +144,16 @@ def score_items(
     as a fresh one, so its numbers are identical).
     progress: called with the number of windows done after each forward (a progress bar's
     ``update``).
+    mc_samples: Monte Carlo samples per window for encoders whose score is an estimate (masked
+    diffusion; their masks are seeded by each window's scored bytes, so batching changes nothing);
+    the per-window variances (``UnitNLL.window_var``) add up in ``DocScore.nll_var`` (windows
+    draw independent samples).
     permuter: each window (all of it scored: ``score_from`` must be 0) is fed permuted, and its
     per-byte NLL and segments are put back in the document's byte order (docs/fragility.md).
     """
     encoder.eval()
+    if mc_samples is not None and hasattr(encoder, "mc_samples"):
+        encoder.mc_samples = mc_samples
     flat: list[tuple[int, bytes, int]] = []  # (item index, window bytes, score_from)
     for i, it in enumerate(items):
         for w in it.windows:
@@ -153,6 +162,7 @@ def score_items(
     order = sorted(range(len(flat)), key=lambda j: -len(flat[j][1]))
     per_window: list[np.ndarray | None] = [None] * len(flat)
     per_window_units = [0] * len(flat)
+    per_window_var = [0.0] * len(flat)
     per_window_segs: list[list[int] | None] = [None] * len(flat)
     autocast = (
         torch.autocast("cuda", dtype=torch.bfloat16) if bf16 and device.type == "cuda"
@@ -191,9 +201,12 @@ def score_items(
                 if units.segments is not None:
                     units.segments = [unpermute_segments(sg, pw) for sg, pw in zip(units.segments, fed)]
             counts = torch.bincount(units.window.cpu(), minlength=len(idx)).tolist()
+            wvar = units.window_var.cpu().tolist() if units.window_var is not None else None
             for j, fi in enumerate(idx):
                 per_window[fi] = nll[j].numpy()
                 per_window_units[fi] = counts[j]
+                if wvar is not None:
+                    per_window_var[fi] = wvar[j]
                 if units.segments is not None:
                     # segments must tile the scored span like the units do (core.segments)
                     check_tiling(units.segments[j], len(wins[j]) - sfrom[j], type(encoder).__name__)
@@ -204,6 +217,7 @@ def score_items(
         feed.close()
     per_item_nll: list[list[np.ndarray]] = [[] for _ in items]
     per_item_units = [0] * len(items)
+    per_item_var = [0.0] * len(items)
     per_item_segs: list[list[int] | None] = [None] * len(items)
     for fi, (i, _, _) in enumerate(flat):  # windows back in document order
         arr = per_window[fi]
@@ -211,6 +225,7 @@ def score_items(
             continue
         per_item_nll[i].append(arr)
         per_item_units[i] += per_window_units[fi]
+        per_item_var[i] += per_window_var[fi]
         segs_w = per_window_segs[fi]
         if segs_w is not None:
             segs = per_item_segs[i] if per_item_segs[i] is not None else []
@@ -222,7 +237,7 @@ def score_items(
             out.append(None)
             continue
         bn = np.concatenate(per_item_nll[i]) if per_item_nll[i] else np.zeros(0)
-        out.append(DocScore(float(bn.sum()), per_item_units[i], per_item_segs[i], bn))
+        out.append(DocScore(float(bn.sum()), per_item_units[i], per_item_segs[i], bn, per_item_var[i]))
     if stats is not None:
         stats["forward_flops"] = stats.get("forward_flops", 0.0) + fwd_flops
         stats["seconds"] = stats.get("seconds", 0.0) + time.perf_counter() - t0

@@ -144,6 +144,8 @@ class EvalConfig:
     batch_windows: windows per scoring batch.
     keep_texts: store every document's original and perturbed text in samples.jsonl (once per
     cell and document, on the first encoder's row: the texts are the same for every encoder).
+    mc_samples: Monte Carlo samples per window for encoders whose score is an estimate (masked
+    diffusion's NELBO, docs/mdm.md); >= 2, so each window's estimate has a standard error.
     """
 
     modes: tuple[Literal["full", "clean_target"], ...] = ("full", "clean_target")
@@ -155,6 +157,7 @@ class EvalConfig:
     sample_docs: int = 3
     batch_windows: int = 32
     keep_texts: bool = True
+    mc_samples: int = 8
 
 
 @dataclass(frozen=True, kw_only=True)

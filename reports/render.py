@@ -22,7 +22,7 @@ import jinja2
 import markupsafe
 import pandas as pd
 
-from reports import fragility, load
+from reports import fragility, load, mdm
 from reports.files import write_bytes_atomic, write_text_atomic
 from reports.fmt import p_phrase, pvalue, sig3
 from reports.surprisal import BIN_LABELS, build_samples
@@ -621,6 +621,8 @@ def _render(data: load.RunData, out_dir: Path, title: str, n_boot: int, n_perm: 
     tables = build_tables(t)
     tables["buckets"] = bucket_table(data.buckets, t.encoders)
     tables["permutations"] = fragility_table(data)
+    tables["ar_vs_mdm"] = _table("ar_vs_mdm", mdm.TITLE, mdm.TABLE_SPEC,
+                                 mdm.ar_vs_mdm(data, n_boot=n_boot, seed=seed), note=mdm.NOTE)
     figs = _figures(t, data, out_dir / "figures", svg)
     # Scaling sweeps (flop_budget set): their own section, fitted from the same rows.
     from reports.scaling_report import scaling_section
@@ -647,7 +649,8 @@ def _render(data: load.RunData, out_dir: Path, title: str, n_boot: int, n_perm: 
         bins=list(enumerate(BIN_LABELS)), note_bpb=NOTE_BPB, note_flops=_flops_note(t),
         provenance=_provenance(data), warnings=data.warnings, n_boot=n_boot, n_perm=n_perm,
         stat_seed=seed, language_note=language_note(data),
-        sections=sections(t, fragility=bool(tables["permutations"].rows)),
+        sections=sections(t, mdm=bool(tables["ar_vs_mdm"].rows),
+                          fragility=bool(tables["permutations"].rows)),
         anomaly_causes=[(m, ANOMALY_CAUSES[m]) for m in t.modes
                         if len(t.anomalies) and m in set(t.anomalies["mode"])],
         full_mode_note=FULL_MODE_NOTE, alpha=ALPHA,
@@ -723,8 +726,9 @@ def _anomalies_md(ctx: dict[str, Any]) -> list[str]:
         f"- Possible causes ({md_text(m)}): {md_text(text)}" for m, text in ctx["anomaly_causes"]] + [""]
 
 
-def sections(t: Tables, fragility: bool = False) -> list[Section]:
+def sections(t: Tables, mdm: bool = False, fragility: bool = False) -> list[Section]:
     """The report's sections in order (the nav bar, the HTML body and the Markdown follow it).
+    mdm: the run pairs AR with masked-diffusion encoders (``reports/mdm.py``): add that section.
     fragility: the run has permutations or compressor baselines (``reports.fragility``)."""
     others = [m for m in t.modes if m != t.primary_mode]
     out = [
@@ -739,6 +743,7 @@ def sections(t: Tables, fragility: bool = False) -> list[Section]:
     out += [
         Section("comparisons", "Comparisons",
                 ["matrix_clean", "matrix", *[f"matrix_{m}" for m in others], "comparisons"]),
+        *([Section("mdm", "AR vs MDM", ["ar_vs_mdm"])] if mdm else []),
         Section("multilingual", "Multilingual", ["languages", "languages_delta", "scripts"],
                 ["languages"]),
         Section("morphology", "Morphology", ["buckets"], ["buckets"]),

@@ -8,6 +8,15 @@ summed per window and divided by the window's bytes, so BPB is comparable.
 Shapes: ``V`` = vocabulary size (token ids 0..V-1, the head's outputs), input id ``V`` = BOS
 (embedding has V + 1 rows). N = tokens in the longest window of a batch (<= context bytes).
 
+``objective: mdm`` (``encoders/mdm.py``): a bidirectional backbone predicts masked tokens. The
+scored part of a window is padded to a FIXED number of slots — one per scored byte, the most
+tokens it can hold — with a PAD unit (id V; BOS = V + 1, MASK = V + 2; the head has V + 1 outputs).
+PAD slots are masked and scored like tokens, so the model is told the byte length of the span
+(exactly what the byte-level MDM is told) but never the token count, and pays in NLL for where
+the text ends. A window's PAD NLL is added to its last real token's unit, so BPB = ΣNLL (tokens +
+PADs) / (ln 2 · Σ bytes). The slots cost compute: the backbone runs over context tokens + scored
+bytes, not tokens.
+
 Construction order (the harness builds the optimizer after ``fit``): all parameters are created in
 ``__init__`` — the embedding and head are sized from ``vocab_size`` (or from the rank file when
 ``file`` is given) — so ``fit`` only learns merges and never re-creates parameters. A corpus too
@@ -17,11 +26,12 @@ small to reach ``vocab_size`` leaves the top ids unused (``describe()['vocab_tra
 from __future__ import annotations
 
 import hashlib
+import itertools
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import torch
@@ -31,6 +41,7 @@ from torch import nn
 from encoders.backbone import Backbone, BackboneConfig, backbone_flops
 from encoders.base import Encoder, FitContext, TensorBatch, UnitNLL
 from encoders.bpe.tokenizer import BpeTokenizer, merge_key, resolve_pattern
+from encoders.mdm import MaskedDiffusion, MdmUnits
 from encoders.registry import register
 
 
@@ -43,7 +54,10 @@ class BpeConfig:
     dim: embedding width when the encoder runs without a backbone (else the backbone's).
     min_frequency: a pair must occur this often in the training sample to be merged.
     fit_bytes: bytes of the training split the merges are learned on (None: the suite's
-    ``train_bytes``; set it to cap merge training on very large budgets)."""
+    ``train_bytes``; set it to cap merge training on very large budgets).
+    objective: ar (next-token prediction, causal) | mdm (masked diffusion, bidirectional).
+    mdm_schedule: linear | cosine — masking schedule α(t) of the MDM objective.
+    mdm_span: masked-span length in slots during MDM training (1 = independent masks)."""
 
     vocab_size: int = 512
     pattern: str = "gpt2"
@@ -51,10 +65,13 @@ class BpeConfig:
     dim: int = 64
     min_frequency: int = 2
     fit_bytes: int | None = None
+    objective: Literal["ar", "mdm"] = "ar"
+    mdm_schedule: Literal["linear", "cosine"] = "linear"
+    mdm_span: int = 1
 
 
 @register("bpe")
-class BpeEncoder(Encoder):
+class BpeEncoder(MaskedDiffusion, Encoder):
     """Token embedding -> shared backbone -> V-way next-token head (a token bigram model without
     a backbone). One prediction unit per BPE token, covering that token's bytes."""
 
@@ -79,12 +96,18 @@ class BpeEncoder(Encoder):
         if config.fit_bytes is not None and config.fit_bytes <= 0:
             raise ValueError(f"bpe.fit_bytes={config.fit_bytes} must be positive")
         dim = backbone.dim if backbone is not None else config.dim
-        self.V, self.bos, self.dim = V, V, dim
-        self.embed = nn.Embedding(V + 1, dim)  # row V = BOS
-        self.backbone = Backbone(backbone) if backbone is not None else None
-        self.head = nn.Linear(dim, V, bias=False)
+        self.objective = config.objective
+        mdm = config.objective == "mdm"
+        # AR: row V = BOS. MDM: V = PAD (also a head output), V + 1 = BOS, V + 2 = MASK.
+        self.V, self.bos, self.dim = V, V + 1 if mdm else V, dim
+        self.pad = V
+        self.embed = nn.Embedding(V + 3 if mdm else V + 1, dim)
+        self.backbone = Backbone(backbone, causal=not mdm) if backbone is not None else None
+        self.head = nn.Linear(dim, V + 1 if mdm else V, bias=False)
         nn.init.normal_(self.embed.weight, std=0.02)
         nn.init.normal_(self.head.weight, std=0.02)
+        if mdm:
+            self.mdm_setup(config.mdm_schedule, config.mdm_span, mask_id=V + 2, n_out=V + 1)
 
     # -- merges -----------------------------------------------------------------------------------
     def fit(self, ctx: FitContext) -> dict[str, Any]:
@@ -168,6 +191,8 @@ class BpeEncoder(Encoder):
         ``start``/``end`` — byte span of each scored token in its window (-1 elsewhere).
         meta ``segments``: per window, byte lengths of the scored tokens.
         """
+        if self.objective == "mdm":
+            return self.mdm_collate(windows, score_from)
         tok = self._tok()
         rows = []
         for w, s in zip(windows, score_from):
@@ -211,19 +236,41 @@ class BpeEncoder(Encoder):
         """Byte length of each token of ``window`` (tokenized whole), in order."""
         return [b - a for a, b in self._tok().encode_with_offsets(window)[1]]
 
-    @classmethod
-    def permutable(cls, config: Any = None) -> bool:
-        """Permuted windows are collated for ``objective: ar`` (the default) only."""
-        return getattr(config, "objective", "ar") == "ar"
-
     def collate_units(self, fed: Sequence[Any]) -> TensorBatch:
         """Permuted windows (``.units``: their tokens' bytes in the fed order), all scored: each
-        unit becomes its own token id, never re-tokenized; spans index the fed stream."""
-        if getattr(self.config, "objective", "ar") != "ar":  # other objectives collate otherwise
-            raise NotImplementedError("bpe: permuted windows are collated for objective: ar only")
+        unit becomes its own token id, never re-tokenized; spans index the fed stream. Under
+        ``objective: mdm`` the tokens fill MDM slots (PAD to one slot per byte) as in ``collate``."""
         ranks = self._tok().ranks
+        if self.objective == "mdm":
+            units = []
+            for w in fed:
+                ids = [ranks[u] for u in w.units]
+                ends = list(itertools.accumulate(len(u) for u in w.units))
+                spans = [(e - len(u), e) for u, e in zip(w.units, ends)]
+                units.append(self.mdm_units_from_tokens([], ids, spans, 0, len(w.data)))
+            # masks seeded by the fed bytes, like mdm_collate seeds them by the scored bytes
+            return self.mdm_collate_units(units, [w.data for w in fed], sum(len(w.data) for w in fed))
         rows = [([], [ranks[u] for u in w.units], 0) for w in fed]
         return self._collate_rows(rows, sum(len(w.data) for w in fed))
+
+    def mdm_units(self, window: bytes, score_from: int) -> MdmUnits:
+        """BOS, the context's tokens, the scored part's tokens, then PAD up to one slot per
+        scored byte (a fixed count that does not reveal how many tokens the span has)."""
+        tok = self._tok()
+        ctx_ids = tok.encode(window[:score_from])
+        tgt_ids, spans = tok.encode_with_offsets(window[score_from:])
+        return self.mdm_units_from_tokens(ctx_ids, tgt_ids, spans, score_from, len(window) - score_from)
+
+    def mdm_units_from_tokens(self, ctx_ids: Sequence[int], tgt_ids: Sequence[int],
+                              spans: Sequence[tuple[int, int]], offset: int, n_bytes: int) -> MdmUnits:
+        """MDM units from given token ids: BOS, context tokens, scored tokens (byte ``spans``
+        relative to the scored part, which starts at window byte ``offset`` and has ``n_bytes``
+        bytes), then PAD up to ``n_bytes`` slots."""
+        n_pad = n_bytes - len(tgt_ids)
+        slots: list[tuple[int, int] | None] = [(offset + a, offset + b) for a, b in spans]
+        slots += [None] * n_pad
+        ids = [self.bos, *ctx_ids, *tgt_ids] + [self.pad] * n_pad
+        return MdmUnits(ids, 1 + len(ctx_ids), slots, [b - a for a, b in spans])
 
     def _token_len_np(self) -> np.ndarray:
         """Bytes per token id as an array, built once per tokenizer."""
@@ -241,6 +288,8 @@ class BpeEncoder(Encoder):
 
     def forward(self, batch: TensorBatch) -> UnitNLL:  # type: ignore[override]
         """NLL (nats) of each scored token; the head runs on scored positions only: (U, dim) -> (U, V)."""
+        if self.objective == "mdm":
+            return self.mdm_forward(batch)
         targets = batch["targets"]
         h = self.hidden(batch["inputs"])
         b, t = (targets >= 0).nonzero(as_tuple=True)
@@ -256,6 +305,12 @@ class BpeEncoder(Encoder):
 
     def flops(self, batch: TensorBatch) -> float:
         """Head 2·U·dim·V on the U scored tokens + backbone on (B, N); the lookup is free."""
+        if self.objective == "mdm":
+            R, N = batch["ids"].shape
+            f = self.mdm_head_flops(batch, self.dim)
+            if self.backbone_config is not None:
+                f += backbone_flops(self.backbone_config, R, N, causal=False)
+            return f
         B, N = batch["inputs"].shape
         U = int((batch["targets"] >= 0).sum())
         f = 2.0 * U * self.dim * self.V
@@ -273,6 +328,8 @@ class BpeEncoder(Encoder):
         tokens depend on bytes >= p; leaving those positions out keeps the probe a test of the
         model: any remaining change when bytes >= p change is a leak in the network.
         """
+        if self.objective == "mdm":
+            raise NotImplementedError("objective: mdm has no next-token distribution; see the MDM leak probe")
         tok = self._tok()
         ids, spans = tok.encode_with_offsets(data)
         index = {a: i for i, (a, _) in enumerate(spans)}
@@ -294,6 +351,8 @@ class BpeEncoder(Encoder):
         tok = self.tokenizer
         return {
             "vocab_size": self.V,
+            **({"objective": "mdm", "mdm_schedule": self.mdm_schedule, "mdm_span": self.mdm_span,
+                "pad_id": self.pad, "mask_id": self.mask_id} if self.objective == "mdm" else {}),
             "vocab_trained": len(tok.ranks) if tok is not None else None,
             "bos_id": self.bos,
             "pattern": self.config.pattern,

@@ -186,6 +186,12 @@ def _encoders(
         entry, name, cls = _plugin_entry(item, w, "encoder", search_paths)
         cfg_cls = cls.Config
         cfg_fields = init_fields(cfg_cls)
+        if "objective" in entry and "objective" not in cfg_fields:
+            # issue #18: name the capability, not just an unknown key (docs/mdm.md)
+            raise w.at("objective").error(
+                f"encoder {name!r} does not support 'objective' (only encoders whose config "
+                "declares it, e.g. bytes and bpe, train as ar | mdm)"
+            )
         check_keys(entry, {"name", "id", "backbone"} | set(cfg_fields), w)
         enc_id = convert_value(str | None, entry.get("id"), w.at("id"))
         if "backbone" not in entry:

@@ -25,6 +25,7 @@ _NONNEG: _Rule = (lambda v: v >= 0, "must be >= 0")
 _FRAC: _Rule = (lambda v: 0 <= v <= 1, "must be between 0 and 1")
 _FRAC_OPEN_HI: _Rule = (lambda v: 0 <= v < 1, "must be >= 0 and < 1")
 _FRAC_OPEN: _Rule = (lambda v: 0 < v < 1, "must be > 0 and < 1")
+_TWO: _Rule = (lambda v: v >= 2, "must be >= 2 (a standard error needs two samples)")
 
 _RANGES: dict[type, dict[str, _Rule]] = {
     BudgetConfig: {
@@ -58,6 +59,7 @@ _RANGES: dict[type, dict[str, _Rule]] = {
         "min_doc_bytes": _NONNEG,
         "sample_docs": _NONNEG,
         "batch_windows": _POS,
+        "mc_samples": _TWO,
     },
 }
 

@@ -5,6 +5,7 @@ a permuted stream is training on exactly the permuted bytes."""
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -132,6 +133,19 @@ def test_which_encoders_can_be_permuted() -> None:
 
     assert ByteEncoder.permutable() and BpeEncoder.permutable() and TargetValue.permutable()
     assert not Tokens.permutable()
-    assert not BpeEncoder.permutable(type("Cfg", (), {"objective": "mdm"})())
+    assert BpeEncoder.permutable(BpeConfig(objective="mdm"))
     with pytest.raises(NotImplementedError, match="cannot be permuted"):
         Tokens().unit_lengths(b"abc")
+
+
+@pytest.mark.parametrize("perm", KINDS[:2], ids=lambda p: p.label)
+def test_bpe_mdm_scores_permuted_windows(perm: Permutation) -> None:
+    torch.manual_seed(0)
+    enc = BpeEncoder(BpeConfig(vocab_size=320, objective="mdm"), None)
+    enc.fit(FitContext(train_docs=lambda: iter([TEXT]), train_bytes=len(TEXT), context_bytes=64,
+                       seed=0, device=CPU, train=lambda e, n: {}, log=lambda m: None))
+    item = plan_partition(TEXT[:400], 64)
+    wp = WindowPermuter(perm, 64, seed=2)
+    a, b = (score_items(enc, [item], CPU, permuter=wp, mc_samples=4)[0] for _ in range(2))
+    assert a.byte_nll.shape == (400,) and math.isfinite(a.nll) and a.nll > 0
+    assert a.nll == b.nll  # masks seeded by the fed bytes: the estimate is reproducible
