@@ -12,8 +12,9 @@ RESULT_COLUMNS: list[str] = [
     "perturbation_id", "severity", "mode", "n_docs", "n_bytes", "n_bytes_clean", "nll_nats", "bpb",
     "bpb_clean", "byte_ppl", "word_ppl", "token_ppl", "token_unit", "n_tokens", "n_segments",
     "bytes_per_segment", "segment_unit", "n_words", "edit_rate", "fingerprint",
-    # issue #18 (docs/mdm.md): training objective, and the Monte Carlo standard error of bpb
-    "objective", "bpb_se",
+    # docs/fragility.md: model | baseline (compressors); docs/mdm.md: objective, MC error of bpb;
+    # docs/fragility.md: the stream's permutation and block size
+    "kind", "objective", "bpb_se", "permutation", "block_bytes",
     # scaling sweeps (harness/scaling.py, docs/scaling.md); empty outside sweeps
     "flop_budget", "model_size", "params_non_embedding", "train_bytes", "train_flops",
     "train_flops_full_attn",
@@ -28,7 +29,8 @@ CELL_KEYS: list[str] = ["encoder", "seed", "dataset", "perturbation_id", "severi
 # Text-valued columns of results.csv; every other column is numeric.
 STRING_COLUMNS: list[str] = [
     "encoder", "encoder_name", "dataset", "language", "script", "perturbation", "perturbation_id",
-    "mode", "token_unit", "segment_unit", "fingerprint", "objective", "model_size",
+    "mode", "token_unit", "segment_unit", "fingerprint", "objective", "model_size", "kind",
+    "permutation",
 ]
 NUMERIC_COLUMNS: list[str] = [c for c in RESULT_COLUMNS if c not in STRING_COLUMNS]
 # Columns a results.csv must have to be read at all.

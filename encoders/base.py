@@ -215,6 +215,30 @@ class Encoder(nn.Module, metaclass=ABCMeta):
         (e.g. inside a BPE token) are left out of the result."""
         raise NotImplementedError
 
+    # -- static permutations (harness.permutation; context-fragility study) ------------------
+    def unit_lengths(self, window: bytes) -> list[int]:
+        """Byte lengths of the prediction units ``window`` is cut into, in order; a permutation
+        moves whole units. Default: one unit per byte, right for every ``unit == "byte"``
+        encoder. Token-level encoders override this and ``collate_units``."""
+        if self.unit != "byte":
+            raise NotImplementedError(
+                f"{type(self).__name__} predicts {self.unit}s and does not implement "
+                "unit_lengths/collate_units, so it cannot be permuted")
+        return [1] * len(window)
+
+    def collate_units(self, fed: Sequence[Any]) -> TensorBatch:
+        """``collate`` for permuted windows, every byte scored. Each item has ``.data`` (bytes:
+        the fed stream) and ``.units`` (its units as byte strings, in the fed order; together
+        ``data``) — ``harness.permutation.PermutedWindow``. The units must be used as given,
+        never re-segmented; UnitNLL spans index ``.data``. Default: ``collate`` the fed bytes."""
+        return self.collate([w.data for w in fed], [0] * len(fed))
+
+    @classmethod
+    def permutable(cls, config: Any = None) -> bool:
+        """Whether ``unit_lengths``/``collate_units`` serve this encoder (with ``config``, when
+        given): byte units, or hooks of its own."""
+        return cls.unit == "byte" or cls.collate_units is not Encoder.collate_units
+
     # -- facts for run.json -------------------------------------------------------------------
     def describe(self) -> dict[str, Any]:
         """Encoder-specific facts for run.json (receptive field, vocab size, threshold, ...)."""

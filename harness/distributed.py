@@ -265,6 +265,7 @@ class DistRunner(Runner):
         self.data_facts.update(data.facts)
         self.timings["data_seconds"] = data.seconds
         self.timings["perturb_seconds"] = 0.0
+        self.train_part = data.train  # primes the compressor baselines
         self.eval_bytes = sum(e.n_bytes for e in data.evals)
         self.gemm_tflops = gemm_tflops(self.device)  # this rank's GPU: the MFU ceiling of one rank
         if ctx.rank == 0:
@@ -294,7 +295,7 @@ class DistRunner(Runner):
             scored = {label: m for label, m in models.items() if owner[(seed, label)] == ctx.rank}
             self.fit_analyses(data.train, scored)
             t0 = time.perf_counter()
-            if scored:
+            if scored or (ctx.rank == 0 and self.suite.baselines.compressors):
                 self.score_seed(seed, evals, scored, perts)
             t_score += time.perf_counter() - t0
             del models, scored
@@ -328,6 +329,11 @@ class DistRunner(Runner):
         if self.opts.report:
             self.render_report()
         return self.rd.root
+
+    def baseline_cells(self) -> list[tuple[str, Any]]:
+        """Compressor baseline cells are computed by rank 0 alone (the others would write the
+        same files)."""
+        return super().baseline_cells() if self.dist.rank == 0 else []
 
     def order(self) -> list[EncoderSpec]:
         """The encoders in the order a one-process run trains them (``Runner.train_models``)."""
@@ -372,11 +378,14 @@ class DistRunner(Runner):
                           "flops_per_byte_train", "flops_per_byte_infer", "describe"):
                     facts[k] = meta[k]
             for es in evals:
-                for pspec in [CLEAN, *self.suite.perturbations]:
-                    for mode in self.suite.eval.modes:
-                        keys += [self.cell_key(metas[(seed, s.label)]["key"], es.part.fingerprint, pspec, mode, seed,
-                                               mc=mc[(seed, s.label)])
-                                 for s in order]
+                fp = es.part.fingerprint
+                cells = [(pspec, mode) for pspec in [CLEAN, *self.suite.perturbations] for mode in self.suite.eval.modes]
+                for pspec, mode in cells:
+                    keys += [self.cell_key(metas[(seed, s.label)]["key"], fp, pspec, mode, seed, mc=mc[(seed, s.label)])
+                             for s in order]
+                # then the compressor baselines of the eval set, as ``Runner.score_seed`` lists them
+                keys += [self.baseline_key(name, perm, fp, pspec, mode, seed)
+                         for pspec, mode in cells for name, perm in self.baseline_cells()]
         return keys
 
 

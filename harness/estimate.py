@@ -137,6 +137,9 @@ def dry_run(suite: Suite, opts: RunOptions) -> str:
               f"training {_fmt(train_s)}, perturbation {_fmt(t_pert)}, scoring {_fmt(score_s)}: {_fmt(per_seed)}",
               f"estimated total: {_fmt(per_seed * len(suite.seeds))} for {len(suite.seeds)} seed(s) "
               "(report not included)"]
+    if suite.baselines.compressors:  # model-free rows (docs/fragility.md), not in the estimate
+        lines.append(f"compressor baseline cells: {suite.n_baseline_cells()} "
+                     f"({', '.join(suite.baselines.compressors)} x {1 + len(suite.permutations)} stream(s))")
     phases = {"data": t_data, "fits": fit_s, "compile": compile_s, "training": train_s,
               "perturbation": t_pert, "scoring": score_s, "per_seed": per_seed}
     # The run in this directory reads it back and writes estimated vs actual into run.json.

@@ -31,7 +31,15 @@ from harness import plugins
 from harness.accel import compile_backbones, gemm_tflops, want_compile
 from harness.batchscore import CachedRow, PlanCache, code_hash, perturb_many
 from harness.data import DataPart, char_boundary, load_data, source_context, training_windows
+from harness.fragility import (
+    BaselineDoc,
+    baseline_metrics,
+    compressor_dictionary,
+    permutation_columns,
+    permuter_for,
+)
 from harness.metrics import CellTotals, cell_metrics, count_words
+from harness.permutation import Permutation, variant_label
 from harness.perturb import apply
 from harness.provenance import git_sha, hardware, package_versions, tokbench_version
 from harness.results import (
@@ -41,7 +49,14 @@ from harness.results import (
     write_csv,
     write_jsonl,
 )
-from harness.score import PlanRow, plan_clean_target, plan_full, score_items, split_for_target
+from harness.score import (
+    PlanRow,
+    plan_clean_target,
+    plan_full,
+    plan_partition,
+    score_items,
+    split_for_target,
+)
 from harness.suite import SCHEMA_VERSION, EncoderSpec, PerturbationSpec, Suite
 from harness.train import Checkpointer, fit_context, train_encoder
 from perturbations.base import Perturbation
@@ -190,6 +205,8 @@ class Runner:
         self.score_facts: dict[str, dict[str, float]] = {}
         self.gemm_tflops: float | None = None
         self.scaling_facts: dict[str, Any] = {}  # refused grid points of a scaling sweep
+        self.train_part: DataPart | None = None  # set by run(); primes the compressor baselines
+        self.dictionaries: dict[tuple[Permutation, int], bytes] = {}
 
     # -- models -------------------------------------------------------------------------------
     def model_key(self, spec: EncoderSpec, seed: int, train_fp: str, extra: dict[str, Any] | None = None) -> str:
@@ -218,7 +235,11 @@ class Runner:
 
     def get_model(self, spec: EncoderSpec, seed: int, train: DataPart, flops_target: float | None) -> tuple[Encoder, dict[str, Any]]:
         """Load the cached model, or build, fit and train it (resuming a partial checkpoint)."""
-        key = self.model_key(spec, seed, train.fingerprint, {"flops_target": flops_target} if flops_target else None)
+        extra: dict[str, Any] = {"flops_target": flops_target} if flops_target else {}
+        if not spec.permutation.is_identity:  # a model of the permuted stream is another model
+            extra["permutation"] = asdict(spec.permutation)
+        key = self.model_key(spec, seed, train.fingerprint, extra or None)
+        permuter = permuter_for(spec.permutation, self.budget.context_bytes, seed)
         path = self.rd.model_path(key)
         enc = self.build(spec, seed)
         cached = self.rd.load_model(key)
@@ -234,7 +255,8 @@ class Runner:
         enc.to(self.device)
         t0 = time.perf_counter()
         ctx = fit_context(train.docs, self.budget, self.device, seed, log=self.log,
-                          progress=lambda what, n: self._bar(f"{spec.label} ({what})", n))
+                          progress=lambda what, n: self._bar(f"{spec.label} ({what})", n),
+                          permuter=permuter)
         try:
             fit = enc.fit(ctx) or {}
         except (Exception, SystemExit) as e:  # one line naming the encoder
@@ -257,7 +279,7 @@ class Runner:
         stats = train_encoder(
             enc, windows, n_bytes, self.budget, self.device, max_flops=max_flops,
             checkpoint=Checkpointer(self.rd.partial_path(key), self.opts.checkpoint_seconds, log=self.log),
-            progress=self._bar(f"train {spec.label} s{seed}", n_bytes), dp=self.dp,
+            progress=self._bar(f"train {spec.label} s{seed}", n_bytes), permuter=permuter, dp=self.dp,
         )
         total = sum(p.numel() for p in enc.parameters())
         emb = enc.embedding_parameters()
@@ -374,6 +396,7 @@ class Runner:
                          log=self.log)
         self.data_facts.update(data.facts)
         self.timings["data_seconds"] = data.seconds
+        self.train_part = data.train
         self.eval_bytes = sum(e.n_bytes for e in data.evals)
         self.gemm_tflops = gemm_tflops(self.device)  # the MFU ceiling, measured in this process
         self.rd.root.mkdir(parents=True, exist_ok=True)
@@ -513,11 +536,23 @@ class Runner:
                     keys += list(ck.values())
                     bar.update(len(ck) - len(todo))
                     cells.append((pspec, mode, ck, todo))
-            if not any(c[3] for c in cells):
+            # compressor baselines (docs/fragility.md): cells of their own on the same plans
+            base_todo = []
+            for pspec, mode, _, _ in cells:
+                for name, perm in self.baseline_cells():
+                    k = self.baseline_key(name, perm, fp, pspec, mode, seed)
+                    keys.append(k)
+                    if not self.rd.cell_path(k).exists():
+                        base_todo.append((pspec, mode, name, perm, k))
+            if not any(c[3] for c in cells) and not base_todo:
                 continue
             t0 = time.perf_counter()
             plans = self.plans(es, [(c[0], c[1]) for c in cells], perts, seed)
             self.timings["perturb_seconds"] += time.perf_counter() - t0
+            for pspec, mode, name, perm, k in base_todo:
+                cell = self.baseline_cell(name, perm, es, pspec, mode, seed, plans[(pspec.id, pspec.severity, mode)])
+                cell["row"]["fingerprint"] = fp
+                self.rd.save_cell(k, cell)
             for label, model in models.items():
                 if not any(label in c[3] for c in cells):
                     continue
@@ -534,7 +569,8 @@ class Runner:
                 scores = score_items(model.enc, items, self.device, self.suite.eval.batch_windows,
                                      self.budget.dtype == "bfloat16", stats=self.score_facts.setdefault(label, {}),
                                      needed=needed, progress=wbar.update,
-                                     mc_samples=self.suite.eval.mc_samples)
+                                     mc_samples=self.suite.eval.mc_samples,
+                                     permuter=permuter_for(model.spec.permutation, self.budget.context_bytes, seed))
                 wbar.close()
                 k = 0
                 for (pspec, mode, ck, todo), plan in zip(cells, plan_of):
@@ -567,7 +603,48 @@ class Runner:
             "params": pspec.params, "mode": mode, "seed": seed, "context": self.budget.context_bytes,
             "stride": ev.stride_bytes, "fraction": ev.context_fraction, "target": ev.target_bytes,
             "sample_docs": ev.sample_docs, "texts": [ev.keep_texts, self.suite.encoders[0].label], "analyses": [config_to_dict(a.config) for a in self.suite.analyses],
+            **({"windows": "partition"} if self.suite.permutations else {}),
         })
+
+    # -- compressor baselines (docs/fragility.md) -----------------------------------------------
+    def baseline_cells(self) -> list[tuple[str, Permutation]]:
+        """(compressor, permutation) of every baseline cell per (eval set, perturbation, mode)."""
+        perms = [Permutation(), *self.suite.permutations]
+        return [(c, p) for c in self.suite.baselines.compressors for p in perms]
+
+    def baseline_key(self, name: str, perm: Permutation, fp: str, pspec: PerturbationSpec, mode: str,
+                     seed: int) -> str:
+        ev, n_dict = self.suite.eval, self.suite.baselines.dictionary_bytes
+        train_fp = self.train_part.fingerprint if self.train_part is not None and n_dict else None
+        return stable_hash({
+            "baseline": name, "permutation": asdict(perm), "data": fp, "perturbation": pspec.name,
+            "id": pspec.id, "severity": pspec.severity, "params": pspec.params, "mode": mode,
+            "seed": seed, "context": self.budget.context_bytes, "stride": ev.stride_bytes,
+            "fraction": ev.context_fraction, "target": ev.target_bytes,
+            "dictionary": [n_dict, train_fp, "training-stream"],
+            "windows": bool(self.suite.permutations), "version": tokbench_version(),
+        })
+
+    def baseline_dictionary(self, perm: Permutation, seed: int) -> bytes:
+        """The compressors' priming text under ``perm`` (made once per permutation and seed)."""
+        if (perm, seed) not in self.dictionaries:
+            n = self.suite.baselines.dictionary_bytes
+            assert self.train_part is not None
+            wins = training_windows(self.train_part.docs, n, self.budget.context_bytes, seed) if n else iter(())
+            self.dictionaries[(perm, seed)] = compressor_dictionary(wins, perm, self.budget.context_bytes, seed, n)
+        return self.dictionaries[(perm, seed)]
+
+    def baseline_cell(self, name: str, perm: Permutation, es: EvalSet, pspec: PerturbationSpec, mode: str,
+                      seed: int, plan: list[PlanRow | None]) -> dict[str, Any]:
+        """One compressor cell: a results row only (no samples, no buckets)."""
+        docs = [BaselineDoc(p.item, p.n_bytes_clean, p.n_words, p.edit_rate) for p in plan if p is not None]
+        m = baseline_metrics(name, perm, docs, self.budget.context_bytes, seed,
+                             self.baseline_dictionary(perm, seed), es.script)
+        row = {"encoder": variant_label(name, perm), "encoder_name": name, "seed": seed,
+               "dataset": es.part.name, "language": es.language, "script": es.script or "",
+               "perturbation": pspec.name, "perturbation_id": pspec.id, "severity": pspec.severity,
+               "mode": mode, **m, "kind": "baseline", **permutation_columns(perm)}
+        return {"row": row, "samples": [], "buckets": []}
 
     def plans(self, es: EvalSet, cells: list[tuple[PerturbationSpec, str]], perts: Instances,
               seed: int) -> dict[tuple[str, float, str], list[PlanRow | None]]:
@@ -632,7 +709,9 @@ class Runner:
                 continue
             ptext, er, n_words = r
             if mode == "full":
-                item = plan_full(encode(ptext), self.budget.context_bytes, stride)
+                # a permuted suite scores context-free windows, every cell alike (docs/fragility.md)
+                item = (plan_partition(encode(ptext), self.budget.context_bytes) if self.suite.permutations
+                        else plan_full(encode(ptext), self.budget.context_bytes, stride))
                 out.append(PlanRow(doc, item, text, ptext, len(doc.data), er, n_words))
                 continue
             _, cont = split_for_target(text, ev.context_fraction)
@@ -699,8 +778,8 @@ class Runner:
                     b[1] += r.n_bytes
                     b[2] += r.nll_nats
         m = cell_metrics(totals, es.script)
-        row = {**keys, **m, "token_unit": enc.unit, "segment_unit": enc.segment,
-               "objective": getattr(enc, "objective", "ar")}
+        row = {**keys, **m, "token_unit": enc.unit, "segment_unit": enc.segment, "kind": "model",
+               "objective": getattr(enc, "objective", "ar"), **permutation_columns(spec.permutation)}
         brows = [{**keys, "analysis": a, "bucket": b, "n_words": v[0], "n_bytes": v[1], "nll_nats": v[2],
                   "bpb": bpb(v[2], v[1])} for (a, b), v in sorted(buckets.items())]
         return {"row": row, "samples": samples, "buckets": brows}

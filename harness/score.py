@@ -24,6 +24,7 @@ from core.segments import check_tiling
 from encoders.base import Encoder
 from harness.accel import Prefetcher
 from harness.data import Window, char_boundary, cut_after, rolling_windows
+from harness.permutation import WindowPermuter, unpermute_segments
 from sources.base import Document
 
 _WS = frozenset(" \t\n\r\x0b\x0c")
@@ -101,6 +102,20 @@ def plan_clean_target(prefix: bytes, continuation: bytes, context: int, target_b
     return ScoreItem(data, [Window(0, len(prefix) - start, len(data))])
 
 
+def _unpermute(values: torch.Tensor, source: Sequence[int]) -> torch.Tensor:
+    """(n,) per-byte values of a fed stream -> (n,) in the window's order: out[source[j]] = v[j]."""
+    out = torch.empty_like(values)
+    out[torch.tensor(source, dtype=torch.long)] = values
+    return out
+
+
+def plan_partition(data: bytes, context: int) -> ScoreItem:
+    """Full mode for permutations: windows of <= ``context`` bytes cut at the same places as
+    ``plan_full`` with stride = context, but with no left context, so each window is scored
+    whole and a permutation never mixes context and scored bytes."""
+    return ScoreItem(data, [Window(w.score_start, w.score_start, w.end) for w in rolling_windows(data, context, context)])
+
+
 @torch.inference_mode()
 def score_items(
     encoder: Encoder,
@@ -112,6 +127,7 @@ def score_items(
     needed: Sequence[bool] | None = None,
     progress: Callable[[int], Any] | None = None,
     mc_samples: int | None = None,
+    permuter: WindowPermuter | None = None,
 ) -> list[DocScore | None]:
     """Score documents: windows of all items — of many cells, when the caller packs them — are
     batched together (``batch_windows`` per forward, longest first so padded encoders waste
@@ -132,6 +148,8 @@ def score_items(
     diffusion; their masks are seeded by each window's scored bytes, so batching changes nothing);
     the per-window variances (``UnitNLL.window_var``) add up in ``DocScore.nll_var`` (windows
     draw independent samples).
+    permuter: each window (all of it scored: ``score_from`` must be 0) is fed permuted, and its
+    per-byte NLL and segments are put back in the document's byte order (docs/fragility.md).
     """
     encoder.eval()
     if mc_samples is not None and hasattr(encoder, "mc_samples"):
@@ -153,10 +171,18 @@ def score_items(
     t0 = time.perf_counter()
     fwd_flops = 0.0
 
+    if permuter is not None and any(sf for _, _, sf in flat):
+        raise ValueError("a permuted window must be scored whole (score_from = 0)")
+    fed_of: dict[int, Any] = {}  # flat index -> PermutedWindow (filled by the collating thread)
+
     def prepare(idx: list[int]) -> tuple[list[int], list[bytes], list[int], Any]:
         wins = [flat[j][1] for j in idx]
         sfrom = [flat[j][2] for j in idx]
-        return idx, wins, sfrom, encoder.collate(wins, sfrom)
+        if permuter is None:
+            return idx, wins, sfrom, encoder.collate(wins, sfrom)
+        batch, fed = permuter.collate(encoder, wins)
+        fed_of.update(zip(idx, fed))
+        return idx, wins, sfrom, batch
 
     chunks = (c for c in (order[b0 : b0 + batch_windows] for b0 in range(0, len(order), batch_windows))
               if needed is None or any(needed[flat[j][0]] for j in c))
@@ -169,6 +195,11 @@ def score_items(
             with autocast:
                 units = encoder(batch)
             nll = units.byte_nll([len(w) for w in wins], sfrom)
+            if permuter is not None:  # fed order -> the window's byte order
+                fed = [fed_of.pop(fi) for fi in idx]
+                nll = [_unpermute(v, pw.source) for v, pw in zip(nll, fed)]
+                if units.segments is not None:
+                    units.segments = [unpermute_segments(sg, pw) for sg, pw in zip(units.segments, fed)]
             counts = torch.bincount(units.window.cpu(), minlength=len(idx)).tolist()
             wvar = units.window_var.cpu().tolist() if units.window_var is not None else None
             for j, fi in enumerate(idx):

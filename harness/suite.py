@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from encoders.backbone import BackboneConfig
+from harness.permutation import Permutation
 from harness.scaling import ScalingConfig
 
 SCHEMA_VERSION = 1
@@ -110,6 +111,8 @@ class EncoderSpec:
     config: Any  # the encoder's frozen config dataclass
     backbone: BackboneConfig | None
     params: dict[str, Any] = field(default_factory=dict)  # as written, for run.json
+    # the stream it is trained and scored on (``permutations:``; docs/fragility.md)
+    permutation: Permutation = Permutation()
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -170,6 +173,21 @@ class AnalysisSpec:
 
 
 @dataclass(frozen=True, kw_only=True)
+class BaselineConfig:
+    """Model-free baselines, scored on every eval set, perturbation, mode, permutation and seed
+    (results rows with kind = baseline; docs/fragility.md).
+
+    compressors: any of deflate, bz2, lzma — bits of C(d ‖ context ‖ scored) − C(d ‖ context)
+    on raw streams.
+    dictionary_bytes: the first this many bytes of the training stream (permuted like the
+    scored windows) prime every compressor (0 = none).
+    """
+
+    compressors: tuple[Literal["deflate", "bz2", "lzma"], ...] = ()
+    dictionary_bytes: int = 0
+
+
+@dataclass(frozen=True, kw_only=True)
 class Suite:
     """A whole suite. ``raw`` is the resolved mapping (after include and --set), for run.json;
     ``path`` the suite file.
@@ -183,6 +201,10 @@ class Suite:
     perturbations: the perturbations to score under (the clean baseline is added automatically).
     eval: scoring settings.
     analyses: per-word analyses over per-byte NLL.
+    permutations: static permutations of every window (global, inter_block, intra_block); each
+    encoder is also trained and scored on each (labels ``bytes~inter_block-16``); needs full mode
+    with stride = context (docs/fragility.md).
+    baselines: compressor baselines (deflate, bz2, lzma) on the same windows.
     scaling: an IsoFLOP sweep over FLOP budgets and model sizes (docs/scaling.md); null = one
     model per encoder at ``budget``.
     description: free text, kept in run.json with the rest of the suite.
@@ -200,6 +222,8 @@ class Suite:
     perturbations: tuple[PerturbationSpec, ...] = ()
     eval: EvalConfig = EvalConfig()
     analyses: tuple[AnalysisSpec, ...] = ()
+    permutations: tuple[Permutation, ...] = ()
+    baselines: BaselineConfig = BaselineConfig()
     scaling: ScalingConfig | None = None
     description: str = ""
     schema_version: int = SCHEMA_VERSION
@@ -217,3 +241,10 @@ class Suite:
             models *= len(self.scaling.selected()) * len(self.scaling.ladder)
         per = models * len(self.data.eval) * (1 + len(self.perturbations)) * len(self.eval.modes)
         return per if per_seed else per * len(self.seeds)
+
+    def n_baseline_cells(self) -> int:
+        """Compressor cells a run scores: compressors × (original + permutations) × eval sets ×
+        (clean + perturbation cells) × modes × seeds (docs/fragility.md)."""
+        streams = len(self.baselines.compressors) * (1 + len(self.permutations))
+        return (streams * len(self.data.eval) * (1 + len(self.perturbations)) * len(self.eval.modes)
+                * len(self.seeds))

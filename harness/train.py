@@ -38,6 +38,7 @@ from harness.accel import (
     want_compile,
 )
 from harness.data import training_windows
+from harness.permutation import WindowPermuter
 from harness.suite import BudgetConfig
 from sources.base import Document
 
@@ -171,11 +172,13 @@ def train_encoder(
     max_flops: float | None = None,
     checkpoint: Checkpointer | None = None,
     progress: Callable[[int, int, float], None] | None = None,
+    permuter: WindowPermuter | None = None,
     dp: Any = None,
 ) -> dict[str, Any]:
     """Train ``encoder`` in place on ``windows`` (byte strings of <= context_bytes) until
     ``n_bytes`` bytes have been consumed — or, if ``max_flops`` is given, until that many
     training FLOPs are spent (the LR schedule then runs over an estimated ``n_bytes``).
+    With a ``permuter`` every window is fed permuted (the model learns the permuted stream).
 
     Loss per step: Σ unit NLL (nats) / Σ scored bytes. Training FLOPs = 3 × forward FLOPs
     (1 × for frozen sub-modules an encoder reports through ``frozen_flops``).
@@ -218,6 +221,8 @@ def train_encoder(
 
     def collate(chunk: list[bytes]) -> list[Any]:
         """The step's micro-batches, collated on CPU (in worker processes on CUDA)."""
+        if permuter is not None:
+            return [permuter.collate(encoder, chunk[j : j + micro])[0] for j in range(0, len(chunk), micro)]
         return [encoder.collate(chunk[j : j + micro], [0] * len(chunk[j : j + micro]))
                 for j in range(0, len(chunk), micro)]
 
@@ -360,19 +365,22 @@ def fit_context(
     progress: Callable[[str, int], Callable[[int, int, float], None] | None] | None = None,
     log: Callable[[str], None] = print,
     train_bytes: int | None = None,
+    permuter: WindowPermuter | None = None,
 ) -> FitContext:
     """The FitContext an encoder's ``fit`` stage gets: the training documents, and ``train`` —
     this module's one loop run on a sub-model (BLT's entropy model) over the same window stream.
 
     sub_bytes_cap: train sub-models on at most this many bytes (the dry run's quick estimate).
     progress: makes a progress callback from (description, total bytes).
+    permuter: sub-models learn the same permuted stream as the main model.
     """
 
     def sub_train(sub: Encoder, n_bytes: int) -> dict[str, Any]:
         sub.fit(ctx)
         n = n_bytes if sub_bytes_cap is None else min(n_bytes, sub_bytes_cap)
         bar = progress("fit sub-model", n) if progress is not None else None
-        return train_encoder(sub, training_windows(docs, n, budget.context_bytes, seed), n, budget, device, progress=bar)
+        return train_encoder(sub, training_windows(docs, n, budget.context_bytes, seed), n, budget, device, progress=bar,
+                             permuter=permuter)
 
     ctx = FitContext(
         train_docs=lambda: (d.data for d in docs),

@@ -26,6 +26,7 @@ from core.schema import (
     REQUIRED_RESULTS,
     STRING_COLUMNS,
 )
+from reports.fragility import fill_columns, split_baselines
 
 # Sample fields kept as table columns; texts and per-byte lists are kept only for displayed samples.
 SAMPLE_SCALARS = CELL_KEYS + [
@@ -61,6 +62,9 @@ class RunData:
     run: dict[str, Any] = field(default_factory=dict)
     runs: dict[str, dict[str, Any]] = field(default_factory=dict)  # run name -> run.json
     warnings: list[str] = field(default_factory=list)
+    # rows with kind = baseline (compressors), kept apart from ``results`` so that no table,
+    # winner statement or pairwise test treats them as encoders (reports.fragility)
+    baselines: pd.DataFrame = field(default_factory=pd.DataFrame)
 
 
 def _numeric(df: pd.DataFrame, col: str, fname: str) -> pd.Series:
@@ -225,6 +229,7 @@ def load_run(run_dir: Path) -> RunData:
     if not res_path.is_file():
         raise ValueError(f"{res_path}: not found (is {run_dir} a tokbench run directory?)")
     results = _fill_results(read_table(res_path, REQUIRED_RESULTS), str(res_path))
+    results, baselines = split_baselines(fill_columns(results))
     warnings: list[str] = []
 
     samples_path = run_dir / "samples.jsonl"
@@ -253,7 +258,7 @@ def load_run(run_dir: Path) -> RunData:
     else:
         warnings.append("run.json not found: no efficiency table or provenance.")
     name = _run_name(run_dir)
-    return RunData(run_dir, results, samples, texts, buckets, run, {name: run}, warnings)
+    return RunData(run_dir, results, samples, texts, buckets, run, {name: run}, warnings, baselines)
 
 
 def _run_name(run_dir: Path) -> str:
@@ -271,7 +276,7 @@ def merge_runs(runs: list[RunData]) -> RunData:
         names = [f"{r.path.resolve().parent.name}-{n}" for r, n in zip(runs, names)]
     if len(set(names)) < len(names):
         names = [f"{n}#{i + 1}" for i, n in enumerate(names)]
-    res, sam, buc, texts, warn = [], [], [], [], []
+    res, sam, buc, texts, warn, base = [], [], [], [], [], []
     for name, r in zip(names, runs):
         def relabel(df: pd.DataFrame, name: str = name) -> pd.DataFrame:
             df = df.copy()
@@ -280,6 +285,8 @@ def merge_runs(runs: list[RunData]) -> RunData:
             return df
 
         res.append(relabel(r.results).assign(run=name))
+        if len(r.baselines):
+            base.append(relabel(r.baselines).assign(run=name))
         sam.append(relabel(r.samples))
         if len(r.buckets):
             buc.append(relabel(r.buckets))
@@ -303,4 +310,5 @@ def merge_runs(runs: list[RunData]) -> RunData:
         run=merged_run,
         runs=run_objs,
         warnings=warn,
+        baselines=pd.concat(base, ignore_index=True) if base else pd.DataFrame(),
     )

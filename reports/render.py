@@ -22,7 +22,7 @@ import jinja2
 import markupsafe
 import pandas as pd
 
-from reports import load, mdm
+from reports import fragility, load, mdm
 from reports.files import write_bytes_atomic, write_text_atomic
 from reports.fmt import p_phrase, pvalue, sig3
 from reports.surprisal import BIN_LABELS, build_samples
@@ -558,6 +558,10 @@ def _figures(t: Tables, data: load.RunData, fig_dir: Path, svg: bool) -> dict[st
         ("loss_curves", "Training loss", "Training loss in bits per byte from run.json (one line per seed).",
          lambda: F.loss_curves(data.run, t.encoders, colors)),
     ]
+    frag = fragility.permutation_summary(data.results, data.baselines)
+    specs.append(("permutations", "Context fragility",
+                  "BPB by permutation and block size (pooled over eval sets and seeds), per "
+                  "encoder; compressors dashed.", lambda: fragility.permutation_figure(frag, colors)))
     out: dict[str, FigureOut] = {}
     fig_dir.mkdir(parents=True, exist_ok=True)
     for key, title, caption, make in specs:
@@ -602,12 +606,21 @@ def _provenance(data: load.RunData) -> list[tuple[str, str]]:
     return blocks
 
 
+def fragility_table(data: load.RunData) -> Table:
+    """The permutation panel's table (``reports.fragility``); no rows when the run has no
+    permutations and no compressor baselines."""
+    frag = fragility.permutation_summary(data.results, data.baselines)
+    return Table("permutations", "BPB by permutation and block size", fragility.COLUMNS,
+                 fragility.table_rows(frag), fragility.NOTE, {4, 5, 6})
+
+
 def _render(data: load.RunData, out_dir: Path, title: str, n_boot: int, n_perm: int, seed: int,
             svg: bool) -> Path:
     out_dir.mkdir(parents=True, exist_ok=True)
     t = compute_tables(data, n_boot=n_boot, n_perm=n_perm, seed=seed)
     tables = build_tables(t)
     tables["buckets"] = bucket_table(data.buckets, t.encoders)
+    tables["permutations"] = fragility_table(data)
     tables["ar_vs_mdm"] = _table("ar_vs_mdm", mdm.TITLE, mdm.TABLE_SPEC,
                                  mdm.ar_vs_mdm(data, n_boot=n_boot, seed=seed), note=mdm.NOTE)
     figs = _figures(t, data, out_dir / "figures", svg)
@@ -636,7 +649,8 @@ def _render(data: load.RunData, out_dir: Path, title: str, n_boot: int, n_perm: 
         bins=list(enumerate(BIN_LABELS)), note_bpb=NOTE_BPB, note_flops=_flops_note(t),
         provenance=_provenance(data), warnings=data.warnings, n_boot=n_boot, n_perm=n_perm,
         stat_seed=seed, language_note=language_note(data),
-        sections=sections(t, mdm=bool(tables["ar_vs_mdm"].rows)),
+        sections=sections(t, mdm=bool(tables["ar_vs_mdm"].rows),
+                          fragility=bool(tables["permutations"].rows)),
         anomaly_causes=[(m, ANOMALY_CAUSES[m]) for m in t.modes
                         if len(t.anomalies) and m in set(t.anomalies["mode"])],
         full_mode_note=FULL_MODE_NOTE, alpha=ALPHA,
@@ -712,9 +726,10 @@ def _anomalies_md(ctx: dict[str, Any]) -> list[str]:
         f"- Possible causes ({md_text(m)}): {md_text(text)}" for m, text in ctx["anomaly_causes"]] + [""]
 
 
-def sections(t: Tables, mdm: bool = False) -> list[Section]:
+def sections(t: Tables, mdm: bool = False, fragility: bool = False) -> list[Section]:
     """The report's sections in order (the nav bar, the HTML body and the Markdown follow it).
-    mdm: the run pairs AR with masked-diffusion encoders (``reports/mdm.py``): add that section."""
+    mdm: the run pairs AR with masked-diffusion encoders (``reports/mdm.py``): add that section.
+    fragility: the run has permutations or compressor baselines (``reports.fragility``)."""
     others = [m for m in t.modes if m != t.primary_mode]
     out = [
         Section("summary", "Summary", [], [], _summary_md),
@@ -732,6 +747,8 @@ def sections(t: Tables, mdm: bool = False) -> list[Section]:
         Section("multilingual", "Multilingual", ["languages", "languages_delta", "scripts"],
                 ["languages"]),
         Section("morphology", "Morphology", ["buckets"], ["buckets"]),
+        *([Section("fragility", "Context fragility", ["permutations"], ["permutations"])]
+          if fragility else []),
         Section("efficiency", "Efficiency", ["efficiency"], ["loss_curves", "segments"]),
         Section("samples", "Samples"),
         Section("provenance", "Config & provenance", ["cells"]),

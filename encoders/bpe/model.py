@@ -26,6 +26,7 @@ small to reach ``vocab_size`` leaves the top ids unused (``describe()['vocab_tra
 from __future__ import annotations
 
 import hashlib
+import itertools
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -193,13 +194,17 @@ class BpeEncoder(MaskedDiffusion, Encoder):
         if self.objective == "mdm":
             return self.mdm_collate(windows, score_from)
         tok = self._tok()
-        # numpy, not per-row torch.tensor(list): collation is on the training step's host path
-        lens = self._token_len_np()
         rows = []
         for w, s in zip(windows, score_from):
             ctx_ids = tok.encode(w[:s])
             tgt_ids = tok.encode(w[s:])
             rows.append((ctx_ids, tgt_ids, s))
+        return self._collate_rows(rows, sum(len(w) - s for w, s in zip(windows, score_from)))
+
+    def _collate_rows(self, rows: list[tuple[list[int], list[int], int]], scored: int) -> TensorBatch:
+        """Tensors of ``collate`` from per-window (context ids, scored ids, first scored byte)."""
+        # numpy, not per-row torch.tensor(list): collation is on the training step's host path
+        lens = self._token_len_np()
         B = len(rows)
         N = max((len(c) + len(t) for c, t, _ in rows), default=0)
         inputs = np.full((B, N), self.bos, dtype=np.int64)
@@ -222,10 +227,31 @@ class BpeEncoder(MaskedDiffusion, Encoder):
                 segments.append(ln.tolist())
             else:
                 segments.append([])
-        scored = sum(len(w) - s for w, s in zip(windows, score_from))
         tensors = {k: torch.from_numpy(v) for k, v in
                    (("inputs", inputs), ("targets", targets), ("start", start), ("end", end))}
         return TensorBatch(tensors, {"segments": segments}, scored)
+
+    # -- static permutations (harness.permutation): tokens are the units that move ------------
+    def unit_lengths(self, window: bytes) -> list[int]:
+        """Byte length of each token of ``window`` (tokenized whole), in order."""
+        return [b - a for a, b in self._tok().encode_with_offsets(window)[1]]
+
+    def collate_units(self, fed: Sequence[Any]) -> TensorBatch:
+        """Permuted windows (``.units``: their tokens' bytes in the fed order), all scored: each
+        unit becomes its own token id, never re-tokenized; spans index the fed stream. Under
+        ``objective: mdm`` the tokens fill MDM slots (PAD to one slot per byte) as in ``collate``."""
+        ranks = self._tok().ranks
+        if self.objective == "mdm":
+            units = []
+            for w in fed:
+                ids = [ranks[u] for u in w.units]
+                ends = list(itertools.accumulate(len(u) for u in w.units))
+                spans = [(e - len(u), e) for u, e in zip(w.units, ends)]
+                units.append(self.mdm_units_from_tokens([], ids, spans, 0, len(w.data)))
+            # masks seeded by the fed bytes, like mdm_collate seeds them by the scored bytes
+            return self.mdm_collate_units(units, [w.data for w in fed], sum(len(w.data) for w in fed))
+        rows = [([], [ranks[u] for u in w.units], 0) for w in fed]
+        return self._collate_rows(rows, sum(len(w.data) for w in fed))
 
     def mdm_units(self, window: bytes, score_from: int) -> MdmUnits:
         """BOS, the context's tokens, the scored part's tokens, then PAD up to one slot per

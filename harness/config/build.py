@@ -16,6 +16,7 @@ from typing import Any, Literal, Union, get_args, get_origin
 
 from encoders.backbone import BackboneConfig
 from harness import plugins
+from harness.config import fragility
 from harness.config.checks import check_backbone, check_budget, check_eval, check_ranges
 from harness.config.convert import check_keys, convert_value, from_mapping, init_fields, type_hints
 from harness.config.loader import read_suite_file
@@ -420,6 +421,11 @@ def build_suite(
         if scaling is not None and e.backbone is None:
             raise where.at("encoders", i).error(
                 f"encoder {e.label!r} has no shared backbone, so scaling.ladder cannot size it")
+    permutations = fragility.permutations(raw.get("permutations"), where.at("permutations"))
+    if permutations:  # docs/fragility.md: every encoder also trained + scored on each
+        fragility.check_permuted_scoring(eval_cfg, budget.context_bytes, where.at("eval"))
+        encoders = fragility.permuted_encoders(encoders, permutations, where.at("encoders"), paths)
+    baselines = fragility.baselines(raw.get("baselines"), where.at("baselines"))
     return Suite(
         name=name,
         seeds=seeds,
@@ -431,6 +437,8 @@ def build_suite(
         eval=eval_cfg,
         analyses=analyses,
         scaling=scaling,
+        permutations=permutations,
+        baselines=baselines,
         description=description,
         schema_version=version,
         plugin_paths=convert_value(tuple[str, ...], raw.get("plugin_paths", (".",)), where.at("plugin_paths")),

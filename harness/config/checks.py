@@ -10,6 +10,7 @@ from typing import Any
 from encoders.backbone import BackboneConfig
 from harness.config.where import Where, show_value
 from harness.suite import (
+    BaselineConfig,
     BudgetConfig,
     DataConfig,
     EvalConfig,
@@ -49,6 +50,7 @@ _RANGES: dict[type, dict[str, _Rule]] = {
         "rope_base": _POS,
     },
     DataConfig: {"valid_fraction": _FRAC_OPEN_HI, "test_fraction": _FRAC_OPEN_HI},
+    BaselineConfig: {"dictionary_bytes": _NONNEG},
     EvalConfig: {
         "max_docs": _POS,
         "stride_bytes": _POS,

@@ -34,6 +34,8 @@ def _shorthand_key(path: KeyPath) -> str | None:
     """The key a bare string stands for at this position (``- bytes`` = ``- {name: bytes}``)."""
     if len(path) == 2 and path[0] in ("encoders", "perturbations", "analyses"):
         return "name" if isinstance(path[1], int) else None
+    if len(path) == 2 and path[0] == "permutations":
+        return "kind" if isinstance(path[1], int) else None
     if path == ("data", "train") or (
         len(path) == 3 and path[:2] == ("data", "eval") and isinstance(path[2], int)
     ):

@@ -18,6 +18,7 @@ from harness.config.convert import init_fields, type_hints
 from harness.scaling import Rung, ScalingConfig
 from harness.suite import (
     SCHEMA_VERSION,
+    BaselineConfig,
     BudgetConfig,
     DataConfig,
     EvalConfig,
@@ -190,6 +191,12 @@ _SECTION_TEXT = {
     "analyses": (
         "A list of `name` + parameters; `datasets` (where the analysis has it) must name eval sets."
     ),
+    "permutations": (
+        "A list; each item is a kind (`global`) or a mapping. Every encoder is also trained and "
+        "scored on each permutation of its windows, labelled `<label>~<kind>[-<block_bytes>]`, "
+        "e.g. `bytes~inter_block-16`; the original stream is always included. Needs "
+        "`eval.modes: [full]` and `eval.stride_bytes` = `budget.context_bytes` (docs/fragility.md)."
+    ),
 }
 
 PLUGIN_NAMING = """\
@@ -274,6 +281,7 @@ def suite_reference(include_plugins: bool = True) -> str:
         ("budget", BudgetConfig),
         ("backbone", BackboneConfig),
         ("eval", EvalConfig),
+        ("baselines", BaselineConfig),
         ("scaling", ScalingConfig),
         ("scaling.ladder[i]", Rung),
     ):
@@ -312,6 +320,17 @@ def suite_reference(include_plugins: bool = True) -> str:
         "",
     ]
     out += ["## `analyses[i]`", "", _SECTION_TEXT["analyses"], ""]
+    out += [
+        "## `permutations[i]`",
+        "",
+        _SECTION_TEXT["permutations"],
+        "",
+        "| key | type | default | meaning |",
+        "|---|---|---|---|",
+        "| `kind` | `global` \\| `inter_block` \\| `intra_block` | required | what moves |",
+        "| `block_bytes` | int or list of int | required for the block kinds | block size in bytes; a list sweeps |",
+        "",
+    ]
     out += [PLUGIN_NAMING]
     if include_plugins:
         for title, kind, skip, attr in (

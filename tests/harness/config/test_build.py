@@ -396,8 +396,9 @@ def test_list_sections_must_be_lists(tmp_path: Path) -> None:
         "--set perturbations={name: x}: perturbations: expected a list of perturbations, got a mapping"
     )
     assert err(tmp_path, BASE + "x_: 1\n") == (
-        "suite.yaml:24: unknown key 'x_'; valid keys: analyses, backbone, budget, data, description, "
-        "encoders, eval, name, perturbations, plugin_paths, scaling, schema_version, seeds"
+        "suite.yaml:24: unknown key 'x_'; valid keys: analyses, backbone, baselines, budget, data, "
+        "description, encoders, eval, name, permutations, perturbations, plugin_paths, scaling, "
+        "schema_version, seeds"
     )
     assert err(tmp_path, BASE + "analyses: fake_an\n") == (
         "suite.yaml:24: analyses: expected a list of analyses, got 'fake_an'"
