@@ -28,6 +28,7 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from harness.accel import die_with_parent
 from harness.results import atomic_write_bytes, stable_hash
 
 # A plan row: (perturbed text — whole document for mode full, prefix for clean_target —,
@@ -115,7 +116,8 @@ def perturb_many(tasks: Sequence[Any], work: Callable[[Any], list[CachedRow]], p
     try:
         # fork: the children inherit the fitted perturbation instances and the texts; they only
         # run Python string code (never CUDA), which is safe after the parent initialised CUDA.
-        with ProcessPoolExecutor(n, mp_context=multiprocessing.get_context("fork")) as ex:
+        with ProcessPoolExecutor(n, mp_context=multiprocessing.get_context("fork"),
+                                 initializer=die_with_parent, initargs=(os.getpid(),)) as ex:
             return list(ex.map(_call, tasks, chunksize=1))
     finally:
         _WORK = None

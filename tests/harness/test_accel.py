@@ -3,6 +3,11 @@ prefetch thread, and the ordered process map."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import time
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -107,3 +112,42 @@ def test_flop_counts_in_the_prefetch_thread_follow_the_callers_attention_convent
         halved = run(byte_model())
     assert halved["flops"] == pytest.approx(plain["flops_causal_attn_half"])
     assert halved["flops_causal_attn_half"] == pytest.approx(halved["flops"])
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
+def test_forked_workers_die_with_a_killed_parent(tmp_path: Path) -> None:
+    # A run killed with SIGKILL must not leave its forked workers idling (they kept the killed
+    # run's files open): each worker records its pid, the parent is killed, the workers must go.
+    root = Path(__file__).resolve().parents[2]
+    code = (
+        "import os, sys, time\n"
+        f"sys.path.insert(0, {str(root)!r})\n"
+        "from harness.batchscore import perturb_many\n"
+        "def work(t):\n"
+        f"    open(os.path.join({str(tmp_path)!r}, str(os.getpid())), 'w').close()\n"
+        "    time.sleep(120)\n"
+        "    return []\n"
+        "perturb_many([1, 2], work, processes=2)\n"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", code])
+    try:
+        deadline = time.time() + 60
+        while len(list(tmp_path.iterdir())) < 2 and time.time() < deadline:
+            time.sleep(0.1)
+        pids = [int(p.name) for p in tmp_path.iterdir()]
+        assert len(pids) == 2, "the workers did not start"
+    finally:
+        proc.kill()
+        proc.wait()
+
+    def alive(pid: int) -> bool:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (FileNotFoundError, ProcessLookupError):
+            return False
+        return state != "Z"  # a zombie has exited; only its parent's reaping is left
+
+    deadline = time.time() + 20
+    while any(alive(p) for p in pids) and time.time() < deadline:
+        time.sleep(0.1)
+    assert not any(alive(p) for p in pids)
