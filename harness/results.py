@@ -23,15 +23,15 @@ import hashlib
 import io
 import json
 import math
-import os
 import re
 import sys
-import tempfile
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
 import torch
+
+from reports.files import write_bytes_atomic
 
 
 def stable_hash(obj: Any) -> str:
@@ -39,26 +39,12 @@ def stable_hash(obj: Any) -> str:
     return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:20]
 
 
-_UMASK = os.umask(0o022)
-os.umask(_UMASK)  # read once: mkstemp creates 0600 files; written files get the usual 0666 & ~umask
-
-
 def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` atomically (temp file, fsync, rename), creating its folder; a
+    failed write leaves no temp file and names ``path``. One writer for the harness and the
+    reports: ``reports.files.write_bytes_atomic``."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        os.fchmod(fd, 0o666 & ~_UMASK)
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException as e:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        if isinstance(e, OSError) and e.filename is None:
-            e.filename = str(path)  # a failed write(fd) names no file; the message must
-        raise
+    write_bytes_atomic(path, data)
 
 
 def atomic_write_text(path: Path, text: str) -> None:

@@ -10,7 +10,6 @@ from ``reports.render`` on purpose: the main report hooks it in with one call.
 
 from __future__ import annotations
 
-import base64
 import io
 import math
 from dataclasses import dataclass, field
@@ -23,25 +22,13 @@ import numpy as np
 import pandas as pd
 
 from reports.files import write_bytes_atomic
+from reports.render import FigureOut
 from reports.scaling import CONVENTIONS, ScalingFit, fit_scaling, fmt_flops
 
 CONV_TEXT = {
     "half": "causal attention counted at half cost (train_flops)",
     "full": "attention counted at full cost (train_flops_full_attn)",
 }
-
-
-@dataclass
-class Fig:
-    key: str
-    title: str
-    caption: str
-    png: bytes
-    file: str
-
-    @property
-    def data_uri(self) -> str:
-        return "data:image/png;base64," + base64.b64encode(self.png).decode("ascii")
 
 
 @dataclass
@@ -60,7 +47,7 @@ class ScalingSection:
     fit: ScalingFit
     html: markupsafe.Markup
     markdown: str
-    figures: list[Fig] = field(default_factory=list)
+    figures: list[FigureOut] = field(default_factory=list)
     tables: list[STable] = field(default_factory=list)
 
 
@@ -264,7 +251,7 @@ def _md_cell(s: str) -> str:
     return s.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
 
 
-def _markdown(fit: ScalingFit, tables: list[STable], figs: list[Fig]) -> str:
+def _markdown(fit: ScalingFit, tables: list[STable], figs: list[FigureOut]) -> str:
     L = ["## Scaling (compute-matched)", "",
          f"Headline FLOPs: {CONV_TEXT[fit.headline]}. Intervals: {fit.level:.0%} bootstrap, {fit.n_boot} "
          "resamples refitting the whole chain.", ""]
@@ -291,7 +278,7 @@ def scaling_section(results: pd.DataFrame, fig_dir: Path | None = None, *, n_boo
         return None
     import matplotlib.pyplot as plt
 
-    figs: list[Fig] = []
+    figs: list[FigureOut] = []
     for dataset in sorted(fit.optima.dataset.unique()):
         for key, title, caption, fig in make_figures(fit, dataset):
             safe = "".join(ch if ch.isalnum() or ch in "-_" else "_" for ch in key)
@@ -302,7 +289,7 @@ def scaling_section(results: pd.DataFrame, fig_dir: Path | None = None, *, n_boo
                 if svg:
                     write_bytes_atomic(fig_dir / f"{safe}.svg", _svg(fig))
             plt.close(fig)
-            figs.append(Fig(safe, title, caption, png, f"figures/{safe}.png"))
+            figs.append(FigureOut(safe, title, caption, png, f"figures/{safe}.png"))
     tables = build_tables(fit)
     other = next(c for c in CONVENTIONS if c != fit.headline)
     env = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined, trim_blocks=True,
