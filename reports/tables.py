@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 import zlib
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from itertools import combinations
 from typing import Any
@@ -665,10 +666,12 @@ def _vs(best: str, others: list[str], tests: pd.DataFrame, lower_is: str) -> tup
 
 
 def summary_findings(verdict_df: pd.DataFrame, cmp: pd.DataFrame, mean_tests: pd.DataFrame,
-                     anomalies: pd.DataFrame, primary: str, level_mode: str) -> list[Finding]:
+                     anomalies: pd.DataFrame, primary: str, level_mode: str,
+                     bounds: Sequence[str] = ()) -> list[Finding]:
     """The summary's sentences. Every "lowest"/"smallest" names the test behind it: A − B with
     its 95 % CI and Holm-adjusted p against each other encoder; a difference that is not
-    significant at ALPHA is called "not distinguishable"."""
+    significant at ALPHA is called "not distinguishable". ``bounds``: encoders whose BPB is an
+    upper bound (masked diffusion's ELBO): a clean-BPB sentence that compares them says so."""
     out: list[Finding] = []
     t = verdict_df
     encs = list(t.encoder)
@@ -680,6 +683,13 @@ def summary_findings(verdict_df: pd.DataFrame, cmp: pd.DataFrame, mean_tests: pd
                 if len(cmp) else cmp
             clause, status = _vs(best.encoder, [e for e in encs if e != best.encoder],
                                  c if len(c) else pd.DataFrame(columns=["a", "b"]), "lower than")
+            bound = [e for e in encs if e in set(bounds)]
+            if bound:
+                # An ELBO only bounds the model's NLL from above: "lower" against it compares an
+                # exact score with a bound, so the sentence must say which numbers are bounds.
+                clause += (f"; {', '.join(bound)} {'is' if len(bound) == 1 else 'are'} scored by the "
+                           "masked-diffusion ELBO, an upper bound on the model's own NLL, so a "
+                           "difference to it bounds the true difference from one side only")
             out.append(Finding(f"{head} — {clause}.", status))
         else:
             out.append(Finding(f"{head} (one encoder: nothing to compare).", "untested"))
@@ -731,7 +741,8 @@ def compute_tables(data: RunData, n_boot: int = 1000, n_perm: int = 10000, seed:
     eff = efficiency_table(data, encoders, level_mode)
     table = verdict(groups, rob, eff, encoders, primary, level_mode)
     anomalies = anomaly_table(groups, modes)
-    lines = summary_findings(table, cmp, means, anomalies, primary, level_mode)
+    bounds = list(dict.fromkeys(res.encoder[res.objective == "mdm"])) if "objective" in res else []
+    lines = summary_findings(table, cmp, means, anomalies, primary, level_mode, bounds)
     return Tables(encoders=encoders, modes=modes, primary_mode=primary, level_mode=level_mode,
                   groups=groups, robustness=rob, families=fam, comparisons=cmp, languages=langs,
                   scripts=scripts, efficiency=eff, verdict=table, verdict_lines=lines,

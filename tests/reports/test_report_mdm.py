@@ -84,3 +84,16 @@ def test_runs_without_objective_have_no_pairs(tmp_path: Path) -> None:
     assert (data.results["objective"] == "ar").all() and (data.results["bpb_se"] == 0).all()
     render_run(tmp_path / "old", n_boot=20)
     assert "AR vs MDM" not in (tmp_path / "old" / "report.md").read_text(encoding="utf-8")
+
+
+def test_summary_says_which_clean_bpb_is_a_bound(tmp_path: Path) -> None:
+    # "Lowest clean BPB" compares b|ar (exact NLL) with b|mdm (an ELBO): the sentence must name
+    # the bound; a run without MDM rows says nothing of the kind.
+    from reports.tables import compute_tables
+
+    lines = compute_tables(load_run(_write_run(tmp_path / "run")), n_boot=50, n_perm=200).verdict_lines
+    (clean,) = [f.text for f in lines if f.text.startswith("Lowest clean BPB")]
+    assert "b|mdm is scored by the masked-diffusion ELBO, an upper bound" in clean
+    plain = compute_tables(load_run(_write_run(tmp_path / "plain", with_objective=False)), n_boot=50,
+                           n_perm=200).verdict_lines
+    assert not any("ELBO" in f.text for f in plain)
