@@ -10,16 +10,14 @@ byte-level encoders' do; the scored bytes and their context are the ones the mod
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from core.metrics import LN2
 from harness.compressors import conditional_bits, dictionary_from
 from harness.metrics import CellTotals, cell_metrics
 from harness.permutation import Permutation, WindowPermuter, permute_window
 from harness.score import ScoreItem
-
-LN2 = math.log(2.0)
 
 
 def permuter_for(perm: Permutation, context: int, seed: int) -> WindowPermuter | None:

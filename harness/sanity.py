@@ -239,12 +239,19 @@ def causality_text() -> bytes:
             b"and the causality probe checks that no prediction sees its own target. " * 2)
 
 
-def probe_causality_trained(name: str, device: torch.device, seed: int = 0) -> ProbeResult:
-    """Causality on a briefly fitted encoder (BPE needs merges; BLT an entropy model)."""
+def briefly_trained(enc: Encoder, device: torch.device) -> bytes:
+    """Fit and train ``enc`` on 20 kB of rotations of ``causality_text()`` (BPE needs merges, BLT
+    an entropy model); returns that text, which the probes then perturb."""
     text = causality_text()
     corpus = [text[i:] + text[:i] for i in range(0, len(text), 7)]
-    enc = tiny_encoder(name, seed)
     fit_and_train(enc, corpus, 20_000, device)
+    return text
+
+
+def probe_causality_trained(name: str, device: torch.device, seed: int = 0) -> ProbeResult:
+    """Causality on a briefly fitted encoder (BPE needs merges; BLT an entropy model)."""
+    enc = tiny_encoder(name, seed)
+    text = briefly_trained(enc, device)
     return probe_causality(enc, text, random.Random(seed))
 
 

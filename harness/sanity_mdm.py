@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from core.metrics import LN2
 from encoders.backbone import BackboneConfig
 from encoders.base import Encoder
 from harness import plugins
@@ -31,13 +32,12 @@ from harness.sanity import (
     TINY_BUDGET,
     MarkovSource,
     ProbeResult,
-    causality_text,
+    briefly_trained,
     fit_and_train,
     window_context_lengths,
 )
 from harness.score import plan_full, score_items
 
-LN2 = math.log(2.0)
 ENTROPY_MC_SAMPLES = 8  # Monte Carlo samples per window in the known-entropy probe
 
 
@@ -109,10 +109,8 @@ def probe_mdm_leak(enc: Encoder, data: bytes, rng: random.Random, score_from: in
 
 def probe_mdm_leak_trained(name: str, device: torch.device, seed: int = 0) -> ProbeResult:
     """The leak probe on a briefly trained MDM encoder (BPE needs merges)."""
-    text = causality_text()
-    corpus = [text[i:] + text[:i] for i in range(0, len(text), 7)]
     enc = tiny_mdm_encoder(name, seed)
-    fit_and_train(enc, corpus, 20_000, device)
+    text = briefly_trained(enc, device)
     return probe_mdm_leak(enc, text, random.Random(seed))
 
 

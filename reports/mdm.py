@@ -36,10 +36,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from core.metrics import LN2
 from reports.load import CLEAN_ID, RunData
 from reports.stats import bootstrap_ci
 
-LN2 = math.log(2.0)
 Z95 = 1.959963984540054
 MDM_KEYS = ("objective", "mdm_schedule", "mdm_span")
 BOUND_NOTE = ("MDM BPB is the NELBO, an upper bound on the MDM's own NLL (Monte Carlo estimate, "

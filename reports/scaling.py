@@ -44,6 +44,8 @@ import numpy as np
 import pandas as pd
 from scipy.optimize import least_squares
 
+from core.metrics import bpb
+
 CONVENTIONS = {"half": "train_flops", "full": "train_flops_full_attn"}
 HEADLINE = "half"
 SWEEP_COLUMNS = ["flop_budget", "model_size", "params_non_embedding", "train_bytes", "train_flops",
@@ -117,7 +119,7 @@ def sweep_rows(results: pd.DataFrame) -> pd.DataFrame:
         labels = [lb[len(r) + 1:] if lb.startswith(f"{r}/") else lb for lb, r in zip(labels, df["run"])]
     df["base"] = [base_label(lb) for lb in labels]
     if "bpb" not in df.columns:
-        df["bpb"] = df["nll_nats"] / (math.log(2) * df["n_bytes"])
+        df["bpb"] = bpb(df["nll_nats"], df["n_bytes"])
     return df
 
 
