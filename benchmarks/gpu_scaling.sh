@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# The scaling grid (suites/scaling.yaml) on one GPU, budget by budget, each budget in its own run
+# directory, as docs/scaling.md describes; stops starting budgets when the time left is short and
+# packs each finished budget's results.csv, run.json and log into $OUT/b<BUDGET>.tgz.
+#
+#   TOTAL_S=560 bash benchmarks/gpu_scaling.sh 1e14 2e14 4e14 8e14 1.6e15 [-- extra --set overrides]
+#
+# Expects (docs/gpu.md): the data cache at $TOKBENCH_CACHE (default ../.gpu/cache or $GPU_DIR/cache)
+# and wheels of missing packages in $GPU_DIR/wheels. Merge the pieces anywhere with
+#   tokbench report b1e14 b2e14 ... --out scaling-report
+set -o pipefail
+OUT=${OUT:-/tmp/tokbench-gpu-out}
+mkdir -p "$OUT"
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+GPU_DIR=${GPU_DIR:-$ROOT/../.gpu}
+if ls "$GPU_DIR"/wheels/*.whl >/dev/null 2>&1; then
+  python3 -m pip install -q --no-deps --no-index "$GPU_DIR"/wheels/*.whl 2>&1 | tail -2
+fi
+export PYTHONPATH=$ROOT TOKBENCH_CACHE=${TOKBENCH_CACHE:-$GPU_DIR/cache} PYTHONUNBUFFERED=1
+cd "$ROOT"
+BUDGETS=(); SETS=()
+while [ $# -gt 0 ]; do
+  if [ "$1" = "--" ]; then shift; for s in "$@"; do SETS+=(--set "$s"); done; break; fi
+  BUDGETS+=("$1"); shift
+done
+START=$(date +%s); TOTAL=${TOTAL_S:-560}; MIN_LEFT=${MIN_LEFT_S:-60}
+{ date -u; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader;
+  python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__, 'cuda', torch.version.cuda)"; } \
+  2>&1 | tee "$OUT/env.log"
+for B in "${BUDGETS[@]}"; do
+  left=$(( TOTAL - ($(date +%s) - START) ))
+  if [ "$left" -lt "$MIN_LEFT" ]; then echo "budget $B not started: ${left}s left" | tee -a "$OUT/env.log"; continue; fi
+  RUN=/tmp/scaling/b$B; t0=$(date +%s)
+  timeout "$left" python3 -m harness.cli run scaling --device cuda --no-prepare --quiet --no-report \
+    "${SETS[@]}" --set "scaling.only_budgets=[$B]" --out "$RUN" >"$RUN.log" 2>&1
+  rc=$?
+  echo "budget $B rc=$rc wall $(( $(date +%s) - t0 )) s" | tee -a "$OUT/env.log"
+  tail -3 "$RUN.log"
+  cp "$RUN.log" "$RUN/" 2>/dev/null
+  (cd /tmp/scaling && tar czf "$OUT/b$B.tgz" "b$B/results.csv" "b$B/run.json" "b$B/b$B.log" 2>/dev/null)
+done
