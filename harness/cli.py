@@ -81,7 +81,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.dry_run:
         from harness.estimate import dry_run
 
-        print(dry_run(suite, opts))
+        dry_run(suite, opts, emit=lambda line: print(line, flush=True))  # each line as it is known
         return 0
     t0 = time.perf_counter()
     world = int(os.environ.get("WORLD_SIZE", "1") or 1)

@@ -1,52 +1,85 @@
 """``tokbench run --dry-run``: the models to train and the cells to score, with FLOPs, predicted
-peak memory and a time estimate per seed, without training anything and without fetching data.
+peak memory and a time estimate per seed, without training a model in full and without fetching
+data. Each model's line is printed as soon as it is measured; the last lines give the per-seed
+total by phase and what the dry run itself cost (seconds, max RSS).
 
 How each part of a seed is estimated (all measured on the chosen device, with the run's dtype,
-autocast and compile setting, through the same code the run uses):
+autocast and compile setting, through the code the run uses, models in the run's order):
 
 * data: loading the prepared sources, timed (nothing is fetched: prepare the data first).
-* fit stages: each encoder's ``fit`` on a 1 MB sample of the training text (sub-models — BLT's
-  entropy model — are timed like a main model below), scaled linearly to the bytes the real fit
-  reads. Merge learning is roughly linear in text; treat this term as the loosest.
-* training: training steps on k = 2 and k = 4 windows of the real length (after a warm-up
-  step, which holds the cold compile and is reported as its own term), fitted as
-  ``a + b·windows`` and scaled to the run's windows per step and steps. On CUDA, when the
-  predicted peak memory of a real step fits, a real (micro-)batch step is timed instead: a GPU
-  is far from linear at 2–4 windows.
-* peak memory: on CUDA, the allocator's peak at k = 2 and 4 windows, extrapolated linearly to a
-  (micro-)batch; a run that cannot fit the device is refused (set ``budget.micro_batch_bytes``).
-* perturbation: ``plan_rows`` on a sample of eval documents per perturbation and mode, scaled to
-  all documents and divided by the worker processes.
-* scoring: a forward on one scoring batch, scaled to the windows of every cell.
+* fit stages: each encoder's ``fit`` on a ``FIT_SAMPLE``-byte sample of the training text, scaled
+  linearly to the bytes the real fit reads. Law: BPE's pre-token counting and encoding are linear
+  in the text and its merge updates grow with the distinct words, which grow slower than the
+  text, so the term errs high; treat it as the loosest. A sub-model the fit trains (BLT's entropy
+  model) is timed like a main model (below), its compile included; the rest of such a fit reads a
+  fixed sample and is not scaled.
+* compile (``budget.compile`` on): measured, never assumed. The dry run compiles in a private,
+  empty inductor / Triton cache (removed at the end), so it measures what a first run pays and
+  leaves the user's caches as they were. Compiled code is shared in one process (all blocks run
+  one code object), so a model whose shapes an earlier model compiled pays little: the dry run
+  sees that reuse because it measures the models in the run's order.
+* training on CUDA: the run's own loop (``train_encoder``: collation in worker processes,
+  prefetch, pinned copies, the compiled step) on real (micro-)batches: 3 steps (cold compile and
+  the dynamic-shape recompile a second shape causes), then 2 and 8 steps; per step =
+  (t8 - t2) / 6, start-up = t2 - 2 steps, compile = t3 - t2 - 1 step. Peak memory: the
+  allocator's peak over those steps; a model that cannot fit the device is refused.
+* training on CPU: ``train_step`` on k = 2 and k = 4 windows of the real length (each shape run
+  once untimed first: it holds the compile), fitted as ``a + b·k`` and scaled to the run's
+  windows per step, plus collation (the same cores).
+* perturbation: fitting the perturbations, then ``plan_rows`` on up to 4 documents per eval set,
+  perturbation and mode, scaled to all documents and divided by the worker processes. On CUDA
+  it runs in a forked process while the GPU measures the models.
+* scoring: the run's ``score_items`` (packed batches of ``eval.batch_windows`` windows on CUDA,
+  of 4 on CPU) and ``score_cell`` on the clean cells of a sample of eval documents, scaled to the
+  windows and documents of every cell; its first call holds the inference-mode compile.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
+import multiprocessing
 import os
-import statistics
+import resource
+import shutil
+import tempfile
 import time
+from collections.abc import Callable, Iterator
 from typing import Any
 
+import numpy as np
 import torch
 
 from encoders.base import Encoder
-from harness.accel import collate_processes, compile_backbones, want_compile
+from harness.accel import compile_backbones, die_with_parent, want_compile
 from harness.data import load_data, rolling_windows, training_windows
 from harness.results import atomic_write_json
-from harness.run import CLEAN, ESTIMATE_FILE, EvalSet, Runner, RunOptions
+from harness.run import CLEAN, ESTIMATE_FILE, EvalSet, Runner, RunOptions, TrainedModel
+from harness.score import score_items
 from harness.suite import Suite
-from harness.train import autocast_for, fit_context, make_optimizer, train_step
+from harness.train import autocast_for, fit_context, make_optimizer, train_encoder, train_step
 
 FIT_SAMPLE = 1_000_000  # bytes the quick fit learns from
+GPU_STEPS = (3, 2, 8)  # CUDA: steps of the warm-up call (compiles), then the two timed calls
+SCORE_DOCS = 64  # at most this many eval documents per set in the scoring sample
 
 
 class DoesNotFit(ValueError):
     """A model's predicted peak memory exceeds the device."""
 
 
-def dry_run(suite: Suite, opts: RunOptions) -> str:
+def dry_run(suite: Suite, opts: RunOptions, emit: Callable[[str], None] | None = None) -> str:
+    """The dry run's text; with ``emit``, each line is also handed to it as soon as it is known
+    (a model's line once that model is measured)."""
+    lines: list[str] = []
+
+    def say(line: str = "") -> None:
+        lines.append(line)
+        if emit is not None:
+            emit(line)
+
+    t_start = time.perf_counter()
     runner = Runner(suite, opts)
     data = load_data(suite, runner.ctx, prepare=False, limit=opts.limit, log=opts.log)  # fetches nothing
     runner.data_facts.update(data.facts)
@@ -54,107 +87,200 @@ def dry_run(suite: Suite, opts: RunOptions) -> str:
     if suite.scaling is not None:  # an IsoFLOP grid: per point, not per encoder
         from harness.scaling import sweep_dry_run
 
-        return sweep_dry_run(suite, train, runner.device, runner.ctx.base_dir)
-    b = suite.budget
-    dev = runner.device
-    per_step = max(1, b.batch_bytes // b.context_bytes)
-    micro = max(1, b.micro_batch_bytes // b.context_bytes) if b.micro_batch_bytes else per_step
+        text = sweep_dry_run(suite, train, runner.device, runner.ctx.base_dir)
+        if emit is not None:
+            emit(text)
+        return text
+    b, ev, dev = suite.budget, suite.eval, runner.device
     cpu = dev.type != "cuda"
-    probe = list(training_windows(train.docs, 4 * b.context_bytes, b.context_bytes, suite.seeds[0]))
-    big = probe if cpu else list(training_windows(train.docs, micro * b.context_bytes, b.context_bytes, suite.seeds[0]))
-    dev_mem = torch.cuda.get_device_properties(dev).total_memory if not cpu else None
-    ev = suite.eval
     stride = ev.stride_bytes or max(1, b.context_bytes // 2)
+    # On CUDA the perturbation timing (pure CPU work) runs in a process forked now, before CUDA
+    # is initialised, while the GPU measures the models; on CPU it would compete for the cores.
+    pert = _perturb_timing(runner, train, evals, stride, background=not cpu)
     n_cells_p = 1 + len(suite.perturbations)
     # windows of one cell set (clean text; perturbations move lengths a little)
     win_full = sum(len(rolling_windows(d.data, b.context_bytes, stride)) for e in evals for d in e.docs)
     win_target = sum(len(e.docs) for e in evals)
     score_windows = n_cells_p * ((win_full if "full" in ev.modes else 0) + (win_target if "clean_target" in ev.modes else 0))
-
-    lines = [f"suite '{suite.name}': {len(suite.seeds)} seed(s) x {len(suite.encoders)} encoder(s) on {dev}; "
-             f"train part {train.n_bytes:,} bytes in {len(train.docs)} docs; dtype {b.dtype}, "
-             f"compile {'on' if want_compile(b.compile, dev) else 'off'}",
-             "", f"{'model':<16} {'params':>11} {'fwd FLOP/B':>10} {'train FLOPs':>11} {'peak mem':>9} "
-             f"{'fit':>7} {'compile':>8} {'train':>8} {'score':>8}"]
-    fit_s = train_s = compile_s = score_s = 0.0
-    for spec in suite.encoders:
-        enc = runner.build(spec, suite.seeds[0]).to(dev)
-        t1 = time.perf_counter()
-        sub: dict[str, float] = {}
-        holder: list[Any] = []
-
-        def sub_train(s: Any, n: int, _sub: dict[str, float] = sub, _ctx: list[Any] = holder) -> dict[str, Any]:
-            # a sub-model (BLT's entropy model): time its steps like a main model (those steps
-            # also leave it trained a little, so the parent's fit can go on)
-            t2 = time.perf_counter()
-            s.fit(_ctx[0])
-            s.to(dev)
-            est = _time_steps(s, probe, big, b, dev, per_step, micro)
-            _sub["seconds"] = est["step_s"] * math.ceil(n / (per_step * b.context_bytes)) + est["compile_s"]
-            _sub["measuring"] = time.perf_counter() - t2
-            s.eval()
-            return {"bytes": n, "flops": 0.0, "seconds": 0.0}
-
-        ctx = fit_context(train.docs, b, dev, suite.seeds[0], train_bytes=min(b.train_bytes, FIT_SAMPLE),
-                          log=lambda s: None)
-        ctx.train = sub_train
-        holder.append(ctx)
-        enc.fit(ctx)
-        quick = time.perf_counter() - t1 - sub.get("measuring", 0.0)
-        # A fit that reads the training text (BPE merges) scales with the bytes it reads; the
-        # rest of a fit that trains a sub-model (BLT's threshold on a fixed sample) does not.
-        real_fit_bytes = min(b.train_bytes, train.n_bytes)
-        scale = 1.0 if sub else real_fit_bytes / max(1, min(FIT_SAMPLE, real_fit_bytes))
-        this_fit = (quick * scale if type(enc).fit is not Encoder.fit else 0.0) + sub.get("seconds", 0.0)
-        est = _time_steps(enc, probe, big, b, dev, per_step, micro, ev.batch_windows)
-        steps = math.ceil(b.train_bytes / (per_step * b.context_bytes))
-        t_train = est["step_s"] * steps
-        batch = enc.collate(probe, [0] * len(probe))
-        fpb = enc.flops(batch) / max(1, batch.scored_bytes)
-        peak = est.get("peak_bytes")
-        if peak is not None and dev_mem is not None and peak > 0.95 * dev_mem:
-            raise DoesNotFit(
-                f"encoder '{spec.label}': predicted peak memory {peak / 2**30:.1f} GiB exceeds the device's "
-                f"{dev_mem / 2**30:.1f} GiB; set budget.micro_batch_bytes (e.g. {max(b.context_bytes, b.batch_bytes // 4)})")
-        t_score = est["score_window_s"] * score_windows
-        fit_s += this_fit
-        train_s += t_train
-        compile_s += est["compile_s"]
-        score_s += t_score
-        params = sum(p.numel() for p in enc.parameters())
-        mem = f"{peak / 2**30:.1f} GiB" if peak is not None else "-"
-        lines.append(f"{spec.label:<16} {params:>11,} {fpb:>10.3g} {3 * fpb * b.train_bytes:>11.3g} {mem:>9} "
-                     f"{_fmt(this_fit):>7} {_fmt(est['compile_s']):>8} {_fmt(t_train):>8} {_fmt(t_score):>8}")
-        del enc
-    t_pert = _perturb_time(runner, train, evals, stride)
+    doc_cells = n_cells_p * len(ev.modes) * sum(len(e.docs) for e in evals)  # (cell, document) rows per model
+    compile_on = want_compile(b.compile, dev)
+    say(f"suite '{suite.name}': {len(suite.seeds)} seed(s) x {len(suite.encoders)} encoder(s) on {dev}; "
+        f"train part {train.n_bytes:,} bytes in {len(train.docs)} docs; dtype {b.dtype}, "
+        f"compile {'on (measured cold, in a private cache)' if compile_on else 'off'}")
+    say()
+    say(f"{'model':<16} {'params':>11} {'fwd FLOP/B':>10} {'train FLOPs':>11} {'peak mem':>9} "
+        f"{'fit':>7} {'compile':>8} {'train':>8} {'score':>8}")
+    sample = _score_sample(evals, b.context_bytes, stride, 2 * _score_batch(ev.batch_windows, dev))
+    fit_s = train_s = compile_s = score_s = score_compile_s = 0.0
+    measuring: dict[str, float] = {}
+    tokenizers: dict[str, Any] = {}
+    order = list(suite.encoders)
+    if b.match == "flops":  # the run trains the reference first
+        ref = b.flops_reference or order[0].label
+        order.sort(key=lambda s: s.label != ref)
+    with _private_compile_caches(compile_on):
+        for spec in order:
+            t_model = time.perf_counter()
+            m = _measure_model(runner, spec, train, sample, dev)
+            peak = m["peak_bytes"]
+            dev_mem = torch.cuda.get_device_properties(dev).total_memory if not cpu else None
+            if peak is not None and dev_mem is not None and peak > 0.95 * dev_mem:
+                raise DoesNotFit(
+                    f"encoder '{spec.label}': predicted peak memory {peak / 2**30:.1f} GiB exceeds the device's "
+                    f"{dev_mem / 2**30:.1f} GiB; set budget.micro_batch_bytes (e.g. {max(b.context_bytes, b.batch_bytes // 4)})")
+            t_score = m["score_window_s"] * score_windows + m["score_doc_s"] * doc_cells + m["score_compile_s"]
+            fit_s += m["fit_s"]
+            train_s += m["train_s"]
+            compile_s += m["compile_s"]
+            score_s += t_score
+            score_compile_s += m["score_compile_s"]
+            mem = f"{peak / 2**30:.1f} GiB" if peak is not None else "-"
+            say(f"{spec.label:<16} {m['params']:>11,} {m['fpb']:>10.3g} {3 * m['fpb'] * b.train_bytes:>11.3g} {mem:>9} "
+                f"{_fmt(m['fit_s']):>7} {_fmt(m['compile_s'] + m['score_compile_s']):>8} {_fmt(m['train_s']):>8} "
+                f"{_fmt(t_score):>8}")
+            tokenizers[spec.label] = m["tokenizer"]
+            measuring[spec.label] = time.perf_counter() - t_model
+    t_an = time.perf_counter()
+    an_fit, an_doc = _analysis_timing(runner, train, sample, tokenizers)
+    an_s = an_fit
+    score_s += an_doc * doc_cells * len(order)  # the analyses' buckets of every cell, made in scoring
+    measuring["analyses"] = time.perf_counter() - t_an
+    t_wait = time.perf_counter()
+    t_pert, pert_fit = pert()
+    measuring["perturbation (wait)"] = time.perf_counter() - t_wait
     n_docs = sum(len(e.docs) for e in evals)
     cells = suite.n_cells()
-    per_seed = t_data + fit_s + compile_s + train_s + t_pert + score_s
-    lines += ["", f"cells to score: {cells} ({len(evals)} eval set(s), {n_docs} docs, "
-              f"{n_cells_p} perturbation cells incl. '{CLEAN.id}', modes {', '.join(ev.modes)}); "
-              f"{score_windows:,} windows per model and seed",
-              f"estimate per seed: data {_fmt(t_data)}, fits {_fmt(fit_s)}, compile {_fmt(compile_s)}, "
-              f"training {_fmt(train_s)}, perturbation {_fmt(t_pert)}, scoring {_fmt(score_s)}: {_fmt(per_seed)}",
-              f"estimated total: {_fmt(per_seed * len(suite.seeds))} for {len(suite.seeds)} seed(s) "
-              "(report not included)"]
+    per_seed = t_data + fit_s + compile_s + train_s + t_pert + an_s + score_s
+    say()
+    say(f"cells to score: {cells} ({len(evals)} eval set(s), {n_docs} docs, "
+        f"{n_cells_p} perturbation cells incl. '{CLEAN.id}', modes {', '.join(ev.modes)}); "
+        f"{score_windows:,} windows per model and seed")
+    say(f"estimate per seed: data {_fmt(t_data)}, fits {_fmt(fit_s)}, compile {_fmt(compile_s)}, "
+        f"training {_fmt(train_s)}, perturbation {_fmt(t_pert)}, analyses {_fmt(an_s)}, scoring {_fmt(score_s)}: "
+        f"{_fmt(per_seed)}")
+    if compile_on:
+        say(f"  (compile: training {_fmt(compile_s)} above, scoring {_fmt(score_compile_s)} inside scoring; "
+            "sub-models' inside fits)")
+    if suite.analyses:
+        say(f"  (analyses: fitting {_fmt(an_fit)} per seed; their buckets add {_fmt(an_doc * doc_cells)} per model "
+            "to scoring, in the total above, not in the model lines)")
+    say(f"  (perturbation: fitting the perturbations {_fmt(pert_fit)}, once per run; plans cached in "
+        f"{runner.ctx.cache_dir / 'perturbed'} are not perturbed again)")
+    say(f"estimated total: {_fmt(per_seed * len(suite.seeds))} for {len(suite.seeds)} seed(s) (report not included)")
     if suite.baselines.compressors:  # model-free rows (docs/fragility.md), not in the estimate
-        lines.append(f"compressor baseline cells: {suite.n_baseline_cells()} "
-                     f"({', '.join(suite.baselines.compressors)} x {1 + len(suite.permutations)} stream(s))")
+        say(f"compressor baseline cells: {suite.n_baseline_cells()} "
+            f"({', '.join(suite.baselines.compressors)} x {1 + len(suite.permutations)} stream(s))")
     phases = {"data": t_data, "fits": fit_s, "compile": compile_s, "training": train_s,
-              "perturbation": t_pert, "scoring": score_s, "per_seed": per_seed}
+              "perturbation": t_pert, "analyses": an_s, "scoring": score_s, "per_seed": per_seed}
     # The run in this directory reads it back and writes estimated vs actual into run.json.
     runner.rd.root.mkdir(parents=True, exist_ok=True)
-    atomic_write_json(runner.rd.root / ESTIMATE_FILE, {"device": str(dev), "seeds": len(suite.seeds),
-                                                       "seconds_per_seed": phases})
-    lines.append(f"(written to {runner.rd.root / ESTIMATE_FILE}; a run into that directory reports estimated vs actual)")
+    atomic_write_json(runner.rd.root / ESTIMATE_FILE, {
+        "device": str(dev), "seeds": len(suite.seeds), "seconds_per_seed": phases,
+        "compile": {"on": compile_on, "training_seconds": compile_s, "scoring_seconds": score_compile_s},
+        "perturbation_fit_seconds": pert_fit,
+        "dry_run_seconds": {"total": time.perf_counter() - t_start, "data": t_data, **measuring}})
+    say(f"(written to {runner.rd.root / ESTIMATE_FILE}; a run into that directory reports estimated vs actual)")
+    say(f"dry run: {_fmt(time.perf_counter() - t_start)} (data {_fmt(t_data)}; "
+        + ", ".join(f"{k} {_fmt(v)}" for k, v in measuring.items())
+        + f"); max RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20:.2f} GiB")
     return "\n".join(lines)
 
 
-def _time_steps(enc: Any, probe: list[bytes], big: list[bytes], b: Any, dev: torch.device,
-                per_step: int, micro: int, score_batch: int = 64) -> dict[str, float]:
-    """Time training steps and one scoring forward of ``enc`` (see the module docstring).
-    Returns step_s (one optimizer step of the run), compile_s (first step's extra time),
-    peak_bytes (CUDA only) and score_window_s (seconds per scored window)."""
+def _measure_model(runner: Runner, spec: Any, train: Any, sample: list[EvalSet],
+                   dev: torch.device) -> dict[str, Any]:
+    """Fit (on a sample), training and scoring times of one encoder, in seconds of the run:
+    fit_s, compile_s (the main model's training compile), train_s, peak_bytes (CUDA, else None),
+    score_window_s (per scored window), score_doc_s (per document row of a cell), score_compile_s;
+    and params, fpb (forward FLOPs per scored byte)."""
+    suite, b = runner.suite, runner.suite.budget
+    seed = suite.seeds[0]
+    enc = runner.build(spec, seed).to(dev)
+    t1 = time.perf_counter()
+    sub: dict[str, float] = {}
+    holder: list[Any] = []
+
+    def sub_train(s: Any, n: int) -> dict[str, Any]:
+        # a sub-model (BLT's entropy model): timed like a main model (those steps also leave it
+        # trained a little, so the parent's fit can go on)
+        t2 = time.perf_counter()
+        s.fit(holder[0])
+        s.to(dev)
+        est = _train_timing(s, train.docs, b, dev, seed, n)
+        sub["seconds"] = est["train_s"] + est["compile_s"]
+        sub["measuring"] = time.perf_counter() - t2
+        s.eval()
+        return {"bytes": n, "flops": 0.0, "seconds": 0.0}
+
+    # The fit sees the real budget (a sub-model's bytes derive from it) but only the first
+    # documents of the training text, about FIT_SAMPLE bytes.
+    fit_docs, fit_bytes = [], 0
+    for d in train.docs:
+        if fit_bytes >= FIT_SAMPLE:
+            break
+        fit_docs.append(d)
+        fit_bytes += len(d.data)
+    ctx = fit_context(fit_docs, b, dev, seed, log=lambda s: None)
+    ctx.train = sub_train
+    holder.append(ctx)
+    enc.fit(ctx)
+    quick = time.perf_counter() - t1 - sub.get("measuring", 0.0)
+    # A fit that reads the training text (BPE merges) scales with the bytes it reads; the rest of
+    # a fit that trains a sub-model (BLT's threshold on a fixed sample) does not.
+    real_fit_bytes = min(b.train_bytes, train.n_bytes)
+    scale = 1.0 if sub else real_fit_bytes / max(1, min(fit_bytes, real_fit_bytes))
+    fit_s = (quick * scale if type(enc).fit is not Encoder.fit else 0.0) + sub.get("seconds", 0.0)
+    est = _train_timing(enc, train.docs, b, dev, seed, b.train_bytes)
+    probe = list(training_windows(train.docs, 4 * b.context_bytes, b.context_bytes, seed))
+    batch = enc.collate(probe, [0] * len(probe))
+    fpb = enc.flops(batch) / max(1, batch.scored_bytes)
+    sc = _score_timing(runner, TrainedModel(enc, {"key": ""}, spec), sample, dev)
+    tok = getattr(enc, "tokenizer", None)  # for the analyses' fit (a BPE encoder's boundaries)
+    return {"fit_s": fit_s, "compile_s": est["compile_s"], "train_s": est["train_s"],
+            "peak_bytes": est.get("peak_bytes"), "params": sum(p.numel() for p in enc.parameters()),
+            "fpb": fpb, "tokenizer": tok, **sc}
+
+
+def _train_timing(enc: Any, docs: Any, b: Any, dev: torch.device, seed: int, n_bytes: int) -> dict[str, Any]:
+    """Seconds the run's training of ``enc`` on ``n_bytes`` takes (see the module docstring):
+    train_s (start-up and steps, compile excluded), compile_s, step_s; peak_bytes on CUDA."""
+    per_step = max(1, b.batch_bytes // b.context_bytes)
+    steps = math.ceil(n_bytes / (per_step * b.context_bytes))
+    if dev.type == "cuda":
+        return _train_timing_cuda(enc, docs, b, dev, seed, steps)
+    return _train_timing_cpu(enc, docs, b, dev, seed, steps)
+
+
+def _train_timing_cuda(enc: Any, docs: Any, b: Any, dev: torch.device, seed: int, steps: int) -> dict[str, Any]:
+    """``train_encoder`` itself on real batches: (t3, t2, t8) wall seconds of 3, 2 and 8 steps."""
+    step_bytes = max(1, b.batch_bytes // b.context_bytes) * b.context_bytes
+    walls = []
+    peak = 0
+    offset = 0
+    for k in GPU_STEPS:
+        # each call reads windows of its own (the stream's next ones), so shapes vary as in the run
+        wins = training_windows(docs, (offset + k) * step_bytes, b.context_bytes, seed)
+        for _ in range(offset * step_bytes // b.context_bytes):
+            next(wins)
+        offset += k
+        try:
+            st = train_encoder(enc, wins, k * step_bytes, b, dev)
+        except torch.cuda.OutOfMemoryError as e:
+            raise DoesNotFit(f"{type(enc).__name__}: one training step does not fit the device ({e}); "
+                             "set budget.micro_batch_bytes") from None
+        walls.append(st["seconds"])
+        peak = max(peak, st["peak_mem_bytes"])
+    t3, t2, t8 = walls
+    step_s = max(0.0, (t8 - t2) / (GPU_STEPS[2] - GPU_STEPS[1]))
+    startup = max(0.0, t2 - GPU_STEPS[1] * step_s)
+    compile_s = max(0.0, t3 - t2 - (GPU_STEPS[0] - GPU_STEPS[1]) * step_s)
+    return {"step_s": step_s, "train_s": startup + step_s * steps, "compile_s": compile_s, "peak_bytes": peak}
+
+
+def _train_timing_cpu(enc: Any, docs: Any, b: Any, dev: torch.device, seed: int, steps: int) -> dict[str, Any]:
+    """``train_step`` on 2 and 4 windows (each shape once untimed first), scaled; plus collation."""
+    per_step = max(1, b.batch_bytes // b.context_bytes)
+    micro = max(1, b.micro_batch_bytes // b.context_bytes) if b.micro_batch_bytes else per_step
+    probe = list(training_windows(docs, 4 * b.context_bytes, b.context_bytes, seed))
     enc.train()
     if want_compile(b.compile, dev):
         compile_backbones(enc)
@@ -163,70 +289,162 @@ def _time_steps(enc: Any, probe: list[bytes], big: list[bytes], b: Any, dev: tor
 
     def step(wins: list[bytes]) -> float:
         """One step of the training loop's own ``train_step`` (collation outside the timing:
-        the loop does it beside the step; it is counted below)."""
+        it is counted below)."""
         batch = enc.collate(wins, [0] * len(wins))
         t0 = time.perf_counter()
         train_step(enc, batch, opt, b.lr, b, autocast, dev)
-        _sync(dev)
         return time.perf_counter() - t0
 
-    first = step(probe[:2])  # cold compile, allocator warm-up
-    out: dict[str, float] = {}
-    peaks = {}
-    times = {}
+    times, firsts = {}, {}
     for k in (2, 4):
-        if dev.type == "cuda":
-            torch.cuda.reset_peak_memory_stats(dev)
-        times[k] = statistics.median(step(probe[:k]) for _ in range(2))
-        if dev.type == "cuda":
-            peaks[k] = torch.cuda.max_memory_allocated(dev)
+        firsts[k] = step(probe[:k])  # a new shape: compile (when on), allocator warm-up
+        times[k] = min(step(probe[:k]) for _ in range(2))
     slope = max(0.0, (times[4] - times[2]) / 2)
     step_s = (times[2] - 2 * slope + slope * micro) * math.ceil(per_step / micro)
-    if dev.type == "cuda":
-        pslope = max(0, (peaks[4] - peaks[2]) / 2)
-        out["peak_bytes"] = peaks[2] + pslope * (micro - 2)
-        total = torch.cuda.get_device_properties(dev).total_memory
-        if out["peak_bytes"] < 0.9 * total and len(big) >= micro:
-            step(big[:micro])  # new shape: compile again outside the timing
-            torch.cuda.reset_peak_memory_stats(dev)
-            step_s = statistics.median(step(big[:micro]) for _ in range(3)) * math.ceil(per_step / micro)
-            out["peak_bytes"] = torch.cuda.max_memory_allocated(dev)
-    # Host side: collating a step's windows (tokenization, patching, FLOP counts). The run does
-    # it in a thread (and, on CUDA, in ``collate_processes`` worker processes) beside the step,
-    # so a step takes the longer of the two on CUDA and their sum on CPU (same cores).
-    wins = (big if dev.type == "cuda" else probe)[:micro]
+    # collating a step's windows (tokenization, patching, FLOP counts): on CPU the prefetch
+    # thread shares the cores with the step, so the two add up
     t0 = time.perf_counter()
-    cb = enc.collate(wins, [0] * len(wins))
+    cb = enc.collate(probe, [0] * len(probe))
     enc.flops(cb)
-    host_s = (time.perf_counter() - t0) * micro / max(1, len(wins)) * math.ceil(per_step / micro)
-    workers = collate_processes(dev)
-    if dev.type == "cuda":
-        step_s = max(step_s, host_s / max(1, workers))
-    else:
-        step_s += host_s
-    out["host_collate_s"] = host_s
-    out["step_s"] = step_s
-    out["compile_s"] = max(0.0, first - times[2])
-    # scoring: one forward on a scoring batch (real batch on CUDA, 4 windows on CPU), per window
+    host_s = (time.perf_counter() - t0) * per_step / max(1, len(probe))
+    step_s += host_s
+    compile_s = max(0.0, firsts[2] - times[2]) + max(0.0, firsts[4] - times[4])
     enc.eval()
-    n = min(len(big), score_batch if dev.type == "cuda" else 4)
-    wins = (big if dev.type == "cuda" else probe)[:n]
-    with torch.inference_mode():
-        for _ in range(2):
-            batch = enc.collate(wins, [0] * len(wins))
-            t0 = time.perf_counter()
-            with autocast:
-                enc(batch.to(dev)).byte_nll([len(w) for w in wins], [0] * len(wins))
-            _sync(dev)
-            dt = time.perf_counter() - t0
-    out["score_window_s"] = dt / max(1, len(wins))
+    return {"step_s": step_s, "train_s": step_s * steps, "compile_s": compile_s, "peak_bytes": None}
+
+
+def _score_batch(batch_windows: int, dev: torch.device) -> int:
+    """Windows per scoring forward in the dry run: the run's on CUDA, 4 on CPU (linear there)."""
+    return batch_windows if dev.type == "cuda" else min(batch_windows, 4)
+
+
+def _score_sample(evals: list[Any], context: int, stride: int, want_windows: int) -> list[EvalSet]:
+    """Per eval set, its first documents: enough for about ``want_windows`` full-mode windows
+    (at most ``SCORE_DOCS``)."""
+    out = []
+    for e in evals:
+        docs, n = [], 0
+        for d in e.docs[:SCORE_DOCS]:
+            docs.append(d)
+            n += len(rolling_windows(d.data, context, stride))
+            if n >= want_windows:
+                break
+        out.append(EvalSet.of(dataclasses.replace(e, docs=docs)))
     return out
 
 
-def _perturb_time(runner: Runner, train: Any, evals: list[Any], stride: int) -> float:
+def _score_timing(runner: Runner, model: TrainedModel, sample: list[EvalSet],
+                  dev: torch.device) -> dict[str, float]:
+    """The run's scoring path on the clean cells of the sample: ``score_items`` on all their
+    windows packed (twice: the first call holds the inference compile), then ``score_cell``.
+    Returns score_window_s, score_doc_s and score_compile_s."""
+    suite = runner.suite
+    seed = suite.seeds[0]
+    bw = _score_batch(suite.eval.batch_windows, dev)
+    bf16 = suite.budget.dtype == "bfloat16"
+    cells = []
+    for es in sample:
+        for mode in suite.eval.modes:
+            plan = runner.plan_items(es, mode, runner.plan_rows(es, CLEAN, None, seed, mode))
+            cells.append((es, mode, plan))
+    items = [p.item for _, _, plan in cells for p in plan if p is not None]
+    n_win = sum(len(it.windows) for it in items)
+    if not n_win:
+        return {"score_window_s": 0.0, "score_doc_s": 0.0, "score_compile_s": 0.0}
+    walls = []
+    for _ in range(2):
+        t0 = time.perf_counter()
+        scores = score_items(model.enc, items, dev, bw, bf16, stats={})
+        _sync(dev)
+        walls.append(time.perf_counter() - t0)
+    # a cell's rows, samples and metrics; the analyses' buckets are timed with their fit
+    full, runner.suite = runner.suite, dataclasses.replace(runner.suite, analyses=())
+    try:
+        t0 = time.perf_counter()
+        k, rows = 0, 0
+        for es, mode, plan in cells:
+            n = sum(p is not None for p in plan)
+            runner.score_cell(model, es, CLEAN, mode, seed, plan, scores[k : k + n])
+            k += n
+            rows += n
+        doc_s = (time.perf_counter() - t0) / max(1, rows)
+    finally:
+        runner.suite = full
+    return {"score_window_s": walls[1] / n_win, "score_doc_s": doc_s,
+            "score_compile_s": max(0.0, walls[0] - walls[1])}
+
+
+def _analysis_timing(runner: Runner, train: Any, sample: list[EvalSet],
+                     tokenizers: dict[str, Any]) -> tuple[float, float]:
+    """(fit seconds, seconds per document row of a cell) of the suite's analyses: ``fit`` on the
+    whole training part, as the run does (with the BPE tokenizers the dry run fitted on its
+    sample: the morphology analysis borrows a BPE encoder's boundaries), then ``rows`` on the
+    sample documents, per mode (clean_target scores only ``eval.target_bytes``)."""
+    suite = runner.suite
+    if not suite.analyses:
+        return 0.0, 0.0
+    encs = {label: _Tokenized(tok) for label, tok in tokenizers.items() if tok is not None}
+    t0 = time.perf_counter()
+    for spec in suite.analyses:
+        spec.config.fit(train.docs, encs)
+    fit_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    n = 0
+    for es in sample:
+        for mode in suite.eval.modes:
+            for doc in es.part.docs:
+                scored = doc.data if mode == "full" else doc.data[: suite.eval.target_bytes]
+                for spec in suite.analyses:
+                    a = spec.config
+                    if not a.datasets or es.part.name in a.datasets:
+                        a.rows(doc, scored, np.zeros(len(scored)))
+                n += 1
+    return fit_s, (time.perf_counter() - t0) / max(1, n)
+
+
+@dataclasses.dataclass
+class _Tokenized:
+    """A trained BPE encoder as the analyses see it: its tokenizer (without its weights)."""
+
+    tokenizer: Any
+    registry_name: str = "bpe"
+
+
+def _perturb_timing(runner: Runner, train: Any, evals: list[Any], stride: int,
+                    background: bool) -> Callable[[], tuple[float, float]]:
+    """Start ``_perturb_time``; returns a function giving its result (seconds per seed, of which
+    fitting). background: in a forked process (call this before CUDA is initialised)."""
+    if not background or "fork" not in multiprocessing.get_all_start_methods():
+        return lambda: _perturb_time(runner, train, evals, stride)
+    ctx = multiprocessing.get_context("fork")
+    recv, send = ctx.Pipe(duplex=False)
+    parent = os.getpid()
+
+    def child() -> None:
+        die_with_parent(parent)
+        try:
+            send.send(_perturb_time(runner, train, evals, stride))
+        except BaseException as e:  # handed to the parent, which re-raises it
+            send.send(e)
+
+    proc = ctx.Process(target=child, daemon=True)
+    proc.start()
+    send.close()
+
+    def result() -> tuple[float, float]:
+        got = recv.recv()
+        proc.join()
+        if isinstance(got, BaseException):
+            raise got
+        return got
+
+    return result
+
+
+def _perturb_time(runner: Runner, train: Any, evals: list[Any], stride: int) -> tuple[float, float]:
     """Seconds to perturb and plan every cell of one seed: ``plan_rows`` on up to 4 documents
     per eval set, perturbation and mode, scaled to all documents, divided by the processes
-    ``perturb_many`` uses; plus fitting the perturbations once."""
+    ``perturb_many`` uses; plus fitting the perturbations once. Returns (total, fitting)."""
     t0 = time.perf_counter()
     languages = {d.language for e in evals for d in e.docs if d.language is not None}
     perts = runner.perturbation_instances(train, languages)
@@ -241,7 +459,31 @@ def _perturb_time(runner: Runner, train: Any, evals: list[Any], stride: int) -> 
                 runner.plan_rows(sample, pspec, perts.get((pspec.id, pspec.severity)), runner.suite.seeds[0], mode)
                 total += (time.perf_counter() - t1) * len(ep.docs) / max(1, len(sample.part.docs))
     procs = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    return fit_s + total / max(1, min(procs, len(specs) * len(runner.suite.eval.modes)))
+    return fit_s + total / max(1, min(procs, len(specs) * len(runner.suite.eval.modes))), fit_s
+
+
+@contextlib.contextmanager
+def _private_compile_caches(on: bool) -> Iterator[None]:
+    """Point inductor's and Triton's on-disk caches at an empty temporary directory for the
+    duration (removed afterwards): the dry run measures a cold compile, and a later run pays its
+    own (a benchmark of the run stays a cold-compile benchmark)."""
+    if not on:
+        yield
+        return
+    tmp = tempfile.mkdtemp(prefix="tokbench-dry-compile-")
+    keys = ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")
+    old = {k: os.environ.get(k) for k in keys}
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(tmp, "inductor")
+    os.environ["TRITON_CACHE_DIR"] = os.path.join(tmp, "triton")
+    try:
+        yield
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def _step_time(enc: Any, batch: Any, suite: Suite, device: torch.device) -> float:
