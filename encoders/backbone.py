@@ -130,6 +130,7 @@ class Backbone(nn.Module):
         self.causal = causal
         self.blocks = nn.ModuleList(Block(cfg, causal) for _ in range(cfg.layers))
         self.norm = RMSNorm(cfg.dim)
+        self.dynamic_shapes = False  # set when the blocks are compiled (harness.accel.compile_backbones)
         for name, p in self.named_parameters():
             if p.dim() == 2:
                 # GPT-2 style init; residual projections scaled down with depth.
@@ -142,6 +143,13 @@ class Backbone(nn.Module):
         if valid is not None and bool(valid.all()):
             valid = None
         cos, sin = rope_cache(x.shape[1], self.cfg.dim // self.cfg.heads, self.cfg.rope_base, x.device)
+        if self.dynamic_shapes:
+            # Compiled blocks (harness.accel): batch and length vary (BPE's token counts, the
+            # last batch, scoring), so compile them symbolic at once rather than static first and
+            # again on the second shape; "maybe": a size the graph needs stays static silently.
+            for t, dims in ((x, (0, 1)), (cos, (0,)), (sin, (0,)), (valid, (0, 1))):
+                for d in dims if t is not None else ():
+                    torch._dynamo.maybe_mark_dynamic(t, d)
         for blk in self.blocks:
             x = blk(x, cos, sin, valid)
         return self.norm(x)

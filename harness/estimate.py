@@ -23,7 +23,7 @@ autocast and compile setting, through the code the run uses, models in the run's
   the dynamic-shape recompile a second shape causes), then 2 and 8 steps; per step =
   (t8 - t2) / 6, start-up = t2 - 2 steps, compile = t3 - t2 - 1 step. Peak memory: the
   allocator's peak over those steps; a model that cannot fit the device is refused.
-* training on CPU: ``train_step`` on k = 2 and k = 4 windows of the real length (each shape run
+* training on CPU: ``train_step`` on k = 2 and k = 3 windows of the real length (each shape run
   once untimed first: it holds the compile), fitted as ``a + b·k`` and scaled to the run's
   windows per step, plus collation (the same cores).
 * perturbation: fitting the perturbations, then ``plan_rows`` on up to 4 documents per eval set,
@@ -37,7 +37,9 @@ autocast and compile setting, through the code the run uses, models in the run's
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import dataclasses
+import gc
 import math
 import multiprocessing
 import os
@@ -62,6 +64,9 @@ from harness.train import autocast_for, fit_context, make_optimizer, train_encod
 
 FIT_SAMPLE = 1_000_000  # bytes the quick fit learns from
 GPU_STEPS = (3, 2, 8)  # CUDA: steps of the warm-up call (compiles), then the two timed calls
+# CPU: windows per timed step; 3, not 4: a 1 KB-context step's activations are ~0.3 GB a window
+# in float32, and the standard suite's dry run must stay under 2 GB RSS
+CPU_WINDOWS = (2, 3)
 SCORE_DOCS = 64  # at most this many eval documents per set in the scoring sample
 
 
@@ -139,11 +144,14 @@ def dry_run(suite: Suite, opts: RunOptions, emit: Callable[[str], None] | None =
                 f"{_fmt(m['fit_s']):>7} {_fmt(m['compile_s'] + m['score_compile_s']):>8} {_fmt(m['train_s']):>8} "
                 f"{_fmt(t_score):>8}")
             tokenizers[spec.label] = m["tokenizer"]
+            del m
+            _release_memory()
             measuring[spec.label] = time.perf_counter() - t_model
     t_an = time.perf_counter()
-    an_fit, an_doc = _analysis_timing(runner, train, sample, tokenizers)
+    an_fit, an_first, an_doc = _analysis_timing(runner, train, sample, tokenizers)
     an_s = an_fit
-    score_s += an_doc * doc_cells * len(order)  # the analyses' buckets of every cell, made in scoring
+    # the analyses' buckets of every cell are made in scoring, and so is their lazy first use
+    score_s += an_first + an_doc * doc_cells * len(order)
     measuring["analyses"] = time.perf_counter() - t_an
     t_wait = time.perf_counter()
     t_pert, pert_fit = pert()
@@ -162,8 +170,8 @@ def dry_run(suite: Suite, opts: RunOptions, emit: Callable[[str], None] | None =
         say(f"  (compile: training {_fmt(compile_s)} above, scoring {_fmt(score_compile_s)} inside scoring; "
             "sub-models' inside fits)")
     if suite.analyses:
-        say(f"  (analyses: fitting {_fmt(an_fit)} per seed; their buckets add {_fmt(an_doc * doc_cells)} per model "
-            "to scoring, in the total above, not in the model lines)")
+        say(f"  (analyses: fitting {_fmt(an_fit)} per seed; in scoring, not in the model lines: their first use "
+            f"{_fmt(an_first)}, their buckets {_fmt(an_doc * doc_cells)} per model)")
     say(f"  (perturbation: fitting the perturbations {_fmt(pert_fit)}, once per run; plans cached in "
         f"{runner.ctx.cache_dir / 'perturbed'} are not perturbed again)")
     say(f"estimated total: {_fmt(per_seed * len(suite.seeds))} for {len(suite.seeds)} seed(s) (report not included)")
@@ -277,7 +285,7 @@ def _train_timing_cuda(enc: Any, docs: Any, b: Any, dev: torch.device, seed: int
 
 
 def _train_timing_cpu(enc: Any, docs: Any, b: Any, dev: torch.device, seed: int, steps: int) -> dict[str, Any]:
-    """``train_step`` on 2 and 4 windows (each shape once untimed first), scaled; plus collation."""
+    """``train_step`` on ``CPU_WINDOWS`` windows (each shape once untimed first), scaled; plus collation."""
     per_step = max(1, b.batch_bytes // b.context_bytes)
     micro = max(1, b.micro_batch_bytes // b.context_bytes) if b.micro_batch_bytes else per_step
     probe = list(training_windows(docs, 4 * b.context_bytes, b.context_bytes, seed))
@@ -296,11 +304,15 @@ def _train_timing_cpu(enc: Any, docs: Any, b: Any, dev: torch.device, seed: int,
         return time.perf_counter() - t0
 
     times, firsts = {}, {}
-    for k in (2, 4):
+    lo, hi = CPU_WINDOWS
+    for k in CPU_WINDOWS:
         firsts[k] = step(probe[:k])  # a new shape: compile (when on), allocator warm-up
-        times[k] = min(step(probe[:k]) for _ in range(2))
-    slope = max(0.0, (times[4] - times[2]) / 2)
-    step_s = (times[2] - 2 * slope + slope * micro) * math.ceil(per_step / micro)
+        times[k] = min(step(probe[:k]) for _ in range(3))
+    slope = (times[hi] - times[lo]) / (hi - lo)
+    if slope <= 0 or times[lo] - lo * slope < 0:
+        # noise (a busy machine) made the line meaningless: a step's time proportional to windows
+        slope = (times[lo] + times[hi]) / (lo + hi)
+    step_s = (times[lo] + slope * (micro - lo)) * math.ceil(per_step / micro)
     # collating a step's windows (tokenization, patching, FLOP counts): on CPU the prefetch
     # thread shares the cores with the step, so the two add up
     t0 = time.perf_counter()
@@ -308,7 +320,9 @@ def _train_timing_cpu(enc: Any, docs: Any, b: Any, dev: torch.device, seed: int,
     enc.flops(cb)
     host_s = (time.perf_counter() - t0) * per_step / max(1, len(probe))
     step_s += host_s
-    compile_s = max(0.0, firsts[2] - times[2]) + max(0.0, firsts[4] - times[4])
+    # compile off: a first call's extra time is allocator warm-up, lost in a long run
+    on = want_compile(b.compile, dev)
+    compile_s = sum(max(0.0, firsts[k] - times[k]) for k in CPU_WINDOWS) if on else 0.0
     enc.eval()
     return {"step_s": step_s, "train_s": step_s * steps, "compile_s": compile_s, "peak_bytes": None}
 
@@ -371,35 +385,45 @@ def _score_timing(runner: Runner, model: TrainedModel, sample: list[EvalSet],
     finally:
         runner.suite = full
     return {"score_window_s": walls[1] / n_win, "score_doc_s": doc_s,
-            "score_compile_s": max(0.0, walls[0] - walls[1])}
+            "score_compile_s": max(0.0, walls[0] - walls[1]) if want_compile(suite.budget.compile, dev) else 0.0}
 
 
 def _analysis_timing(runner: Runner, train: Any, sample: list[EvalSet],
-                     tokenizers: dict[str, Any]) -> tuple[float, float]:
-    """(fit seconds, seconds per document row of a cell) of the suite's analyses: ``fit`` on the
+                     tokenizers: dict[str, Any]) -> tuple[float, float, float]:
+    """(fit seconds, first rows' seconds, seconds per document row of a cell) of the suite's analyses: ``fit`` on the
     whole training part, as the run does (with the BPE tokenizers the dry run fitted on its
     sample: the morphology analysis borrows a BPE encoder's boundaries), then ``rows`` on the
     sample documents, per mode (clean_target scores only ``eval.target_bytes``)."""
     suite = runner.suite
     if not suite.analyses:
-        return 0.0, 0.0
+        return 0.0, 0.0, 0.0
     encs = {label: _Tokenized(tok) for label, tok in tokenizers.items() if tok is not None}
     t0 = time.perf_counter()
     for spec in suite.analyses:
         spec.config.fit(train.docs, encs)
     fit_s = time.perf_counter() - t0
+
+    def rows(docs_of: Callable[[EvalSet], list[Any]]) -> int:
+        n = 0
+        for es in sample:
+            for mode in suite.eval.modes:
+                for doc in docs_of(es):
+                    scored = doc.data if mode == "full" else doc.data[: suite.eval.target_bytes]
+                    for spec in suite.analyses:
+                        a = spec.config
+                        if not a.datasets or es.part.name in a.datasets:
+                            a.rows(doc, scored, np.zeros(len(scored)))
+                    n += 1
+        return n
+
+    # The first rows of a language train its segmenter (lazily, in the run's first cell): a
+    # once-per-run cost, counted with the fit, not per row.
     t0 = time.perf_counter()
-    n = 0
-    for es in sample:
-        for mode in suite.eval.modes:
-            for doc in es.part.docs:
-                scored = doc.data if mode == "full" else doc.data[: suite.eval.target_bytes]
-                for spec in suite.analyses:
-                    a = spec.config
-                    if not a.datasets or es.part.name in a.datasets:
-                        a.rows(doc, scored, np.zeros(len(scored)))
-                n += 1
-    return fit_s, (time.perf_counter() - t0) / max(1, n)
+    rows(lambda es: es.part.docs[:1])
+    first_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    n = rows(lambda es: es.part.docs)
+    return fit_s, first_s, (time.perf_counter() - t0) / max(1, n)
 
 
 @dataclasses.dataclass
@@ -499,6 +523,14 @@ def _step_time(enc: Any, batch: Any, suite: Suite, device: torch.device) -> floa
         _sync(device)
         times.append(time.perf_counter() - t0)
     return min(times)
+
+
+def _release_memory() -> None:
+    """Hand freed heap memory back to the OS (glibc keeps it otherwise), so one model's peak
+    does not stack on the last one's: the dry run's RSS is that of its largest model."""
+    gc.collect()
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
 
 
 def _sync(dev: torch.device) -> None:

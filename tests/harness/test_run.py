@@ -209,7 +209,7 @@ def test_dry_run_lists_models_and_cells_and_trains_nothing(tmp_path: Path, capsy
 
 # --- the dry run's estimate against the run (issue 16)
 
-ESTIMATE_PHASES = ("data", "fits", "training", "perturbation", "scoring", "per_seed")
+ESTIMATE_PHASES = ("data", "fits", "training", "perturbation", "analyses", "scoring", "per_seed")
 
 
 def test_dry_run_then_run_reports_estimated_vs_actual(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

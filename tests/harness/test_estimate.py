@@ -1,0 +1,74 @@
+"""The dry run (harness/estimate.py): lines handed out as they are known, the phases it writes,
+and its private compile caches. Its accuracy against a run is a benchmark (BENCHMARKS.md), not a
+test; tests/harness/test_run.py checks that a run reads the estimate back."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from harness.config import load_suite
+from harness.estimate import _private_compile_caches, dry_run
+from harness.run import RunOptions
+
+SUITE = """\
+name: tiny-estimate
+seeds: [0]
+data:
+  train: {paths: [corpus], docs: paragraph, language: en}
+  eval:
+    - {name: heldout, paths: [corpus], language: en}
+budget: {train_bytes: 6000, context_bytes: 64, batch_bytes: 512, warmup_bytes: 500}
+backbone: {layers: 1, dim: 16, heads: 2}
+encoders:
+  - name: bytes
+  - {name: bpe, vocab_size: 300}
+perturbations:
+  - {name: case.upper, severity: 1.0}
+eval: {max_docs: 5, target_bytes: 24, sample_docs: 1, batch_windows: 8}
+"""
+
+
+def test_dry_run_hands_out_each_line_as_it_is_known(tmp_path: Path) -> None:
+    (tmp_path / "corpus").mkdir()
+    (tmp_path / "corpus" / "a.txt").write_text("\n\n".join(
+        f"Paragraph {p}: the quick brown fox jumps over the lazy dog, again and again." for p in range(40)))
+    (tmp_path / "s.yaml").write_text(SUITE)
+    suite = load_suite(tmp_path / "s.yaml")
+    seen: list[tuple[str, bool]] = []  # (line, estimate.json already written?)
+    out = tmp_path / "o"
+    text = dry_run(suite, RunOptions(out=out, device="cpu", progress=False, log=lambda s: None),
+                   emit=lambda line: seen.append((line, (out / "estimate.json").exists())))
+    lines = [line for line, _ in seen]
+    assert "\n".join(lines) == text
+    model_rows = [i for i, line in enumerate(lines) if line.split()[:1] in (["bytes"], ["bpe"])]
+    total = next(i for i, line in enumerate(lines) if line.startswith("estimate per seed:"))
+    # the models' lines come first, each before anything is summed or written
+    assert len(model_rows) == 2 and max(model_rows) < total
+    assert not any(written for _, written in seen[: total + 1])
+    assert lines[-1].startswith("dry run: ") and "max RSS" in lines[-1]
+    est = json.loads((out / "estimate.json").read_text())
+    phases = est["seconds_per_seed"]
+    assert {"data", "fits", "compile", "training", "perturbation", "analyses", "scoring", "per_seed"} <= set(phases)
+    assert phases["per_seed"] == pytest.approx(sum(v for k, v in phases.items() if k != "per_seed"))
+    assert phases["training"] > 0 and phases["scoring"] > 0 and phases["compile"] == 0.0  # compile is off on CPU
+    assert est["compile"]["on"] is False and est["dry_run_seconds"]["total"] > 0
+    assert not (out / "models").exists()
+
+
+def test_private_compile_caches_are_temporary_and_restore_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TRITON_CACHE_DIR", "/somewhere/triton")
+    monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR", raising=False)
+    with _private_compile_caches(True):
+        inductor = Path(os.environ["TORCHINDUCTOR_CACHE_DIR"])
+        assert os.environ["TRITON_CACHE_DIR"] != "/somewhere/triton"
+        inductor.mkdir(parents=True)
+        (inductor / "x").write_text("compiled")
+    assert not inductor.exists()  # removed with its temporary directory
+    assert os.environ["TRITON_CACHE_DIR"] == "/somewhere/triton"
+    assert "TORCHINDUCTOR_CACHE_DIR" not in os.environ
+    with _private_compile_caches(False):  # compile off: nothing changes
+        assert "TORCHINDUCTOR_CACHE_DIR" not in os.environ
