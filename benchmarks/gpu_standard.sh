@@ -23,7 +23,7 @@ rm -rf "$RUN"
   2>&1 | tee "$OUT/env.log"
 SETS=(--set "seeds=[0]")
 for s in "$@"; do SETS+=(--set "$s"); done
-[ -n "$SKIP_DRY" ] || timeout ${DRY_TIMEOUT:-150} python3 -m harness.cli run standard "${SETS[@]}" --device cuda --no-prepare --dry-run --out "$RUN" 2>&1 | tee "$OUT/dry_run.log"
+[ -n "$SKIP_DRY" ] || timeout ${DRY_TIMEOUT:-300} python3 -m harness.cli run standard "${SETS[@]}" --device cuda --no-prepare --dry-run --out "$RUN" 2>&1 | tee "$OUT/dry_run.log"
 timeout ${RUN_TIMEOUT:-400} python3 -m harness.cli run standard "${SETS[@]}" --device cuda --no-prepare --quiet --out "$RUN" 2>&1 | tee "$OUT/run.log"
 cp "$RUN/run.json" "$RUN/results.csv" "$OUT/" 2>/dev/null
 python3 - "$RUN/run.json" <<'PY' | tee "$OUT/speed.log"

@@ -46,13 +46,22 @@ def compile_backbones(model: nn.Module) -> int:
 
     All blocks of all models share one code object, so its compiled variants add up over a run
     (train / inference mode, bf16 / fp32 sub-models, static / dynamic shapes, six encoders):
-    the recompile limit is raised so none of them falls back to eager."""
+    the recompile limit is raised so none of them falls back to eager. A later model whose
+    block shapes an earlier one compiled reuses that code (no compile at all).
+
+    Batch and length are compiled symbolic from the first call (``Backbone.dynamic_shapes``):
+    otherwise each (width, train/inference) compiles twice, static first and dynamic at the next
+    shape — BPE's token counts, the last partial batch, scoring's batches. On CPU with cold
+    caches this cut a 5-compile sequence of the suite's kinds of shapes to 3
+    (``benchmarks/compile_reuse.py``). ``TOKBENCH_COMPILE_DYNAMIC=0`` keeps static first."""
     import torch._dynamo
 
     torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 64)
+    dynamic = os.environ.get("TOKBENCH_COMPILE_DYNAMIC", "1") != "0"
     n = 0
     for m in model.modules():
         if isinstance(m, Backbone):
+            m.dynamic_shapes = dynamic
             for sub in [*m.blocks, m.norm]:
                 if getattr(sub, "_compiled_call_impl", None) is None:
                     sub.compile()
