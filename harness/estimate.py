@@ -23,9 +23,10 @@ autocast and compile setting, through the code the run uses, models in the run's
   the dynamic-shape recompile a second shape causes), then 2 and 8 steps; per step =
   (t8 - t2) / 6, start-up = t2 - 2 steps, compile = t3 - t2 - 1 step. Peak memory: the
   allocator's peak over those steps; a model that cannot fit the device is refused.
-* training on CPU: ``train_step`` on k = 2 and k = 3 windows of the real length (each shape run
-  once untimed first: it holds the compile), fitted as ``a + b·k`` and scaled to the run's
-  windows per step, plus collation (the same cores).
+* training on CPU: the same loop with steps of k = 2 and of k = 3 or more windows of the real
+  length (``CPU_POSITIONS``), one step first (it holds the compile), then 1 and 4 steps timed,
+  fitted as ``a + b·k`` and scaled to the run's windows per step (collation shares the cores with
+  the step there, and is inside).
 * perturbation: fitting the perturbations, then ``plan_rows`` on up to 4 documents per eval set,
   perturbation and mode, scaled to all documents and divided by the worker processes. On CUDA
   it runs in a forked process while the GPU measures the models.
@@ -40,6 +41,7 @@ import contextlib
 import ctypes
 import dataclasses
 import gc
+import itertools
 import math
 import multiprocessing
 import os
@@ -48,15 +50,16 @@ import shutil
 import tempfile
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
 from encoders.base import Encoder
-from harness.accel import compile_backbones, die_with_parent, want_compile
+from harness.accel import die_with_parent, want_compile
 from harness.data import load_data, rolling_windows, training_windows
-from harness.results import atomic_write_json
+from harness.results import RunDir, atomic_write_json
 from harness.run import CLEAN, ESTIMATE_FILE, EvalSet, Runner, RunOptions, TrainedModel
 from harness.score import score_items
 from harness.suite import Suite
@@ -64,9 +67,11 @@ from harness.train import autocast_for, fit_context, make_optimizer, train_encod
 
 FIT_SAMPLE = 1_000_000  # bytes the quick fit learns from
 GPU_STEPS = (3, 2, 8)  # CUDA: steps of the warm-up call (compiles), then the two timed calls
-# CPU: windows per timed step; 3, not 4: a 1 KB-context step's activations are ~0.3 GB a window
-# in float32, and the standard suite's dry run must stay under 2 GB RSS
-CPU_WINDOWS = (2, 3)
+# CPU: the timed steps hold 2 windows, then as many as CPU_POSITIONS bytes of windows (at least 3,
+# at most a real (micro-)batch): a wide span keeps the line's slope out of the noise, and the cap
+# keeps memory down (a 1 KB window of the standard backbone holds ~0.3 GB of float32 activations;
+# its dry run must stay under 2 GB RSS, so it times 2 and 3 windows)
+CPU_POSITIONS = 3072
 SCORE_DOCS = 64  # at most this many eval documents per set in the scoring sample
 
 
@@ -108,6 +113,7 @@ def dry_run(suite: Suite, opts: RunOptions, emit: Callable[[str], None] | None =
     win_target = sum(len(e.docs) for e in evals)
     score_windows = n_cells_p * ((win_full if "full" in ev.modes else 0) + (win_target if "clean_target" in ev.modes else 0))
     doc_cells = n_cells_p * len(ev.modes) * sum(len(e.docs) for e in evals)  # (cell, document) rows per model
+    n_cells_model = n_cells_p * len(ev.modes) * len(evals)  # cells per model
     compile_on = want_compile(b.compile, dev)
     say(f"suite '{suite.name}': {len(suite.seeds)} seed(s) x {len(suite.encoders)} encoder(s) on {dev}; "
         f"train part {train.n_bytes:,} bytes in {len(train.docs)} docs; dtype {b.dtype}, "
@@ -133,7 +139,8 @@ def dry_run(suite: Suite, opts: RunOptions, emit: Callable[[str], None] | None =
                 raise DoesNotFit(
                     f"encoder '{spec.label}': predicted peak memory {peak / 2**30:.1f} GiB exceeds the device's "
                     f"{dev_mem / 2**30:.1f} GiB; set budget.micro_batch_bytes (e.g. {max(b.context_bytes, b.batch_bytes // 4)})")
-            t_score = m["score_window_s"] * score_windows + m["score_doc_s"] * doc_cells + m["score_compile_s"]
+            t_score = (m["score_window_s"] * score_windows + m["score_doc_s"] * doc_cells
+                       + m["score_cell_s"] * n_cells_model + m["score_compile_s"])
             fit_s += m["fit_s"]
             train_s += m["train_s"]
             compile_s += m["compile_s"]
@@ -285,45 +292,36 @@ def _train_timing_cuda(enc: Any, docs: Any, b: Any, dev: torch.device, seed: int
 
 
 def _train_timing_cpu(enc: Any, docs: Any, b: Any, dev: torch.device, seed: int, steps: int) -> dict[str, Any]:
-    """``train_step`` on ``CPU_WINDOWS`` windows (each shape once untimed first), scaled; plus collation."""
+    """``train_encoder`` itself with steps of 2 and of more windows (collation, FLOP counts
+    and the loop's bookkeeping included: on CPU they share the cores with the step): per k, one
+    step first (compile when on, allocator warm-up), then 1 and 4 steps; their difference gives a
+    step's time, fitted as ``a + b·k`` and scaled to the run's windows per step."""
     per_step = max(1, b.batch_bytes // b.context_bytes)
     micro = max(1, b.micro_batch_bytes // b.context_bytes) if b.micro_batch_bytes else per_step
-    probe = list(training_windows(docs, 4 * b.context_bytes, b.context_bytes, seed))
-    enc.train()
-    if want_compile(b.compile, dev):
-        compile_backbones(enc)
-    opt = make_optimizer(enc, b, dev)
-    autocast = autocast_for(b, dev)
-
-    def step(wins: list[bytes]) -> float:
-        """One step of the training loop's own ``train_step`` (collation outside the timing:
-        it is counted below)."""
-        batch = enc.collate(wins, [0] * len(wins))
-        t0 = time.perf_counter()
-        train_step(enc, batch, opt, b.lr, b, autocast, dev)
-        return time.perf_counter() - t0
-
-    times, firsts = {}, {}
-    lo, hi = CPU_WINDOWS
-    for k in CPU_WINDOWS:
-        firsts[k] = step(probe[:k])  # a new shape: compile (when on), allocator warm-up
-        times[k] = min(step(probe[:k]) for _ in range(3))
+    times: dict[int, float] = {}
+    extra = 0.0  # first calls' extra time: the compile, when on
+    skip = 0
+    lo, hi = 2, max(3, min(micro, CPU_POSITIONS // b.context_bytes))
+    for k in (lo, hi):
+        bk = dataclasses.replace(b, batch_bytes=k * b.context_bytes, micro_batch_bytes=0)
+        walls = []
+        for n in (1, 1, 4):
+            # each call reads windows of its own (the stream's next ones), as the run does
+            wins = itertools.islice(training_windows(docs, (skip + 2 * n * k) * b.context_bytes, b.context_bytes, seed),
+                                    skip, None)
+            st = train_encoder(enc, wins, n * k * b.context_bytes, bk, dev)
+            walls.append((st["seconds"], st["steps"]))
+            skip += st["steps"] * k
+        (t_first, _), (t1, n1), (t4, n4) = walls
+        times[k] = max(0.0, (t4 - t1) / max(1, n4 - n1))
+        extra += max(0.0, t_first - t1)
     slope = (times[hi] - times[lo]) / (hi - lo)
     if slope <= 0 or times[lo] - lo * slope < 0:
         # noise (a busy machine) made the line meaningless: a step's time proportional to windows
         slope = (times[lo] + times[hi]) / (lo + hi)
     step_s = (times[lo] + slope * (micro - lo)) * math.ceil(per_step / micro)
-    # collating a step's windows (tokenization, patching, FLOP counts): on CPU the prefetch
-    # thread shares the cores with the step, so the two add up
-    t0 = time.perf_counter()
-    cb = enc.collate(probe, [0] * len(probe))
-    enc.flops(cb)
-    host_s = (time.perf_counter() - t0) * per_step / max(1, len(probe))
-    step_s += host_s
     # compile off: a first call's extra time is allocator warm-up, lost in a long run
-    on = want_compile(b.compile, dev)
-    compile_s = sum(max(0.0, firsts[k] - times[k]) for k in CPU_WINDOWS) if on else 0.0
-    enc.eval()
+    compile_s = extra if want_compile(b.compile, dev) else 0.0
     return {"step_s": step_s, "train_s": step_s * steps, "compile_s": compile_s, "peak_bytes": None}
 
 
@@ -351,7 +349,7 @@ def _score_timing(runner: Runner, model: TrainedModel, sample: list[EvalSet],
                   dev: torch.device) -> dict[str, float]:
     """The run's scoring path on the clean cells of the sample: ``score_items`` on all their
     windows packed (twice: the first call holds the inference compile), then ``score_cell``.
-    Returns score_window_s, score_doc_s and score_compile_s."""
+    Returns score_window_s, score_doc_s, score_cell_s (saving a cell) and score_compile_s."""
     suite = runner.suite
     seed = suite.seeds[0]
     bw = _score_batch(suite.eval.batch_windows, dev)
@@ -364,7 +362,7 @@ def _score_timing(runner: Runner, model: TrainedModel, sample: list[EvalSet],
     items = [p.item for _, _, plan in cells for p in plan if p is not None]
     n_win = sum(len(it.windows) for it in items)
     if not n_win:
-        return {"score_window_s": 0.0, "score_doc_s": 0.0, "score_compile_s": 0.0}
+        return {"score_window_s": 0.0, "score_doc_s": 0.0, "score_cell_s": 0.0, "score_compile_s": 0.0}
     walls = []
     for _ in range(2):
         t0 = time.perf_counter()
@@ -373,18 +371,27 @@ def _score_timing(runner: Runner, model: TrainedModel, sample: list[EvalSet],
         walls.append(time.perf_counter() - t0)
     # a cell's rows, samples and metrics; the analyses' buckets are timed with their fit
     full, runner.suite = runner.suite, dataclasses.replace(runner.suite, analyses=())
+    made = []
     try:
         t0 = time.perf_counter()
         k, rows = 0, 0
         for es, mode, plan in cells:
             n = sum(p is not None for p in plan)
-            runner.score_cell(model, es, CLEAN, mode, seed, plan, scores[k : k + n])
+            made.append(runner.score_cell(model, es, CLEAN, mode, seed, plan, scores[k : k + n]))
             k += n
             rows += n
         doc_s = (time.perf_counter() - t0) / max(1, rows)
     finally:
         runner.suite = full
-    return {"score_window_s": walls[1] / n_win, "score_doc_s": doc_s,
+    # saving a cell (sealed, fsync'd): into a throwaway directory, never the run's (the run
+    # would take them for finished cells)
+    with tempfile.TemporaryDirectory(prefix="tokbench-dry-cells-") as tmp:
+        rd = RunDir(Path(tmp), log=lambda s: None)
+        t0 = time.perf_counter()
+        for i, cell in enumerate(made):
+            rd.save_cell(f"dry{i}", cell)
+        cell_s = (time.perf_counter() - t0) / max(1, len(made))
+    return {"score_window_s": walls[1] / n_win, "score_doc_s": doc_s, "score_cell_s": cell_s,
             "score_compile_s": max(0.0, walls[0] - walls[1]) if want_compile(suite.budget.compile, dev) else 0.0}
 
 
