@@ -242,14 +242,14 @@ def train_encoder(
             out.append((pin(batch) if device.type == "cuda" else batch, fwd, frozen, half))
         return out
 
-    # data parallel: this rank's contiguous slice of each global step (an empty slice collates
-    # to no micro-batches; the rank still joins the step's collectives)
-    todo = ((dp.shard(chunk) if dp is not None else chunk)
-            for i, chunk in enumerate(batched(windows, per_step)) if i >= skip)
     # BPE: windows tokenized in bulk ahead of the steps, each step an array slice (same batches)
     collated = (pretokenized_batches(encoder, windows, per_step, micro, skip, collate_processes(device))
                 if permuter is None and dp is None else None)
     if collated is None:
+        # data parallel: this rank's contiguous slice of each global step (an empty slice
+        # collates to no micro-batches; the rank still joins the step's collectives)
+        todo = ((dp.shard(chunk) if dp is not None else chunk)
+                for i, chunk in enumerate(batched(windows, per_step)) if i >= skip)
         collated = ordered_pool_map(collate, todo, collate_processes(device))
     feed = Prefetcher(collated, prepare, depth=4)
     idle = IdleMeter(device, os.environ.get("TOKBENCH_IDLE_STEPS"))

@@ -72,13 +72,15 @@ class BpeConfig:
 
 @dataclass(frozen=True)
 class TokenizedWindows:
-    """Windows tokenized whole, in flat arrays: window i's token ids are
-    ``ids[offsets[i]:offsets[i + 1]]`` (int32), its length ``nbytes[i]`` bytes. Plain numpy, so
-    it pickles compactly from a worker process."""
+    """Windows tokenized whole, in flat per-token arrays: window i's token ids are
+    ``ids[offsets[i]:offsets[i + 1]]``, its length ``nbytes[i]`` bytes. Plain numpy (int32 per
+    token), so it pickles compactly from a worker process."""
 
-    ids: np.ndarray  # (Σ tokens,) int32
+    ids: np.ndarray  # (T,) int32, T = Σ tokens
     offsets: np.ndarray  # (W + 1,) int64
     nbytes: np.ndarray  # (W,) int64
+    end: np.ndarray  # (T,) int32: one past its last byte in the window
+    start: np.ndarray  # (T,) int32: its first byte
 
 
 class TokenLengths(Sequence[list[int]]):
@@ -276,39 +278,39 @@ class BpeEncoder(MaskedDiffusion, Encoder):
 
     def tokenize_windows(self, windows: Sequence[bytes]) -> TokenizedWindows:
         """Every window tokenized whole (``score_from`` 0), as ``collate`` tokenizes it, into
-        flat arrays; pure CPU, so worker processes can run it many steps ahead."""
+        flat per-token arrays (ids and byte spans); pure CPU, so worker processes can run it many
+        steps ahead."""
         tok = self._tok()
         enc = [tok.encode(w) for w in windows]
         counts = np.fromiter((len(e) for e in enc), dtype=np.int64, count=len(enc))
-        ids = np.fromiter(itertools.chain.from_iterable(enc), dtype=np.int32, count=int(counts.sum()))
+        total = int(counts.sum())
+        ids = np.fromiter(itertools.chain.from_iterable(enc), dtype=np.int32, count=total)
         offsets = np.zeros(len(enc) + 1, dtype=np.int64)
         np.cumsum(counts, out=offsets[1:])
+        ln = self._token_len_np()[ids]  # (T,) bytes per token; a window's tokens tile it from 0
+        end = np.cumsum(ln)
+        end = (end - np.repeat(np.concatenate(([0], end))[offsets[:-1]], counts)).astype(np.int32)
         nbytes = np.fromiter((len(w) for w in windows), dtype=np.int64, count=len(windows))
-        return TokenizedWindows(ids, offsets, nbytes)
+        return TokenizedWindows(ids, offsets, nbytes, end, (end - ln).astype(np.int32))
 
     def collate_tokenized(self, block: TokenizedWindows, lo: int, hi: int) -> TensorBatch:
         """``collate(windows[lo:hi], [0] * (hi - lo))`` of the windows ``block`` was made from,
-        equal tensor for tensor, from array operations only (no tokenization, no Python loop
-        over tokens). Segments are read from the arrays when asked for (training never asks)."""
-        lens = self._token_len_np()
+        equal tensor for tensor, from a few masked array writes (no tokenization, no Python loop
+        over windows or tokens). Segments are read from the arrays when asked for (training never asks)."""
+        a, b = int(block.offsets[lo]), int(block.offsets[hi])
         counts = block.offsets[lo + 1 : hi + 1] - block.offsets[lo:hi]  # (B,) tokens per window
         B = hi - lo
         N = int(counts.max()) if B else 0
-        col = np.arange(N, dtype=np.int64)
-        valid = col[None, :] < counts[:, None]  # (B, N) real tokens
-        src = np.minimum(block.offsets[lo:hi, None] + col[None, :], max(len(block.ids) - 1, 0))
-        ids = block.ids[src].astype(np.int64) if len(block.ids) else np.zeros((B, N), np.int64)
-        targets = np.where(valid, ids, -1)
-        inputs = np.full((B, N), self.bos, dtype=np.int64)
-        inputs[:, 1:] = np.where(valid[:, 1:], ids[:, :-1], self.bos)  # BOS, tokens shifted right
-        ln = np.where(valid, lens[ids], 0)  # (B, N) bytes per token
-        end = np.cumsum(ln, axis=1)  # tokens tile each window from byte 0
-        start = np.where(valid, end - ln, -1)
-        end = np.where(valid, end, -1)
-        tensors = {k: torch.from_numpy(v) for k, v in
-                   (("inputs", inputs), ("targets", targets), ("start", start), ("end", end))}
-        a, b = int(block.offsets[lo]), int(block.offsets[hi])
-        segments = TokenLengths(lens, block.ids[a:b], block.offsets[lo : hi + 1] - a)
+        valid = np.arange(N)[None, :] < counts[:, None]  # (B, N): real tokens, row-major = flat order
+        ids = block.ids[a:b]
+        arrays = {}
+        for k, flat in (("targets", ids), ("start", block.start[a:b]), ("end", block.end[a:b])):
+            arrays[k] = np.full((B, N), -1, dtype=np.int64)
+            arrays[k][valid] = flat
+        inputs = np.full((B, N), self.bos, dtype=np.int64)  # BOS, then the tokens shifted right
+        np.copyto(inputs[:, 1:], arrays["targets"][:, :-1], where=valid[:, 1:])
+        tensors = {k: torch.from_numpy(v) for k, v in (("inputs", inputs), *arrays.items())}
+        segments = TokenLengths(self._token_len_np(), ids, block.offsets[lo : hi + 1] - a)
         return TensorBatch(tensors, {"segments": segments, "units": b - a}, int(block.nbytes[lo:hi].sum()))
 
     # -- static permutations (harness.permutation): tokens are the units that move ------------

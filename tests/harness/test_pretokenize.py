@@ -58,6 +58,14 @@ def test_collate_tokenized_equals_collate(context: int) -> None:
     assert segs[-1] == segs[3] and segs[1:3] == [segs[1], segs[2]] and len(segs) == 4
 
 
+def test_collate_tokenized_of_odd_windows() -> None:
+    enc = encoder()
+    wins = [b"", b"a", b"", "\u00a0\u00a0x  ".encode(), b"\xff", b"hello world " * 9, b""]
+    block = enc.tokenize_windows(wins)
+    for lo, hi in [(0, len(wins)), (0, 1), (0, 3), (2, 6), (6, 7)]:
+        assert_same(enc.collate_tokenized(block, lo, hi), enc.collate(wins[lo:hi], [0] * (hi - lo)))
+
+
 def test_feed_equals_per_step_collation_with_micro_batches_and_skip() -> None:
     enc = encoder()
     per_step, micro, skip = 10, 4, 3
