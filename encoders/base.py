@@ -148,9 +148,11 @@ def scored_index(mask: torch.Tensor, n: int | None = None) -> tuple[torch.Tensor
     pos = torch.cumsum(flat, 0) - 1  # rank of each True among the Trues
     if flat.device.type == "cpu" and int(pos[-1] if flat.numel() else -1) + 1 != n:
         raise AssertionError(f"batch says {n} scored units, its targets hold {int(pos[-1]) + 1 if flat.numel() else 0}")
-    dest = torch.where(flat, pos, n)  # slot n collects every False and is dropped
+    # A stable partition: the Trues to slots 0..n-1 in order, the Falses after them; every slot
+    # is written once, so the scatter is deterministic.
     src = torch.arange(flat.numel(), device=flat.device)
-    idx = torch.zeros(n + 1, dtype=torch.long, device=flat.device).scatter_(0, dest, src)[:n]
+    dest = torch.where(flat, pos, n + src - pos - 1)  # a False's slot: n + Falses before it
+    idx = torch.empty_like(src).scatter_(0, dest, src)[:n]
     T = mask.shape[1]
     return idx // T, idx % T
 
