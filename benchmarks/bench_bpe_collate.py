@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
+from itertools import islice
 from typing import Any
 
 import torch
@@ -55,11 +56,27 @@ def median_us(f: Any, reps: int) -> float:
     return statistics.median(ts) * 1e6
 
 
+def time_step(enc: BpeEncoder, wins: list[bytes]) -> tuple[float, float, float]:
+    """µs of ``collate`` (before), ``tokenize_windows`` and ``collate_tokenized`` (after) for
+    one step's windows; checks that both give the same batch."""
+    old = median_us(lambda: enc.collate(wins, [0] * len(wins)), 1)
+    tok = median_us(lambda: enc.tokenize_windows(wins), 1)
+    block = enc.tokenize_windows(wins)
+    new = median_us(lambda: enc.collate_tokenized(block, 0, len(wins)), 5)
+    a, c = enc.collate(wins, [0] * len(wins)), enc.collate_tokenized(block, 0, len(wins))
+    assert all(torch.equal(a[k], c[k]) for k in a.tensors) and list(a.meta["segments"]) == list(c.meta["segments"])
+    return old, tok, new
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--vocab", type=int, nargs="+", default=[1024, 4096, 16384])
     ap.add_argument("--steps", type=int, default=8, help="steps of the stream timed (each its own windows)")
     ap.add_argument("--fit-bytes", type=int, default=1_000_000)
+    ap.add_argument("--processes", type=int, default=0,
+                    help="also time both feeds end to end with this many worker processes (the run uses "
+                         "up to 8 on CUDA: harness.accel.collate_processes)")
+    ap.add_argument("--feed-steps", type=int, default=160, help="steps the feed timing reads")
     args = ap.parse_args()
     suite = load_suite("suites/standard.yaml", ["seeds=[0]"])
     b = suite.budget
@@ -75,19 +92,39 @@ def main() -> None:
         enc.fit(FitContext(train_docs=lambda: (d.data for d in docs), train_bytes=args.fit_bytes,
                            context_bytes=b.context_bytes, seed=0, device=torch.device("cpu"),
                            train=lambda e, n: {}, log=lambda s: None))
-        old, tok, new = [], [], []
-        for wins in steps:
-            old.append(median_us(lambda: enc.collate(wins, [0] * len(wins)), 1))
-            block = enc.tokenize_windows(wins)
-            tok.append(median_us(lambda: enc.tokenize_windows(wins), 1))
-            new.append(median_us(lambda: enc.collate_tokenized(block, 0, len(wins)), 5))
-            a, c = enc.collate(wins, [0] * len(wins)), enc.collate_tokenized(block, 0, len(wins))
-            assert all(torch.equal(a[k], c[k]) for k in a.tensors) and list(a.meta["segments"]) == list(c.meta["segments"])
-        n_tok = c["inputs"].shape[1]
+        old, tok, new = zip(*(time_step(enc, wins) for wins in steps))
+        n_tok = enc.collate(steps[-1], [0] * len(steps[-1]))["inputs"].shape[1]
         print(f"bpe-{vocab}: per step ({sum(len(w) for w in steps[-1]):,} bytes, {n_tok} tokens padded), "
               f"median of {len(steps)} steps: before collate {statistics.median(old) / 1e3:.1f} ms | after: "
               f"tokenize_windows {statistics.median(tok) / 1e3:.1f} ms (bulk, ahead, in workers on CUDA), "
               f"collate_tokenized {statistics.median(new):.0f} us on the step's path; batches equal")
+        if args.processes > 0:
+            feeds(enc, docs, b.context_bytes, per_step, args.processes, args.feed_steps)
+
+
+def feeds(enc: BpeEncoder, docs: list[Any], context: int, per_step: int, processes: int, n_steps: int) -> None:
+    """Steps per second the training loop could read from each feed (per-step collation in
+    worker processes, as before; bulk tokenization in worker processes, as now), over
+    ``n_steps`` steps from the feed's start."""
+    from harness.accel import ordered_pool_map
+    from harness.pretokenize import pretokenized_batches
+
+    def stream() -> Any:
+        return training_windows(docs, (n_steps + 1) * per_step * context, context, 0)
+
+    def per_step_collate(chunk: list[bytes]) -> Any:
+        return enc.collate(chunk, [0] * len(chunk))
+
+    for name in ("before: collate per step", "after: bulk tokenization"):
+        t0 = time.perf_counter()  # from the start, workers' fork included: the feeds read ahead
+        # 8 (before) and 64 (after) steps, so only a long read measures throughput
+        if name.startswith("before"):
+            feed = ordered_pool_map(per_step_collate, batched(stream(), per_step), processes)
+        else:
+            feed = pretokenized_batches(enc, stream(), per_step, per_step, 0, processes)
+        n = sum(1 for _ in islice(feed, n_steps))
+        dt = time.perf_counter() - t0
+        print(f"  feed with {processes} processes, {name}: {n / dt:.1f} steps/s ({dt / n * 1e3:.1f} ms a step)")
 
 
 if __name__ == "__main__":
