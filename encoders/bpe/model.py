@@ -394,7 +394,9 @@ class BpeEncoder(MaskedDiffusion, Encoder):
                 f += backbone_flops(self.backbone_config, R, N, causal=False)
             return f
         B, N = batch["inputs"].shape
-        U = int((batch["targets"] >= 0).sum())
+        U = batch.meta.get("units")  # scored tokens, counted at collation (training's prefetch thread)
+        if U is None:
+            U = int((batch["targets"] >= 0).sum())
         f = 2.0 * U * self.dim * self.V
         if self.backbone_config is not None:
             f += backbone_flops(self.backbone_config, B, N)
