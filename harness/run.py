@@ -28,7 +28,7 @@ from core.metrics import bpb
 from core.schema import BUCKET_COLUMNS, RESULT_COLUMNS
 from encoders.base import Encoder, config_to_dict
 from harness import plugins
-from harness.accel import compile_backbones, gemm_tflops, want_compile
+from harness.accel import compile_backbones, gemm_tflops, prefer_flash_attention, want_compile
 from harness.batchscore import CachedRow, PlanCache, code_hash, perturb_many
 from harness.data import DataPart, char_boundary, load_data, source_context, training_windows
 from harness.fragility import (
@@ -100,10 +100,13 @@ def cache_budget(budget: Any) -> dict[str, Any]:
 
 def pick_device(name: str) -> torch.device:
     if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        name = "cuda" if torch.cuda.is_available() else "cpu"
     if name == "cuda" and not torch.cuda.is_available():
         raise ValueError("--device cuda: no CUDA device is available")
-    return torch.device(name)
+    device = torch.device(name)
+    if device.type == "cuda":
+        prefer_flash_attention()
+    return device
 
 
 def decode(data: bytes) -> str:

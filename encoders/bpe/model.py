@@ -44,6 +44,13 @@ from encoders.bpe.tokenizer import BpeTokenizer, merge_key, resolve_pattern
 from encoders.mdm import MaskedDiffusion, MdmUnits
 from encoders.registry import register
 
+# merge key → (tokenizer, fit facts) of fits made in this process. A sweep or a multi-seed run
+# builds many BPE encoders with the same merge key (same sample, vocabulary, pattern); learning
+# the merges and re-encoding the sample again for each took ~3 s per model on the H200 host.
+# The key hashes the sample's content, so a hit is the same tokenizer the fit would learn.
+_FITTED: dict[str, tuple[BpeTokenizer, dict[str, Any]]] = {}
+_FITTED_MAX = 4
+
 
 @dataclass(frozen=True, kw_only=True)
 class BpeConfig:
@@ -173,19 +180,29 @@ class BpeEncoder(MaskedDiffusion, Encoder):
         else:
             key = merge_key(fingerprint, cfg.vocab_size, cfg.pattern, cfg.min_frequency)
         cached = self.tokenizer is not None and self.fit_facts.get("key") == key
+        if not cached and cfg.file is None and key in _FITTED:
+            self.tokenizer, facts = _FITTED[key]
+            self.fit_facts = dict(facts)
+            cached = True
         if self.tokenizer is None or (cfg.file is None and not cached):
             ctx.log(f"bpe: learning {cfg.vocab_size} tokens on {n:,} bytes")
             self.tokenizer = BpeTokenizer.train(
                 sample, cfg.vocab_size, cfg.pattern, cfg.min_frequency
             )
         tok = self.tokenizer
-        n_tokens = sum(len(tok.encode(d)) for d in sample)
-        self.fit_facts = {
-            "key": key,
-            "fingerprint": fingerprint,
-            "sample_bytes": n,
-            "bytes_per_token_train": n / n_tokens if n_tokens else 0.0,
-        }
+        if not (cached and self.fit_facts.get("key") == key and "bytes_per_token_train" in self.fit_facts):
+            n_tokens = sum(len(tok.encode(d)) for d in sample)
+            self.fit_facts = {
+                "key": key,
+                "fingerprint": fingerprint,
+                "sample_bytes": n,
+                "bytes_per_token_train": n / n_tokens if n_tokens else 0.0,
+            }
+        if cfg.file is None:
+            _FITTED.pop(key, None)
+            _FITTED[key] = (tok, dict(self.fit_facts))
+            while len(_FITTED) > _FITTED_MAX:
+                _FITTED.pop(next(iter(_FITTED)))
         return {
             "bytes": n,
             "flops": 0.0,
