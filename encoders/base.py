@@ -135,14 +135,22 @@ def collate_bytes(windows: Sequence[bytes], score_from: Sequence[int]) -> Tensor
     return TensorBatch({"inputs": inputs, "targets": targets}, {}, scored)
 
 
-def byte_unit_nll(logits: torch.Tensor, targets: torch.Tensor) -> UnitNLL:
+def byte_unit_nll(logits: torch.Tensor, targets: torch.Tensor, n_units: int | None = None) -> UnitNLL:
     """Per-byte NLL from next-byte logits.
 
     logits: (B, T, 256) — logits[b, t] predicts byte t of window b.
     targets: (B, T) long, -1 where not scored. Returns one unit per scored byte.
+    n_units: the number of scored bytes when the caller knows it (``TensorBatch.scored_bytes``):
+    then the unit count is a shape known on the host and the device is not asked for it
+    (``nonzero`` makes the host wait for the device). Checked against ``targets`` on the CPU.
     """
     mask = targets >= 0
-    b, t = mask.nonzero(as_tuple=True)
+    if n_units is None:
+        b, t = mask.nonzero(as_tuple=True)
+    else:
+        if mask.device.type == "cpu" and int(mask.sum()) != n_units:
+            raise ValueError(f"n_units={n_units} but targets hold {int(mask.sum())} scored bytes")
+        b, t = mask.nonzero_static(size=n_units).unbind(1)  # same order as nonzero
     logp = torch.log_softmax(logits[b, t].float(), dim=-1)  # (U, 256)
     nll = -logp.gather(1, targets[b, t].unsqueeze(1)).squeeze(1)
     return UnitNLL(nll=nll, window=b, start=t, end=t + 1)
