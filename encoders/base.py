@@ -140,17 +140,16 @@ def byte_unit_nll(logits: torch.Tensor, targets: torch.Tensor, n_units: int | No
 
     logits: (B, T, 256) — logits[b, t] predicts byte t of window b.
     targets: (B, T) long, -1 where not scored. Returns one unit per scored byte.
-    n_units: the number of scored bytes when the caller knows it (``TensorBatch.scored_bytes``):
-    then the unit count is a shape known on the host and the device is not asked for it
-    (``nonzero`` makes the host wait for the device). Checked against ``targets`` on the CPU.
+    n_units: the number of scored bytes (targets >= 0) when the caller knows it, e.g.
+    ``TensorBatch.scored_bytes`` of a ``collate_bytes`` batch: then the unit count is a shape known
+    on the host and the device is not asked for it (``nonzero`` makes the host wait for the
+    device). It must be exact: a wrong count drops or repeats units (``byte_nll`` then fails).
     """
     mask = targets >= 0
     if n_units is None:
         b, t = mask.nonzero(as_tuple=True)
     else:
-        if mask.device.type == "cpu" and int(mask.sum()) != n_units:
-            raise ValueError(f"n_units={n_units} but targets hold {int(mask.sum())} scored bytes")
-        b, t = mask.nonzero_static(size=n_units).unbind(1)  # same order as nonzero
+        b, t = mask.nonzero_static(size=n_units).unbind(1)  # the same order as nonzero
     logp = torch.log_softmax(logits[b, t].float(), dim=-1)  # (U, 256)
     nll = -logp.gather(1, targets[b, t].unsqueeze(1)).squeeze(1)
     return UnitNLL(nll=nll, window=b, start=t, end=t + 1)
