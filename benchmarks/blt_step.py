@@ -99,6 +99,8 @@ def main() -> None:
     text = stdlib_text(4_000_000)
     ctx = budget.context_bytes
     windows = [text[i : i + ctx] for i in range(0, len(text) - ctx + 1, ctx)]
+    if len(windows) < 64:
+        raise SystemExit(f"blt_step: only {len(text)} bytes of stdlib source found; need {64 * ctx}")
 
     torch.manual_seed(0)
     init = BltEncoder(cfg, backbone).to(device)
