@@ -295,11 +295,11 @@ class BltEncoder(Encoder):
         host and the starts back every step). Without a prior ``flops`` call (scoring without
         stats, ``predict_logprobs``) the read happens here, once per batch.
         """
-        key = (id(self), self.threshold)
+        dev = self.head.weight.device
+        key = (id(self), self.threshold, dev)  # a model moved since then patches again
         hit = batch.meta.get("blt_patches")
         if hit is not None and hit[0] == key:
             return hit[1], hit[2]
-        dev = self.head.weight.device
         starts = self.patch_starts(batch["stream"].to(dev), batch["lengths"].to(dev))
         n = padded_patch_count(starts)
         batch.meta["blt_patches"] = (key, starts, n)
