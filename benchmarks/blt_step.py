@@ -8,7 +8,8 @@ bf16 on CUDA) twice from the same initial weights with ``harness.train.train_enc
 ``device`` is the encoder as it is; ``host`` emulates the path it replaced — patch starts
 computed on the host from entropies copied there, copied back each step, N read from the device
 in the forward, unit count from ``nonzero``, segments computed per window on the host every step.
-Prints per path: MB/s over the whole run and after the first step (its cold compile), training
+Prints per path: the host-device syncs CUDA reports in one training forward + backward
+(``torch.cuda.set_sync_debug_mode``), MB/s over the whole run and after the first step (its cold compile), training
 MFU (counted FLOPs with causal attention at half ÷ the bf16 8192³ GEMM rate measured here), GPU
 idle share of steps 10–30 (torch profiler, ``TOKBENCH_IDLE_STEPS``) and the mean patch size.
 
@@ -33,9 +34,9 @@ from encoders.base import TensorBatch, UnitNLL, byte_unit_nll
 from encoders.blt import BltConfig, BltEncoder
 from encoders.blt.model import padded_patch_count
 from encoders.blt.patching import fit_threshold, mean_patch_size
-from harness.accel import gemm_tflops
+from harness.accel import gemm_tflops, pin
 from harness.suite import BudgetConfig
-from harness.train import train_encoder
+from harness.train import autocast_for, train_encoder
 
 
 class HostPatchingBlt(BltEncoder):
@@ -60,6 +61,32 @@ class HostPatchingBlt(BltEncoder):
             segments.append((torch.cat([pos[1:], torch.tensor([n])]) - pos).tolist())
         units.segments = segments
         return units
+
+
+def count_syncs(model: BltEncoder, windows: list[bytes], budget: BudgetConfig, device: torch.device) -> list[str]:
+    """Where CUDA reports a host-device synchronisation (``torch.cuda.set_sync_debug_mode``) in
+    one training forward + backward, as "file:line" of the Python line that caused it, after
+    ``flops`` has run on the CPU batch as the loop's prefetch thread does and the batch has been
+    copied to the device. (Syncs inside torch's own backward kernels point at ``backward()``.)"""
+    import warnings
+
+    model.to(device).train()
+    batch = model.collate(windows, [0] * len(windows))
+    model.flops(batch)
+    batch = pin(batch).to(device)
+    torch.cuda.synchronize(device)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        torch.cuda.set_sync_debug_mode("warn")
+        try:
+            with autocast_for(budget, device):
+                units = model(batch)
+                loss = units.nll.sum() / batch.scored_bytes
+            loss.backward()
+        finally:
+            torch.cuda.set_sync_debug_mode("default")
+    model.zero_grad(set_to_none=True)
+    return [f"{Path(w.filename).name}:{w.lineno}" for w in caught if "synchroniz" in str(w.message)]
 
 
 def stdlib_text(n_bytes: int) -> bytes:
@@ -121,6 +148,10 @@ def main() -> None:
         model = cls(cfg, backbone)
         model.threshold = theta
         model.entropy_model.requires_grad_(False).eval()  # frozen, as after fit
+        if device.type == "cuda":
+            where = count_syncs(model, windows[: budget.batch_bytes // ctx], budget, device)
+            print(f"{name:<6} host-device syncs in one training forward + backward: {len(where)} "
+                  f"{sorted(set(where))}")
         n_windows = -(-args.train_bytes // ctx)
         stats: dict[str, Any] = train_encoder(model, itertools.islice(itertools.cycle(windows), n_windows),
                                               args.train_bytes, budget, device)
