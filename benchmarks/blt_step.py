@@ -149,9 +149,12 @@ def main() -> None:
         model.threshold = theta
         model.entropy_model.requires_grad_(False).eval()  # frozen, as after fit
         if device.type == "cuda":
-            where = count_syncs(model, windows[: budget.batch_bytes // ctx], budget, device)
-            print(f"{name:<6} host-device syncs in one training forward + backward: {len(where)} "
-                  f"{sorted(set(where))}")
+            try:  # a diagnostic: the timing below runs whatever it says
+                where = count_syncs(model, windows[: budget.batch_bytes // ctx], budget, device)
+                print(f"{name:<6} host-device syncs in one training forward + backward: {len(where)} "
+                      f"{sorted(set(where))}")
+            except Exception as e:  # noqa: BLE001
+                print(f"{name:<6} sync count failed: {type(e).__name__}: {e}")
         n_windows = -(-args.train_bytes // ctx)
         stats: dict[str, Any] = train_encoder(model, itertools.islice(itertools.cycle(windows), n_windows),
                                               args.train_bytes, budget, device)
