@@ -358,6 +358,7 @@ def test_training_step_reads_nothing_back(kw: dict[str, Any], monkeypatch: pytes
     if model.entropy_model is not None:
         with_tie_threshold(model, batch)
     model.flops(batch)
+    batch = batch.to("cpu")  # as train_step moves it: a new TensorBatch, the same meta
     with host_reads(monkeypatch) as calls:
         units = model(batch)
         (units.nll.sum() / batch.scored_bytes).backward()
