@@ -33,7 +33,7 @@ from encoders.backbone import BackboneConfig
 from encoders.base import TensorBatch, UnitNLL, byte_unit_nll
 from encoders.blt import BltConfig, BltEncoder
 from encoders.blt.model import padded_patch_count
-from encoders.blt.patching import fit_threshold, mean_patch_size
+from encoders.blt.patching import fit_threshold, mean_patch_size, patch_sizes
 from harness.accel import gemm_tflops, pin
 from harness.suite import BudgetConfig
 from harness.train import autocast_for, train_encoder
@@ -53,14 +53,19 @@ class HostPatchingBlt(BltEncoder):
     def forward(self, batch: TensorBatch) -> UnitNLL:  # type: ignore[override]
         logits, starts = self.logits(batch)
         units = byte_unit_nll(logits, batch["targets"])  # nonzero: the device is asked for U
-        starts, lengths = starts.cpu(), batch["lengths"].cpu()
-        segments = []
-        for b in range(starts.shape[0]):  # per window on the host, every step
-            n = int(lengths[b])
-            pos = starts[b, :n].nonzero().squeeze(1)
-            segments.append((torch.cat([pos[1:], torch.tensor([n])]) - pos).tolist())
-        units.segments = segments
+        units.segments = host_patch_sizes(starts, batch["lengths"])  # every step
         return units
+
+
+def host_patch_sizes(starts: torch.Tensor, lengths: torch.Tensor) -> list[list[int]]:
+    """The old per-window patch sizes on the host (whole windows scored)."""
+    starts, lengths = starts.cpu(), lengths.cpu()
+    segments = []
+    for b in range(starts.shape[0]):
+        n = int(lengths[b])
+        pos = starts[b, :n].nonzero().squeeze(1)
+        segments.append((torch.cat([pos[1:], torch.tensor([n])]) - pos).tolist())
+    return segments
 
 
 def count_syncs(model: BltEncoder, windows: list[bytes], budget: BudgetConfig, device: torch.device) -> list[str]:
@@ -136,11 +141,19 @@ def main() -> None:
     H = init.entropies(fit_batch["stream"][:, :T]).cpu()
     valid = (torch.arange(T)[None] < fit_batch["lengths"].cpu()[:, None])
     theta, size = fit_threshold(H, valid, cfg.target_patch_size)
+    # the same patches both ways on other windows: the rule on the device vs on the host
+    init.threshold = theta
+    check = init.collate(windows[64:128], [0] * 64)
+    on_host = init.patch_starts(check["stream"], check["lengths"])  # entropies come to the CPU
+    on_device = init._patches(check)[0]
+    same = torch.equal(on_device.cpu(), on_host) and patch_sizes(on_device, check["lengths"]) == host_patch_sizes(
+        on_host, check["lengths"])
     del init
     ceiling = gemm_tflops(device)
     print(f"device {device} ({torch.cuda.get_device_name(device) if device.type == 'cuda' else 'cpu'}), "
           f"torch {torch.__version__}, θ {theta:.4f} nats -> {size:.2f} bytes/patch on 64 windows, "
-          f"bf16 GEMM {ceiling and round(ceiling, 1)} TFLOP/s")
+          f"bf16 GEMM {ceiling and round(ceiling, 1)} TFLOP/s; device patches and segments equal to "
+          f"the host path's on 64 other windows: {same}")
 
     for name in args.paths.split(","):
         cls = {"device": BltEncoder, "host": HostPatchingBlt}[name]
