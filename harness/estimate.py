@@ -20,8 +20,8 @@ autocast and compile setting, through the code the run uses, models in the run's
   sees that reuse because it measures the models in the run's order.
 * training on CUDA: the run's own loop (``train_encoder``: collation in worker processes,
   prefetch, pinned copies, the compiled step) on real (micro-)batches: 3 steps (cold compile and
-  the dynamic-shape recompile a second shape causes), then 2 and 8 steps; per step =
-  (t8 - t2) / 6, start-up = t2 - 2 steps, compile = t3 - t2 - 1 step. Peak memory: the
+  any recompile a second shape causes), then 8 and 24 steps; per step = (t24 - t8) / 16,
+  start-up = t8 - 8 steps, compile = t3 - (start-up + 3 steps). Peak memory: the
   allocator's peak over those steps; a model that cannot fit the device is refused.
 * training on CPU: the same loop with steps of k = 2 and of k = 3 or more windows of the real
   length (``CPU_POSITIONS``), one step first (it holds the compile), then 1 and 4 steps timed,
@@ -66,7 +66,10 @@ from harness.suite import Suite
 from harness.train import autocast_for, fit_context, make_optimizer, train_encoder, train_step
 
 FIT_SAMPLE = 1_000_000  # bytes the quick fit learns from
-GPU_STEPS = (3, 2, 8)  # CUDA: steps of the warm-up call (compiles), then the two timed calls
+# CUDA: steps of the warm-up call (compiles), then the two timed calls; both timed calls hold at
+# least one whole pretokenized block (harness.pretokenize: 8 steps), so their difference is the
+# pipelined pace
+GPU_STEPS = (3, 8, 24)
 # CPU: the timed steps hold 2 windows, then as many as CPU_POSITIONS bytes of windows (at least 3,
 # at most a real (micro-)batch): a wide span keeps the line's slope out of the noise, and the cap
 # keeps memory down (a 1 KB window of the standard backbone holds ~0.3 GB of float32 activations;
@@ -266,7 +269,7 @@ def _train_timing(enc: Any, docs: Any, b: Any, dev: torch.device, seed: int, n_b
 
 
 def _train_timing_cuda(enc: Any, docs: Any, b: Any, dev: torch.device, seed: int, steps: int) -> dict[str, Any]:
-    """``train_encoder`` itself on real batches: (t3, t2, t8) wall seconds of 3, 2 and 8 steps."""
+    """``train_encoder`` itself on real batches: wall seconds of ``GPU_STEPS`` steps."""
     step_bytes = max(1, b.batch_bytes // b.context_bytes) * b.context_bytes
     walls = []
     peak = 0
@@ -284,10 +287,11 @@ def _train_timing_cuda(enc: Any, docs: Any, b: Any, dev: torch.device, seed: int
                              "set budget.micro_batch_bytes") from None
         walls.append(st["seconds"])
         peak = max(peak, st["peak_mem_bytes"])
-    t3, t2, t8 = walls
-    step_s = max(0.0, (t8 - t2) / (GPU_STEPS[2] - GPU_STEPS[1]))
-    startup = max(0.0, t2 - GPU_STEPS[1] * step_s)
-    compile_s = max(0.0, t3 - t2 - (GPU_STEPS[0] - GPU_STEPS[1]) * step_s)
+    t_warm, t_short, t_long = walls
+    n_warm, n_short, n_long = GPU_STEPS
+    step_s = max(0.0, (t_long - t_short) / (n_long - n_short))
+    startup = max(0.0, t_short - n_short * step_s)
+    compile_s = max(0.0, t_warm - startup - n_warm * step_s)
     return {"step_s": step_s, "train_s": startup + step_s * steps, "compile_s": compile_s, "peak_bytes": peak}
 
 
