@@ -247,7 +247,9 @@ def _measure_model(runner: Runner, spec: Any, train: Any, sample: list[EvalSet],
     real_fit_bytes = min(b.train_bytes, train.n_bytes)
     scale = 1.0 if sub else real_fit_bytes / max(1, min(fit_bytes, real_fit_bytes))
     fit_s = (quick * scale if type(enc).fit is not Encoder.fit else 0.0) + sub.get("seconds", 0.0)
+    _release_memory()  # the fit's sample text and sub-model steps
     est = _train_timing(enc, train.docs, b, dev, seed, b.train_bytes)
+    enc.zero_grad(set_to_none=True)
     probe = list(training_windows(train.docs, 4 * b.context_bytes, b.context_bytes, seed))
     batch = enc.collate(probe, [0] * len(probe))
     fpb = enc.flops(batch) / max(1, batch.scored_bytes)
@@ -315,6 +317,8 @@ def _train_timing_cpu(enc: Any, docs: Any, b: Any, dev: torch.device, seed: int,
                                     skip, None)
             st = train_encoder(enc, wins, n * k * b.context_bytes, bk, dev)
             walls.append((st["seconds"], st["steps"]))
+            enc.zero_grad(set_to_none=True)  # memory: the next call's peak must not stack on these
+            _release_memory()
             skip += st["steps"] * k
         (t_first, _), (t1, n1), (t4, n4) = walls
         times[k] = (t4 - t1) / max(1, n4 - n1)
