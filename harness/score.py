@@ -21,8 +21,8 @@ import numpy as np
 import torch
 
 from core.segments import check_tiling
-from encoders.base import Encoder
-from harness.accel import Prefetcher
+from encoders.base import Encoder, UnitNLL
+from harness.accel import Prefetcher, pin
 from harness.data import Window, char_boundary, cut_after, rolling_windows
 from harness.permutation import WindowPermuter, unpermute_segments
 from sources.base import Document
@@ -109,6 +109,21 @@ def _unpermute(values: torch.Tensor, source: Sequence[int]) -> torch.Tensor:
     return out
 
 
+def _to_host(units: UnitNLL) -> tuple[UnitNLL, Any]:
+    """Start copying a batch's units to the host: on CUDA one asynchronous copy per tensor into
+    pinned memory and an event that says when they have landed (no sync here); on the CPU the
+    same tensors and no event. Values are unchanged (fp64 conversion happens on the host)."""
+    nll = units.nll.detach()
+    if nll.device.type == "cpu":
+        return UnitNLL(nll, units.window, units.start, units.end, units.segments, units.window_var), None
+    copy = {"device": "cpu", "non_blocking": True}  # non-blocking device->host copies land in pinned memory
+    host = UnitNLL(nll.to(**copy), units.window.to(**copy), units.start.to(**copy), units.end.to(**copy),
+                   units.segments, None if units.window_var is None else units.window_var.to(**copy))
+    ready = torch.cuda.Event()
+    ready.record()
+    return host, ready
+
+
 def plan_partition(data: bytes, context: int) -> ScoreItem:
     """Full mode for permutations: windows of <= ``context`` bytes cut at the same places as
     ``plan_full`` with stride = context, but with no left context, so each window is scored
@@ -174,45 +189,62 @@ def score_items(
     if permuter is not None and any(sf for _, _, sf in flat):
         raise ValueError("a permuted window must be scored whole (score_from = 0)")
     fed_of: dict[int, Any] = {}  # flat index -> PermutedWindow (filled by the collating thread)
+    pinned = device.type == "cuda"
 
-    def prepare(idx: list[int]) -> tuple[list[int], list[bytes], list[int], Any]:
+    def prepare(idx: list[int]) -> tuple[list[int], list[bytes], list[int], Any, float]:
+        """Collate (tokenize, patch, permute) one batch and count its FLOPs, in the prefetch
+        thread: the loop below then only launches the forward and reads results back."""
         wins = [flat[j][1] for j in idx]
         sfrom = [flat[j][2] for j in idx]
         if permuter is None:
-            return idx, wins, sfrom, encoder.collate(wins, sfrom)
-        batch, fed = permuter.collate(encoder, wins)
-        fed_of.update(zip(idx, fed))
-        return idx, wins, sfrom, batch
+            batch = encoder.collate(wins, sfrom)
+        else:
+            batch, fed = permuter.collate(encoder, wins)
+            fed_of.update(zip(idx, fed))
+        flops = encoder.flops(batch) if stats is not None else 0.0
+        return idx, wins, sfrom, pin(batch) if pinned else batch, flops
+
+    def finish(idx: list[int], wins: list[bytes], sfrom: list[int], units: UnitNLL, ready: Any) -> None:
+        """Per-byte NLL, unit counts and segments of a batch whose results are on the host."""
+        if ready is not None:
+            ready.synchronize()  # the asynchronous copies of ``_to_host`` have landed
+        nll = units.byte_nll([len(w) for w in wins], sfrom)
+        if permuter is not None:  # fed order -> the window's byte order
+            fed = [fed_of.pop(fi) for fi in idx]
+            nll = [_unpermute(v, pw.source) for v, pw in zip(nll, fed)]
+            if units.segments is not None:
+                units.segments = [unpermute_segments(sg, pw) for sg, pw in zip(units.segments, fed)]
+        counts = torch.bincount(units.window, minlength=len(idx)).tolist()
+        wvar = units.window_var.tolist() if units.window_var is not None else None
+        for j, fi in enumerate(idx):
+            per_window[fi] = nll[j].numpy()
+            per_window_units[fi] = counts[j]
+            if wvar is not None:
+                per_window_var[fi] = wvar[j]
+            if units.segments is not None:
+                # segments must tile the scored span like the units do (core.segments)
+                check_tiling(units.segments[j], len(wins[j]) - sfrom[j], type(encoder).__name__)
+                per_window_segs[fi] = units.segments[j]
+        if progress is not None:
+            progress(len(idx))
 
     chunks = (c for c in (order[b0 : b0 + batch_windows] for b0 in range(0, len(order), batch_windows))
               if needed is None or any(needed[flat[j][0]] for j in c))
     feed = Prefetcher(chunks, prepare, depth=2)
+    # One batch in flight: the forward of batch k+1 is launched before the host spreads batch k's
+    # NLL onto bytes, so on a GPU the host work overlaps the device's (same numbers, same order).
+    pending: tuple[list[int], list[bytes], list[int], UnitNLL, Any] | None = None
     try:
-        for idx, wins, sfrom, cpu_batch in feed:
-            if stats is not None:
-                fwd_flops += encoder.flops(cpu_batch)
-            batch = cpu_batch.to(device)
+        for idx, wins, sfrom, cpu_batch, flops in feed:
+            fwd_flops += flops
             with autocast:
-                units = encoder(batch)
-            nll = units.byte_nll([len(w) for w in wins], sfrom)
-            if permuter is not None:  # fed order -> the window's byte order
-                fed = [fed_of.pop(fi) for fi in idx]
-                nll = [_unpermute(v, pw.source) for v, pw in zip(nll, fed)]
-                if units.segments is not None:
-                    units.segments = [unpermute_segments(sg, pw) for sg, pw in zip(units.segments, fed)]
-            counts = torch.bincount(units.window.cpu(), minlength=len(idx)).tolist()
-            wvar = units.window_var.cpu().tolist() if units.window_var is not None else None
-            for j, fi in enumerate(idx):
-                per_window[fi] = nll[j].numpy()
-                per_window_units[fi] = counts[j]
-                if wvar is not None:
-                    per_window_var[fi] = wvar[j]
-                if units.segments is not None:
-                    # segments must tile the scored span like the units do (core.segments)
-                    check_tiling(units.segments[j], len(wins[j]) - sfrom[j], type(encoder).__name__)
-                    per_window_segs[fi] = units.segments[j]
-            if progress is not None:
-                progress(len(idx))
+                units = encoder(cpu_batch.to(device))
+            host = _to_host(units)
+            if pending is not None:
+                finish(*pending)
+            pending = (idx, wins, sfrom, *host)
+        if pending is not None:
+            finish(*pending)
     finally:
         feed.close()
     per_item_nll: list[list[np.ndarray]] = [[] for _ in items]
