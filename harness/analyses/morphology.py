@@ -57,6 +57,7 @@ HUNSPELL_MAX_TYPES = 3000
 HUNSPELL_MAX_LEN = 14
 NO_SPACE_SCRIPTS = frozenset({"Hani", "Hira", "Kana", "Thai", "Laoo", "Khmr", "Mymr", "Tibt"})
 FAMILIES = ("bpe", "seen", "morphs")
+WORD_CACHE_BYTES = 512 << 20  # word tables kept for reuse across encoders (about 40 bytes a word)
 
 
 def _utf8_len(ch: str) -> int:
@@ -70,6 +71,22 @@ def _utf8_len(ch: str) -> int:
 def _spaced_words(text: str) -> Iterator[regex.Match[str]]:
     """``WORD_RE`` matches of ``text``, without words of scripts written without spaces."""
     return (m for m in WORD_RE.finditer(text) if char_script(m.group()[0]) not in NO_SPACE_SCRIPTS)
+
+
+@dataclass(frozen=True)
+class _WordArrays:
+    """``word_table`` of one text as arrays: start/end (words,) byte offsets; each (word, bucket)
+    pair as pair_word/pair_bucket (pairs,) indices into the words and into ``names`` (sorted)."""
+
+    start: np.ndarray
+    end: np.ndarray
+    pair_word: np.ndarray
+    pair_bucket: np.ndarray
+    names: list[str]
+
+    @property
+    def nbytes(self) -> int:
+        return self.start.nbytes + self.end.nbytes + self.pair_word.nbytes + self.pair_bucket.nbytes
 
 
 def word_buckets(word: str, morphs: Sequence[str] | None, bpe_cuts: Sequence[int] | None,
@@ -233,7 +250,7 @@ class MorphologyAnalysis(Analysis):
         st["seen_forms"] = frozenset(total)
         st["top_types"] = sorted(total, key=lambda w: (-total[w], w))[: self.max_types]
         st["by_lang"] = dict(by_lang)
-        st["tables"] = {}
+        st["arrays"], st["arrays_bytes"] = {}, 0  # word tables of the previous fit
         st["bpe"] = None
         if "bpe" in self.families:
             found = _find_bpe(encoders, self.bpe_encoder)
@@ -253,6 +270,7 @@ class MorphologyAnalysis(Analysis):
         """Use ``segmenter`` for documents of ``lang`` (tests; or a custom segmenter)."""
         self._state.setdefault("segmenters", {})[lang] = segmenter
         self._state.setdefault("seen_stems", {}).pop(lang, None)
+        self._state["arrays"], self._state["arrays_bytes"] = {}, 0
 
     def segmenter(self, lang: str) -> Segmenter | None:
         """The language's segmenter, trained on first use (see the class docstring)."""
@@ -305,14 +323,8 @@ class MorphologyAnalysis(Analysis):
     # -- rows ------------------------------------------------------------------------------
     def word_table(self, lang: str, scored: bytes) -> list[tuple[int, int, tuple[str, ...]]]:
         """(start byte, end byte, buckets) of every word of ``scored``. It depends on the text
-        only, not on the encoder, so it is cached (the harness scores the same text once per
-        encoder and mode)."""
+        only, not on the encoder (``word_arrays`` caches it in a compact form)."""
         st = self._state
-        cache: dict[tuple[str, bytes], list[tuple[int, int, tuple[str, ...]]]] = st.setdefault(
-            "tables", {})
-        key = (lang, hashlib.sha1(scored).digest())
-        if key in cache:
-            return cache[key]
         seg = self.segmenter(lang)
         seen_stems = self._seen_stems(lang, seg) if seg is not None else None
         seen_forms = st.get("seen_forms", frozenset())
@@ -337,23 +349,47 @@ class MorphologyAnalysis(Analysis):
                 cuts = [c - bs for c in starts[lo:hi]]
             table.append((bs, be, tuple(word_buckets(w, morphs, cuts, seen_forms, seen_stems,
                                                      self.families))))
-        if len(cache) >= 4096:  # bounded: eval sets are small, but never grow without limit
-            cache.pop(next(iter(cache)))
-        cache[key] = table
         return table
+
+    def word_arrays(self, lang: str, scored: bytes) -> _WordArrays:
+        """``word_table`` as arrays, cached per text: the harness scores the same text once per
+        encoder (and clean_target targets once per perturbation). The cache is bounded by its
+        size; once full it keeps what it holds and adds nothing (cells come in the same order for
+        every encoder, so evicting the oldest would miss every time)."""
+        cache: dict[tuple[str, bytes], _WordArrays] = self._state.setdefault("arrays", {})
+        key = (lang, hashlib.sha1(scored).digest())
+        hit = cache.get(key)
+        if hit is not None:
+            return hit
+        table = self.word_table(lang, scored)
+        names = sorted({b for _, _, bs in table for b in bs})
+        col = {b: i for i, b in enumerate(names)}
+        arr = _WordArrays(
+            start=np.array([t[0] for t in table], dtype=np.int64),
+            end=np.array([t[1] for t in table], dtype=np.int64),
+            pair_word=np.array([i for i, t in enumerate(table) for _ in t[2]], dtype=np.int64),
+            pair_bucket=np.array([col[b] for t in table for b in t[2]], dtype=np.int64),
+            names=names)
+        used = self._state.get("arrays_bytes", 0)
+        if used + arr.nbytes <= WORD_CACHE_BYTES:
+            cache[key] = arr
+            self._state["arrays_bytes"] = used + arr.nbytes
+        return arr
 
     def rows(self, doc: Document, scored: bytes, byte_nll: np.ndarray) -> list[BucketRow]:
         if len(byte_nll) != len(scored):
             raise ValueError(f"morphology analysis: doc {doc.id!r}: {len(byte_nll)} NLL values "
                              f"for {len(scored)} scored bytes")
+        wa = self.word_arrays(_lang(doc), scored)
+        if not wa.names:
+            return []
         csum = np.concatenate([[0.0], np.cumsum(np.asarray(byte_nll, dtype=np.float64))])
-        acc: dict[str, list[float]] = defaultdict(lambda: [0, 0, 0.0])
-        for bs, be, buckets in self.word_table(_lang(doc), scored):
-            nll = float(csum[be] - csum[bs])
-            for b in buckets:
-                a = acc[b]
-                a[0] += 1
-                a[1] += be - bs
-                a[2] += nll
-        return [BucketRow(bucket=b, n_words=int(a[0]), n_bytes=int(a[1]), nll_nats=a[2])
-                for b, a in sorted(acc.items())]
+        word_nll = csum[wa.end] - csum[wa.start]  # (words,) nats
+        k = len(wa.names)
+        # bincount adds its weights in order, one bin at a time: the same sums, to the last bit,
+        # as adding each word's NLL to its buckets in a loop
+        n_words = np.bincount(wa.pair_bucket, minlength=k)
+        n_bytes = np.bincount(wa.pair_bucket, weights=(wa.end - wa.start)[wa.pair_word], minlength=k)
+        nll = np.bincount(wa.pair_bucket, weights=word_nll[wa.pair_word], minlength=k)
+        return [BucketRow(bucket=b, n_words=int(n_words[i]), n_bytes=int(n_bytes[i]), nll_nats=float(nll[i]))
+                for i, b in enumerate(wa.names) if n_words[i]]
