@@ -475,11 +475,17 @@ class Runner:
                     row["mfu"] = st["flops_causal_attn_half"] / sec / ranks_peak
                     row["mfu_full_attn"] = st["flops"] / sec / ranks_peak
                 train[f"{label} s{seed}"] = row
+
+        def rates(st: dict[str, Any]) -> dict[str, Any]:
+            sec = st.get("seconds") or math.nan
+            return {**st, "mb_per_s": st.get("scored_bytes", 0.0) / sec / 1e6,
+                    "mfu": st.get("forward_flops", 0.0) / sec / peak if peak else None}
+
         score = {}
         for label, st in self.score_facts.items():
-            sec = st.get("seconds") or math.nan
-            score[label] = {**st, "mb_per_s": st.get("scored_bytes", 0.0) / sec / 1e6,
-                            "mfu": st.get("forward_flops", 0.0) / sec / peak if peak else None}
+            # per mode (score_items' groups): FLOPs and seconds of mixed batches are shares
+            modes = {m: rates(g) for m, g in st.get("groups", {}).items()}
+            score[label] = {**rates({k: v for k, v in st.items() if k != "groups"}), "modes": modes}
         return {"gemm_bf16_tflops": self.gemm_tflops, "train": train, "score": score}
 
     def train_models(self, seed: int, train: DataPart) -> dict[str, TrainedModel]:
@@ -562,6 +568,7 @@ class Runner:
                 plan_of = [plans[(c[0].id, c[0].severity, c[1])] for c in cells]
                 items = [p.item for plan in plan_of for p in plan if p is not None]
                 needed = [label in c[3] for c, plan in zip(cells, plan_of) for p in plan if p is not None]
+                modes = [c[1] for c, plan in zip(cells, plan_of) for p in plan if p is not None]
                 n_windows = sum(len(it.windows) for it, nd in zip(items, needed) if nd)
                 wbar = tqdm(total=n_windows, desc=f"score {label} {es.part.name}", unit="win", leave=False,
                             file=sys.stderr, mininterval=1.0,
@@ -570,7 +577,8 @@ class Runner:
                                      self.budget.dtype == "bfloat16", stats=self.score_facts.setdefault(label, {}),
                                      needed=needed, progress=wbar.update,
                                      mc_samples=self.suite.eval.mc_samples,
-                                     permuter=permuter_for(model.spec.permutation, self.budget.context_bytes, seed))
+                                     permuter=permuter_for(model.spec.permutation, self.budget.context_bytes, seed),
+                                     groups=modes)
                 wbar.close()
                 k = 0
                 for (pspec, mode, ck, todo), plan in zip(cells, plan_of):

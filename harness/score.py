@@ -138,11 +138,12 @@ def score_items(
     device: torch.device,
     batch_windows: int = 32,
     bf16: bool = False,
-    stats: dict[str, float] | None = None,
+    stats: dict[str, Any] | None = None,
     needed: Sequence[bool] | None = None,
     progress: Callable[[int], Any] | None = None,
     mc_samples: int | None = None,
     permuter: WindowPermuter | None = None,
+    groups: Sequence[str] | None = None,
 ) -> list[DocScore | None]:
     """Score documents: windows of all items — of many cells, when the caller packs them — are
     batched together (``batch_windows`` per forward, longest first so padded encoders waste
@@ -165,6 +166,10 @@ def score_items(
     draw independent samples).
     permuter: each window (all of it scored: ``score_from`` must be 0) is fed permuted, and its
     per-byte NLL and segments are put back in the document's byte order (docs/fragility.md).
+    groups: per item, a label (the run's mode); ``stats["groups"][label]`` then holds the same
+    keys per label: ``scored_bytes`` and ``windows`` exactly, ``forward_flops`` of a batch that
+    mixes labels split by their share of its fed bytes, and ``seconds`` split by FLOPs (windows
+    of all labels share batches, so their time cannot be measured apart).
     """
     encoder.eval()
     if mc_samples is not None and hasattr(encoder, "mc_samples"):
@@ -189,6 +194,7 @@ def score_items(
     if permuter is not None and any(sf for _, _, sf in flat):
         raise ValueError("a permuted window must be scored whole (score_from = 0)")
     fed_of: dict[int, Any] = {}  # flat index -> PermutedWindow (filled by the collating thread)
+    group_flops: dict[str, float] = {}
     pinned = device.type == "cuda"
 
     def prepare(idx: list[int]) -> tuple[list[int], list[bytes], list[int], Any, float]:
@@ -202,6 +208,11 @@ def score_items(
             batch, fed = permuter.collate(encoder, wins)
             fed_of.update(zip(idx, fed))
         flops = encoder.flops(batch) if stats is not None else 0.0
+        if stats is not None and groups is not None:
+            fed = sum(len(w) for w in wins)
+            for j, w in zip(idx, wins):
+                g = groups[flat[j][0]]
+                group_flops[g] = group_flops.get(g, 0.0) + flops * len(w) / max(1, fed)
         return idx, wins, sfrom, pin(batch) if pinned else batch, flops
 
     def finish(idx: list[int], wins: list[bytes], sfrom: list[int], units: UnitNLL, ready: Any) -> None:
@@ -271,9 +282,20 @@ def score_items(
         bn = np.concatenate(per_item_nll[i]) if per_item_nll[i] else np.zeros(0)
         out.append(DocScore(float(bn.sum()), per_item_units[i], per_item_segs[i], bn, per_item_var[i]))
     if stats is not None:
-        stats["forward_flops"] = stats.get("forward_flops", 0.0) + fwd_flops
-        stats["seconds"] = stats.get("seconds", 0.0) + time.perf_counter() - t0
+        seconds = time.perf_counter() - t0
         done = [f for f, a in zip(flat, per_window) if a is not None]
-        stats["scored_bytes"] = stats.get("scored_bytes", 0.0) + sum(len(w) - s for _, w, s in done)
-        stats["windows"] = stats.get("windows", 0.0) + len(done)
+        _add_stats(stats, fwd_flops, seconds, done)
+        if groups is not None:
+            for g in sorted({groups[i] for i, _, _ in done}):
+                share = group_flops.get(g, 0.0) / fwd_flops if fwd_flops else 0.0
+                _add_stats(stats.setdefault("groups", {}).setdefault(g, {}), group_flops.get(g, 0.0),
+                           seconds * share, [f for f in done if groups[f[0]] == g])
     return out
+
+
+def _add_stats(stats: dict[str, Any], flops: float, seconds: float, done: list[tuple[int, bytes, int]]) -> None:
+    """Add a packed job's forward FLOPs, seconds, scored bytes and windows to ``stats``."""
+    stats["forward_flops"] = stats.get("forward_flops", 0.0) + flops
+    stats["seconds"] = stats.get("seconds", 0.0) + seconds
+    stats["scored_bytes"] = stats.get("scored_bytes", 0.0) + sum(len(w) - s for _, w, s in done)
+    stats["windows"] = stats.get("windows", 0.0) + len(done)
