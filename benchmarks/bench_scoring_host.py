@@ -35,6 +35,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 
 import harness.run as run_mod
@@ -87,6 +88,18 @@ class TimedPrefetcher(score_mod.Prefetcher):
         super().close()
 
 
+def fake_score_items(encoder: Any, items: Any, *a: Any, needed: Any = None, **k: Any) -> list[Any]:
+    """score_items without a model: 1 nat per scored byte, one unit per byte, no segments."""
+    out: list[Any] = []
+    for i, it in enumerate(items):
+        if needed is not None and not needed[i]:
+            out.append(None)
+            continue
+        n = sum(w.end - w.score_start for w in it.windows)
+        out.append(score_mod.DocScore(float(n), n, None, np.ones(n)))
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("suite", nargs="?", default="suites/standard.yaml")
@@ -95,6 +108,8 @@ def main() -> None:
     ap.add_argument("--set", action="append", default=[])
     ap.add_argument("--no-tiny", action="store_true")
     ap.add_argument("--sync", action="store_true", help="synchronize CUDA after each forward (GPU time in 'forward')")
+    ap.add_argument("--no-forward", action="store_true",
+                    help="replace score_items by a constant 1 nat per byte: the per-cell host work alone, at full scale")
     ap.add_argument("--profile", type=int, default=0)
     ap.add_argument("--profile-out", help="write the cProfile stats here (pstats format)")
     args = ap.parse_args()
@@ -121,7 +136,7 @@ def main() -> None:
     run_mod.Runner.baseline_cell = timed("compressor baselines", run_mod.Runner.baseline_cell)
     run_mod.Runner.score_cell = timed("cell rows (samples, buckets)", run_mod.Runner.score_cell)
     RunDir.save_cell = timed("write cells", RunDir.save_cell)  # type: ignore[method-assign]
-    run_mod.score_items = timed("score_items (packed jobs)", run_mod.score_items)
+    run_mod.score_items = timed("score_items (packed jobs)", fake_score_items if args.no_forward else run_mod.score_items)
     UnitNLL.byte_nll = timed("unit NLL -> bytes (d2h)", UnitNLL.byte_nll)  # type: ignore[method-assign]
     score_mod.Prefetcher = TimedPrefetcher  # type: ignore[misc]
     for m in models.values():
