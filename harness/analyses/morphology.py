@@ -57,7 +57,8 @@ HUNSPELL_MAX_TYPES = 3000
 HUNSPELL_MAX_LEN = 14
 NO_SPACE_SCRIPTS = frozenset({"Hani", "Hira", "Kana", "Thai", "Laoo", "Khmr", "Mymr", "Tibt"})
 FAMILIES = ("bpe", "seen", "morphs")
-WORD_CACHE_BYTES = 512 << 20  # word tables kept for reuse across encoders (about 40 bytes a word)
+WORD_CACHE_BYTES = 1 << 30  # word tables kept for reuse across encoders (about 34 bytes a word)
+WORD_MEMO_ENTRIES = 2_000_000  # (language, word, BPE cuts) -> buckets, memoised
 
 
 def _utf8_len(ch: str) -> int:
@@ -250,7 +251,7 @@ class MorphologyAnalysis(Analysis):
         st["seen_forms"] = frozenset(total)
         st["top_types"] = sorted(total, key=lambda w: (-total[w], w))[: self.max_types]
         st["by_lang"] = dict(by_lang)
-        st["arrays"], st["arrays_bytes"] = {}, 0  # word tables of the previous fit
+        st["arrays"], st["arrays_bytes"], st["word_memo"] = {}, 0, {}  # words of the previous fit
         st["bpe"] = None
         if "bpe" in self.families:
             found = _find_bpe(encoders, self.bpe_encoder)
@@ -270,7 +271,7 @@ class MorphologyAnalysis(Analysis):
         """Use ``segmenter`` for documents of ``lang`` (tests; or a custom segmenter)."""
         self._state.setdefault("segmenters", {})[lang] = segmenter
         self._state.setdefault("seen_stems", {}).pop(lang, None)
-        self._state["arrays"], self._state["arrays_bytes"] = {}, 0
+        self._state["arrays"], self._state["arrays_bytes"], self._state["word_memo"] = {}, 0, {}
 
     def segmenter(self, lang: str) -> Segmenter | None:
         """The language's segmenter, trained on first use (see the class docstring)."""
@@ -335,20 +336,28 @@ class MorphologyAnalysis(Analysis):
             starts = sorted({s for s, _ in spans})
         text = scored.decode("utf-8", errors="surrogateescape")
         byte_at = np.concatenate([[0], np.cumsum([_utf8_len(c) for c in text])]).astype(np.int64)
+        # A word's buckets depend only on (language, word, its BPE cuts): memoised, since words
+        # repeat across documents and perturbations (segmenting is most of the cost).
+        memo: dict[tuple[str, str, tuple[int, ...] | None], tuple[str, ...]] = st.setdefault("word_memo", {})
         table = []
         for m in _spaced_words(text):
             w = m.group()
             bs, be = int(byte_at[m.start()]), int(byte_at[m.end()])
-            low = w.lower()
-            morphs = None
-            if seg is not None:
-                morphs = seg.segment(low) if len(low.encode("utf-8", "surrogateescape")) == be - bs else [low]
             cuts = None
             if starts is not None:
                 lo, hi = bisect.bisect_right(starts, bs), bisect.bisect_left(starts, be)
-                cuts = [c - bs for c in starts[lo:hi]]
-            table.append((bs, be, tuple(word_buckets(w, morphs, cuts, seen_forms, seen_stems,
-                                                     self.families))))
+                cuts = tuple(c - bs for c in starts[lo:hi])
+            key = (lang, w, cuts)
+            buckets = memo.get(key)
+            if buckets is None:
+                low = w.lower()
+                morphs = None
+                if seg is not None:
+                    morphs = seg.segment(low) if len(low.encode("utf-8", "surrogateescape")) == be - bs else [low]
+                buckets = tuple(word_buckets(w, morphs, cuts, seen_forms, seen_stems, self.families))
+                if len(memo) < WORD_MEMO_ENTRIES:
+                    memo[key] = buckets
+            table.append((bs, be, buckets))
         return table
 
     def word_arrays(self, lang: str, scored: bytes) -> _WordArrays:
@@ -367,8 +376,8 @@ class MorphologyAnalysis(Analysis):
         arr = _WordArrays(
             start=np.array([t[0] for t in table], dtype=np.int64),
             end=np.array([t[1] for t in table], dtype=np.int64),
-            pair_word=np.array([i for i, t in enumerate(table) for _ in t[2]], dtype=np.int64),
-            pair_bucket=np.array([col[b] for t in table for b in t[2]], dtype=np.int64),
+            pair_word=np.array([i for i, t in enumerate(table) for _ in t[2]], dtype=np.int32),
+            pair_bucket=np.array([col[b] for t in table for b in t[2]], dtype=np.int16),
             names=names)
         used = self._state.get("arrays_bytes", 0)
         if used + arr.nbytes <= WORD_CACHE_BYTES:
