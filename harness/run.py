@@ -554,7 +554,10 @@ class Runner:
                 continue
             t0 = time.perf_counter()
             plans = self.plans(es, [(c[0], c[1]) for c in cells], perts, seed)
-            self.timings["perturb_seconds"] += time.perf_counter() - t0
+            for a in (s.config for s in self.suite.analyses):  # text-only work, in CPU processes
+                if not a.datasets or es.part.name in a.datasets:
+                    a.prepare([(p.doc, p.item.scored_bytes) for plan in plans.values() for p in plan if p is not None])
+            self.timings["perturb_seconds"] += time.perf_counter() - t0  # perturbation and plan preparation
             for pspec, mode, name, perm, k in base_todo:
                 cell = self.baseline_cell(name, perm, es, pspec, mode, seed, plans[(pspec.id, pspec.severity, mode)])
                 cell["row"]["fingerprint"] = fp

@@ -370,20 +370,54 @@ class MorphologyAnalysis(Analysis):
         hit = cache.get(key)
         if hit is not None:
             return hit
+        arr = self._arrays(lang, scored)
+        self._keep(key, arr)
+        return arr
+
+    def _keep(self, key: tuple[str, bytes], arr: _WordArrays) -> None:
+        """Cache ``arr`` if the cache has room (see ``word_arrays``)."""
+        used = self._state.get("arrays_bytes", 0)
+        if used + arr.nbytes <= WORD_CACHE_BYTES:
+            self._state.setdefault("arrays", {})[key] = arr
+            self._state["arrays_bytes"] = used + arr.nbytes
+
+    def _arrays(self, lang: str, scored: bytes) -> _WordArrays:
+        """``word_table`` of ``scored`` as ``_WordArrays`` (not cached)."""
         table = self.word_table(lang, scored)
         names = sorted({b for _, _, bs in table for b in bs})
         col = {b: i for i, b in enumerate(names)}
-        arr = _WordArrays(
+        return _WordArrays(
             start=np.array([t[0] for t in table], dtype=np.int64),
             end=np.array([t[1] for t in table], dtype=np.int64),
             pair_word=np.array([i for i, t in enumerate(table) for _ in t[2]], dtype=np.int32),
             pair_bucket=np.array([col[b] for t in table for b in t[2]], dtype=np.int16),
             names=names)
-        used = self._state.get("arrays_bytes", 0)
-        if used + arr.nbytes <= WORD_CACHE_BYTES:
-            cache[key] = arr
-            self._state["arrays_bytes"] = used + arr.nbytes
-        return arr
+
+    def prepare(self, spans: Sequence[tuple[Document, bytes]], processes: int | None = None, chunk: int = 64) -> None:
+        """Word tables of every scored text not cached yet, computed in forked CPU processes
+        (``harness.batchscore.perturb_many``; Morfessor segmentation is pure Python) while the
+        cache has room. Segmenters are trained here first, so the processes share them. Tables
+        depend only on the text, so where they are computed never changes a number."""
+        from harness.batchscore import perturb_many
+
+        cache: dict[tuple[str, bytes], _WordArrays] = self._state.setdefault("arrays", {})
+        todo: dict[tuple[str, bytes], bytes] = {}
+        for doc, scored in spans:
+            key = (_lang(doc), hashlib.sha1(scored).digest())
+            if key not in cache:
+                todo.setdefault(key, scored)
+        if not todo:
+            return
+        for lang in sorted({k[0] for k in todo}):
+            seg = self.segmenter(lang)
+            if seg is not None:
+                self._seen_stems(lang, seg)
+        keys = list(todo)
+        chunks = [keys[i : i + chunk] for i in range(0, len(keys), chunk)]  # texts per task
+        done = perturb_many(chunks, lambda ks: [self._arrays(k[0], todo[k]) for k in ks], processes)  # type: ignore[arg-type,return-value]
+        for ks, arrs in zip(chunks, done):
+            for k, arr in zip(ks, arrs):
+                self._keep(k, arr)  # type: ignore[arg-type]
 
     def rows(self, doc: Document, scored: bytes, byte_nll: np.ndarray) -> list[BucketRow]:
         if len(byte_nll) != len(scored):

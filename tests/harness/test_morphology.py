@@ -156,6 +156,17 @@ def test_rows_equal_the_per_word_loop_to_the_last_bit() -> None:
     assert all(type(r.n_words) is int and type(r.nll_nats) is float for r in rows)
 
 
+def test_prepare_in_processes_gives_the_tables_rows_would_compute() -> None:
+    texts = [b"walking, walked zebras", b"zebras walk walking " * 5, b"walked"]
+    docs = [Document(id=f"d{i}", data=t, language="en") for i, t in enumerate(texts)]
+    a, b = _fitted([4, 7, 9, 15, 16, 19]), _fitted([4, 7, 9, 15, 16, 19])
+    a.prepare([(d, d.data) for d in docs], processes=2, chunk=1)  # forked processes fill a's cache
+    assert len(a._state["arrays"]) == 3
+    for d in docs:
+        nll = np.linspace(0.1, 2.0, len(d.data))
+        assert a.rows(d, d.data, nll) == b.rows(d, d.data, nll)
+
+
 def test_rows_skip_words_of_scripts_without_spaces_and_check_lengths() -> None:
     a = _fitted([])
     text = "東京 walked".encode()
