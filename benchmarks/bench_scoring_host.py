@@ -139,6 +139,8 @@ def main() -> None:
     run_mod.score_items = timed("score_items (packed jobs)", fake_score_items if args.no_forward else run_mod.score_items)
     UnitNLL.byte_nll = timed("unit NLL -> bytes (d2h)", UnitNLL.byte_nll)  # type: ignore[method-assign]
     score_mod.Prefetcher = TimedPrefetcher  # type: ignore[misc]
+    for cls in {type(a.config) for a in suite.analyses}:
+        cls.prepare = timed("analysis prepare (processes)", cls.prepare)  # type: ignore[method-assign]
     for m in models.values():
         m.enc.forward = timed("forward", m.enc.forward, sync=args.sync)  # type: ignore[method-assign]
         m.enc.collate = timed("collate (prefetch thread)", m.enc.collate)  # type: ignore[method-assign]
@@ -162,13 +164,13 @@ def main() -> None:
     print(f"scoring wall {wall:.2f} s for {cells} cells: {cells / wall:.1f} cells/s "
           f"({cells / max(1e-9, wall - perturb):.1f} cells/s without perturbation)")
     print(f"{'phase':<34} {'seconds':>8} {'calls':>7}")
-    for k in ["perturb + plan (plan cache)", "compressor baselines", "score_items (packed jobs)", "forward",
+    for k in ["perturb + plan (plan cache)", "analysis prepare (processes)", "compressor baselines", "score_items (packed jobs)", "forward",
               "unit NLL -> bytes (d2h)", "waiting for collate", "collate (prefetch thread)",
               "cell rows (samples, buckets)", "write cells"]:
         if CALLS.get(k) or k == "waiting for collate":
             print(f"{k:<34} {SECONDS[k]:8.2f} {CALLS.get(k, 0):7d}")
     print(f"{'score_items rest (Python)':<34} {inside:8.2f}")
-    rest = wall - perturb - SECONDS["compressor baselines"] - SECONDS["score_items (packed jobs)"] \
+    rest = wall - perturb - SECONDS["analysis prepare (processes)"] - SECONDS["compressor baselines"] - SECONDS["score_items (packed jobs)"] \
         - SECONDS["cell rows (samples, buckets)"] - SECONDS["write cells"]
     print(f"{'score_seed rest':<34} {rest:8.2f}")
     for label, st in r.score_facts.items():
