@@ -44,6 +44,7 @@ import torch
 import harness.run as run_mod
 import harness.score as score_mod
 from encoders.base import UnitNLL
+from harness.cli import find_suite
 from harness.config import load_suite
 from harness.data import load_data
 from harness.results import RunDir
@@ -78,7 +79,7 @@ def timed(name: str, fn: Callable[..., Any], sync: bool = False) -> Callable[...
 
 
 def tiny_overrides(suite_path: str, user: list[str]) -> list[str]:
-    suite = load_suite(suite_path, user)
+    suite = load_suite(find_suite(suite_path), user)
     out = list(TINY)
     for i, spec in enumerate(suite.raw.get("encoders", [])):
         out += [f"encoders[{i}].{kv}" for kv in TINY_BY_ENCODER.get(spec.get("name"), [])]
@@ -117,7 +118,7 @@ def main() -> None:
     ap.add_argument("--profile-out", help="write the cProfile stats here (pstats format)")
     args = ap.parse_args()
     overrides = args.set if args.no_tiny else tiny_overrides(args.suite, args.set)
-    suite = load_suite(args.suite, overrides)
+    suite = load_suite(find_suite(args.suite), overrides)
     r = Runner(suite, RunOptions(out=Path(args.out), device=args.device, prepare=False, progress=False,
                                  report=False, log=lambda s: None))
     t0 = time.perf_counter()

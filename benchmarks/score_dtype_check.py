@@ -1,15 +1,15 @@
 """bf16 against fp32 scoring, per cell: |ΔBPB| of the models a run trained (issue 16 asks ≤ 2e-4).
 
     python benchmarks/score_dtype_check.py SUITE --out RUN_DIR [--set K=V ...] [--perturbations 4]
-                                           [--max-docs 100] [--device cuda]
+                                           [--max-docs 64] [--device cuda]
 
-Loads the run's cached models from RUN_DIR (a model that is not there is trained first, as
-``tokbench run`` would: point --out at a finished run), plans the clean cell and the first N
+Loads the run's cached models from RUN_DIR (a finished run of the same suite and --set; a
+missing model is an error, nothing is trained), plans the clean cell and the first N
 perturbation cells of every eval set and mode (plan cache), scores all of a model's cells in one
 packed job with bf16 autocast and again in strict fp32 (TF32 off), and prints the BPB of each
 cell in both, |ΔBPB| per cell, and the largest per model and overall. Eager (``budget.compile``
 off unless --set turns it on), so no compile time: about 30-60 s for the six models of
-suites/standard.yaml at 100 documents per eval set on one H200.
+suites/standard.yaml at 64 documents per eval set on one H200 (estimated, not yet measured).
 
     PYTHONPATH=$PWD python benchmarks/score_dtype_check.py standard --out /tmp/tokbench-standard-s0 \\
         --set 'seeds=[0]'
@@ -18,13 +18,16 @@ suites/standard.yaml at 100 documents per eval set on one H200.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import torch
 
 from core.metrics import bpb
+from harness.cli import find_suite
 from harness.config import load_suite
 from harness.data import load_data
 from harness.run import CLEAN, EvalSet, Runner, RunOptions
@@ -39,13 +42,25 @@ def main() -> None:
     ap.add_argument("--out", required=True, help="the run directory whose models are checked")
     ap.add_argument("--set", action="append", default=[])
     ap.add_argument("--perturbations", type=int, default=4, help="perturbation cells besides clean")
-    ap.add_argument("--max-docs", type=int, default=100, help="documents per eval set")
+    ap.add_argument("--max-docs", type=int, default=64, help="documents per eval set")
     ap.add_argument("--device", default="cuda", help="cpu only checks the script (bf16 is CUDA-only: Δ = 0)")
     args = ap.parse_args()
     t_start = time.perf_counter()
-    suite = load_suite(args.suite, ["budget.compile=false", *args.set])
+    suite = load_suite(find_suite(args.suite), ["budget.compile=false", *args.set])
+    # only the perturbations checked: the others' fits (Morfessor) would cost time for nothing
+    suite = dataclasses.replace(suite, perturbations=suite.perturbations[: args.perturbations])
     r = Runner(suite, RunOptions(out=Path(args.out), device=args.device, prepare=False, progress=False,
                                  report=False, log=lambda s: print(s, file=sys.stderr)))
+    load_model = r.rd.load_model
+
+    def cached_only(key: str) -> Any:  # never train here: a missing model is an error
+        got = load_model(key)
+        if got is None:
+            raise SystemExit(f"score_dtype_check: a model of this suite (with these --set) is not in "
+                             f"{args.out}/models: run the suite into --out first")
+        return got
+
+    r.rd.load_model = cached_only  # type: ignore[method-assign]
     data = load_data(suite, r.ctx, prepare=False, limit=args.max_docs, log=lambda s: None)
     r.data_facts.update(data.facts)
     r.train_part = data.train
@@ -53,7 +68,7 @@ def main() -> None:
     perts = r.perturbation_instances(data.train, languages)
     evals = [EvalSet.of(e) for e in data.evals]
     seed = suite.seeds[0]
-    cells = [(p, m) for p in [CLEAN, *suite.perturbations[: args.perturbations]] for m in suite.eval.modes]
+    cells = [(p, m) for p in [CLEAN, *suite.perturbations] for m in suite.eval.modes]
     models = {}  # as Runner.train_models, without writing the run's run.json
     flops_target = None
     order = sorted(suite.encoders, key=lambda s: suite.budget.match == "flops"
