@@ -30,7 +30,7 @@ START=$(date +%s); TOTAL=${TOTAL_S:-560}; MIN_LEFT=${MIN_LEFT_S:-60}
 for B in "${BUDGETS[@]}"; do
   left=$(( TOTAL - ($(date +%s) - START) ))
   if [ "$left" -lt "$MIN_LEFT" ]; then echo "budget $B not started: ${left}s left" | tee -a "$OUT/env.log"; continue; fi
-  RUN=/tmp/scaling/b$B; t0=$(date +%s)
+  RUN=/tmp/scaling/b$B; t0=$(date +%s); mkdir -p /tmp/scaling
   timeout "$left" python3 -m harness.cli run scaling --device cuda --no-prepare --quiet --no-report \
     "${SETS[@]}" --set "scaling.only_budgets=[$B]" --out "$RUN" >"$RUN.log" 2>&1
   rc=$?

@@ -31,6 +31,18 @@ from torch import nn
 from encoders.backbone import Backbone
 
 
+def prefer_flash_attention() -> bool:
+    """Take cuDNN out of ``scaled_dot_product_attention``'s backends on CUDA (flash, then
+    memory-efficient, then math remain). Profiled on an H200 (BENCHMARKS.md, profile run): the
+    cuDNN backend spent 0.3 ms of host time per call at a fixed length and 7.6 ms at BPE's
+    per-batch token lengths (an execution plan built per shape), so a small model's step waited
+    on the host. ``TOKBENCH_CUDNN_SDPA=1`` keeps cuDNN. Returns whether cuDNN is now off."""
+    if os.environ.get("TOKBENCH_CUDNN_SDPA") == "1":
+        return False
+    torch.backends.cuda.enable_cudnn_sdp(False)
+    return True
+
+
 def want_compile(setting: Any, device: torch.device) -> bool:
     """``budget.compile``: True / False, or "auto" = compile on CUDA only (on CPU the first
     compile costs more than a CI-sized run saves, and it needs a C++ toolchain)."""
@@ -123,9 +135,58 @@ class Prefetcher:
 _COLLATE: Callable[[Any], Any] | None = None  # set in the parent before fork
 
 
+class _Wire:
+    """A tensor on its way from a collation worker: the numpy array under it. Pickled as plain
+    bytes through the pool's pipe; torch's own reductions pass every tensor as a shared-memory
+    file descriptor over a socket (a connect and a recvmsg per tensor), which measured on an
+    H200 host left the training thread waiting for batches most of each step."""
+
+    __slots__ = ("array",)
+
+    def __init__(self, array: Any) -> None:
+        self.array = array
+
+
+def _to_wire(obj: Any) -> Any:
+    """``obj`` with every CPU tensor inside lists, tuples, dicts and dataclasses made a _Wire."""
+    import dataclasses
+
+    if isinstance(obj, torch.Tensor):
+        # numpy has no bfloat16: such a tensor keeps torch's shared-memory reduction
+        return obj if obj.dtype == torch.bfloat16 else _Wire(obj.numpy())
+    if isinstance(obj, list):
+        return [_to_wire(x) for x in obj]
+    if isinstance(obj, tuple):
+        return tuple(_to_wire(x) for x in obj)
+    if isinstance(obj, dict):
+        return {k: _to_wire(v) for k, v in obj.items()}
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        for f in dataclasses.fields(obj):
+            object.__setattr__(obj, f.name, _to_wire(getattr(obj, f.name)))
+    return obj
+
+
+def _from_wire(obj: Any) -> Any:
+    """Inverse of ``_to_wire``: tensors sharing the unpickled arrays' memory (no copy)."""
+    import dataclasses
+
+    if isinstance(obj, _Wire):
+        return torch.from_numpy(obj.array)
+    if isinstance(obj, list):
+        return [_from_wire(x) for x in obj]
+    if isinstance(obj, tuple):
+        return tuple(_from_wire(x) for x in obj)
+    if isinstance(obj, dict):
+        return {k: _from_wire(v) for k, v in obj.items()}
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        for f in dataclasses.fields(obj):
+            object.__setattr__(obj, f.name, _from_wire(getattr(obj, f.name)))
+    return obj
+
+
 def _collate_call(item: Any) -> Any:
     assert _COLLATE is not None
-    return _COLLATE(item)
+    return _to_wire(_COLLATE(item))
 
 
 def die_with_parent(parent: int) -> None:
@@ -146,14 +207,14 @@ def ordered_pool_map(fn: Callable[[Any], Any], items: Iterator[Any], processes: 
     """``map(fn, items)`` in order, computed by ``processes`` forked worker processes with at
     most ``ahead`` items in flight (the item stream may be long or endless). ``fn`` must be
     pure CPU work (collation): the children never touch CUDA. ``processes`` <= 0: in this process.
-    Tensors come back through shared memory (torch's multiprocessing reductions)."""
+    Tensors come back as numpy arrays pickled through the pipe (``_Wire``)."""
     if processes <= 0 or "fork" not in multiprocessing.get_all_start_methods():
         yield from map(fn, items)
         return
     import collections
     from concurrent.futures import ProcessPoolExecutor
 
-    import torch.multiprocessing  # noqa: F401 - registers the shared-memory tensor reductions
+    import torch.multiprocessing  # noqa: F401 - the reductions for the rare bfloat16 tensor
 
     global _COLLATE
     _COLLATE = fn
@@ -165,9 +226,9 @@ def ordered_pool_map(fn: Callable[[Any], Any], items: Iterator[Any], processes: 
             for it in items:
                 pending.append(ex.submit(_collate_call, it))
                 if len(pending) >= ahead:
-                    yield pending.popleft().result()
+                    yield _from_wire(pending.popleft().result())
             while pending:
-                yield pending.popleft().result()
+                yield _from_wire(pending.popleft().result())
     finally:
         _COLLATE = None
 

@@ -28,7 +28,7 @@ from core.metrics import bpb
 from core.schema import BUCKET_COLUMNS, RESULT_COLUMNS
 from encoders.base import Encoder, config_to_dict
 from harness import plugins
-from harness.accel import compile_backbones, gemm_tflops, want_compile
+from harness.accel import compile_backbones, gemm_tflops, prefer_flash_attention, want_compile
 from harness.batchscore import CachedRow, PlanCache, code_hash, perturb_many
 from harness.data import DataPart, char_boundary, load_data, source_context, training_windows
 from harness.fragility import (
@@ -100,10 +100,13 @@ def cache_budget(budget: Any) -> dict[str, Any]:
 
 def pick_device(name: str) -> torch.device:
     if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        name = "cuda" if torch.cuda.is_available() else "cpu"
     if name == "cuda" and not torch.cuda.is_available():
         raise ValueError("--device cuda: no CUDA device is available")
-    return torch.device(name)
+    device = torch.device(name)
+    if device.type == "cuda":
+        prefer_flash_attention()
+    return device
 
 
 def decode(data: bytes) -> str:
@@ -858,6 +861,22 @@ def summary_table(rows: list[dict[str, Any]]) -> str:
     of ``bpb_clean`` in full mode (NLL per clean byte, so byte-count changes cannot move it)."""
     if not rows:
         return "(no results)"
+    models = [r for r in rows if r.get("kind", "model") != "baseline"]
+    baselines = [r for r in rows if r.get("kind", "model") == "baseline"]
+    lines = _summary_lines(models) if models else []
+    if baselines:
+        # compressors are reference points, not models: kept apart as the report keeps them
+        base = sorted({(r["encoder"], r["dataset"], r["mode"], float(r["bpb"])) for r in baselines
+                       if r["perturbation_id"] == "clean"})
+        lines.append("compressor baselines (not models; clean text):")
+        lines += [f"  {enc:<20} {ds:<16} {mode:<13} {bpb:9.3f}" for enc, ds, mode, bpb in base]
+    if any(r.get("objective", "ar") == "mdm" for r in models):
+        lines.append("(an mdm encoder's bpb is its ELBO: an upper bound)")
+    return "\n".join(lines)
+
+
+def _summary_lines(rows: list[dict[str, Any]]) -> list[str]:
+    """The per-model rows of ``summary_table``."""
     by: dict[tuple[str, str, str], dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     for r in rows:
         metric = "bpb" if r["mode"] == "clean_target" else "bpb_clean"
@@ -872,4 +891,4 @@ def summary_table(rows: list[dict[str, Any]]) -> str:
         ws = f"{worst:+.3f}" if math.isfinite(worst) else "-"
         lines.append(f"{enc:<22} {ds:<16} {mode:<13} {clean:9.3f} {ws:>8}  {wname}")
     lines.append("(Δ: bpb in clean_target mode, bpb_clean in full mode; lower is better)")
-    return "\n".join(lines)
+    return lines

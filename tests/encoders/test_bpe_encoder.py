@@ -18,6 +18,7 @@ from torch.utils.flop_counter import FlopCounterMode
 from encoders.backbone import BackboneConfig
 from encoders.base import FitContext
 from encoders.bpe import BpeConfig, BpeEncoder, BpeTokenizer
+from encoders.bpe import model as bpe_model
 
 TINY = BackboneConfig(layers=1, dim=16, heads=2)
 CFG = BpeConfig(vocab_size=300)
@@ -46,6 +47,7 @@ def fitted(cfg: BpeConfig = CFG, backbone: BackboneConfig | None = TINY) -> BpeE
 
 
 def test_fit_reads_the_budget_and_reports() -> None:
+    bpe_model._FITTED.clear()  # fits of earlier tests in this process would be reused
     enc = BpeEncoder(BpeConfig(vocab_size=300), TINY)
     params_before = [id(p) for p in enc.parameters()]
     facts = enc.fit(make_ctx(train_bytes=12_345))
@@ -238,3 +240,15 @@ def test_describe_reports_vocab_bytes_per_token_and_embedding_share() -> None:
     assert d["params_embedding"] == 301 * 16 and d["params_head"] == 300 * 16
     assert d["embedding_share"] == pytest.approx(301 * 16 / total)
     assert d["bytes_per_token_train"] > 1.0
+
+
+def test_a_second_encoder_reuses_the_fit_of_the_same_sample() -> None:
+    """Same merge key (sample content, vocabulary, pattern) → the tokenizer learned once in this
+    process, with the same fit facts; a different sample learns its own."""
+    bpe_model._FITTED.clear()
+    a, b = BpeEncoder(BpeConfig(vocab_size=300), TINY), BpeEncoder(BpeConfig(vocab_size=300), TINY)
+    fa, fb = a.fit(make_ctx(train_bytes=12_345)), b.fit(make_ctx(train_bytes=12_345))
+    assert not fa["cached"] and fb["cached"] and b.tokenizer is a.tokenizer
+    assert fb["bytes_per_token_train"] == fa["bytes_per_token_train"] and b.fit_facts == a.fit_facts
+    c = BpeEncoder(BpeConfig(vocab_size=300), TINY)
+    assert not c.fit(make_ctx(train_bytes=12_000))["cached"] and c.tokenizer is not a.tokenizer

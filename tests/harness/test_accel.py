@@ -13,6 +13,7 @@ import torch
 
 import harness.train as train_mod
 from encoders.backbone import BackboneConfig
+from encoders.base import TensorBatch
 from encoders.bpe import BpeConfig, BpeEncoder
 from encoders.byte_baseline import ByteConfig, ByteEncoder
 from harness.accel import Prefetcher, ordered_pool_map, want_compile
@@ -47,6 +48,25 @@ def test_ordered_pool_map_keeps_order_and_tensors() -> None:
     out = list(ordered_pool_map(lambda x: (x, torch.full((3,), x)), iter(range(12)), processes=2, ahead=3))
     assert [o[0] for o in out] == list(range(12))
     assert all(torch.equal(t, torch.full((3,), i)) for i, t in out)
+
+
+def _batch(i: int) -> TensorBatch:
+    """A TensorBatch with the dtypes collation makes (and a bfloat16 one), tensors in meta too."""
+    ids = torch.arange(i, i + 12).reshape(3, 4)[:, ::2]  # non-contiguous
+    return TensorBatch({"ids": ids, "mask": ids % 2 == 0, "w": ids.float() / 7, "b": ids.bfloat16()},
+                       {"spans": [torch.tensor([i, i + 1])], "n": i}, scored_bytes=i)
+
+
+def test_batches_from_worker_processes_equal_in_process_ones() -> None:
+    """Collated batches cross the process boundary as numpy arrays (``_Wire``): same values,
+    dtypes and shapes, meta included, as collating in the parent."""
+    out = list(ordered_pool_map(_batch, iter(range(6)), processes=2, ahead=2))
+    for i, got in enumerate(out):
+        want = _batch(i)
+        assert got.scored_bytes == i and got.meta["n"] == i
+        assert torch.equal(got.meta["spans"][0], want.meta["spans"][0])
+        for k, t in want.tensors.items():
+            assert got.tensors[k].dtype == t.dtype and torch.equal(got.tensors[k], t), k
 
 
 def test_collation_in_worker_processes_gives_the_same_weights(monkeypatch: pytest.MonkeyPatch) -> None:
