@@ -110,15 +110,12 @@ def _unpermute(values: torch.Tensor, source: Sequence[int]) -> torch.Tensor:
 
 
 def _to_host(units: UnitNLL) -> tuple[UnitNLL, Any]:
-    """Start copying a batch's units to the host: on CUDA one asynchronous copy per tensor into
-    pinned memory and an event that says when they have landed (no sync here); on the CPU the
-    same tensors and no event. Values are unchanged (fp64 conversion happens on the host)."""
-    nll = units.nll.detach()
-    if nll.device.type == "cpu":
-        return UnitNLL(nll, units.window, units.start, units.end, units.segments, units.window_var), None
-    copy = {"device": "cpu", "non_blocking": True}  # non-blocking device->host copies land in pinned memory
-    host = UnitNLL(nll.to(**copy), units.window.to(**copy), units.start.to(**copy), units.end.to(**copy),
-                   units.segments, None if units.window_var is None else units.window_var.to(**copy))
+    """Start copying a batch's units to the host: on CUDA asynchronous copies into pinned memory
+    (``UnitNLL.to``) and an event that says when they have landed (no sync here); on the CPU the
+    same units and no event. Values are unchanged (fp64 conversion happens on the host)."""
+    if units.nll.device.type == "cpu":
+        return units, None
+    host = units.to("cpu", non_blocking=True)
     ready = torch.cuda.Event()
     ready.record()
     return host, ready
