@@ -149,7 +149,8 @@ def score_items(
 
     A window's numbers do not depend on which other windows share its batch (padding sits after
     the last byte and attention is causal, or masks padding out when bidirectional), so packing changes no cell's numbers beyond float
-    rounding (tests/harness/test_batchscore.py). Collation runs one batch ahead in a thread.
+    rounding (tests/harness/test_batchscore.py). Collation and FLOP counts run two batches
+    ahead in a thread; the forward runs one batch ahead of the host's per-byte bookkeeping.
     stats: if given, accumulates ``forward_flops``, ``seconds``, ``scored_bytes`` and
     ``windows`` (for scoring MFU and MB/s in run.json).
     needed: per item; batches are formed over all items, but a batch without a window of a
