@@ -207,10 +207,10 @@ def score_items(
             fed_of.update(zip(idx, fed))
         flops = encoder.flops(batch) if stats is not None else 0.0
         if stats is not None and groups is not None:
-            fed = sum(len(w) for w in wins)
+            n_fed = sum(len(w) for w in wins)
             for j, w in zip(idx, wins):
                 g = groups[flat[j][0]]
-                group_flops[g] = group_flops.get(g, 0.0) + flops * len(w) / max(1, fed)
+                group_flops[g] = group_flops.get(g, 0.0) + flops * len(w) / max(1, n_fed)
         return idx, wins, sfrom, pin(batch) if pinned else batch, flops
 
     def finish(idx: list[int], wins: list[bytes], sfrom: list[int], units: UnitNLL, ready: Any) -> None:
