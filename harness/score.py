@@ -205,7 +205,8 @@ def score_items(
         else:
             batch, fed = permuter.collate(encoder, wins)
             fed_of.update(zip(idx, fed))
-        flops = encoder.flops(batch) if stats is not None else 0.0
+        with torch.inference_mode():  # as in the loop (BLT patches here: its entropy model runs)
+            flops = encoder.flops(batch) if stats is not None else 0.0
         if stats is not None and groups is not None:
             n_fed = sum(len(w) for w in wins)
             for j, w in zip(idx, wins):
