@@ -186,7 +186,7 @@ def score_items(
 
     chunks = (c for c in (order[b0 : b0 + batch_windows] for b0 in range(0, len(order), batch_windows))
               if needed is None or any(needed[flat[j][0]] for j in c))
-    feed = Prefetcher(chunks, prepare, depth=2)
+    feed = Prefetcher(chunks, prepare, depth=2, name="scoring batches")
     try:
         for idx, wins, sfrom, cpu_batch in feed:
             if stats is not None:
