@@ -132,17 +132,40 @@ def collate_bytes(windows: Sequence[bytes], score_from: Sequence[int]) -> Tensor
         inputs[i, 1 : len(w)] = t[:-1]
         targets[i, s : len(w)] = t[s:]
     scored = sum(len(w) - s for w, s in zip(windows, score_from))
-    return TensorBatch({"inputs": inputs, "targets": targets}, {}, scored)
+    # every scored byte is one unit: its count lets the forward skip nonzero's host sync
+    return TensorBatch({"inputs": inputs, "targets": targets}, {"units": scored}, scored)
 
 
-def byte_unit_nll(logits: torch.Tensor, targets: torch.Tensor) -> UnitNLL:
+def scored_index(mask: torch.Tensor, n: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Row and column (each (n,) long) of every True of ``mask`` (B, T), in row-major order:
+    ``mask.nonzero(as_tuple=True)``. With ``n``, the number of Trues known on the host from
+    collation (``TensorBatch.meta["units"]``), nothing waits for the device: ``nonzero`` must
+    copy its output size to the host, which stalls the training loop once a step. Same indices,
+    so the same numbers (tests/encoders/test_scored_index.py)."""
+    if n is None:
+        return mask.nonzero(as_tuple=True)
+    flat = mask.reshape(-1)
+    pos = torch.cumsum(flat, 0) - 1  # rank of each True among the Trues
+    if flat.device.type == "cpu" and int(pos[-1] if flat.numel() else -1) + 1 != n:
+        raise AssertionError(f"batch says {n} scored units, its targets hold {int(pos[-1]) + 1 if flat.numel() else 0}")
+    # A stable partition: the Trues to slots 0..n-1 in order, the Falses after them; every slot
+    # is written once, so the scatter is deterministic.
+    src = torch.arange(flat.numel(), device=flat.device)
+    dest = torch.where(flat, pos, n + src - pos - 1)  # a False's slot: n + Falses before it
+    idx = torch.empty_like(src).scatter_(0, dest, src)[:n]
+    T = mask.shape[1]
+    return idx // T, idx % T
+
+
+def byte_unit_nll(logits: torch.Tensor, targets: torch.Tensor, n_units: int | None = None) -> UnitNLL:
     """Per-byte NLL from next-byte logits.
 
     logits: (B, T, 256) — logits[b, t] predicts byte t of window b.
     targets: (B, T) long, -1 where not scored. Returns one unit per scored byte.
+    n_units: the number of scored bytes when the caller knows it (``meta["units"]`` of
+    ``collate_bytes``): the units are then found without a host-device sync (``scored_index``).
     """
-    mask = targets >= 0
-    b, t = mask.nonzero(as_tuple=True)
+    b, t = scored_index(targets >= 0, n_units)
     logp = torch.log_softmax(logits[b, t].float(), dim=-1)  # (U, 256)
     nll = -logp.gather(1, targets[b, t].unsqueeze(1)).squeeze(1)
     return UnitNLL(nll=nll, window=b, start=t, end=t + 1)
@@ -201,6 +224,22 @@ class Encoder(nn.Module, metaclass=ABCMeta):
     def flops(self, batch: TensorBatch) -> float:
         """Analytic forward FLOPs of ``forward(batch)`` (2 per multiply-add), from module shapes.
         Training FLOPs are counted as 3x forward by the harness."""
+        raise NotImplementedError
+
+    # -- optional training fast path (harness.pretokenize) ------------------------------------
+    def can_pretokenize(self) -> bool:
+        """Whether training batches may come from ``tokenize_windows`` + ``collate_tokenized``
+        instead of ``collate`` (False by default: byte encoders collate cheaply already)."""
+        return False
+
+    def tokenize_windows(self, windows: Sequence[bytes]) -> Any:
+        """Windows scored whole (``score_from`` 0), tokenized in bulk: pure CPU, a picklable
+        result (worker processes make it many steps ahead of training)."""
+        raise NotImplementedError
+
+    def collate_tokenized(self, block: Any, lo: int, hi: int) -> TensorBatch:
+        """The batch ``collate(windows[lo:hi], [0] * (hi - lo))`` would give, for the windows
+        ``block = tokenize_windows(windows)`` was made from — equal tensor for tensor."""
         raise NotImplementedError
 
     def frozen_flops(self, batch: TensorBatch) -> float:
@@ -265,7 +304,7 @@ class ByteLevelEncoder(Encoder):
         return collate_bytes(windows, score_from)
 
     def forward(self, batch: TensorBatch) -> UnitNLL:  # type: ignore[override]
-        return byte_unit_nll(self.logits(batch["inputs"]), batch["targets"])
+        return byte_unit_nll(self.logits(batch["inputs"]), batch["targets"], batch.meta.get("units"))
 
     @torch.no_grad()
     def predict_logprobs(self, data: bytes, positions: Sequence[int]) -> dict[int, torch.Tensor]:

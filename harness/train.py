@@ -39,6 +39,7 @@ from harness.accel import (
 )
 from harness.data import training_windows
 from harness.permutation import WindowPermuter
+from harness.pretokenize import pretokenized_batches
 from harness.suite import BudgetConfig
 from sources.base import Document
 
@@ -241,11 +242,15 @@ def train_encoder(
             out.append((pin(batch) if device.type == "cuda" else batch, fwd, frozen, half))
         return out
 
-    # data parallel: this rank's contiguous slice of each global step (an empty slice collates
-    # to no micro-batches; the rank still joins the step's collectives)
-    todo = ((dp.shard(chunk) if dp is not None else chunk)
-            for i, chunk in enumerate(batched(windows, per_step)) if i >= skip)
-    collated = ordered_pool_map(collate, todo, collate_processes(device))
+    # BPE: windows tokenized in bulk ahead of the steps, each step an array slice (same batches)
+    collated = (pretokenized_batches(encoder, windows, per_step, micro, skip, collate_processes(device))
+                if permuter is None and dp is None else None)
+    if collated is None:
+        # data parallel: this rank's contiguous slice of each global step (an empty slice
+        # collates to no micro-batches; the rank still joins the step's collectives)
+        todo = ((dp.shard(chunk) if dp is not None else chunk)
+                for i, chunk in enumerate(batched(windows, per_step)) if i >= skip)
+        collated = ordered_pool_map(collate, todo, collate_processes(device))
     feed = Prefetcher(collated, prepare, depth=4, name="training batches")
     idle = IdleMeter(device, os.environ.get("TOKBENCH_IDLE_STEPS"))
     step_here = 0  # steps run by this call (a resumed run starts at 0 again)

@@ -69,6 +69,31 @@ def padded_patch_count(starts: torch.Tensor) -> int:
     return max(1, -(-n // PATCH_BUCKET)) * PATCH_BUCKET
 
 
+class PatchUnitNLL(UnitNLL):
+    """BLT's ``UnitNLL``: ``segments`` (patch sizes clipped to the scored spans, ``patch_sizes``)
+    are computed from the patch starts when first read. Scoring reads them; training never does,
+    and computing them copies to the host, which would make every training step wait for the
+    device. Assigning ``segments`` (the harness un-permutes them) replaces them as on UnitNLL."""
+
+    def __init__(self, units: UnitNLL, starts: torch.Tensor, lengths: torch.Tensor,
+                 score_from: torch.Tensor) -> None:
+        super().__init__(units.nll, units.window, units.start, units.end, None, units.window_var)
+        self._pending: tuple[torch.Tensor, ...] | None = (starts, lengths, score_from)
+
+    @property  # type: ignore[override]
+    def segments(self) -> list[list[int]] | None:
+        pending = self.__dict__.get("_pending")
+        if pending is not None:
+            self.__dict__["_segments"] = patch_sizes(*pending)
+            self.__dict__["_pending"] = None
+        return self.__dict__.get("_segments")
+
+    @segments.setter
+    def segments(self, value: list[list[int]] | None) -> None:
+        self.__dict__["_segments"] = value
+        self.__dict__["_pending"] = None
+
+
 @dataclass(frozen=True, kw_only=True)
 class BltConfig:
     """BLT encoder settings (the keys of a ``name: blt`` entry in a suite; docs/blt.md).
@@ -258,26 +283,36 @@ class BltEncoder(Encoder):
         size = max(1, round(self.config.target_patch_size))
         return min(size, self.config.max_patch_bytes) if self.config.max_patch_bytes else size
 
-    def _cached_starts(self, batch: TensorBatch) -> torch.Tensor:
-        """Patch starts of a batch, computed once: ``flops`` (called on the CPU batch before the
-        step) and ``forward`` share them through ``batch.meta`` (the same dict after ``.to``)."""
-        key = (id(self), self.threshold)
-        hit = batch.meta.get("blt_starts")
+    def _patches(self, batch: TensorBatch) -> tuple[torch.Tensor, int]:
+        """(starts (B, T) bool on the model's device, N = ``padded_patch_count(starts)``) of a
+        batch, computed once: ``flops`` and ``forward`` share them through ``batch.meta`` (the
+        same dict after ``.to``).
+
+        Patching runs where the model lives, whatever device the batch is on, and its only host
+        read is N, a shape. In training the harness counts FLOPs in its prefetch thread before
+        the step, so that read waits there, a few steps ahead, and the training step itself
+        never waits for the device on patching's account (before, the entropies went to the
+        host and the starts back every step). Without a prior ``flops`` call (scoring without
+        stats, ``predict_logprobs``) the read happens here, once per batch.
+        """
+        dev = self.head.weight.device
+        key = (id(self), self.threshold, dev)  # a model moved since then patches again
+        hit = batch.meta.get("blt_patches")
         if hit is not None and hit[0] == key:
-            return hit[1].to(batch["stream"].device)
-        starts = self.patch_starts(batch["stream"], batch["lengths"])
-        batch.meta["blt_starts"] = (key, starts)
-        return starts
+            return hit[1], hit[2]
+        starts = self.patch_starts(batch["stream"].to(dev), batch["lengths"].to(dev))
+        n = padded_patch_count(starts)
+        batch.meta["blt_patches"] = (key, starts, n)
+        return starts, n
 
     # -- model --------------------------------------------------------------------------------
     def logits(self, batch: TensorBatch) -> tuple[torch.Tensor, torch.Tensor]:
         """-> (logits (B, T, 256) for byte t from bytes < t, starts (B, T) bool)."""
         stream, lengths = batch["stream"], batch["lengths"]
         B, T = stream.shape[0], stream.shape[1] - 1
-        starts = self._cached_starts(batch)
+        starts, N = self._patches(batch)
         valid = torch.arange(T, device=stream.device)[None, :] < lengths[:, None]
         pid = patch_ids(starts)  # (B, T)
-        N = padded_patch_count(starts)
 
         x = self.embed(stream)  # (B, T+1, D)
         if self.ngram_embed is not None:
@@ -298,9 +333,8 @@ class BltEncoder(Encoder):
 
     def forward(self, batch: TensorBatch) -> UnitNLL:  # type: ignore[override]
         logits, starts = self.logits(batch)
-        units = byte_unit_nll(logits, batch["targets"])
-        units.segments = patch_sizes(starts, batch["lengths"], batch["score_from"])
-        return units
+        units = byte_unit_nll(logits, batch["targets"], batch.scored_bytes)
+        return PatchUnitNLL(units, starts, batch["lengths"], batch["score_from"])
 
     def collate(self, windows: Sequence[bytes], score_from: Sequence[int]) -> TensorBatch:
         return collate_stream(windows, score_from)
@@ -311,7 +345,7 @@ class BltEncoder(Encoder):
         latent backbone, decoder, head.
         Embedding lookups, norms, softmax and max pooling are not counted (< 1 %)."""
         B, T = batch["targets"].shape
-        N = padded_patch_count(self._cached_starts(batch))
+        N = self._patches(batch)[1]
         D, L = self.config.local_dim, self.latent_dim
         f = self.frozen_flops(batch)
         f += backbone_flops(self.enc_cfg, B, T + 1)

@@ -91,21 +91,34 @@ def patch_ids(starts: torch.Tensor) -> torch.Tensor:
 def patch_sizes(starts: torch.Tensor, lengths: torch.Tensor, score_from: torch.Tensor | None = None) -> list[list[int]]:
     """Byte lengths of the patches that cover each window's scored span, clipped to it.
 
-    starts (B, T) bool, lengths (B,) long (bytes of each window; positions past it are padding),
-    score_from (B,) long or None (= 0). The last patch of a window ends at its length. A patch
-    that starts before ``score_from`` and runs into the span counts with its bytes from
-    ``score_from`` on, so the sizes of window b tile [score_from_b, length_b) exactly and sum to
-    its scored bytes (the definition of ``core.segments``).
+    starts (B, T) bool with starts[:, 0] True, lengths (B,) long (bytes of each window; positions
+    past it are padding), score_from (B,) long or None (= 0). The last patch of a window ends at
+    its length. A patch that starts before ``score_from`` and runs into the span counts with its
+    bytes from ``score_from`` on, so the sizes of window b tile [score_from_b, length_b) exactly
+    and sum to its scored bytes (the definition of ``core.segments``); an empty span gives [].
+
+    Whole-batch tensor ops on ``starts``' device and one copy to the host at the end: a scored
+    byte opens a segment iff it is the span's first byte or a patch start, and each segment runs
+    to the next opening byte of its window or to the window's end.
     """
-    starts, lengths = starts.cpu(), lengths.cpu()
-    sf = score_from.cpu() if score_from is not None else torch.zeros_like(lengths)
+    B, T = starts.shape
+    dev = starts.device
+    lengths = lengths.to(dev)
+    sf = score_from.to(dev) if score_from is not None else torch.zeros_like(lengths)
+    pos = torch.arange(T, device=dev)[None, :]  # (1, T)
+    scored = (pos >= sf[:, None]) & (pos < lengths[:, None])  # (B, T)
+    opens = scored & (starts | (pos == sf[:, None]))  # (B, T) first byte of a clipped patch
+    row, first = opens.nonzero(as_tuple=True)  # (K,) each, sorted by (row, first)
+    end = lengths[row]  # (K,) a window's last segment ends at its length ...
+    same = row[1:] == row[:-1]  # ... the others where the next one in the same window opens
+    end[:-1] = torch.where(same, first[1:], end[:-1])
+    flat = torch.cat([opens.sum(1), end - first]).tolist()  # the one device -> host copy
+    counts, sizes = flat[:B], flat[B:]
     out: list[list[int]] = []
-    for b in range(starts.shape[0]):  # loop over windows, not bytes
-        n, s0 = int(lengths[b]), int(sf[b])
-        pos = starts[b, :n].nonzero().squeeze(1)
-        ends = torch.cat([pos[1:], torch.tensor([n])])
-        keep = ends > s0  # the patch holds at least one scored byte
-        out.append((ends[keep] - pos[keep].clamp(min=s0)).tolist())
+    k = 0
+    for n in counts:  # split the flat list per window (host lists, no tensor ops)
+        out.append(sizes[k : k + n])
+        k += n
     return out
 
 

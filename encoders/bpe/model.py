@@ -39,7 +39,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from encoders.backbone import Backbone, BackboneConfig, backbone_flops
-from encoders.base import Encoder, FitContext, TensorBatch, UnitNLL
+from encoders.base import Encoder, FitContext, TensorBatch, UnitNLL, scored_index
 from encoders.bpe.tokenizer import BpeTokenizer, merge_key, resolve_pattern
 from encoders.mdm import MaskedDiffusion, MdmUnits
 from encoders.registry import register
@@ -75,6 +75,44 @@ class BpeConfig:
     objective: Literal["ar", "mdm"] = "ar"
     mdm_schedule: Literal["linear", "cosine"] = "linear"
     mdm_span: int = 1
+
+
+@dataclass(frozen=True)
+class TokenizedWindows:
+    """Windows tokenized whole, in flat per-token arrays: window i's token ids are
+    ``ids[offsets[i]:offsets[i + 1]]``, its length ``nbytes[i]`` bytes. Plain numpy (int32 per
+    token), so it pickles compactly from a worker process."""
+
+    ids: np.ndarray  # (T,) int32, T = Σ tokens
+    offsets: np.ndarray  # (W + 1,) int64
+    nbytes: np.ndarray  # (W,) int64
+    end: np.ndarray  # (T,) int32: one past its last byte in the window
+    start: np.ndarray  # (T,) int32: its first byte
+
+
+class TokenLengths(Sequence[list[int]]):
+    """Per window, the byte length of each token (``UnitNLL.segments``), read from flat arrays
+    on access: building 256 Python lists per step would cost more than the whole collation."""
+
+    def __init__(self, lens: np.ndarray, ids: np.ndarray, offsets: np.ndarray) -> None:
+        self._lens, self._ids, self._offsets = lens, ids, offsets
+
+    def __len__(self) -> int:
+        return len(self._offsets) - 1
+
+    def __getitem__(self, i: Any) -> Any:
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        if i < 0:
+            i += len(self)
+        if not 0 <= i < len(self):
+            raise IndexError(i)
+        return self._lens[self._ids[self._offsets[i] : self._offsets[i + 1]]].tolist()
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Sequence) and list(self) == list(other)
+
+    __hash__ = None  # type: ignore[assignment]
 
 
 @register("bpe")
@@ -246,7 +284,51 @@ class BpeEncoder(MaskedDiffusion, Encoder):
                 segments.append([])
         tensors = {k: torch.from_numpy(v) for k, v in
                    (("inputs", inputs), ("targets", targets), ("start", start), ("end", end))}
-        return TensorBatch(tensors, {"segments": segments}, scored)
+        units = sum(len(t) for _, t, _ in rows)  # scored tokens: the forward needs no host sync
+        return TensorBatch(tensors, {"segments": segments, "units": units}, scored)
+
+    # -- training fast path (harness.pretokenize): tokenize in bulk, collate by array slicing -----
+    def can_pretokenize(self) -> bool:
+        """Next-token training batches can be cut from ``tokenize_windows`` blocks (not MDM,
+        whose slots and masks are drawn per batch)."""
+        return self.objective == "ar"
+
+    def tokenize_windows(self, windows: Sequence[bytes]) -> TokenizedWindows:
+        """Every window tokenized whole (``score_from`` 0), as ``collate`` tokenizes it, into
+        flat per-token arrays (ids and byte spans); pure CPU, so worker processes can run it many
+        steps ahead."""
+        tok = self._tok()
+        enc = [tok.encode(w) for w in windows]
+        counts = np.fromiter((len(e) for e in enc), dtype=np.int64, count=len(enc))
+        total = int(counts.sum())
+        ids = np.fromiter(itertools.chain.from_iterable(enc), dtype=np.int32, count=total)
+        offsets = np.zeros(len(enc) + 1, dtype=np.int64)
+        np.cumsum(counts, out=offsets[1:])
+        ln = self._token_len_np()[ids]  # (T,) bytes per token; a window's tokens tile it from 0
+        end = np.cumsum(ln)
+        end = (end - np.repeat(np.concatenate(([0], end))[offsets[:-1]], counts)).astype(np.int32)
+        nbytes = np.fromiter((len(w) for w in windows), dtype=np.int64, count=len(windows))
+        return TokenizedWindows(ids, offsets, nbytes, end, (end - ln).astype(np.int32))
+
+    def collate_tokenized(self, block: TokenizedWindows, lo: int, hi: int) -> TensorBatch:
+        """``collate(windows[lo:hi], [0] * (hi - lo))`` of the windows ``block`` was made from,
+        equal tensor for tensor, from a few masked array writes (no tokenization, no Python loop
+        over windows or tokens). Segments are read from the arrays when asked for (training never asks)."""
+        a, b = int(block.offsets[lo]), int(block.offsets[hi])
+        counts = block.offsets[lo + 1 : hi + 1] - block.offsets[lo:hi]  # (B,) tokens per window
+        B = hi - lo
+        N = int(counts.max()) if B else 0
+        valid = np.arange(N)[None, :] < counts[:, None]  # (B, N): real tokens, row-major = flat order
+        ids = block.ids[a:b]
+        arrays = {}
+        for k, flat in (("targets", ids), ("start", block.start[a:b]), ("end", block.end[a:b])):
+            arrays[k] = np.full((B, N), -1, dtype=np.int64)
+            arrays[k][valid] = flat
+        inputs = np.full((B, N), self.bos, dtype=np.int64)  # BOS, then the tokens shifted right
+        np.copyto(inputs[:, 1:], arrays["targets"][:, :-1], where=valid[:, 1:])
+        tensors = {k: torch.from_numpy(v) for k, v in (("inputs", inputs), *arrays.items())}
+        segments = TokenLengths(self._token_len_np(), ids, block.offsets[lo : hi + 1] - a)
+        return TensorBatch(tensors, {"segments": segments, "units": b - a}, int(block.nbytes[lo:hi].sum()))
 
     # -- static permutations (harness.permutation): tokens are the units that move ------------
     def unit_lengths(self, window: bytes) -> list[int]:
@@ -309,7 +391,7 @@ class BpeEncoder(MaskedDiffusion, Encoder):
             return self.mdm_forward(batch)
         targets = batch["targets"]
         h = self.hidden(batch["inputs"])
-        b, t = (targets >= 0).nonzero(as_tuple=True)
+        b, t = scored_index(targets >= 0, batch.meta.get("units"))  # no host sync when units is known
         logits = self.head(h[b, t])  # (U, V)
         nll = F.cross_entropy(logits.float(), targets[b, t], reduction="none")
         return UnitNLL(
@@ -329,7 +411,9 @@ class BpeEncoder(MaskedDiffusion, Encoder):
                 f += backbone_flops(self.backbone_config, R, N, causal=False)
             return f
         B, N = batch["inputs"].shape
-        U = int((batch["targets"] >= 0).sum())
+        U = batch.meta.get("units")  # scored tokens, counted at collation (training's prefetch thread)
+        if U is None:
+            U = int((batch["targets"] >= 0).sum())
         f = 2.0 * U * self.dim * self.V
         if self.backbone_config is not None:
             f += backbone_flops(self.backbone_config, B, N)

@@ -4,19 +4,23 @@ from __future__ import annotations
 
 import io
 import random
+import sys
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
+from test_blt_patching import patch_sizes_ref  # the old per-window host path (same folder)
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
 
 from encoders.backbone import BackboneConfig
-from encoders.base import Encoder, FitContext
+from encoders.base import Encoder, FitContext, byte_unit_nll
 from encoders.blt import BltConfig, BltEncoder
-from encoders.blt.model import sample_windows
+from encoders.blt.model import PATCH_BUCKET, sample_windows
 from encoders.blt.patching import mean_patch_size, patch_starts
 
 BACKBONE = BackboneConfig(layers=1, dim=32, heads=2)
@@ -253,3 +257,154 @@ def test_unfitted_auto_threshold_and_bad_config_fail_clearly() -> None:
         BltConfig(target_patch_size=0.5)
     with pytest.raises(ValueError, match="local_dim"):
         BltConfig(local_dim=30, local_heads=4)
+
+
+# -- patching on the model's device, no host reads in a training step ------------------------
+
+# Tensor methods that make the host wait for a CUDA device: a value read into Python, a copy to
+# the host, or an op whose output shape depends on the values.
+HOST_READS = ("item", "tolist", "cpu", "numpy", "__bool__", "__int__", "__float__", "__index__",
+              "nonzero", "unique", "masked_select", "repeat_interleave")
+# Functions whose reads happen only when their tensors are on the CPU (a consistency check that a
+# CUDA run skips): encoders.base.scored_index, where it exists, checks its unit count that way.
+CPU_ONLY_CHECKS = frozenset({"scored_index"})
+
+
+@contextmanager
+def host_reads(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
+    """Record every call of a ``HOST_READS`` method (and every boolean-mask index) while inside,
+    except from ``CPU_ONLY_CHECKS``: a CPU stand-in for counting the host-device syncs the same
+    code makes on a GPU."""
+    calls: list[str] = []
+
+    def record(name: str) -> None:
+        if sys._getframe(2).f_code.co_name not in CPU_ONLY_CHECKS:  # 2: the wrapper's caller
+            calls.append(name)
+
+    with monkeypatch.context() as m:
+        def recording(name: str) -> Any:
+            method = getattr(torch.Tensor, name)
+
+            def wrapped(self: torch.Tensor, *a: Any, **k: Any) -> Any:
+                record(name)
+                return method(self, *a, **k)
+
+            return wrapped
+
+        for name in HOST_READS:
+            m.setattr(torch.Tensor, name, recording(name))
+        getitem = torch.Tensor.__getitem__
+
+        def indexed(self: torch.Tensor, idx: Any) -> Any:
+            if any(isinstance(i, torch.Tensor) and i.dtype == torch.bool
+                   for i in (idx if isinstance(idx, tuple) else (idx,))):
+                record("bool-index")
+            return getitem(self, idx)
+
+        def nonzero(*a: Any, _f: Any = torch.nonzero, **k: Any) -> Any:
+            record("nonzero")
+            return _f(*a, **k)
+
+        m.setattr(torch.Tensor, "__getitem__", indexed)
+        m.setattr(torch, "nonzero", nonzero)
+        yield calls
+
+
+def real_windows(size: int = 96) -> list[bytes]:
+    """Windows of real text (this file's source, then corpus text), lengths 1 .. size."""
+    text = Path(__file__).read_bytes()[:2000] + b"".join(corpus(5, seed=2))
+    cuts = [size, size, 1, 2, 17, size - 1, 50, size]
+    out, i = [], 0
+    for n in cuts:
+        out.append(text[i : i + n])
+        i += n
+    return out
+
+
+def with_tie_threshold(model: BltEncoder, batch: Any) -> None:
+    """θ = an observed entropy (or difference) of the batch: that byte sits exactly on θ."""
+    T = batch["targets"].shape[1]
+    H = model.entropies(batch["stream"][:, :T])
+    score = H[:, 1:] - H[:, :-1] if model.config.monotonic else H
+    model.threshold = float(score.flatten().sort().values[score.numel() * 2 // 3])
+
+
+PATCHINGS = [
+    dict(patching="entropy"),
+    dict(patching="entropy", monotonic=True),
+    dict(patching="entropy", max_patch_bytes=3),
+    dict(patching="entropy", max_patch_bytes=1),
+    dict(patching="space", max_patch_bytes=5),
+    dict(patching="static", target_patch_size=3.0),
+]
+
+
+@pytest.mark.parametrize("kw", PATCHINGS, ids=lambda kw: "-".join(str(v) for v in kw.values()))
+def test_device_patching_equals_the_host_path(kw: dict[str, Any]) -> None:
+    """Patches, N and segments of ``_patches``/``forward`` equal the old host path: entropies to
+    the host, patch rule there, per-window patch sizes (tests/encoders/test_blt_patching.py)."""
+    model = scrambled(make(**kw))
+    windows = real_windows()
+    score_from = [0, 40, 0, 1, 16, 3, 49, 95]
+    batch = model.collate(windows, score_from)
+    T = batch["targets"].shape[1]
+    valid = torch.arange(T)[None] < batch["lengths"][:, None]
+    if model.entropy_model is not None:
+        with_tie_threshold(model, batch)
+        H = model.entropies(batch["stream"][:, :T]).cpu()
+        want = patch_starts(H, model.threshold, model.config.monotonic, model.config.max_patch_bytes) & valid
+    else:
+        want = model.patch_starts(batch["stream"], batch["lengths"]).cpu()
+    starts, n = model._patches(batch)
+    assert torch.equal(starts, want)
+    assert n == -(-int(want.sum(1).max()) // PATCH_BUCKET) * PATCH_BUCKET
+    units = model(batch)
+    assert units.segments == patch_sizes_ref(want, batch["lengths"], batch["score_from"])
+    assert [sum(s) for s in units.segments] == [len(w) - s for w, s in zip(windows, score_from)]
+
+
+@pytest.mark.parametrize("kw", PATCHINGS[:2] + PATCHINGS[4:], ids=lambda kw: "-".join(str(v) for v in kw.values()))
+def test_training_step_reads_nothing_back(kw: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Once ``flops`` has run on the batch (the harness's prefetch thread does, before the step),
+    a training forward and backward make no host read at all; without it, the one read is N."""
+    model = scrambled(make(**kw)).train()
+    batch = model.collate(real_windows(), [0] * 8)
+    if model.entropy_model is not None:
+        with_tie_threshold(model, batch)
+    model.flops(batch)
+    batch = batch.to("cpu")  # as train_step moves it: a new TensorBatch, the same meta
+    with host_reads(monkeypatch) as calls:
+        units = model(batch)
+        (units.nll.sum() / batch.scored_bytes).backward()
+    assert calls == []
+    fresh = model.collate(real_windows(), [0] * 8)
+    with host_reads(monkeypatch) as calls:
+        model(fresh)
+    assert calls == ["__int__"]  # padded_patch_count: N is a shape
+
+
+def test_segments_cost_a_fixed_number_of_reads(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Reading segments (scoring) copies once per batch, however many windows it holds."""
+    model = scrambled(make(patching="space")).eval()
+    counts = []
+    for n in (2, 8):
+        batch = model.collate(real_windows()[:n], [0] * n)
+        with torch.inference_mode():
+            units = model(batch)
+        with host_reads(monkeypatch) as calls:
+            assert len(units.segments) == n
+            assert len(units.segments) == n  # computed once, then kept
+        counts.append(list(calls))
+    assert counts[0] == counts[1] == ["nonzero", "tolist"]
+
+
+def test_scored_bytes_is_the_unit_count() -> None:
+    """forward takes the unit count from ``scored_bytes`` (no device read): it must be exact."""
+    model = make(patching="space")
+    batch = model.collate(real_windows(), [0, 40, 0, 1, 16, 3, 49, 95])
+    assert batch.scored_bytes == int((batch["targets"] >= 0).sum())
+    units = model(batch)
+    assert units.nll.shape == (batch.scored_bytes,)
+    ref = byte_unit_nll(model.logits(batch)[0], batch["targets"])  # nonzero, as before
+    assert torch.equal(units.window, ref.window) and torch.equal(units.start, ref.start)
+    assert torch.allclose(units.nll, ref.nll)

@@ -88,6 +88,61 @@ def test_patch_sizes_respect_length_and_score_from() -> None:
     assert patch_sizes(starts, lengths, torch.tensor([7, 4])) == [[1], []]
 
 
+def patch_sizes_ref(
+    starts: torch.Tensor, lengths: torch.Tensor, score_from: torch.Tensor | None = None
+) -> list[list[int]]:
+    """The host path ``patch_sizes`` replaced (one window at a time), kept as its reference."""
+    starts, lengths = starts.cpu(), lengths.cpu()
+    sf = score_from.cpu() if score_from is not None else torch.zeros_like(lengths)
+    out: list[list[int]] = []
+    for b in range(starts.shape[0]):
+        n, s0 = int(lengths[b]), int(sf[b])
+        pos = starts[b, :n].nonzero().squeeze(1)
+        ends = torch.cat([pos[1:], torch.tensor([n])])
+        keep = ends > s0
+        out.append((ends[keep] - pos[keep].clamp(min=s0)).tolist())
+    return out
+
+
+def test_patch_sizes_equal_the_per_window_reference() -> None:
+    g = torch.Generator().manual_seed(0)
+    for trial in range(30):
+        B, T = int(torch.randint(1, 9, (1,), generator=g)), int(torch.randint(1, 40, (1,), generator=g))
+        starts = torch.rand(B, T, generator=g) < [0.0, 0.2, 0.5, 1.0][trial % 4]
+        starts[:, 0] = True
+        if trial % 3 == 0:  # capped patches, as the model makes them
+            starts = limit_patch_length(starts, 1 + trial % 5)
+        lengths = torch.randint(1, T + 1, (B,), generator=g)
+        lengths[0] = T  # one window fills the batch; one-byte windows come up at random
+        starts &= torch.arange(T)[None] < lengths[:, None]  # the model clears padding
+        sf = (torch.rand(B, generator=g) * (lengths + 1).float()).long()  # 0 .. length
+        for score_from in (None, sf, lengths.clone()):  # whole, partly scored, nothing scored
+            got = patch_sizes(starts, lengths, score_from)
+            assert got == patch_sizes_ref(starts, lengths, score_from), (trial, score_from)
+            want_total = lengths - (score_from if score_from is not None else 0)
+            assert [sum(w) for w in got] == want_total.tolist()
+            assert all(s >= 1 for w in got for s in w)
+
+
+def test_patch_sizes_edge_cases() -> None:
+    one = torch.ones(1, 1, dtype=torch.bool)
+    assert patch_sizes(one, torch.tensor([1])) == [[1]]  # a one-byte window
+    assert patch_sizes(one, torch.tensor([1]), torch.tensor([1])) == [[]]  # nothing scored
+    # an empty window (length 0) has no patches; the per-window reference fails on it
+    assert patch_sizes(torch.zeros(2, 3, dtype=torch.bool) | (torch.arange(3) == 0), torch.tensor([3, 0])) == [
+        [3], []
+    ]
+    assert patch_sizes(torch.zeros(0, 5, dtype=torch.bool), torch.zeros(0, dtype=torch.long)) == []
+
+
+def test_threshold_ties_do_not_start_a_patch() -> None:
+    # strict >: H_t equal to θ (or H_t - H_{t-1} equal to θ) leaves byte t in the open patch
+    ent = torch.tensor([[2.0, 2.0, 2.5, 2.0, 4.5]])
+    assert as_list(patch_starts(ent, 2.0)) == [1, 0, 1, 0, 1]
+    assert as_list(patch_starts(ent, 0.5, monotonic=True)) == [1, 0, 0, 0, 1]
+    assert as_list(patch_starts(ent, 2.5, monotonic=True)) == [1, 0, 0, 0, 0]
+
+
 def test_fit_threshold_hits_a_quantile() -> None:
     # 1 window of 101 bytes, H_t = t: θ = 75 leaves starts at 0 and 76..100 -> 26 patches.
     ent = torch.arange(101, dtype=torch.float32)[None]
