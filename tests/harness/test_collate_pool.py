@@ -186,3 +186,48 @@ def test_errors_in_workers_keep_their_type_and_order() -> None:
         for x in ordered_pool_map(_bad_window, iter(range(8)), 3):
             got.append(x)
     assert got == [0, 1]
+
+
+def children() -> set[int]:
+    """Live (non-zombie) child processes of this process."""
+    out = set()
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                after = (d / "stat").read_text().rsplit(")", 1)[1].split()
+            except (FileNotFoundError, ProcessLookupError, IndexError):
+                continue
+            if int(after[1]) == os.getpid() and after[0] != "Z":
+                out.add(int(d.name))
+    return out
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_an_early_stop_of_the_pretokenized_bpe_feed_ends_its_workers() -> None:
+    from encoders.backbone import BackboneConfig
+    from encoders.base import FitContext
+    from encoders.bpe import BpeConfig, BpeEncoder
+    from harness.data import training_windows
+    from harness.pretokenize import pretokenized_batches
+    from sources.base import Document
+
+    docs = [Document(f"d{i}", (f"sample text number {i}, with words and more words. " * 40).encode())
+            for i in range(8)]
+    enc = BpeEncoder(BpeConfig(vocab_size=300), BackboneConfig(layers=1, dim=16, heads=2))
+    enc.fit(FitContext(train_docs=lambda: (d.data for d in docs), train_bytes=8_000, context_bytes=64, seed=0,
+                       device=torch.device("cpu"), train=lambda e, n: {}, log=lambda s: None))
+    before = children()
+    batches = pretokenized_batches(enc, training_windows(docs, 1 << 20, 64, 0), 8, 8, 0, 4, steps_per_task=2)
+    assert batches is not None
+    feed = Prefetcher(batches, lambda x: x, depth=2)
+    for n, _ in enumerate(feed):
+        if n == 0:
+            assert len(children() - before) == 4
+        if n == 5:
+            break
+    feed.close(timeout=60)
+    assert not feed._thread.is_alive()
+    deadline = time.time() + 10
+    while children() - before and time.time() < deadline:
+        time.sleep(0.05)
+    assert not children() - before
