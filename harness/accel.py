@@ -233,9 +233,12 @@ def _worker_main(conn: Any, fn: Callable[[Any], Any], parent: int) -> None:
     """A collation worker: ``(item,)`` in, ``(True, fn(item) as _Wire)`` or ``(False, error)``
     out, until ``None`` or the end of its pipe."""
     import pickle
+    import signal
     import traceback
 
     die_with_parent(parent)
+    # Ctrl-C reaches the whole process group: the parent handles it and ends the workers
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     while True:
         try:
             msg = conn.recv()
@@ -246,7 +249,8 @@ def _worker_main(conn: Any, fn: Callable[[Any], Any], parent: int) -> None:
         try:
             out: tuple[bool, Any] = (True, _to_wire(fn(msg[0])))
         except BaseException as e:  # handed to the parent, which re-raises it
-            e.add_note(f"(in collation worker pid {os.getpid()})\n{traceback.format_exc()}")
+            if hasattr(e, "add_note"):  # Python >= 3.11: the worker's traceback goes along
+                e.add_note(f"(in collation worker pid {os.getpid()})\n{traceback.format_exc()}")
             try:
                 pickle.dumps(e)
             except Exception:
