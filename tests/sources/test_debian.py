@@ -73,6 +73,7 @@ def test_language_of_package() -> None:
     assert language_of_package("fortunes-de", "fortunes-") == "de"
     assert language_of_package("fortunes-br", "fortunes-") == "pt"
     assert language_of_package("fortunes", "fortunes-") == "en"
+    assert language_of_package("manpages-dev", "manpages-") == "en"  # English sections 2 and 3
     assert language_of_package("firefox-esr-l10n-hi-in", "firefox-esr-l10n-") == "hi"
     assert language_of_package("firefox-esr-l10n-zh-cn", "firefox-esr-l10n-") == "zh"
 
