@@ -199,6 +199,14 @@ def test_manpages_source_renders_utf8_without_hyphenation(ctx: SourceContext) ->
     assert list((ctx.cache_dir / "rendered").rglob("ls.1.gz.txt"))
 
 
+def test_manpage_cleaning_drops_table_rules() -> None:
+    # tbl's boxes at the 2000-column render width: the rules go, the cell rows stay
+    rule = "─" * 1990
+    rendered = ("NAME\n       f - g\n\nATTRIBUTES\n       ┌" + rule + "┐\n       │Interface   │ Value   │\n"
+                "       ├" + rule + "┤\n       │f()   │ MT-Safe   │\n       └" + rule + "┘\n")
+    assert clean_rendered_man(rendered) == ["NAME\nf - g", "ATTRIBUTES\n│Interface │ Value │\n│f() │ MT-Safe │"]
+
+
 def test_manpage_paragraph_cleaning_joins_cjk() -> None:
 
     rendered = "LS(1)      ユーザーコマンド      LS(1)\n\n名前\n       ls - 一覧 表示する\n\n\nGNU 9.1     2022     LS(1)\n"
