@@ -213,6 +213,7 @@ class TimeModel:
 
     coef: dict[str, tuple[float, float]]
     resid_ms: dict[str, list[float]]
+    rows: dict[str, list[tuple[int, float]]]  # measured (layers, ms/step) per encoder
     first_step_s: float  # mean first-step seconds (allocation, cuDNN/flash autotune)
     setup_s: float  # per trained model, outside its training loop (build, FLOPs probe, save)
     steps_factor: dict[str, float]  # steps the loop ran / steps planned (BPE reads more bytes)
@@ -221,9 +222,12 @@ class TimeModel:
     bpe_fit_s: float  # one uncached BPE fit of budget.train_bytes
     batch_bytes: int
 
-    def ms(self, enc: str, layers: int) -> float:
+    def ms(self, enc: str, layers: int, floor: bool = False) -> float:
+        """Predicted ms per step; ``floor``: no faster than the fastest measured step of ``enc``
+        (the pessimistic bound for rungs shallower than any measured one)."""
         c0, c1 = self.coef[enc]
-        return c0 + c1 * layers
+        v = c0 + c1 * layers
+        return max(v, min(r[1] for r in self.rows[enc])) if floor else v
 
 
 def time_model(dirs: Sequence[Path], fit_dirs: Sequence[Path], wall: dict[str, float]) -> TimeModel:
@@ -265,7 +269,7 @@ def time_model(dirs: Sequence[Path], fit_dirs: Sequence[Path], wall: dict[str, f
         resid[enc] = [float(r) for r in y - (c0 + c1 * x)]
     if len(batch) != 1:
         raise SystemExit(f"--times runs used different batch_bytes {sorted(batch)}")
-    return TimeModel(coef, resid, float(np.mean(first)), float(np.mean(setup)),
+    return TimeModel(coef, resid, rows, float(np.mean(first)), float(np.mean(setup)),
                      {e: float(np.mean(v)) for e, v in ratio.items()}, float(np.mean(score)), float(np.mean(fixed)),
                      float(np.mean(fits)) if fits else 3.0, batch.pop())
 
@@ -352,6 +356,7 @@ def design(suite_path: str, sets: list[str], cache: Path | None, fits: list[LawF
     for c in cfg.budgets:
         # one BPE fit per command: later rungs reuse the merges learned in the same process
         wall = tm.fixed_s + tm.bpe_fit_s * sum(names[e] == "bpe" for e in encs)
+        wall_hi = wall
         n_models = 0
         for e in encs:
             pts = []
@@ -366,6 +371,7 @@ def design(suite_path: str, sets: list[str], cache: Path | None, fits: list[LawF
             for p in adm:
                 steps = p.steps * tm.steps_factor.get(names[e], 1.0)
                 wall += steps * tm.ms(names[e], p.rung.layers) / 1000 + tm.first_step_s + tm.setup_s
+                wall_hi += steps * tm.ms(names[e], p.rung.layers, floor=True) / 1000 + tm.first_step_s + tm.setup_s
             ns = np.array([facts[(e, r.name)][0] for r in cfg.ladder], float)
             fpb = np.array([facts[(e, r.name)][1] for r in cfg.ladder], float)
             opts, marks = [], []
@@ -383,15 +389,18 @@ def design(suite_path: str, sets: list[str], cache: Path | None, fits: list[LawF
             lines.append(f"{c:>8.3g} {names[e]:<6} {adm_s:<46} " + " ".join(f"{o:>18}" for o in opts)
                          + "  " + "/".join(marks))
         wall += n_models * tm.score_s_per_model
-        total_wall[c] = wall
+        wall_hi += n_models * tm.score_s_per_model
+        total_wall[c] = (wall, wall_hi, n_models)
     lines.append("  (N_opt D_opt per law variant; * = no admissible rung on one side. bracket: admissible rungs "
                  "below|above N_opt per variant, ! = not bracketed)")
     lines += ["", "predicted training seconds per admissible point (bytes read, steps x ms/step):"] + detail
     lines.append("")
-    lines.append("predicted H200 wall per budget command (eager, the step-time model above):")
-    for c, w in total_wall.items():
-        lines.append(f"  {c:.3g} FLOPs: {w:5.0f} s  ({w / 60:.1f} min)")
-    lines.append(f"  all budgets: {sum(total_wall.values()):.0f} s")
+    lines.append("predicted H200 wall per budget command (eager, the step-time model above; 'floored': no step "
+                 "faster than the fastest measured one, the bound for rungs shallower than any measured):")
+    for c, (w, hi, n) in total_wall.items():
+        lines.append(f"  {c:.3g} FLOPs: {n:2d} models  {w:5.0f} s ({w / 60:.1f} min), floored {hi:5.0f} s ({hi / 60:.1f} min)")
+    lines.append(f"  all budgets: {sum(v[0] for v in total_wall.values()):.0f} s, floored "
+                 f"{sum(v[1] for v in total_wall.values()):.0f} s")
     return "\n".join(lines)
 
 
