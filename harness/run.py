@@ -850,6 +850,22 @@ def summary_table(rows: list[dict[str, Any]]) -> str:
     of ``bpb_clean`` in full mode (NLL per clean byte, so byte-count changes cannot move it)."""
     if not rows:
         return "(no results)"
+    models = [r for r in rows if r.get("kind", "model") != "baseline"]
+    baselines = [r for r in rows if r.get("kind", "model") == "baseline"]
+    lines = _summary_lines(models) if models else []
+    if baselines:
+        # compressors are reference points, not models: kept apart as the report keeps them
+        base = sorted({(r["encoder"], r["dataset"], r["mode"], float(r["bpb"])) for r in baselines
+                       if r["perturbation_id"] == "clean"})
+        lines.append("compressor baselines (not models; clean text):")
+        lines += [f"  {enc:<20} {ds:<16} {mode:<13} {bpb:9.3f}" for enc, ds, mode, bpb in base]
+    if any(r.get("objective", "ar") == "mdm" for r in models):
+        lines.append("(an mdm encoder's bpb is its ELBO: an upper bound)")
+    return "\n".join(lines)
+
+
+def _summary_lines(rows: list[dict[str, Any]]) -> list[str]:
+    """The per-model rows of ``summary_table``."""
     by: dict[tuple[str, str, str], dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     for r in rows:
         metric = "bpb" if r["mode"] == "clean_target" else "bpb_clean"
@@ -864,4 +880,4 @@ def summary_table(rows: list[dict[str, Any]]) -> str:
         ws = f"{worst:+.3f}" if math.isfinite(worst) else "-"
         lines.append(f"{enc:<22} {ds:<16} {mode:<13} {clean:9.3f} {ws:>8}  {wname}")
     lines.append("(Δ: bpb in clean_target mode, bpb_clean in full mode; lower is better)")
-    return "\n".join(lines)
+    return lines
