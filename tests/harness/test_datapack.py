@@ -95,6 +95,20 @@ def test_unpack_refuses_a_tampered_or_escaping_archive(tmp_path: Path) -> None:
         t.addfile(info, io.BytesIO(b"x"))
     with pytest.raises(ValueError, match="refusing"):
         unpack(esc, tmp_path / "dst")
+    # a manifest naming a rendered directory outside the cache's rendered/ is refused before
+    # anything is installed
+    sneaky = tmp_path / "sneaky.tar.gz"
+    with tarfile.open(sneaky, "w:gz") as t:
+        for m, data in members:
+            if m.name == "MANIFEST.json":
+                man = json.loads(data)
+                man["rendered"] = [".."]
+                data = json.dumps(man).encode()
+                m.size = len(data)
+            t.addfile(m, io.BytesIO(data) if data is not None else None)
+    with pytest.raises(ValueError, match="refusing directory name"):
+        unpack(sneaky, tmp_path / "dst2")
+    assert not (tmp_path / "dst2" / "debian" / "p").exists()
 
 
 def test_pack_names_an_unprepared_package(tmp_path: Path) -> None:
