@@ -87,9 +87,9 @@ def tiny_overrides(suite_path: str, user: list[str]) -> list[str]:
 
 
 class TimedPrefetcher(score_mod.Prefetcher):
-    def close(self) -> None:
+    def close(self, timeout: float = 30.0) -> None:
         SECONDS["waiting for collate"] += self.wait_seconds
-        super().close()
+        super().close(timeout)
 
 
 def fake_score_items(encoder: Any, items: Any, *a: Any, needed: Any = None, **k: Any) -> list[Any]:

@@ -240,7 +240,7 @@ def score_items(
 
     chunks = (c for c in (order[b0 : b0 + batch_windows] for b0 in range(0, len(order), batch_windows))
               if needed is None or any(needed[flat[j][0]] for j in c))
-    feed = Prefetcher(chunks, prepare, depth=2)
+    feed = Prefetcher(chunks, prepare, depth=2, name="scoring batches")
     # One batch in flight: the forward of batch k+1 is launched before the host spreads batch k's
     # NLL onto bytes, so on a GPU the host work overlaps the device's (same numbers, same order).
     pending: tuple[list[int], list[bytes], list[int], UnitNLL, Any] | None = None
