@@ -175,7 +175,7 @@ def main() -> None:
               "unit NLL -> bytes (d2h)", "waiting for collate", "collate (prefetch thread)",
               "cell rows (samples, buckets)", "write cells"]:
         if CALLS.get(k) or k == "waiting for collate":
-            print(f"{k:<34} {SECONDS[k]:8.2f} {CALLS.get(k, 0):7d}")
+            print(f"{k:<34} {SECONDS[k]:8.2f} {CALLS[k] if k in CALLS else '':>7}")
     print(f"{'score_items rest (Python)':<34} {inside:8.2f}")
     rest = wall - perturb - SECONDS["analysis prepare (processes)"] - SECONDS["compressor baselines"] - SECONDS["score_items (packed jobs)"] \
         - SECONDS["cell rows (samples, buckets)"] - SECONDS["write cells"]
@@ -183,6 +183,9 @@ def main() -> None:
     for label, st in r.score_facts.items():
         print(f"  {label:<16} {st.get('scored_bytes', 0) / max(1e-9, st.get('seconds', 0)) / 1e6:7.3f} MB/s "
               f"in score_items, {st.get('windows', 0):.0f} windows")
+        for mode, g in st.get("groups", {}).items():  # seconds of shared batches split by FLOPs
+            print(f"    {mode:<14} {g['scored_bytes'] / max(1e-9, g['seconds']) / 1e6:7.3f} MB/s, "
+                  f"{g['windows']:.0f} windows, {g['forward_flops'] / 1e12:.2f} TFLOP")
     shutil.rmtree(scratch, ignore_errors=True)
     if prof is not None and args.profile_out:
         prof.dump_stats(args.profile_out)
