@@ -6,7 +6,9 @@
 #   TOTAL_S=560 bash benchmarks/gpu_scaling.sh 1e14 2e14 4e14 8e14 1.6e15 [-- extra --set overrides]
 #
 # Expects (docs/gpu.md): the data cache at $TOKBENCH_CACHE (default ../.gpu/cache or $GPU_DIR/cache)
-# and wheels of missing packages in $GPU_DIR/wheels. Merge the pieces anywhere with
+# — or, when $GPU_DIR/scaling-data.tar.gz exists (`tokbench data pack scaling --slim`, 13.9 MB), that
+# archive, unpacked into /tmp/tokbench-cache — and wheels of missing packages in $GPU_DIR/wheels.
+# Merge the pieces anywhere with
 #   tokbench report b1e14 b2e14 ... --out scaling-report
 set -o pipefail
 OUT=${OUT:-/tmp/tokbench-gpu-out}
@@ -16,7 +18,12 @@ GPU_DIR=${GPU_DIR:-$ROOT/../.gpu}
 if ls "$GPU_DIR"/wheels/*.whl >/dev/null 2>&1; then
   python3 -m pip install -q --no-deps --no-index "$GPU_DIR"/wheels/*.whl 2>&1 | tail -2
 fi
-export PYTHONPATH=$ROOT TOKBENCH_CACHE=${TOKBENCH_CACHE:-$GPU_DIR/cache} PYTHONUNBUFFERED=1
+export PYTHONPATH=$ROOT PYTHONUNBUFFERED=1
+if [ -z "$TOKBENCH_CACHE" ] && [ -f "$GPU_DIR/scaling-data.tar.gz" ]; then
+  export TOKBENCH_CACHE=/tmp/tokbench-cache  # unpack checks every file and replaces dirs whole: ~2 s
+  python3 -m harness.cli data unpack "$GPU_DIR/scaling-data.tar.gz" || exit 2
+fi
+export TOKBENCH_CACHE=${TOKBENCH_CACHE:-$GPU_DIR/cache}
 cd "$ROOT"
 BUDGETS=(); SETS=()
 while [ $# -gt 0 ]; do

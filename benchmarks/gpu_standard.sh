@@ -36,6 +36,8 @@ for k, v in sp.get("train", {}).items():
           f"{v['bytes_per_s'] / 1e6:.2f} MB/s first step {v['first_step_seconds']:.1f} s peak {v['peak_mem_bytes'] / 2**30:.1f} GiB")
 for k, v in sp.get("score", {}).items():
     print(f"score {k:<18} MFU {v.get('mfu') or 0:.3f} {v['mb_per_s']:.2f} MB/s {v['seconds']:.1f} s")
+    for m, mv in v.get("modes", {}).items():  # FLOPs and seconds of mixed batches are shares
+        print(f"score {k + ' ' + m:<18} MFU {mv.get('mfu') or 0:.3f} {mv['mb_per_s']:.2f} MB/s {mv['seconds']:.1f} s")
 for label, f in r.get("encoders", {}).items():
     for seed, m in f.get("seeds", {}).items():
         gi = m["train"].get("gpu_idle")

@@ -82,6 +82,17 @@ class UnitNLL:
     segments: list[list[int]] | None = None
     window_var: torch.Tensor | None = None
 
+    def to(self, device: torch.device | str, non_blocking: bool = False) -> UnitNLL:
+        """The same units with their tensors on ``device``. From a GPU to the host with
+        ``non_blocking``, the copies are asynchronous (into pinned memory): wait for the stream
+        (an event) before reading them. Scoring uses this to read a batch's results while the
+        next batch runs."""
+
+        nll, window, start, end = (t.to(device, non_blocking=non_blocking)
+                                   for t in (self.nll, self.window, self.start, self.end))
+        var = None if self.window_var is None else self.window_var.to(device, non_blocking=non_blocking)
+        return UnitNLL(nll, window, start, end, self.segments, var)
+
     def byte_nll(self, lengths: Sequence[int], score_from: Sequence[int]) -> list[torch.Tensor]:
         """Spread each unit's NLL evenly over its bytes.
 

@@ -84,17 +84,32 @@ def compile_backbones(model: nn.Module) -> int:
 _DONE = object()
 
 
+def stall_seconds() -> float:
+    """How long a consumer waits for one batch (or a collation worker for one result) before
+    the run fails with a one-line error naming the stage instead of hanging silently
+    (``TOKBENCH_STALL_SECONDS``, default 600: one step's collation takes well under a second)."""
+    return float(os.environ.get("TOKBENCH_STALL_SECONDS", "600"))
+
+
 class Prefetcher:
     """Iterate ``make(item)`` for each item of ``items`` computed ``depth`` ahead in a daemon
     thread; exceptions are re-raised in the consumer. ``close()`` stops the thread early.
 
     The thread holds the GIL only while it runs Python (tokenization); the training loop's
     thread releases it while it waits on the GPU, so collation overlaps the step.
+
+    ``items`` is closed (``.close()``, when it has one) in the thread before it ends, early stop
+    included: ``ordered_pool_map``'s workers are forked from this thread and die with it
+    (PR_SET_PDEATHSIG follows the forking thread), so the pool must be torn down here, while the
+    thread lives. ``name`` names the stage in the error raised when no batch comes for
+    ``stall_seconds()``.
     """
 
-    def __init__(self, items: Iterator[Any], make: Callable[[Any], Any], depth: int = 3) -> None:
+    def __init__(self, items: Iterator[Any], make: Callable[[Any], Any], depth: int = 3,
+                 name: str = "batches") -> None:
         self._q: queue.Queue[Any] = queue.Queue(maxsize=max(1, depth))
         self._stop = threading.Event()
+        self.name = name
         self.wait_seconds = 0.0  # time the consumer spent waiting for a batch (host-bound steps)
         # The thread runs in a copy of the caller's context: context variables the caller set
         # (``causal_attention_cost`` of a scaling sweep) apply to the FLOP counts made there too.
@@ -113,17 +128,32 @@ class Prefetcher:
 
     def _run(self, items: Iterator[Any], make: Callable[[Any], Any]) -> None:
         try:
-            for it in items:
-                if self._stop.is_set() or not self._put(make(it)):
-                    return
+            try:
+                for it in items:
+                    if self._stop.is_set() or not self._put(make(it)):
+                        return
+            finally:
+                close = getattr(items, "close", None)
+                if close is not None:
+                    close()  # tears down a worker pool in the thread that forked it
             self._put(_DONE)
         except BaseException as e:  # handed to the consumer, which re-raises it
             self._put(("__error__", e))
 
     def __iter__(self) -> Iterator[Any]:
+        limit = stall_seconds()
         while True:
             t0 = time.perf_counter()
-            x = self._q.get()
+            while True:
+                try:
+                    x = self._q.get(timeout=1.0)
+                    break
+                except queue.Empty:
+                    if not self._thread.is_alive() and self._q.empty():
+                        raise RuntimeError(f"{self.name}: the prefetch thread ended without a batch") from None
+                    if time.perf_counter() - t0 > limit:
+                        raise TimeoutError(f"{self.name}: no batch from the prefetch thread in {limit:.0f} s "
+                                           "(collation stalled; TOKBENCH_STALL_SECONDS)") from None
             self.wait_seconds += time.perf_counter() - t0
             if x is _DONE:
                 return
@@ -131,17 +161,19 @@ class Prefetcher:
                 raise x[1]
             yield x
 
-    def close(self) -> None:
+    def close(self, timeout: float = 30.0) -> None:
+        """Stop the thread and wait for it (and the pool it tears down) up to ``timeout`` s;
+        past that, say so on stderr and go on (the daemon thread ends on its own)."""
         self._stop.set()
         try:
             while True:
                 self._q.get_nowait()
         except queue.Empty:
             pass
-        self._thread.join(timeout=5.0)
-
-
-_COLLATE: Callable[[Any], Any] | None = None  # set in the parent before fork
+        self._thread.join(timeout=timeout)
+        if self._thread.is_alive():
+            print(f"warning: {self.name}: the prefetch thread is still running {timeout:.0f} s after "
+                  "close(); continuing without it", file=sys.stderr)
 
 
 class _Wire:
@@ -193,11 +225,6 @@ def _from_wire(obj: Any) -> Any:
     return obj
 
 
-def _collate_call(item: Any) -> Any:
-    assert _COLLATE is not None
-    return _to_wire(_COLLATE(item))
-
-
 def die_with_parent(parent: int) -> None:
     """Initializer of forked worker processes: a worker ends when the process that forked it
     dies, SIGKILL included, so a killed run leaves no idle workers behind holding its files
@@ -211,35 +238,137 @@ def die_with_parent(parent: int) -> None:
         os._exit(1)
 
 
-def ordered_pool_map(fn: Callable[[Any], Any], items: Iterator[Any], processes: int,
-                     ahead: int = 8) -> Iterator[Any]:
-    """``map(fn, items)`` in order, computed by ``processes`` forked worker processes with at
-    most ``ahead`` items in flight (the item stream may be long or endless). ``fn`` must be
-    pure CPU work (collation): the children never touch CUDA. ``processes`` <= 0: in this process.
-    Tensors come back as numpy arrays pickled through the pipe (``_Wire``)."""
+def _worker_main(conn: Any, fn: Callable[[Any], Any], parent: int) -> None:
+    """A collation worker: ``(item,)`` in, ``(True, fn(item) as _Wire)`` or ``(False, error)``
+    out, until ``None`` or the end of its pipe."""
+    import pickle
+    import signal
+    import traceback
+
+    die_with_parent(parent)
+    # Ctrl-C reaches the whole process group: the parent handles it and ends the workers
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    while True:
+        try:
+            msg = conn.recv()
+        except (EOFError, OSError):
+            return
+        if msg is None:
+            return
+        try:
+            out: tuple[bool, Any] = (True, _to_wire(fn(msg[0])))
+        except BaseException as e:  # handed to the parent, which re-raises it
+            if hasattr(e, "add_note"):  # Python >= 3.11: the worker's traceback goes along
+                e.add_note(f"(in collation worker pid {os.getpid()})\n{traceback.format_exc()}")
+            try:
+                pickle.dumps(e)
+            except Exception:
+                e = RuntimeError(f"{type(e).__name__}: {e}")
+            out = (False, e)
+        try:
+            conn.send(out)
+        except OSError:  # the parent closed the pipe: it no longer wants results
+            return
+
+
+def _receive(conn: Any, proc: Any, k: int, limit: float) -> Any:
+    """The next result of worker ``k``, or a one-line error if it died or sent nothing for
+    ``limit`` seconds (a run must never hang silently)."""
+    t0 = time.monotonic()
+    while not conn.poll(1.0):
+        if not proc.is_alive() and not conn.poll(0):
+            break
+        if time.monotonic() - t0 > limit:
+            raise TimeoutError(f"training-batch collation: worker {k} (pid {proc.pid}) sent no batch in "
+                               f"{limit:.0f} s (stalled; TOKBENCH_STALL_SECONDS)")
+    try:
+        ok, val = conn.recv()
+    except (EOFError, OSError):
+        proc.join(timeout=1.0)
+        raise RuntimeError(f"training-batch collation: worker {k} (pid {proc.pid}) died "
+                           f"(exit code {proc.exitcode}) before sending its batch") from None
+    if not ok:
+        raise val
+    return _from_wire(val)
+
+
+def _send(conn: Any, proc: Any, k: int, item: Any) -> None:
+    """Hand ``item`` to worker ``k`` (idle: it is waiting on its pipe), or a one-line error."""
+    try:
+        conn.send((item,))
+    except OSError:
+        proc.join(timeout=1.0)
+        raise RuntimeError(f"training-batch collation: worker {k} (pid {proc.pid}) died "
+                           f"(exit code {proc.exitcode})") from None
+
+
+def ordered_pool_map(fn: Callable[[Any], Any], items: Iterator[Any], processes: int) -> Iterator[Any]:
+    """``map(fn, items)`` in order, computed by ``processes`` forked worker processes, one item
+    in flight per worker (the item stream may be long or endless). ``fn`` must be pure CPU
+    work (collation): the children never touch CUDA. ``processes`` <= 0: in this process.
+    Tensors come back as numpy arrays pickled through the pipe (``_Wire``).
+
+    Each worker has a pipe of its own and item i goes to worker i mod n, so results come back
+    in order with no shared queue, lock or helper thread: a worker that dies (SIGKILL included,
+    mid-message too) reads as end-of-file on its pipe and fails the run with a one-line error,
+    where ``ProcessPoolExecutor``'s result thread waited forever on the rest of a message
+    (the hang this replaced). Workers fork on the first ``next()`` — from the calling thread,
+    which must also close the generator: closing it (or finishing it) ends every worker at once.
+    """
     if processes <= 0 or "fork" not in multiprocessing.get_all_start_methods():
         yield from map(fn, items)
         return
     import collections
-    from concurrent.futures import ProcessPoolExecutor
 
     import torch.multiprocessing  # noqa: F401 - the reductions for the rare bfloat16 tensor
 
-    global _COLLATE
-    _COLLATE = fn
+    ctx = multiprocessing.get_context("fork")
+    limit = stall_seconds()
+    workers: list[tuple[Any, Any]] = []  # (process, the parent's end of its pipe)
+    finished = False
     try:
-        # Workers fork on first use, from the prefetch thread; they inherit ``_COLLATE``.
-        with ProcessPoolExecutor(processes, mp_context=multiprocessing.get_context("fork"),
-                                 initializer=die_with_parent, initargs=(os.getpid(),)) as ex:
-            pending: collections.deque[Any] = collections.deque()
-            for it in items:
-                pending.append(ex.submit(_collate_call, it))
-                if len(pending) >= ahead:
-                    yield _from_wire(pending.popleft().result())
-            while pending:
-                yield _from_wire(pending.popleft().result())
+        for _ in range(processes):
+            mine, theirs = ctx.Pipe(duplex=True)
+            proc = ctx.Process(target=_worker_main, args=(theirs, fn, os.getpid()), daemon=True)
+            proc.start()
+            theirs.close()  # only the worker holds its end: its death reads as end-of-file here
+            workers.append((proc, mine))
+        it = iter(items)
+        in_flight: collections.deque[int] = collections.deque()  # worker per item, in item order
+        for k in range(processes):
+            nxt = next(it, _DONE)
+            if nxt is _DONE:
+                break
+            _send(workers[k][1], workers[k][0], k, nxt)
+            in_flight.append(k)
+        while in_flight:
+            k = in_flight.popleft()
+            out = _receive(workers[k][1], workers[k][0], k, limit)
+            nxt = next(it, _DONE)
+            if nxt is not _DONE:  # the worker is idle now: the next item overlaps the consumer
+                _send(workers[k][1], workers[k][0], k, nxt)
+                in_flight.append(k)
+            yield out
+        finished = True
     finally:
-        _COLLATE = None
+        # Early stop (or an error): the workers' pending results are unwanted, so kill them
+        # (nothing is shared between workers, so a kill can leave nothing half-done); at the
+        # end of the stream they are idle and leave on ``None``.
+        for proc, conn in workers:
+            if finished:
+                try:
+                    conn.send(None)
+                except OSError:
+                    pass
+            else:
+                proc.kill()
+        for proc, conn in workers:
+            proc.join(timeout=5.0)
+            if proc.is_alive():
+                proc.kill()
+                proc.join()
+            conn.close()
+            proc.close()
 
 
 def collate_processes(device: torch.device) -> int:

@@ -7,8 +7,10 @@
 The archive holds, for every Debian package the suite reads (its sources' packages and, when it
 uses morphology, the Hunspell dictionaries), ``debian/<package>/package.json`` and the files
 under ``root/`` — only those under the directories the sources read when ``--slim`` is given
-(``SLIM_KEEP``: the Python docs' ``html/_sources`` instead of the whole 71 MB HTML tree) — plus
-``MANIFEST.json`` with the sha256 of every file. ``unpack`` checks every file against it before
+(``SLIM_KEEP``: the Python docs' ``html/_sources`` instead of the whole 71 MB HTML tree) — the
+package's rendered text under ``rendered/<package>_<version>/`` when the cache has it (man pages,
+rendered by groff at ``prepare``: the GPU machine then needs no groff), plus ``MANIFEST.json``
+with the sha256 of every file. ``unpack`` checks every file against it before
 anything is moved into the cache, writes each package directory atomically (a temporary
 directory renamed into place), and refuses archive paths that leave the cache.
 """
@@ -51,12 +53,19 @@ def suite_packages(suite: Any) -> tuple[list[str], list[str]]:
     return packages, optional
 
 
+def _rendered_dir(cache_dir: Path, package: str) -> Path:
+    """Where sources keep a package's rendered text (``sources.manpages``: one .txt per page)."""
+    version = json.loads((cache_dir / "debian" / package / "package.json").read_text())["version"]
+    return cache_dir / "rendered" / f"{package}_{version.replace(':', '%3a')}"
+
+
 def _files(cache_dir: Path, package: str, slim: bool) -> list[Path]:
     d = cache_dir / "debian" / package
     if not (d / "package.json").is_file():
         raise ValueError(f"data pack: Debian package {package!r} is not prepared in {cache_dir}; "
                          "run `tokbench data prepare SUITE` first")
     roots = [d / "root" / k for k in SLIM_KEEP.get(package, ())] if slim and package in SLIM_KEEP else [d / "root"]
+    roots.append(_rendered_dir(cache_dir, package))  # absent for packages nothing renders
     out = [d / "package.json"]
     for r in roots:
         out += sorted(p for p in r.rglob("*") if p.is_file() and not p.is_symlink())
@@ -70,6 +79,8 @@ def pack(suite: Any, cache_dir: Path, out: Path, slim: bool = False) -> dict[str
     required, optional = suite_packages(suite)
     # an optional dictionary that was never fetched is left out (the run works without it)
     packages = required + [p for p in optional if (cache_dir / "debian" / p / "package.json").is_file()]
+    rendered = [d.name for p in packages if (cache_dir / "debian" / p / "package.json").is_file()
+                and (d := _rendered_dir(cache_dir, p)).is_dir()]
     for pkg in packages:
         for f in _files(cache_dir, pkg, slim):
             name = f.relative_to(cache_dir).as_posix()
@@ -78,14 +89,15 @@ def pack(suite: Any, cache_dir: Path, out: Path, slim: bool = False) -> dict[str
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(f".{out.name}.tmp")
     with tarfile.open(tmp, "w:gz", compresslevel=6) as tar:
-        body = json.dumps({"packages": packages, "files": manifest}, indent=1, sort_keys=True).encode()
+        body = json.dumps({"packages": packages, "rendered": rendered, "files": manifest}, indent=1,
+                          sort_keys=True).encode()
         info = tarfile.TarInfo(MANIFEST)
         info.size = len(body)
         tar.addfile(info, io.BytesIO(body))
         for f, name in files:
             tar.add(f, arcname=name, recursive=False)
     tmp.replace(out)
-    return {"packages": packages, "files": len(files), "bytes": out.stat().st_size}
+    return {"packages": packages, "rendered": rendered, "files": len(files), "bytes": out.stat().st_size}
 
 
 def unpack(archive: Path, cache_dir: Path) -> dict[str, Any]:
@@ -113,15 +125,20 @@ def unpack(archive: Path, cache_dir: Path) -> dict[str, Any]:
             if not f.is_file() or hashlib.sha256(f.read_bytes()).hexdigest() != digest:
                 raise ValueError(f"data unpack: {archive}: {name} is missing or fails its sha256")
         (cache_dir / "debian").mkdir(parents=True, exist_ok=True)
-        for pkg in man["packages"]:
-            src, dst = work / "debian" / pkg, cache_dir / "debian" / pkg
+        (cache_dir / "rendered").mkdir(parents=True, exist_ok=True)
+        dirs = [("debian", pkg) for pkg in man["packages"]] + [("rendered", r) for r in man.get("rendered", [])]
+        for _, pkg in dirs:  # every name checked before anything is installed
+            if not pkg or "/" in pkg or "\\" in pkg or pkg.startswith("."):
+                raise ValueError(f"data unpack: {archive}: refusing directory name {pkg!r}")
+        for kind, pkg in dirs:
+            src, dst = work / kind / pkg, cache_dir / kind / pkg
             old = dst.with_name(f".{pkg}.old")
             shutil.rmtree(old, ignore_errors=True)
             if dst.exists():
                 dst.rename(old)
             src.rename(dst)  # same file system: atomic
             shutil.rmtree(old, ignore_errors=True)
-    return {"packages": man["packages"], "files": len(man["files"])}
+    return {"packages": man["packages"], "rendered": man.get("rendered", []), "files": len(man["files"])}
 
 
 def _mkdir(p: Path) -> Path:

@@ -15,6 +15,7 @@ equals ``encoder.collate(window slice, [0] * n)`` tensor for tensor
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
+from contextlib import closing
 from itertools import islice
 from typing import Any
 
@@ -43,10 +44,12 @@ def pretokenized_batches(encoder: Encoder, windows: Iterable[bytes], per_step: i
         steps = _chunks(iter(windows), per_step)
         for _ in islice(steps, skip):  # consumed by the interrupted run
             pass
-        for tokens, sizes in ordered_pool_map(tokenize, _chunks(steps, steps_per_task), processes):
-            lo = 0
-            for n in sizes:
-                yield [encoder.collate_tokenized(tokens, j, min(j + micro, lo + n)) for j in range(lo, lo + n, micro)]
-                lo += n
+        # closed with this generator (early stop), in the thread that runs it: the workers end there
+        with closing(ordered_pool_map(tokenize, _chunks(steps, steps_per_task), processes)) as blocks:
+            for tokens, sizes in blocks:
+                lo = 0
+                for n in sizes:
+                    yield [encoder.collate_tokenized(tokens, j, min(j + micro, lo + n)) for j in range(lo, lo + n, micro)]
+                    lo += n
 
     return feed()

@@ -68,6 +68,8 @@ def _clean_floats(o: Any) -> Any:
     if isinstance(o, dict):
         return {k: _clean_floats(v) for k, v in o.items()}
     if isinstance(o, (list, tuple)):
+        if o and all(type(v) is float for v in o):  # a per-byte NLL list: no call per element
+            return [v if math.isfinite(v) else None for v in o]
         return [_clean_floats(v) for v in o]
     return o
 

@@ -483,11 +483,17 @@ class Runner:
                     row["mfu"] = st["flops_causal_attn_half"] / sec / ranks_peak
                     row["mfu_full_attn"] = st["flops"] / sec / ranks_peak
                 train[f"{label} s{seed}"] = row
+
+        def rates(st: dict[str, Any]) -> dict[str, Any]:
+            sec = st.get("seconds") or math.nan
+            return {**st, "mb_per_s": st.get("scored_bytes", 0.0) / sec / 1e6,
+                    "mfu": st.get("forward_flops", 0.0) / sec / peak if peak else None}
+
         score = {}
         for label, st in self.score_facts.items():
-            sec = st.get("seconds") or math.nan
-            score[label] = {**st, "mb_per_s": st.get("scored_bytes", 0.0) / sec / 1e6,
-                            "mfu": st.get("forward_flops", 0.0) / sec / peak if peak else None}
+            # per mode (score_items' groups): FLOPs and seconds of mixed batches are shares
+            modes = {m: rates(g) for m, g in st.get("groups", {}).items()}
+            score[label] = {**rates({k: v for k, v in st.items() if k != "groups"}), "modes": modes}
         return {"gemm_bf16_tflops": self.gemm_tflops, "train": train, "score": score}
 
     def train_models(self, seed: int, train: DataPart) -> dict[str, TrainedModel]:
@@ -556,7 +562,10 @@ class Runner:
                 continue
             t0 = time.perf_counter()
             plans = self.plans(es, [(c[0], c[1]) for c in cells], perts, seed)
-            self.timings["perturb_seconds"] += time.perf_counter() - t0
+            for a in (s.config for s in self.suite.analyses):  # text-only work, in CPU processes
+                if not a.datasets or es.part.name in a.datasets:
+                    a.prepare([(p.doc, p.item.scored_bytes) for plan in plans.values() for p in plan if p is not None])
+            self.timings["perturb_seconds"] += time.perf_counter() - t0  # perturbation and plan preparation
             for pspec, mode, name, perm, k in base_todo:
                 cell = self.baseline_cell(name, perm, es, pspec, mode, seed, plans[(pspec.id, pspec.severity, mode)])
                 cell["row"]["fingerprint"] = fp
@@ -570,6 +579,7 @@ class Runner:
                 plan_of = [plans[(c[0].id, c[0].severity, c[1])] for c in cells]
                 items = [p.item for plan in plan_of for p in plan if p is not None]
                 needed = [label in c[3] for c, plan in zip(cells, plan_of) for p in plan if p is not None]
+                modes = [c[1] for c, plan in zip(cells, plan_of) for p in plan if p is not None]
                 n_windows = sum(len(it.windows) for it, nd in zip(items, needed) if nd)
                 wbar = tqdm(total=n_windows, desc=f"score {label} {es.part.name}", unit="win", leave=False,
                             file=sys.stderr, mininterval=1.0,
@@ -578,7 +588,8 @@ class Runner:
                                      self.budget.dtype == "bfloat16", stats=self.score_facts.setdefault(label, {}),
                                      needed=needed, progress=wbar.update,
                                      mc_samples=self.suite.eval.mc_samples,
-                                     permuter=permuter_for(model.spec.permutation, self.budget.context_bytes, seed))
+                                     permuter=permuter_for(model.spec.permutation, self.budget.context_bytes, seed),
+                                     groups=modes)
                 wbar.close()
                 k = 0
                 for (pspec, mode, ck, todo), plan in zip(cells, plan_of):

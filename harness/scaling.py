@@ -380,9 +380,13 @@ def sweep_dry_run(suite: Any, train: Any, device: Any, base_dir: Any) -> str:
         k = (p.encoder, p.rung.name)
         if k not in measured:
             enc = build_encoder(point_spec(cfg, specs[p.encoder], p), seed, base_dir).to(device)
+            # The whole merge sample, as the run learns it (once per process: later sizes reuse
+            # the merges): FLOPs per byte decide refusals, and BPE learned on 1 MB compresses
+            # worse (in suites/scaling.yaml ~9 % more FLOPs per byte, enough to flip a point
+            # across min_steps). Sub-models still train on only a batch.
             with causal_attention_cost(HEADLINE_ATTENTION):
                 fit = enc.fit(fit_context(train.docs, b, device, seed, sub_bytes_cap=b.batch_bytes,
-                                          train_bytes=min(b.train_bytes, 1_000_000), log=lambda s: None)) or {}
+                                          log=lambda s: None)) or {}
                 half, full = flops_per_byte(enc, probe)
             batch = enc.collate(step_probe, [0] * len(step_probe)).to(device)
             dt = _step_time(enc, batch, suite, device)

@@ -21,8 +21,8 @@ import numpy as np
 import torch
 
 from core.segments import check_tiling
-from encoders.base import Encoder
-from harness.accel import Prefetcher
+from encoders.base import Encoder, UnitNLL
+from harness.accel import Prefetcher, pin
 from harness.data import Window, char_boundary, cut_after, rolling_windows
 from harness.permutation import WindowPermuter, unpermute_segments
 from sources.base import Document
@@ -109,6 +109,18 @@ def _unpermute(values: torch.Tensor, source: Sequence[int]) -> torch.Tensor:
     return out
 
 
+def _to_host(units: UnitNLL) -> tuple[UnitNLL, Any]:
+    """Start copying a batch's units to the host: on CUDA asynchronous copies into pinned memory
+    (``UnitNLL.to``) and an event that says when they have landed (no sync here); on the CPU the
+    same units and no event. Values are unchanged (fp64 conversion happens on the host)."""
+    if units.nll.device.type == "cpu":
+        return units, None
+    host = units.to("cpu", non_blocking=True)
+    ready = torch.cuda.Event()
+    ready.record()
+    return host, ready
+
+
 def plan_partition(data: bytes, context: int) -> ScoreItem:
     """Full mode for permutations: windows of <= ``context`` bytes cut at the same places as
     ``plan_full`` with stride = context, but with no left context, so each window is scored
@@ -123,11 +135,12 @@ def score_items(
     device: torch.device,
     batch_windows: int = 32,
     bf16: bool = False,
-    stats: dict[str, float] | None = None,
+    stats: dict[str, Any] | None = None,
     needed: Sequence[bool] | None = None,
     progress: Callable[[int], Any] | None = None,
     mc_samples: int | None = None,
     permuter: WindowPermuter | None = None,
+    groups: Sequence[str] | None = None,
 ) -> list[DocScore | None]:
     """Score documents: windows of all items — of many cells, when the caller packs them — are
     batched together (``batch_windows`` per forward, longest first so padded encoders waste
@@ -136,7 +149,8 @@ def score_items(
 
     A window's numbers do not depend on which other windows share its batch (padding sits after
     the last byte and attention is causal, or masks padding out when bidirectional), so packing changes no cell's numbers beyond float
-    rounding (tests/harness/test_batchscore.py). Collation runs one batch ahead in a thread.
+    rounding (tests/harness/test_batchscore.py). Collation and FLOP counts run two batches
+    ahead in a thread; the forward runs one batch ahead of the host's per-byte bookkeeping.
     stats: if given, accumulates ``forward_flops``, ``seconds``, ``scored_bytes`` and
     ``windows`` (for scoring MFU and MB/s in run.json).
     needed: per item; batches are formed over all items, but a batch without a window of a
@@ -150,6 +164,10 @@ def score_items(
     draw independent samples).
     permuter: each window (all of it scored: ``score_from`` must be 0) is fed permuted, and its
     per-byte NLL and segments are put back in the document's byte order (docs/fragility.md).
+    groups: per item, a label (the run's mode); ``stats["groups"][label]`` then holds the same
+    keys per label: ``scored_bytes`` and ``windows`` exactly, ``forward_flops`` of a batch that
+    mixes labels split by their share of its fed bytes, and ``seconds`` split by FLOPs (windows
+    of all labels share batches, so their time cannot be measured apart).
     """
     encoder.eval()
     if mc_samples is not None and hasattr(encoder, "mc_samples"):
@@ -174,45 +192,69 @@ def score_items(
     if permuter is not None and any(sf for _, _, sf in flat):
         raise ValueError("a permuted window must be scored whole (score_from = 0)")
     fed_of: dict[int, Any] = {}  # flat index -> PermutedWindow (filled by the collating thread)
+    group_flops: dict[str, float] = {}
+    pinned = device.type == "cuda"
 
-    def prepare(idx: list[int]) -> tuple[list[int], list[bytes], list[int], Any]:
+    def prepare(idx: list[int]) -> tuple[list[int], list[bytes], list[int], Any, float]:
+        """Collate (tokenize, patch, permute) one batch and count its FLOPs, in the prefetch
+        thread: the loop below then only launches the forward and reads results back."""
         wins = [flat[j][1] for j in idx]
         sfrom = [flat[j][2] for j in idx]
         if permuter is None:
-            return idx, wins, sfrom, encoder.collate(wins, sfrom)
-        batch, fed = permuter.collate(encoder, wins)
-        fed_of.update(zip(idx, fed))
-        return idx, wins, sfrom, batch
+            batch = encoder.collate(wins, sfrom)
+        else:
+            batch, fed = permuter.collate(encoder, wins)
+            fed_of.update(zip(idx, fed))
+        with torch.inference_mode():  # as in the loop (BLT patches here: its entropy model runs)
+            flops = encoder.flops(batch) if stats is not None else 0.0
+        if stats is not None and groups is not None:
+            n_fed = sum(len(w) for w in wins)
+            for j, w in zip(idx, wins):
+                g = groups[flat[j][0]]
+                group_flops[g] = group_flops.get(g, 0.0) + flops * len(w) / max(1, n_fed)
+        return idx, wins, sfrom, pin(batch) if pinned else batch, flops
+
+    def finish(idx: list[int], wins: list[bytes], sfrom: list[int], units: UnitNLL, ready: Any) -> None:
+        """Per-byte NLL, unit counts and segments of a batch whose results are on the host."""
+        if ready is not None:
+            ready.synchronize()  # the asynchronous copies of ``_to_host`` have landed
+        nll = units.byte_nll([len(w) for w in wins], sfrom)
+        if permuter is not None:  # fed order -> the window's byte order
+            fed = [fed_of.pop(fi) for fi in idx]
+            nll = [_unpermute(v, pw.source) for v, pw in zip(nll, fed)]
+            if units.segments is not None:
+                units.segments = [unpermute_segments(sg, pw) for sg, pw in zip(units.segments, fed)]
+        counts = torch.bincount(units.window, minlength=len(idx)).tolist()
+        wvar = units.window_var.tolist() if units.window_var is not None else None
+        for j, fi in enumerate(idx):
+            per_window[fi] = nll[j].numpy()
+            per_window_units[fi] = counts[j]
+            if wvar is not None:
+                per_window_var[fi] = wvar[j]
+            if units.segments is not None:
+                # segments must tile the scored span like the units do (core.segments)
+                check_tiling(units.segments[j], len(wins[j]) - sfrom[j], type(encoder).__name__)
+                per_window_segs[fi] = units.segments[j]
+        if progress is not None:
+            progress(len(idx))
 
     chunks = (c for c in (order[b0 : b0 + batch_windows] for b0 in range(0, len(order), batch_windows))
               if needed is None or any(needed[flat[j][0]] for j in c))
-    feed = Prefetcher(chunks, prepare, depth=2)
+    feed = Prefetcher(chunks, prepare, depth=2, name="scoring batches")
+    # One batch in flight: the forward of batch k+1 is launched before the host spreads batch k's
+    # NLL onto bytes, so on a GPU the host work overlaps the device's (same numbers, same order).
+    pending: tuple[list[int], list[bytes], list[int], UnitNLL, Any] | None = None
     try:
-        for idx, wins, sfrom, cpu_batch in feed:
-            if stats is not None:
-                fwd_flops += encoder.flops(cpu_batch)
-            batch = cpu_batch.to(device)
+        for idx, wins, sfrom, cpu_batch, flops in feed:
+            fwd_flops += flops
             with autocast:
-                units = encoder(batch)
-            nll = units.byte_nll([len(w) for w in wins], sfrom)
-            if permuter is not None:  # fed order -> the window's byte order
-                fed = [fed_of.pop(fi) for fi in idx]
-                nll = [_unpermute(v, pw.source) for v, pw in zip(nll, fed)]
-                if units.segments is not None:
-                    units.segments = [unpermute_segments(sg, pw) for sg, pw in zip(units.segments, fed)]
-            counts = torch.bincount(units.window.cpu(), minlength=len(idx)).tolist()
-            wvar = units.window_var.cpu().tolist() if units.window_var is not None else None
-            for j, fi in enumerate(idx):
-                per_window[fi] = nll[j].numpy()
-                per_window_units[fi] = counts[j]
-                if wvar is not None:
-                    per_window_var[fi] = wvar[j]
-                if units.segments is not None:
-                    # segments must tile the scored span like the units do (core.segments)
-                    check_tiling(units.segments[j], len(wins[j]) - sfrom[j], type(encoder).__name__)
-                    per_window_segs[fi] = units.segments[j]
-            if progress is not None:
-                progress(len(idx))
+                units = encoder(cpu_batch.to(device))
+            host = _to_host(units)
+            if pending is not None:
+                finish(*pending)
+            pending = (idx, wins, sfrom, *host)
+        if pending is not None:
+            finish(*pending)
     finally:
         feed.close()
     per_item_nll: list[list[np.ndarray]] = [[] for _ in items]
@@ -239,9 +281,20 @@ def score_items(
         bn = np.concatenate(per_item_nll[i]) if per_item_nll[i] else np.zeros(0)
         out.append(DocScore(float(bn.sum()), per_item_units[i], per_item_segs[i], bn, per_item_var[i]))
     if stats is not None:
-        stats["forward_flops"] = stats.get("forward_flops", 0.0) + fwd_flops
-        stats["seconds"] = stats.get("seconds", 0.0) + time.perf_counter() - t0
+        seconds = time.perf_counter() - t0
         done = [f for f, a in zip(flat, per_window) if a is not None]
-        stats["scored_bytes"] = stats.get("scored_bytes", 0.0) + sum(len(w) - s for _, w, s in done)
-        stats["windows"] = stats.get("windows", 0.0) + len(done)
+        _add_stats(stats, fwd_flops, seconds, done)
+        if groups is not None:
+            for g in sorted({groups[i] for i, _, _ in done}):
+                share = group_flops.get(g, 0.0) / fwd_flops if fwd_flops else 0.0
+                _add_stats(stats.setdefault("groups", {}).setdefault(g, {}), group_flops.get(g, 0.0),
+                           seconds * share, [f for f in done if groups[f[0]] == g])
     return out
+
+
+def _add_stats(stats: dict[str, Any], flops: float, seconds: float, done: list[tuple[int, bytes, int]]) -> None:
+    """Add a packed job's forward FLOPs, seconds, scored bytes and windows to ``stats``."""
+    stats["forward_flops"] = stats.get("forward_flops", 0.0) + flops
+    stats["seconds"] = stats.get("seconds", 0.0) + seconds
+    stats["scored_bytes"] = stats.get("scored_bytes", 0.0) + sum(len(w) - s for _, w, s in done)
+    stats["windows"] = stats.get("windows", 0.0) + len(done)

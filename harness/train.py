@@ -251,7 +251,7 @@ def train_encoder(
         todo = ((dp.shard(chunk) if dp is not None else chunk)
                 for i, chunk in enumerate(batched(windows, per_step)) if i >= skip)
         collated = ordered_pool_map(collate, todo, collate_processes(device))
-    feed = Prefetcher(collated, prepare, depth=4)
+    feed = Prefetcher(collated, prepare, depth=4, name="training batches")
     idle = IdleMeter(device, os.environ.get("TOKBENCH_IDLE_STEPS"))
     step_here = 0  # steps run by this call (a resumed run starts at 0 again)
     t0 = time.perf_counter() - elapsed

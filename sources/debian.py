@@ -36,7 +36,8 @@ from sources.fetch import fetch_packages, require
 from sources.script import detect_script
 
 # Package-name suffixes whose ISO 639 code is not their first part (``hi-in`` → hi needs no entry).
-_LANG_ALIASES = {"br": "pt", "min": "en"}
+# ``manpages-dev`` is not a language: it holds the English man pages of sections 2 and 3.
+_LANG_ALIASES = {"br": "pt", "min": "en", "dev": "en"}
 
 
 def language_of_package(package: str, prefix: str) -> str | None:

@@ -26,12 +26,16 @@ _SPACES = re.compile(r"[ \t]{2,}")
 # has no spaces between words.
 _CJK = "\u3000-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff01-\uff60"
 _CJK_SPACE = re.compile(f"(?<=[{_CJK}]) (?=[{_CJK}])")
+# A table's rule line (tbl boxes: ┌───┐ ├───┤ └───┘). Rendered at the 2000-column line length
+# that keeps paragraphs unbroken, each one is ~2000 box-drawing characters (6 KB of UTF-8): the
+# ATTRIBUTES tables alone made ~70 % of manpages-dev's bytes such rules. The cell rows stay.
+_RULE = re.compile(r"^[\u2500-\u257f\s]+$")
 
 
 def clean_rendered_man(text: str) -> list[str]:
     """Paragraphs of a page rendered by groff -Tutf8: without the running header/footer lines,
-    indentation and justification spaces."""
-    lines = [line.rstrip() for line in text.splitlines()]
+    indentation and justification spaces, and table rule lines."""
+    lines = [line.rstrip() for line in text.splitlines() if not _RULE.match(line)]
     non_empty = [i for i, line in enumerate(lines) if line.strip()]
     if non_empty and _HEADER.match(lines[non_empty[0]].strip()):
         lines[non_empty[0]] = ""

@@ -93,6 +93,16 @@ class PatchUnitNLL(UnitNLL):
         self.__dict__["_segments"] = value
         self.__dict__["_pending"] = None
 
+    def to(self, device: torch.device | str, non_blocking: bool = False) -> UnitNLL:
+        """As ``UnitNLL.to``, the patch starts moved too and the segments still not computed (so
+        moving to the host asynchronously does not wait for the device)."""
+        pending = self.__dict__.get("_pending")
+        if pending is None:
+            return super().to(device, non_blocking)
+        base = UnitNLL(self.nll, self.window, self.start, self.end, None, self.window_var).to(device, non_blocking)
+        starts, lengths, score_from = (t.to(device, non_blocking=non_blocking) for t in pending)
+        return PatchUnitNLL(base, starts, lengths, score_from)
+
 
 @dataclass(frozen=True, kw_only=True)
 class BltConfig:

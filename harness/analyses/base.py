@@ -36,6 +36,10 @@ class Analysis:
     def fit(self, train_docs: Sequence[Document], encoders: dict[str, Any]) -> None:  # noqa: B027
         """Called once before scoring with the training documents and {label: trained Encoder}."""
 
+    def prepare(self, spans: Sequence[tuple[Document, bytes]]) -> None:  # noqa: B027
+        """Called before the models score an eval set with every (document, scored bytes) that
+        ``rows`` will see: precompute what depends on the text only (optional)."""
+
     def rows(self, doc: Document, scored: bytes, byte_nll: np.ndarray) -> list[BucketRow]:
         """Buckets for one scored span. scored: the exact bytes scored (clean text in clean_target
         mode; the perturbed text in full mode); byte_nll: (len(scored),) float64 nats per byte."""

@@ -57,6 +57,8 @@ HUNSPELL_MAX_TYPES = 3000
 HUNSPELL_MAX_LEN = 14
 NO_SPACE_SCRIPTS = frozenset({"Hani", "Hira", "Kana", "Thai", "Laoo", "Khmr", "Mymr", "Tibt"})
 FAMILIES = ("bpe", "seen", "morphs")
+WORD_CACHE_BYTES = 1 << 30  # word tables kept for reuse across encoders (about 34 bytes a word)
+WORD_MEMO_ENTRIES = 2_000_000  # (language, word, BPE cuts) -> buckets, memoised
 
 
 def _utf8_len(ch: str) -> int:
@@ -70,6 +72,22 @@ def _utf8_len(ch: str) -> int:
 def _spaced_words(text: str) -> Iterator[regex.Match[str]]:
     """``WORD_RE`` matches of ``text``, without words of scripts written without spaces."""
     return (m for m in WORD_RE.finditer(text) if char_script(m.group()[0]) not in NO_SPACE_SCRIPTS)
+
+
+@dataclass(frozen=True)
+class _WordArrays:
+    """``word_table`` of one text as arrays: start/end (words,) byte offsets; each (word, bucket)
+    pair as pair_word/pair_bucket (pairs,) indices into the words and into ``names`` (sorted)."""
+
+    start: np.ndarray
+    end: np.ndarray
+    pair_word: np.ndarray
+    pair_bucket: np.ndarray
+    names: list[str]
+
+    @property
+    def nbytes(self) -> int:
+        return self.start.nbytes + self.end.nbytes + self.pair_word.nbytes + self.pair_bucket.nbytes
 
 
 def word_buckets(word: str, morphs: Sequence[str] | None, bpe_cuts: Sequence[int] | None,
@@ -233,7 +251,7 @@ class MorphologyAnalysis(Analysis):
         st["seen_forms"] = frozenset(total)
         st["top_types"] = sorted(total, key=lambda w: (-total[w], w))[: self.max_types]
         st["by_lang"] = dict(by_lang)
-        st["tables"] = {}
+        st["arrays"], st["arrays_bytes"], st["word_memo"] = {}, 0, {}  # words of the previous fit
         st["bpe"] = None
         if "bpe" in self.families:
             found = _find_bpe(encoders, self.bpe_encoder)
@@ -253,6 +271,7 @@ class MorphologyAnalysis(Analysis):
         """Use ``segmenter`` for documents of ``lang`` (tests; or a custom segmenter)."""
         self._state.setdefault("segmenters", {})[lang] = segmenter
         self._state.setdefault("seen_stems", {}).pop(lang, None)
+        self._state["arrays"], self._state["arrays_bytes"], self._state["word_memo"] = {}, 0, {}
 
     def segmenter(self, lang: str) -> Segmenter | None:
         """The language's segmenter, trained on first use (see the class docstring)."""
@@ -305,14 +324,8 @@ class MorphologyAnalysis(Analysis):
     # -- rows ------------------------------------------------------------------------------
     def word_table(self, lang: str, scored: bytes) -> list[tuple[int, int, tuple[str, ...]]]:
         """(start byte, end byte, buckets) of every word of ``scored``. It depends on the text
-        only, not on the encoder, so it is cached (the harness scores the same text once per
-        encoder and mode)."""
+        only, not on the encoder (``word_arrays`` caches it in a compact form)."""
         st = self._state
-        cache: dict[tuple[str, bytes], list[tuple[int, int, tuple[str, ...]]]] = st.setdefault(
-            "tables", {})
-        key = (lang, hashlib.sha1(scored).digest())
-        if key in cache:
-            return cache[key]
         seg = self.segmenter(lang)
         seen_stems = self._seen_stems(lang, seg) if seg is not None else None
         seen_forms = st.get("seen_forms", frozenset())
@@ -323,37 +336,103 @@ class MorphologyAnalysis(Analysis):
             starts = sorted({s for s, _ in spans})
         text = scored.decode("utf-8", errors="surrogateescape")
         byte_at = np.concatenate([[0], np.cumsum([_utf8_len(c) for c in text])]).astype(np.int64)
+        # A word's buckets depend only on (language, word, its BPE cuts): memoised, since words
+        # repeat across documents and perturbations (segmenting is most of the cost).
+        memo: dict[tuple[str, str, tuple[int, ...] | None], tuple[str, ...]] = st.setdefault("word_memo", {})
         table = []
         for m in _spaced_words(text):
             w = m.group()
             bs, be = int(byte_at[m.start()]), int(byte_at[m.end()])
-            low = w.lower()
-            morphs = None
-            if seg is not None:
-                morphs = seg.segment(low) if len(low.encode("utf-8", "surrogateescape")) == be - bs else [low]
             cuts = None
             if starts is not None:
                 lo, hi = bisect.bisect_right(starts, bs), bisect.bisect_left(starts, be)
-                cuts = [c - bs for c in starts[lo:hi]]
-            table.append((bs, be, tuple(word_buckets(w, morphs, cuts, seen_forms, seen_stems,
-                                                     self.families))))
-        if len(cache) >= 4096:  # bounded: eval sets are small, but never grow without limit
-            cache.pop(next(iter(cache)))
-        cache[key] = table
+                cuts = tuple(c - bs for c in starts[lo:hi])
+            key = (lang, w, cuts)
+            buckets = memo.get(key)
+            if buckets is None:
+                low = w.lower()
+                morphs = None
+                if seg is not None:
+                    morphs = seg.segment(low) if len(low.encode("utf-8", "surrogateescape")) == be - bs else [low]
+                buckets = tuple(word_buckets(w, morphs, cuts, seen_forms, seen_stems, self.families))
+                if len(memo) < WORD_MEMO_ENTRIES:
+                    memo[key] = buckets
+            table.append((bs, be, buckets))
         return table
+
+    def word_arrays(self, lang: str, scored: bytes) -> _WordArrays:
+        """``word_table`` as arrays, cached per text: the harness scores the same text once per
+        encoder (and clean_target targets once per perturbation). The cache is bounded by its
+        size; once full it keeps what it holds and adds nothing (cells come in the same order for
+        every encoder, so evicting the oldest would miss every time)."""
+        cache: dict[tuple[str, bytes], _WordArrays] = self._state.setdefault("arrays", {})
+        key = (lang, hashlib.sha1(scored).digest())
+        hit = cache.get(key)
+        if hit is not None:
+            return hit
+        arr = self._arrays(lang, scored)
+        self._keep(key, arr)
+        return arr
+
+    def _keep(self, key: tuple[str, bytes], arr: _WordArrays) -> None:
+        """Cache ``arr`` if the cache has room (see ``word_arrays``)."""
+        used = self._state.get("arrays_bytes", 0)
+        if used + arr.nbytes <= WORD_CACHE_BYTES:
+            self._state.setdefault("arrays", {})[key] = arr
+            self._state["arrays_bytes"] = used + arr.nbytes
+
+    def _arrays(self, lang: str, scored: bytes) -> _WordArrays:
+        """``word_table`` of ``scored`` as ``_WordArrays`` (not cached)."""
+        table = self.word_table(lang, scored)
+        names = sorted({b for _, _, bs in table for b in bs})
+        col = {b: i for i, b in enumerate(names)}
+        return _WordArrays(
+            start=np.array([t[0] for t in table], dtype=np.int64),
+            end=np.array([t[1] for t in table], dtype=np.int64),
+            pair_word=np.array([i for i, t in enumerate(table) for _ in t[2]], dtype=np.int32),
+            pair_bucket=np.array([col[b] for t in table for b in t[2]], dtype=np.int16),
+            names=names)
+
+    def prepare(self, spans: Sequence[tuple[Document, bytes]], processes: int | None = None, chunk: int = 64) -> None:
+        """Word tables of every scored text not cached yet, computed in forked CPU processes
+        (``harness.batchscore.perturb_many``; Morfessor segmentation is pure Python) while the
+        cache has room. Segmenters are trained here first, so the processes share them. Tables
+        depend only on the text, so where they are computed never changes a number."""
+        from harness.batchscore import perturb_many
+
+        cache: dict[tuple[str, bytes], _WordArrays] = self._state.setdefault("arrays", {})
+        todo: dict[tuple[str, bytes], bytes] = {}
+        for doc, scored in spans:
+            key = (_lang(doc), hashlib.sha1(scored).digest())
+            if key not in cache:
+                todo.setdefault(key, scored)
+        if not todo:
+            return
+        for lang in sorted({k[0] for k in todo}):
+            seg = self.segmenter(lang)
+            if seg is not None:
+                self._seen_stems(lang, seg)
+        keys = list(todo)
+        chunks = [keys[i : i + chunk] for i in range(0, len(keys), chunk)]  # texts per task
+        done = perturb_many(chunks, lambda ks: [self._arrays(k[0], todo[k]) for k in ks], processes)  # type: ignore[arg-type,return-value]
+        for ks, arrs in zip(chunks, done):
+            for k, arr in zip(ks, arrs):
+                self._keep(k, arr)  # type: ignore[arg-type]
 
     def rows(self, doc: Document, scored: bytes, byte_nll: np.ndarray) -> list[BucketRow]:
         if len(byte_nll) != len(scored):
             raise ValueError(f"morphology analysis: doc {doc.id!r}: {len(byte_nll)} NLL values "
                              f"for {len(scored)} scored bytes")
+        wa = self.word_arrays(_lang(doc), scored)
+        if not wa.names:
+            return []
         csum = np.concatenate([[0.0], np.cumsum(np.asarray(byte_nll, dtype=np.float64))])
-        acc: dict[str, list[float]] = defaultdict(lambda: [0, 0, 0.0])
-        for bs, be, buckets in self.word_table(_lang(doc), scored):
-            nll = float(csum[be] - csum[bs])
-            for b in buckets:
-                a = acc[b]
-                a[0] += 1
-                a[1] += be - bs
-                a[2] += nll
-        return [BucketRow(bucket=b, n_words=int(a[0]), n_bytes=int(a[1]), nll_nats=a[2])
-                for b, a in sorted(acc.items())]
+        word_nll = csum[wa.end] - csum[wa.start]  # (words,) nats
+        k = len(wa.names)
+        # bincount adds its weights in order, one bin at a time: the same sums, to the last bit,
+        # as adding each word's NLL to its buckets in a loop
+        n_words = np.bincount(wa.pair_bucket, minlength=k)
+        n_bytes = np.bincount(wa.pair_bucket, weights=(wa.end - wa.start)[wa.pair_word], minlength=k)
+        nll = np.bincount(wa.pair_bucket, weights=word_nll[wa.pair_word], minlength=k)
+        return [BucketRow(bucket=b, n_words=int(n_words[i]), n_bytes=int(n_bytes[i]), nll_nats=float(nll[i]))
+                for i, b in enumerate(wa.names) if n_words[i]]

@@ -20,7 +20,7 @@ from torch.utils.flop_counter import FlopCounterMode
 from encoders.backbone import BackboneConfig
 from encoders.base import Encoder, FitContext, byte_unit_nll
 from encoders.blt import BltConfig, BltEncoder
-from encoders.blt.model import PATCH_BUCKET, sample_windows
+from encoders.blt.model import PATCH_BUCKET, PatchUnitNLL, sample_windows
 from encoders.blt.patching import mean_patch_size, patch_starts
 
 BACKBONE = BackboneConfig(layers=1, dim=32, heads=2)
@@ -169,6 +169,22 @@ def test_forward_units_and_segments() -> None:
     loss = units.nll.sum() / batch.scored_bytes
     loss.backward()
     assert model.latent is not None and model.latent.blocks[0].fc.weight.grad is not None
+
+
+def test_units_to_keeps_segments_lazy_and_values_equal() -> None:
+    """``to`` (scoring's asynchronous copy to the host) moves the patch starts, not the
+    segments: they are computed where the units went, equal to the original's."""
+    model = make(patching="space")
+    windows, score_from = [b"ab cd ef", b"xyz"], [3, 1]
+    with torch.inference_mode():
+        units = model(model.collate(windows, score_from))
+        moved = units.to("cpu")
+    assert isinstance(moved, PatchUnitNLL) and moved.__dict__["_pending"] is not None
+    assert moved.segments == units.segments == [[3, 2], [2]]
+    for a, b in zip(moved.byte_nll([8, 3], score_from), units.byte_nll([8, 3], score_from)):
+        assert torch.equal(a, b)
+    units.segments = [[5], [2]]  # assigned (un-permuted): moved as they are
+    assert units.to("cpu").segments == [[5], [2]]
 
 
 def test_flops_match_flop_counter() -> None:

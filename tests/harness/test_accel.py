@@ -45,7 +45,7 @@ def run(enc: torch.nn.Module, budget: BudgetConfig = BUDGET) -> dict:
 
 
 def test_ordered_pool_map_keeps_order_and_tensors() -> None:
-    out = list(ordered_pool_map(lambda x: (x, torch.full((3,), x)), iter(range(12)), processes=2, ahead=3))
+    out = list(ordered_pool_map(lambda x: (x, torch.full((3,), x)), iter(range(12)), processes=2))
     assert [o[0] for o in out] == list(range(12))
     assert all(torch.equal(t, torch.full((3,), i)) for i, t in out)
 
@@ -60,7 +60,7 @@ def _batch(i: int) -> TensorBatch:
 def test_batches_from_worker_processes_equal_in_process_ones() -> None:
     """Collated batches cross the process boundary as numpy arrays (``_Wire``): same values,
     dtypes and shapes, meta included, as collating in the parent."""
-    out = list(ordered_pool_map(_batch, iter(range(6)), processes=2, ahead=2))
+    out = list(ordered_pool_map(_batch, iter(range(6)), processes=2))
     for i, got in enumerate(out):
         want = _batch(i)
         assert got.scored_bytes == i and got.meta["n"] == i

@@ -53,6 +53,24 @@ def test_pack_then_unpack_reproduces_the_cache(tmp_path: Path) -> None:
     assert (root / "big.html").exists()
 
 
+def test_pack_carries_rendered_man_pages(tmp_path: Path) -> None:
+    # man pages are rendered by groff at prepare; the archive carries the text so that the
+    # machine that unpacks it needs no groff
+    src = tmp_path / "src"
+    fake_package(src, "manpages", {"usr/share/man/man1/a.1.gz": b"roff"})
+    page = src / "rendered" / "manpages_1" / "usr/share/man/man1/a.1.gz.txt"
+    page.parent.mkdir(parents=True)
+    page.write_text("NAME\na - b\n")
+    (src / "rendered" / "manpages-dev_1").mkdir()  # another package's text stays out
+    arc = tmp_path / "a.tar.gz"
+    got = pack(suite_reading("manpages"), src, arc)
+    assert got["rendered"] == ["manpages_1"] and got["files"] == 3
+    dst = tmp_path / "dst"
+    assert unpack(arc, dst)["rendered"] == ["manpages_1"]
+    assert (dst / "rendered" / "manpages_1" / "usr/share/man/man1/a.1.gz.txt").read_text() == "NAME\na - b\n"
+    assert not (dst / "rendered" / "manpages-dev_1").exists()
+
+
 def test_unpack_refuses_a_tampered_or_escaping_archive(tmp_path: Path) -> None:
     src = tmp_path / "src"
     fake_package(src, "p", {"f.txt": b"good"})
@@ -77,6 +95,20 @@ def test_unpack_refuses_a_tampered_or_escaping_archive(tmp_path: Path) -> None:
         t.addfile(info, io.BytesIO(b"x"))
     with pytest.raises(ValueError, match="refusing"):
         unpack(esc, tmp_path / "dst")
+    # a manifest naming a rendered directory outside the cache's rendered/ is refused before
+    # anything is installed
+    sneaky = tmp_path / "sneaky.tar.gz"
+    with tarfile.open(sneaky, "w:gz") as t:
+        for m, data in members:
+            if m.name == "MANIFEST.json":
+                man = json.loads(data)
+                man["rendered"] = [".."]
+                data = json.dumps(man).encode()
+                m.size = len(data)
+            t.addfile(m, io.BytesIO(data) if data is not None else None)
+    with pytest.raises(ValueError, match="refusing directory name"):
+        unpack(sneaky, tmp_path / "dst2")
+    assert not (tmp_path / "dst2" / "debian" / "p").exists()
 
 
 def test_pack_names_an_unprepared_package(tmp_path: Path) -> None:

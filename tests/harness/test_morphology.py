@@ -137,6 +137,36 @@ def test_rows_sum_nll_over_word_bytes() -> None:
     assert sum(r.nll_nats for r in rows2 if r.bucket.startswith("seen")) == 19
 
 
+def test_rows_equal_the_per_word_loop_to_the_last_bit() -> None:
+    # rows() sums with np.bincount; the reference adds each word's NLL to its buckets in a loop
+    text = b"walking, walked zebras walk walked zebras walking " * 7
+    a = _fitted([4, 7, 9, 15, 16, 19])
+    nll = np.random.default_rng(0).random(len(text)) * 3.0
+    csum = np.concatenate([[0.0], np.cumsum(nll)])
+    ref: dict[str, list[float]] = {}
+    for bs, be, buckets in a.word_table("en", text):
+        for b in buckets:
+            acc = ref.setdefault(b, [0, 0, 0.0])
+            acc[0] += 1
+            acc[1] += be - bs
+            acc[2] += float(csum[be] - csum[bs])
+    rows = a.rows(Document(id="d", data=text, language="en"), text, nll)
+    assert [(r.bucket, r.n_words, r.n_bytes, r.nll_nats) for r in rows] == [
+        (b, v[0], v[1], v[2]) for b, v in sorted(ref.items())]
+    assert all(type(r.n_words) is int and type(r.nll_nats) is float for r in rows)
+
+
+def test_prepare_in_processes_gives_the_tables_rows_would_compute() -> None:
+    texts = [b"walking, walked zebras", b"zebras walk walking " * 5, b"walked"]
+    docs = [Document(id=f"d{i}", data=t, language="en") for i, t in enumerate(texts)]
+    a, b = _fitted([4, 7, 9, 15, 16, 19]), _fitted([4, 7, 9, 15, 16, 19])
+    a.prepare([(d, d.data) for d in docs], processes=2, chunk=1)  # forked processes fill a's cache
+    assert len(a._state["arrays"]) == 3
+    for d in docs:
+        nll = np.linspace(0.1, 2.0, len(d.data))
+        assert a.rows(d, d.data, nll) == b.rows(d, d.data, nll)
+
+
 def test_rows_skip_words_of_scripts_without_spaces_and_check_lengths() -> None:
     a = _fitted([])
     text = "東京 walked".encode()

@@ -232,7 +232,18 @@ def test_dry_run_then_run_reports_estimated_vs_actual(tmp_path: Path, capsys: py
     assert sp["gemm_bf16_tflops"] is None  # no MFU ceiling on CPU
     tr = sp["train"]["bytes s0"]
     assert tr["bytes_per_s"] > 0 and "mfu" not in tr
-    assert sp["score"]["bytes"]["scored_bytes"] > 0 and sp["score"]["bytes"]["forward_flops"] > 0
+    sc = sp["score"]["bytes"]
+    assert sc["scored_bytes"] > 0 and sc["forward_flops"] > 0 and sc["mb_per_s"] > 0
+    # per mode: scored bytes and windows exact, FLOPs and seconds shares of the packed jobs
+    modes = sc["modes"]
+    assert set(modes) == {"full", "clean_target"}
+    for k in ("scored_bytes", "windows"):
+        assert sum(m[k] for m in modes.values()) == sc[k]
+    for k in ("forward_flops", "seconds"):
+        assert sum(m[k] for m in modes.values()) == pytest.approx(sc[k], rel=1e-9)
+    # a clean_target window scores target_bytes of it, a full-mode window up to the stride
+    assert modes["full"]["scored_bytes"] / modes["full"]["windows"] > (
+        modes["clean_target"]["scored_bytes"] / modes["clean_target"]["windows"])
     stats = run["encoders"]["bytes"]["seeds"]["0"]["train"]
     # causal attention counted at half: less than the full count, by the attention share
     assert 0 < stats["flops_causal_attn_half"] < stats["flops"]

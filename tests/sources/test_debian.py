@@ -73,6 +73,7 @@ def test_language_of_package() -> None:
     assert language_of_package("fortunes-de", "fortunes-") == "de"
     assert language_of_package("fortunes-br", "fortunes-") == "pt"
     assert language_of_package("fortunes", "fortunes-") == "en"
+    assert language_of_package("manpages-dev", "manpages-") == "en"  # English sections 2 and 3
     assert language_of_package("firefox-esr-l10n-hi-in", "firefox-esr-l10n-") == "hi"
     assert language_of_package("firefox-esr-l10n-zh-cn", "firefox-esr-l10n-") == "zh"
 
@@ -196,6 +197,14 @@ def test_manpages_source_renders_utf8_without_hyphenation(ctx: SourceContext) ->
     assert docs[0].language == "de"
     # rendering is cached: a second read does not need groff
     assert list((ctx.cache_dir / "rendered").rglob("ls.1.gz.txt"))
+
+
+def test_manpage_cleaning_drops_table_rules() -> None:
+    # tbl's boxes at the 2000-column render width: the rules go, the cell rows stay
+    rule = "─" * 1990
+    rendered = ("NAME\n       f - g\n\nATTRIBUTES\n       ┌" + rule + "┐\n       │Interface   │ Value   │\n"
+                "       ├" + rule + "┤\n       │f()   │ MT-Safe   │\n       └" + rule + "┘\n")
+    assert clean_rendered_man(rendered) == ["NAME\nf - g", "ATTRIBUTES\n│Interface │ Value │\n│f() │ MT-Safe │"]
 
 
 def test_manpage_paragraph_cleaning_joins_cjk() -> None:

@@ -1,0 +1,448 @@
+"""Design a scaling suite from measured sweep points: fit L(N, D), predict each budget's
+compute-optimal size, check that the ladder brackets it, and predict the H200 wall per budget
+(a planning aid, not a test; its numbers are predictions from earlier measurements).
+
+    python benchmarks/scaling_design.py suites/scaling.yaml [--set KEY=VALUE ...] [--cache DIR]
+        [--results DIR ...] [--times DIR ...]
+
+1. **Points.** Every sweep row of the ``--results`` run directories (results.csv): clean BPB
+   (``full`` mode, the eval set ``--eval-set``) with N = ``params_non_embedding`` and
+   D = ``train_bytes``.
+2. **Law.** Per encoder, L(N, D) = E + A/N^a + B/D^b by least squares in BPB (scipy), in three
+   variants because a few points on three IsoFLOP lines barely separate the N and D terms:
+   ``shared_E`` (one E for all encoders: same text, same irreducible entropy; A, a, B, b per
+   encoder — the headline), ``free`` (E, A, a, B, b per encoder), ``shared_Ea`` (one E and one
+   parameter exponent a: every encoder runs the same backbone ladder) and ``fixed_exp`` (one E,
+   and a = 0.34, b = 0.28, the exponents Hoffmann et al. 2022 fitted for tokens of web text — an
+   outside prior, not a fit to our points). Each variant's parameters come with Jacobian
+   standard errors; where they exceed the value (BPE's a), the points do not determine that term
+   and the optimum it implies is an extrapolation — the variants then disagree, and the design
+   is judged under each.
+3. **Step time.** ms per optimizer step = c0 + c1 · layers per encoder, least squares over the
+   models of the ``--times`` run directories (their run.json: training seconds, first step
+   excluded, over steps). In eager mode with 16-window batches a step of these small models is
+   bound by kernel launches, which grow with depth, not by FLOPs. Predicted wall of a budget =
+   startup and data (measured) + Σ over admissible points (planned steps × the measured ratio of
+   steps run to steps planned × ms/step + first step + per-model set-up, measured) +
+   one BPE fit per command (later rungs reuse the merges in-process) + scoring (measured seconds
+   per model) — for the ``budget.batch_bytes`` of the measured runs only.
+4. **Candidate.** For the suite given, every rung's N and training FLOPs per byte come from the
+   encoders' own accounting on the suite's real training windows (as ``scaling_plan.py``), the
+   grid is planned with the harness's refusal rules, and per budget and encoder the optimum of
+   the fitted law along the IsoFLOP line (D = C / FLOPs-per-byte(N), log-interpolated between
+   rungs) is compared with the admissible rungs: *bracketed* = at least one admissible rung on
+   each side of N_opt.
+
+The law is fitted on the text of the measured runs; a candidate with other text (more of it, other
+sources) is predicted as if the law carried over — it does not exactly (another mix has another E).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from scipy.optimize import least_squares
+
+ROOT = Path(__file__).resolve().parents[1]
+MEASURED = ROOT / "benchmarks" / "results" / "scaling_h200"
+# 1e14 ran at an older commit whose BPE step carried host work since removed (BENCHMARKS.md):
+# only the two budgets run at the current training step time it.
+DEFAULT_RESULTS = [MEASURED / d for d in ("b1e14", "b4e14", "b1.6e15")]
+DEFAULT_TIMES = [MEASURED / d for d in ("b4e14", "b1.6e15")]
+CHINCHILLA_A, CHINCHILLA_B = 0.34, 0.28  # Hoffmann et al. 2022, approach 3 (alpha, beta)
+N0, D0 = 1e6, 1e7  # units of N and D inside the fit (conditioning only)
+
+
+@dataclass(frozen=True)
+class Point:
+    encoder: str  # encoder_name (bytes, bpe)
+    budget: float
+    size: str
+    n: float  # non-embedding parameters
+    d: float  # training bytes read
+    bpb: float
+
+
+def load_points(dirs: Sequence[Path], eval_set: str) -> list[Point]:
+    """Clean full-mode BPB of every sweep model in the run directories' results.csv."""
+    out = []
+    for d in dirs:
+        with open(d / "results.csv", newline="") as f:
+            for r in csv.DictReader(f):
+                if (r.get("flop_budget") and r["perturbation"] == "identity" and r["mode"] == "full"
+                        and r["dataset"] == eval_set):
+                    out.append(Point(r["encoder_name"], float(r["flop_budget"]), r["model_size"],
+                                     float(r["params_non_embedding"]), float(r["train_bytes"]), float(r["bpb"])))
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# L(N, D) = E + A/N^a + B/D^b
+
+
+@dataclass(frozen=True)
+class Law:
+    """One encoder's fitted law; N in parameters, D in bytes, L in bits per byte."""
+
+    e: float
+    log_a_coef: float  # ln A with N in units of N0
+    a: float
+    log_b_coef: float  # ln B with D in units of D0
+    b: float
+
+    def __call__(self, n: np.ndarray | float, d: np.ndarray | float) -> np.ndarray:
+        n, d = np.asarray(n, float), np.asarray(d, float)
+        return (self.e + np.exp(self.log_a_coef - self.a * np.log(n / N0))
+                + np.exp(self.log_b_coef - self.b * np.log(d / D0)))
+
+
+@dataclass
+class LawFit:
+    variant: str
+    laws: dict[str, Law]
+    residuals: dict[str, np.ndarray]
+    n_params: int
+    se: dict[str, dict[str, float]]  # per encoder, per parameter: Jacobian standard error
+
+    def rms(self, enc: str | None = None) -> float:
+        r = np.concatenate(list(self.residuals.values())) if enc is None else self.residuals[enc]
+        return float(np.sqrt(np.mean(r ** 2)))
+
+
+def fit_law(points: Sequence[Point], variant: str) -> LawFit:
+    """Least squares in BPB of E + A/N^a + B/D^b over every encoder's points at once.
+
+    variant ``free``: E, A, a, B, b per encoder; ``shared_E``: one E; ``fixed_exp``: one E and
+    a, b fixed at Hoffmann et al.'s 0.34, 0.28. Started from a grid (the surface has flat
+    directions with so few points); E is bounded to [0, min BPB)."""
+    encs = sorted({p.encoder for p in points})
+    data = {e: np.array([(p.n, p.d, p.bpb) for p in points if p.encoder == e]) for e in encs}
+    shared_e = variant in ("shared_E", "shared_Ea", "fixed_exp")
+    shared_a = variant == "shared_Ea"
+    free_exp = variant in ("free", "shared_E")
+    # per encoder: lnA, a, lnB, b | lnA, lnB, b (a shared) | lnA, lnB (both fixed)
+    per = 4 if free_exp else (3 if shared_a else 2)
+    n_e = (1 if shared_e else len(encs)) + (1 if shared_a else 0)  # leading shared parameters
+    lmin = min(float(v[:, 2].min()) for v in data.values())
+
+    def unpack(x: np.ndarray) -> dict[str, Law]:
+        out = {}
+        for i, e in enumerate(encs):
+            ee = x[0] if shared_e else x[i]
+            q = x[n_e + per * i: n_e + per * (i + 1)]
+            if free_exp:
+                out[e] = Law(ee, q[0], q[1], q[2], q[3])
+            elif shared_a:
+                out[e] = Law(ee, q[0], x[1], q[1], q[2])
+            else:
+                out[e] = Law(ee, q[0], CHINCHILLA_A, q[1], CHINCHILLA_B)
+        return out
+
+    def resid(x: np.ndarray) -> np.ndarray:
+        laws = unpack(x)
+        return np.concatenate([laws[e](v[:, 0], v[:, 1]) - v[:, 2] for e, v in data.items()])
+
+    lead_lo = [0.0] * (n_e - shared_a) + [0.02] * shared_a
+    lead_hi = [lmin - 1e-6] * (n_e - shared_a) + [3.0] * shared_a
+    q_lo = {4: [-20.0, 0.02, -20.0, 0.02], 3: [-20.0, -20.0, 0.02], 2: [-20.0, -20.0]}[per]
+    q_hi = {4: [20.0, 3.0, 20.0, 3.0], 3: [20.0, 20.0, 3.0], 2: [20.0, 20.0]}[per]
+    lo, hi = lead_lo + q_lo * len(encs), lead_hi + q_hi * len(encs)
+    best = None
+    exps = [(CHINCHILLA_A, CHINCHILLA_B)] if per == 2 else [(0.3, 0.3), (0.6, 0.6), (1.0, 0.5), (0.5, 1.0)]
+    for e0 in (0.0, 0.4 * lmin, 0.8 * lmin):
+        for a0, b0 in exps:
+            q = {4: [0.0, a0, 0.0, b0], 3: [0.0, 0.0, b0], 2: [0.0, 0.0]}[per]
+            lead = [e0] * (n_e - shared_a) + [a0] * shared_a
+            x0 = np.clip(np.array(lead + q * len(encs)), np.array(lo) + 1e-9, np.array(hi) - 1e-9)
+            r = least_squares(resid, x0, bounds=(lo, hi))
+            if best is None or r.cost < best.cost:
+                best = r
+    assert best is not None
+    laws = unpack(best.x)
+    res = resid(best.x)
+    k = len(best.x)
+    names = (["E"] if shared_e else [f"E_{e}" for e in encs]) + (["a"] if shared_a else [])
+    names += [f"{p}_{e}" for e in encs for p in {4: ["lnA", "a", "lnB", "b"], 3: ["lnA", "lnB", "b"],
+                                                  2: ["lnA", "lnB"]}[per]]
+    dof = max(1, len(res) - k)
+    try:
+        cov = np.linalg.pinv(best.jac.T @ best.jac) * float(res @ res) / dof
+        se_all = dict(zip(names, np.sqrt(np.clip(np.diag(cov), 0, None))))
+    except np.linalg.LinAlgError:
+        se_all = {n: math.nan for n in names}
+    se = {e: {n.rsplit("_", 1)[0] if n.endswith(f"_{e}") else n: s for n, s in se_all.items()
+              if n.endswith(f"_{e}") or "_" not in n or n == f"E_{e}"} for e in encs}
+    i = 0
+    residuals = {}
+    for e, v in data.items():
+        residuals[e] = res[i: i + len(v)]
+        i += len(v)
+    return LawFit(variant, laws, residuals, k, se)
+
+
+def law_table(fit: LawFit, points: Sequence[Point]) -> str:
+    lines = [f"law variant {fit.variant}: {fit.n_params} parameters on {len(points)} points, "
+             f"rms residual {fit.rms():.3f} bpb"]
+    for e, law in fit.laws.items():
+        s = fit.se[e]
+        a_coef, b_coef = math.exp(law.log_a_coef) * N0 ** law.a, math.exp(law.log_b_coef) * D0 ** law.b
+
+        def pm(key: str, val: float, s: dict[str, float] = s) -> str:
+            return f"{val:.3g}" + (f" ± {s[key]:.2g}" if key in s and math.isfinite(s[key]) else " (fixed)")
+
+        lines.append(f"  {e:<6} E={pm('E', law.e)}  A={a_coef:.3g} a={pm('a', law.a)}  "
+                     f"B={b_coef:.3g} b={pm('b', law.b)}  rms {fit.rms(e):.3f}, max |res| "
+                     f"{np.abs(fit.residuals[e]).max():.3f} bpb")
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------------------------
+# Step time
+
+
+@dataclass
+class TimeModel:
+    """ms per step = c0 + c1·layers per encoder, and the measured fixed costs."""
+
+    coef: dict[str, tuple[float, float]]
+    resid_ms: dict[str, list[float]]
+    rows: dict[str, list[tuple[int, float]]]  # measured (layers, ms/step) per encoder
+    first_step_s: float  # mean first-step seconds (allocation, cuDNN/flash autotune)
+    setup_s: float  # per trained model, outside its training loop (build, FLOPs probe, save)
+    steps_factor: dict[str, float]  # steps the loop ran / steps planned (BPE reads more bytes)
+    score_s_per_model: float
+    fixed_s: float  # process start + data loading per budget command
+    bpe_fit_s: float  # one uncached BPE fit of budget.train_bytes
+    batch_bytes: int
+
+    def ms(self, enc: str, layers: int, floor: bool = False) -> float:
+        """Predicted ms per step; ``floor``: no faster than the fastest measured step of ``enc``
+        (the pessimistic bound for rungs shallower than any measured one)."""
+        c0, c1 = self.coef[enc]
+        v = c0 + c1 * layers
+        return max(v, min(r[1] for r in self.rows[enc])) if floor else v
+
+
+def time_model(dirs: Sequence[Path], fit_dirs: Sequence[Path], wall: dict[str, float]) -> TimeModel:
+    """Fit the step-time model to run.json of ``dirs``; the uncached BPE fit time comes from any
+    run of ``fit_dirs`` that fitted rather than loaded the merges."""
+    rows: dict[str, list[tuple[int, float]]] = {}
+    first, score, fixed, setup, batch = [], [], [], [], set()
+    ratio: dict[str, list[float]] = {}
+    for d in dirs:
+        j = json.loads((d / "run.json").read_text())
+        batch.add(int(j["suite"]["budget"]["batch_bytes"]))
+        n_models, loop_s = 0, 0.0
+        for e in j["encoders"].values():
+            t = e["seeds"]["0"]["train"]
+            ms = 1000 * (t["seconds"] - t["first_step_seconds"]) / max(1, t["steps"] - 1)
+            rows.setdefault(e["name"], []).append((int(e["scaling"]["layers"]), ms))
+            ratio.setdefault(e["name"], []).append(t["steps"] / e["scaling"]["planned_steps"])
+            first.append(t["first_step_seconds"])
+            loop_s += t["seconds"]
+            n_models += 1
+        tm = j["timings"]
+        setup.append((tm["train_seconds"] - loop_s) / max(1, n_models))
+        score.append(tm["score_seconds"] / max(1, n_models))
+        w = wall.get(d.name, tm["total_seconds"])
+        fixed.append(w - tm["total_seconds"] + tm["data_seconds"] + tm["perturb_seconds"])
+    fits = []
+    for d in fit_dirs:
+        j = json.loads((d / "run.json").read_text())
+        for e in j["encoders"].values():
+            f = e["seeds"]["0"]["fit"]
+            if f.get("cached") is False:
+                fits.append(float(f["seconds"]))
+    coef, resid = {}, {}
+    for enc, v in rows.items():
+        x = np.array([r[0] for r in v], float)
+        y = np.array([r[1] for r in v])
+        c1, c0 = np.polyfit(x, y, 1)
+        coef[enc] = (float(c0), float(c1))
+        resid[enc] = [float(r) for r in y - (c0 + c1 * x)]
+    if len(batch) != 1:
+        raise SystemExit(f"--times runs used different batch_bytes {sorted(batch)}")
+    return TimeModel(coef, resid, rows, float(np.mean(first)), float(np.mean(setup)),
+                     {e: float(np.mean(v)) for e, v in ratio.items()}, float(np.mean(score)), float(np.mean(fixed)),
+                     float(np.mean(fits)) if fits else 3.0, batch.pop())
+
+
+# ---------------------------------------------------------------------------------------------
+# A candidate suite
+
+
+def rung_facts(suite: object, cache: Path | None) -> tuple[dict[tuple[str, str], tuple[int, float, float]], int]:
+    """(encoder label, rung) → (N non-embedding, FLOPs/byte half, full) from the encoders' own
+    accounting on the suite's training windows (BPE merges learned on budget.train_bytes, as the
+    GPU run does); and the train part's size in bytes."""
+    import torch
+
+    from encoders.backbone import causal_attention_cost
+    from harness.data import load_data, source_context, training_windows
+    from harness.run import build_encoder
+    from harness.scaling import HEADLINE_ATTENTION, GridPoint, flops_per_byte, point_spec
+    from harness.train import fit_context
+
+    ctx = source_context(suite, cache, lambda s: None)
+    train = load_data(suite, ctx, prepare=False, log=lambda s: None).train
+    cfg, b = suite.scaling, suite.budget
+    probe = list(training_windows(train.docs, 8 * b.batch_bytes, b.context_bytes, suite.seeds[0]))
+    out: dict[tuple[str, str], tuple[int, float, float]] = {}
+    for spec in suite.encoders:
+        for r in cfg.ladder:
+            p = GridPoint(budget=cfg.budgets[0], rung=r, encoder=spec.label, label=f"{spec.label}:{r.name}")
+            enc = build_encoder(point_spec(cfg, spec, p), suite.seeds[0], ctx.base_dir)
+            with torch.no_grad(), causal_attention_cost(HEADLINE_ATTENTION):
+                # BPE learns its merges once per process (encoders.bpe keeps them by data key).
+                enc.fit(fit_context(train.docs, b, torch.device("cpu"), suite.seeds[0],
+                                    sub_bytes_cap=b.batch_bytes, log=lambda s: None))
+                half, full = flops_per_byte(enc, probe)
+            n = sum(x.numel() for x in enc.parameters()) - enc.embedding_parameters()
+            out[(spec.label, r.name)] = (n, half, full)
+    return out, train.n_bytes
+
+
+def optimum(law: Law, budget: float, ns: np.ndarray, fpb: np.ndarray) -> tuple[float, float, float]:
+    """(N_opt, D_opt, L_opt) of ``law`` along the IsoFLOP line D = budget / FLOPs-per-byte(N),
+    FLOPs per byte log-interpolated between rungs and extrapolated by the end slopes (over
+    N from ladder min / 30 to ladder max × 30)."""
+    o = np.argsort(ns)
+    ln, lf = np.log(ns[o]), np.log(fpb[o])
+    g = np.linspace(ln[0] - math.log(30), ln[-1] + math.log(30), 4000)
+    lfg = np.interp(g, ln, lf)
+    s0 = (lf[1] - lf[0]) / (ln[1] - ln[0])
+    s1 = (lf[-1] - lf[-2]) / (ln[-1] - ln[-2])
+    lfg = np.where(g < ln[0], lf[0] + s0 * (g - ln[0]), lfg)
+    lfg = np.where(g > ln[-1], lf[-1] + s1 * (g - ln[-1]), lfg)
+    d = budget / np.exp(lfg)
+    lg = law(np.exp(g), d)
+    i = int(np.argmin(lg))
+    return float(math.exp(g[i])), float(d[i]), float(lg[i])
+
+
+def design(suite_path: str, sets: list[str], cache: Path | None, fits: list[LawFit], tm: TimeModel) -> str:
+    from harness.config import load_suite
+    from harness.scaling import GridPoint, plan_point
+
+    suite = load_suite(suite_path, sets)
+    cfg, b = suite.scaling, suite.budget
+    assert cfg is not None, "not a scaling suite"
+    facts, part = rung_facts(suite, cache)
+    encs = [s.label for s in suite.encoders]
+    names = {s.label: s.name for s in suite.encoders}
+    lines = [f"candidate {suite_path} {' '.join(sets)}".rstrip(),
+             f"  train part {part:,} bytes; max_passes {cfg.max_passes:g} (≤ {cfg.max_passes * part / 1e6:.1f} MB "
+             f"per point); batch {b.batch_bytes:,} bytes; min_steps {cfg.min_steps} "
+             f"(≥ {cfg.min_steps * b.batch_bytes / 1e6:.1f} MB per point)",
+             "  rungs: " + "; ".join(f"{r.name} {r.layers}x{r.dim}" for r in cfg.ladder)]
+    if b.batch_bytes != tm.batch_bytes:
+        lines.append(f"  WARNING: wall predicted from steps timed at batch {tm.batch_bytes:,} bytes, "
+                     f"this suite uses {b.batch_bytes:,}: the step-time model does not apply")
+    for e in encs:
+        lines.append(f"  {names[e]:<6} " + "; ".join(
+            f"{r.name} N={facts[(e, r.name)][0] / 1e6:.3g}M {facts[(e, r.name)][1]:.3g} FLOPs/B" for r in cfg.ladder))
+    lines.append("")
+    lines.append(f"{'budget':>8} {'enc':<6} {'admissible rungs (N in M)':<46} "
+                 + " ".join(f"{'N_opt ' + f.variant:>18}" for f in fits) + "  bracket")
+    total_wall = {}
+    detail: list[str] = []
+    for c in cfg.budgets:
+        # one BPE fit per command: later rungs reuse the merges learned in the same process
+        wall = tm.fixed_s + tm.bpe_fit_s * sum(names[e] == "bpe" for e in encs)
+        wall_hi = wall
+        n_models = 0
+        for e in encs:
+            pts = []
+            for r in cfg.ladder:
+                n, half, full = facts[(e, r.name)]
+                p = GridPoint(budget=c, rung=r, encoder=e, label="")
+                p.params_non_embedding, p.flops_per_byte, p.flops_per_byte_full = n, half, full
+                plan_point(cfg, p, base_lr=b.lr, batch_bytes=b.batch_bytes, train_part_bytes=part)
+                pts.append(p)
+            adm = [p for p in pts if not p.refused]
+            n_models += len(adm)
+            for p in adm:
+                steps = p.steps * tm.steps_factor.get(names[e], 1.0)
+                wall += steps * tm.ms(names[e], p.rung.layers) / 1000 + tm.first_step_s + tm.setup_s
+                wall_hi += steps * tm.ms(names[e], p.rung.layers, floor=True) / 1000 + tm.first_step_s + tm.setup_s
+            ns = np.array([facts[(e, r.name)][0] for r in cfg.ladder], float)
+            fpb = np.array([facts[(e, r.name)][1] for r in cfg.ladder], float)
+            opts, marks = [], []
+            for f in fits:
+                n_opt, d_opt, l_opt = optimum(f.laws[names[e]], c, ns, fpb)
+                lo = sum(p.params_non_embedding < n_opt for p in adm)
+                hi = sum(p.params_non_embedding > n_opt for p in adm)
+                marks.append(f"{lo}|{hi}" + ("" if lo and hi else "!"))
+                opts.append(f"{n_opt / 1e6:6.2f}M {d_opt / 1e6:5.0f}MB{'' if lo and hi else '*':1}")
+            adm_s = " ".join(f"{p.rung.name}:{p.params_non_embedding / 1e6:.2g}" for p in adm) or "-"
+            costs = [(p.rung.name, p.train_bytes / 1e6, p.steps * tm.steps_factor.get(names[e], 1.0)
+                      * tm.ms(names[e], p.rung.layers) / 1000) for p in adm]
+            detail.append(f"  {c:>8.3g} {names[e]:<6} " + "  ".join(
+                f"{r}: {mb:.0f}MB {t:.0f}s" for r, mb, t in costs))
+            lines.append(f"{c:>8.3g} {names[e]:<6} {adm_s:<46} " + " ".join(f"{o:>18}" for o in opts)
+                         + "  " + "/".join(marks))
+        wall += n_models * tm.score_s_per_model
+        wall_hi += n_models * tm.score_s_per_model
+        total_wall[c] = (wall, wall_hi, n_models)
+    lines.append("  (N_opt D_opt per law variant; * = no admissible rung on one side. bracket: admissible rungs "
+                 "below|above N_opt per variant, ! = not bracketed)")
+    lines += ["", "predicted training seconds per admissible point (bytes read, steps x ms/step):"] + detail
+    lines.append("")
+    lines.append("predicted H200 wall per budget command (eager, the step-time model above; 'floored': no step "
+                 "faster than the fastest measured one, the bound for rungs shallower than any measured):")
+    for c, (w, hi, n) in total_wall.items():
+        lines.append(f"  {c:.3g} FLOPs: {n:2d} models  {w:5.0f} s ({w / 60:.1f} min), floored {hi:5.0f} s ({hi / 60:.1f} min)")
+    lines.append(f"  all budgets: {sum(v[0] for v in total_wall.values()):.0f} s, floored "
+                 f"{sum(v[1] for v in total_wall.values()):.0f} s")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("suite", nargs="?", default="suites/scaling.yaml")
+    ap.add_argument("--set", action="append", default=[], help="suite override, as in tokbench run")
+    ap.add_argument("--cache", type=Path, default=None, help="data cache (TOKBENCH_CACHE)")
+    ap.add_argument("--results", type=Path, nargs="+", default=DEFAULT_RESULTS,
+                    help="measured sweep run directories (results.csv) for the law")
+    ap.add_argument("--times", type=Path, nargs="+", default=DEFAULT_TIMES,
+                    help="run directories (run.json) whose training step times the wall model uses")
+    ap.add_argument("--eval-set", default="heldout")
+    ap.add_argument("--wall", action="append", default=["b1e14=252", "b4e14=205", "b1.6e15=224"],
+                    help="DIR_NAME=SECONDS measured wall of a budget command (BENCHMARKS.md)")
+    a = ap.parse_args()
+    points = load_points(a.results, a.eval_set)
+    print(f"{len(points)} measured points from {', '.join(str(d.relative_to(ROOT)) if d.is_relative_to(ROOT) else str(d) for d in a.results)} "
+          f"(clean BPB, full mode, eval set {a.eval_set})")
+    for p in sorted(points, key=lambda p: (p.encoder, p.budget, p.n)):
+        print(f"  {p.encoder:<6} C={p.budget:.3g} {p.size:<4} N={p.n / 1e6:7.3f}M D={p.d / 1e6:6.2f}MB bpb={p.bpb:.4f}")
+    print()
+    fits = [fit_law(points, v) for v in ("shared_E", "free", "shared_Ea", "fixed_exp")]
+    for f in fits:
+        print(law_table(f, points))
+        for e in f.laws:
+            worst = sorted(zip(f.residuals[e], [p for p in points if p.encoder == e]), key=lambda t: -abs(t[0]))[:2]
+            print(f"    {e}: largest residuals " + ", ".join(f"{r:+.3f} at C={p.budget:.3g} {p.size}" for r, p in worst))
+    print()
+    wall = dict(w.split("=", 1) for w in a.wall)
+    tm = time_model(a.times, a.results, {k: float(v) for k, v in wall.items()})
+    print(f"step-time model (batch {tm.batch_bytes:,} bytes, eager), from {', '.join(d.name for d in a.times)}:")
+    for e, (c0, c1) in tm.coef.items():
+        r = tm.resid_ms[e]
+        print(f"  {e:<6} ms/step = {c0:.1f} + {c1:.2f} x layers   ({len(r)} models, residuals "
+              f"{min(r):+.1f} .. {max(r):+.1f} ms)")
+    print("  steps run / steps planned: " + ", ".join(f"{e} {v:.3f}" for e, v in tm.steps_factor.items()))
+    print(f"  first step {tm.first_step_s:.2f} s and set-up {tm.setup_s:.2f} s per model; scoring {tm.score_s_per_model:.2f} s per model; "
+          f"start-up + data {tm.fixed_s:.1f} s per command; BPE fit {tm.bpe_fit_s:.1f} s (uncached)")
+    print()
+    print(design(a.suite, a.set, a.cache, fits, tm))
+
+
+if __name__ == "__main__":
+    main()
