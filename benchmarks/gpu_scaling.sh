@@ -10,15 +10,7 @@
 # archive, unpacked into /tmp/tokbench-cache — and wheels of missing packages in $GPU_DIR/wheels.
 # Merge the pieces anywhere with
 #   tokbench report b1e14 b2e14 ... --out scaling-report
-set -o pipefail
-OUT=${OUT:-/tmp/tokbench-gpu-out}
-mkdir -p "$OUT"
-ROOT=$(cd "$(dirname "$0")/.." && pwd)
-GPU_DIR=${GPU_DIR:-$ROOT/../.gpu}
-if ls "$GPU_DIR"/wheels/*.whl >/dev/null 2>&1; then
-  python3 -m pip install -q --no-deps --no-index "$GPU_DIR"/wheels/*.whl 2>&1 | tail -2
-fi
-export PYTHONPATH=$ROOT PYTHONUNBUFFERED=1
+source "$(dirname "$0")/gpu_common.sh"
 if [ -z "$TOKBENCH_CACHE" ] && [ -f "$GPU_DIR/scaling-data.tar.gz" ]; then
   export TOKBENCH_CACHE=/tmp/tokbench-cache  # unpack checks every file and replaces dirs whole: ~2 s
   python3 -m harness.cli data unpack "$GPU_DIR/scaling-data.tar.gz" || exit 2
@@ -31,9 +23,7 @@ while [ $# -gt 0 ]; do
   BUDGETS+=("$1"); shift
 done
 START=$(date +%s); TOTAL=${TOTAL_S:-560}; MIN_LEFT=${MIN_LEFT_S:-60}
-{ date -u; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader;
-  python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__, 'cuda', torch.version.cuda)"; } \
-  2>&1 | tee "$OUT/env.log"
+gpu_env_log
 for B in "${BUDGETS[@]}"; do
   left=$(( TOTAL - ($(date +%s) - START) ))
   if [ "$left" -lt "$MIN_LEFT" ]; then echo "budget $B not started: ${left}s left" | tee -a "$OUT/env.log"; continue; fi

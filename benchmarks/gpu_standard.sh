@@ -6,21 +6,12 @@
 #
 # Expects (docs/gpu.md): the data cache unpacked at $TOKBENCH_CACHE (default ../.gpu/cache) and
 # wheels of missing packages in ../.gpu/wheels. Writes $OUT/{dry_run.log,run.log,run.json,results.csv}.
-set -o pipefail
-OUT=${OUT:-/tmp/tokbench-gpu-out}
-mkdir -p "$OUT"
-ROOT=$(cd "$(dirname "$0")/.." && pwd)
-GPU_DIR=${GPU_DIR:-$ROOT/../.gpu}
-if ls "$GPU_DIR"/wheels/*.whl >/dev/null 2>&1; then
-  python3 -m pip install -q --no-deps --no-index "$GPU_DIR"/wheels/*.whl 2>&1 | tail -2
-fi
-export PYTHONPATH=$ROOT TOKBENCH_CACHE=${TOKBENCH_CACHE:-$GPU_DIR/cache} PYTHONUNBUFFERED=1
+source "$(dirname "$0")/gpu_common.sh"
+export TOKBENCH_CACHE=${TOKBENCH_CACHE:-$GPU_DIR/cache}
 cd "$ROOT"
 RUN=${RUN_DIR:-/tmp/tokbench-standard-s0}
 rm -rf "$RUN"
-{ date -u; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader;
-  python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__, 'cuda', torch.version.cuda)"; } \
-  2>&1 | tee "$OUT/env.log"
+gpu_env_log
 SETS=(--set "seeds=[0]")
 for s in "$@"; do SETS+=(--set "$s"); done
 [ -n "$SKIP_DRY" ] || timeout ${DRY_TIMEOUT:-300} python3 -m harness.cli run standard "${SETS[@]}" --device cuda --no-prepare --dry-run --out "$RUN" 2>&1 | tee "$OUT/dry_run.log"

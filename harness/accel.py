@@ -188,41 +188,34 @@ class _Wire:
         self.array = array
 
 
-def _to_wire(obj: Any) -> Any:
-    """``obj`` with every CPU tensor inside lists, tuples, dicts and dataclasses made a _Wire."""
+def _map_tensors(obj: Any, leaf: Callable[[Any], Any], kind: type | tuple[type, ...]) -> Any:
+    """``obj`` with every ``kind`` instance inside lists, tuples, dicts and dataclasses (the
+    latter updated in place) replaced by ``leaf(it)``."""
     import dataclasses
 
-    if isinstance(obj, torch.Tensor):
-        # numpy has no bfloat16: such a tensor keeps torch's shared-memory reduction
-        return obj if obj.dtype == torch.bfloat16 else _Wire(obj.numpy())
+    if isinstance(obj, kind):
+        return leaf(obj)
     if isinstance(obj, list):
-        return [_to_wire(x) for x in obj]
+        return [_map_tensors(x, leaf, kind) for x in obj]
     if isinstance(obj, tuple):
-        return tuple(_to_wire(x) for x in obj)
+        return tuple(_map_tensors(x, leaf, kind) for x in obj)
     if isinstance(obj, dict):
-        return {k: _to_wire(v) for k, v in obj.items()}
+        return {k: _map_tensors(v, leaf, kind) for k, v in obj.items()}
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
         for f in dataclasses.fields(obj):
-            object.__setattr__(obj, f.name, _to_wire(getattr(obj, f.name)))
+            object.__setattr__(obj, f.name, _map_tensors(getattr(obj, f.name), leaf, kind))
     return obj
+
+
+def _to_wire(obj: Any) -> Any:
+    """``obj`` with every CPU tensor made a _Wire; numpy has no bfloat16, so such a tensor
+    keeps torch's shared-memory reduction."""
+    return _map_tensors(obj, lambda t: t if t.dtype == torch.bfloat16 else _Wire(t.numpy()), torch.Tensor)
 
 
 def _from_wire(obj: Any) -> Any:
     """Inverse of ``_to_wire``: tensors sharing the unpickled arrays' memory (no copy)."""
-    import dataclasses
-
-    if isinstance(obj, _Wire):
-        return torch.from_numpy(obj.array)
-    if isinstance(obj, list):
-        return [_from_wire(x) for x in obj]
-    if isinstance(obj, tuple):
-        return tuple(_from_wire(x) for x in obj)
-    if isinstance(obj, dict):
-        return {k: _from_wire(v) for k, v in obj.items()}
-    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        for f in dataclasses.fields(obj):
-            object.__setattr__(obj, f.name, _from_wire(getattr(obj, f.name)))
-    return obj
+    return _map_tensors(obj, lambda w: torch.from_numpy(w.array), _Wire)
 
 
 def die_with_parent(parent: int) -> None:

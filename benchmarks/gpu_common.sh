@@ -1,0 +1,17 @@
+# Sourced by the benchmarks/gpu_*.sh scripts: the output folder, the repo root, the carried
+# `.gpu` folder (wheels the GPU image lacks are installed from it), and $OUT/env.log with the
+# date, GPU, driver and torch/triton/CUDA versions that every BENCHMARKS.md entry names.
+set -o pipefail
+OUT=${OUT:-/tmp/tokbench-gpu-out}
+mkdir -p "$OUT"
+ROOT=$(cd "$(dirname "${BASH_SOURCE[1]}")/.." && pwd)
+GPU_DIR=${GPU_DIR:-$ROOT/../.gpu}
+if ls "$GPU_DIR"/wheels/*.whl >/dev/null 2>&1; then
+  python3 -m pip install -q --no-deps --no-index "$GPU_DIR"/wheels/*.whl 2>&1 | tail -2
+fi
+export PYTHONPATH=$ROOT PYTHONUNBUFFERED=1
+gpu_env_log() {
+  { date -u; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader;
+    python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__, 'cuda', torch.version.cuda)"; } \
+    2>&1 | tee "$OUT/env.log"
+}
