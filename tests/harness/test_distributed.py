@@ -256,6 +256,9 @@ def _dp_worker(rank: int, tmp: Path) -> None:
                               micro_batch_bytes=128)
         torch.save({"state": state, "stats": {k: stats[k] for k in ("bytes", "steps", "flops", "final_loss_bpb")}},
                    tmp / f"rank{rank}.pt")
+        # both ranks reach the teardown together, as harness.distributed does: a rank that tears
+        # gloo down while its peer is still in a collective can abort the process (seen once in CI)
+        tdist.barrier()
     finally:
         tdist.destroy_process_group()
 
