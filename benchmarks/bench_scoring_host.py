@@ -48,7 +48,7 @@ from harness.cli import find_suite
 from harness.config import load_suite
 from harness.data import load_data
 from harness.results import RunDir
-from harness.run import EvalSet, Runner, RunOptions
+from harness.run import Runner, RunOptions
 
 # Tiny models: the forward is cheap, so host costs dominate (the suite's data and cells stay).
 TINY = ["backbone.layers=1", "backbone.dim=32", "backbone.heads=2", "budget.train_bytes=40000",
@@ -123,11 +123,7 @@ def main() -> None:
                                  report=False, log=lambda s: None))
     t0 = time.perf_counter()
     data = load_data(suite, r.ctx, prepare=False, log=lambda s: None)
-    r.data_facts.update(data.facts)
-    r.train_part = data.train
-    languages = {d.language for e in data.evals for d in e.docs if d.language is not None}
-    perts = r.perturbation_instances(data.train, languages)
-    evals = [EvalSet.of(e) for e in data.evals]
+    perts, evals = r.scoring_inputs(data)
     seed = suite.seeds[0]
     print(f"data + perturbation fits {time.perf_counter() - t0:.1f} s")
     t0 = time.perf_counter()

@@ -30,7 +30,7 @@ from core.metrics import bpb
 from harness.cli import find_suite
 from harness.config import load_suite
 from harness.data import load_data
-from harness.run import CLEAN, EvalSet, Runner, RunOptions
+from harness.run import CLEAN, Runner, RunOptions
 from harness.score import score_items
 
 BOUND = 2e-4  # issue 16: bf16 scoring within this of fp32, per cell
@@ -62,11 +62,7 @@ def main() -> None:
 
     r.rd.load_model = cached_only  # type: ignore[method-assign]
     data = load_data(suite, r.ctx, prepare=False, limit=args.max_docs, log=lambda s: None)
-    r.data_facts.update(data.facts)
-    r.train_part = data.train
-    languages = {d.language for e in data.evals for d in e.docs if d.language is not None}
-    perts = r.perturbation_instances(data.train, languages)
-    evals = [EvalSet.of(e) for e in data.evals]
+    perts, evals = r.scoring_inputs(data)
     seed = suite.seeds[0]
     cells = [(p, m) for p in [CLEAN, *suite.perturbations] for m in suite.eval.modes]
     models = {}  # as Runner.train_models, without writing the run's run.json

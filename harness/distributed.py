@@ -279,10 +279,8 @@ class DistRunner(Runner):
         mine = sorted(f"{label} s{seed}" for (seed, label), r in owner.items() if r == ctx.rank)
         self.log(f"[dist] rank {ctx.rank}/{ctx.world} ({ctx.backend}, "
                  f"{'data_parallel' if self.dp else 'models across ranks'}): scores {', '.join(mine) or 'nothing'}")
-        languages = {d.language for e in data.evals for d in e.docs if d.language is not None}
-        perts = self.perturbation_instances(data.train, languages)
+        perts, evals = self.scoring_inputs(data)
         self.try_perturbations(perts, data.evals)
-        evals = [EvalSet.of(e) for e in data.evals]
         metas: dict[tuple[int, str], dict[str, Any]] = {}
         mc: dict[tuple[int, str], bool] = {}  # Monte Carlo scores (MDM): their cell keys differ
         t_train = t_score = 0.0

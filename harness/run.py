@@ -307,6 +307,15 @@ class Runner:
         return enc, meta
 
     # -- perturbations ------------------------------------------------------------------------
+    def scoring_inputs(self, data: Any) -> tuple[Instances, list[EvalSet]]:
+        """Record loaded ``data`` on the runner (its facts; the train part, which perturbation
+        fits and compressor baselines read) and build what scoring takes: the perturbations
+        fitted for the eval sets' languages, and the eval sets."""
+        self.data_facts.update(data.facts)
+        self.train_part = data.train
+        languages = {d.language for e in data.evals for d in e.docs if d.language is not None}
+        return self.perturbation_instances(data.train, languages), [EvalSet.of(e) for e in data.evals]
+
     def perturbation_instances(self, train: DataPart, languages: set[str]) -> Instances:
         """The instances the loader built (one per perturbation id and severity), fitted, and
         their variants for every document language of the eval sets. ``fit`` runs once per id on
@@ -404,12 +413,10 @@ class Runner:
         self.gemm_tflops = gemm_tflops(self.device)  # the MFU ceiling, measured in this process
         self.rd.root.mkdir(parents=True, exist_ok=True)
         atomic_write_json(self.rd.root / "run.json", self.run_json("running"))
-        languages = {d.language for e in data.evals for d in e.docs if d.language is not None}
         t0 = time.perf_counter()
-        perts = self.perturbation_instances(data.train, languages)
+        perts, evals = self.scoring_inputs(data)
         self.try_perturbations(perts, data.evals)
         self.timings["perturb_fit_seconds"] = time.perf_counter() - t0
-        evals = [EvalSet.of(e) for e in data.evals]
         cell_keys: list[str] = []
         t_train = t_score = 0.0
         self.timings["perturb_seconds"] = 0.0
