@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 import random
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -210,13 +210,23 @@ def window_context_lengths(data: bytes, context: int) -> np.ndarray:
     return ctx
 
 
-def probe_markov(name: str, device: torch.device, train_bytes: int = 250_000, seed: int = 0) -> ProbeResult:
+def markov_trained(make_encoder: Callable[[], Encoder], device: torch.device, train_bytes: int,
+                   seed: int) -> tuple[MarkovSource, list[bytes], Encoder]:
+    """The Markov probes' shared set-up: the source for ``seed``, 40 training documents of 8192
+    bytes and 5 eval documents of 4096 bytes drawn from it, and the encoder ``make_encoder``
+    builds, fitted and trained on ``train_bytes`` of the training documents.
+    Returns (source, eval documents, trained encoder)."""
     src = MarkovSource.make(seed)
     rng = np.random.default_rng(seed + 1)
     docs = [src.sample(8192, rng) for _ in range(40)]
     evals = [src.sample(4096, rng) for _ in range(5)]
-    enc = tiny_encoder(name, seed)
+    enc = make_encoder()
     fit_and_train(enc, docs, train_bytes, device)
+    return src, evals, enc
+
+
+def probe_markov(name: str, device: torch.device, train_bytes: int = 250_000, seed: int = 0) -> ProbeResult:
+    src, evals, enc = markov_trained(lambda: tiny_encoder(name, seed), device, train_bytes, seed)
     context = TINY_BUDGET.context_bytes
     bpb, model_nll = score_bpb(enc, evals, device, context)
     oracle = np.concatenate([src.oracle_nll(d, window_context_lengths(d, context)) for d in evals])
@@ -282,4 +292,4 @@ def run_sanity(encoders: Sequence[str] | None = None, device: str = "auto", quic
     return not bad
 
 
-__all__ = ["MarkovSource", "ProbeResult", "probe_causality", "probe_markov", "probe_random_bytes", "run_sanity"]
+__all__ = ["MarkovSource", "ProbeResult", "markov_trained", "probe_causality", "probe_markov", "probe_random_bytes", "run_sanity"]

@@ -30,10 +30,9 @@ from harness import plugins
 from harness.sanity import (
     TINY_BACKBONE,
     TINY_BUDGET,
-    MarkovSource,
     ProbeResult,
     briefly_trained,
-    fit_and_train,
+    markov_trained,
     window_context_lengths,
 )
 from harness.score import plan_full, score_items
@@ -119,12 +118,7 @@ def probe_mdm_entropy(name: str, device: torch.device, train_bytes: int = 250_00
     """Known-entropy probe under MDM: NELBO bpb ≥ source entropy − 3·SE. The SE is over windows
     (each window's NELBO minus its oracle NLL is one draw: it carries both the text's and the
     Monte Carlo variance)."""
-    src = MarkovSource.make(seed)
-    rng = np.random.default_rng(seed + 1)
-    docs = [src.sample(8192, rng) for _ in range(40)]
-    evals = [src.sample(4096, rng) for _ in range(5)]
-    enc = tiny_mdm_encoder(name, seed)
-    fit_and_train(enc, docs, train_bytes, device)
+    src, evals, enc = markov_trained(lambda: tiny_mdm_encoder(name, seed), device, train_bytes, seed)
     context = TINY_BUDGET.context_bytes
     items = [plan_full(d, context, context // 2) for d in evals]
     scores = score_items(enc, items, device, mc_samples=mc_samples)
