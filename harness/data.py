@@ -15,8 +15,9 @@ import functools
 import hashlib
 import json
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from itertools import islice
 from pathlib import Path
 from typing import Any
 
@@ -354,3 +355,10 @@ def training_windows(docs: Sequence[Document], n_bytes: int, context: int, seed:
         epoch += 1
         if epoch > 10_000:
             raise ValueError("training data too small for the byte budget")
+
+
+def batched(items: Iterable[Any], size: int) -> Iterator[list[Any]]:
+    """Consecutive lists of ``size`` items (the last may be shorter): training steps of windows."""
+    it = iter(items)
+    while chunk := list(islice(it, size)):
+        yield chunk

@@ -21,11 +21,7 @@ from typing import Any
 
 from encoders.base import Encoder, TensorBatch
 from harness.accel import ordered_pool_map
-
-
-def _chunks(it: Iterator[Any], size: int) -> Iterator[list[Any]]:
-    while chunk := list(islice(it, size)):
-        yield chunk
+from harness.data import batched
 
 
 def pretokenized_batches(encoder: Encoder, windows: Iterable[bytes], per_step: int, micro: int, skip: int,
@@ -41,11 +37,11 @@ def pretokenized_batches(encoder: Encoder, windows: Iterable[bytes], per_step: i
         return encoder.tokenize_windows([w for step in block for w in step]), [len(s) for s in block]
 
     def feed() -> Iterator[list[TensorBatch]]:
-        steps = _chunks(iter(windows), per_step)
+        steps = batched(windows, per_step)
         for _ in islice(steps, skip):  # consumed by the interrupted run
             pass
         # closed with this generator (early stop), in the thread that runs it: the workers end there
-        with closing(ordered_pool_map(tokenize, _chunks(steps, steps_per_task), processes)) as blocks:
+        with closing(ordered_pool_map(tokenize, batched(steps, steps_per_task), processes)) as blocks:
             for tokens, sizes in blocks:
                 lo = 0
                 for n in sizes:

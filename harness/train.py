@@ -16,9 +16,8 @@ import os
 import resource
 import sys
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from itertools import islice
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +36,7 @@ from harness.accel import (
     pin,
     want_compile,
 )
-from harness.data import training_windows
+from harness.data import batched, training_windows
 from harness.permutation import WindowPermuter
 from harness.pretokenize import pretokenized_batches
 from harness.suite import BudgetConfig
@@ -102,12 +101,6 @@ class Checkpointer:
         from harness.cache import write_sealed_torch
 
         write_sealed_torch(self.path, state)
-
-
-def batched(it: Iterable[bytes], size: int) -> Iterator[list[bytes]]:
-    it = iter(it)
-    while chunk := list(islice(it, size)):
-        yield chunk
 
 
 def peak_memory(device: torch.device) -> int:
