@@ -122,9 +122,10 @@ def probe_mdm_entropy(name: str, device: torch.device, train_bytes: int = 250_00
     context = TINY_BUDGET.context_bytes
     items = [plan_full(d, context, context // 2) for d in evals]
     scores = score_items(enc, items, device, mc_samples=mc_samples)
-    diffs, nll, n = [], 0.0, 0
+    diffs, nll, oracle_nll, n = [], 0.0, 0.0, 0
     for d, it, sc in zip(evals, items, scores):
         oracle = src.oracle_nll(d, window_context_lengths(d, context))
+        oracle_nll += float(oracle.sum())
         k = 0
         for w in it.windows:
             m = w.end - w.score_start
@@ -132,7 +133,7 @@ def probe_mdm_entropy(name: str, device: torch.device, train_bytes: int = 250_00
             k += m
         nll += sc.nll
         n += len(d)
-    oracle_bpb = sum(float(src.oracle_nll(d, window_context_lengths(d, context)).sum()) for d in evals) / (LN2 * n)
+    oracle_bpb = oracle_nll / (LN2 * n)
     bpb = nll / (LN2 * n)
     dd = np.asarray(diffs)
     se = float(dd.std(ddof=1) * math.sqrt(dd.size) / (LN2 * n))
