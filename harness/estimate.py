@@ -487,8 +487,7 @@ def _perturb_time(runner: Runner, train: Any, evals: list[Any], stride: int) -> 
     per eval set, perturbation and mode, scaled to all documents, divided by the processes
     ``perturb_many`` uses; plus fitting the perturbations once. Returns (total, fitting)."""
     t0 = time.perf_counter()
-    languages = {d.language for e in evals for d in e.docs if d.language is not None}
-    perts = runner.perturbation_instances(train, languages)
+    perts = runner.perturbation_instances(train, evals)
     fit_s = time.perf_counter() - t0
     specs = [CLEAN, *runner.suite.perturbations]
     total = 0.0

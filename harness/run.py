@@ -14,7 +14,7 @@ import math
 import sys
 import time
 from collections import Counter, defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -313,13 +313,13 @@ class Runner:
         fitted for the eval sets' languages, and the eval sets."""
         self.data_facts.update(data.facts)
         self.train_part = data.train
-        languages = {d.language for e in data.evals for d in e.docs if d.language is not None}
-        return self.perturbation_instances(data.train, languages), [EvalSet.of(e) for e in data.evals]
+        return self.perturbation_instances(data.train, data.evals), [EvalSet.of(e) for e in data.evals]
 
-    def perturbation_instances(self, train: DataPart, languages: set[str]) -> Instances:
+    def perturbation_instances(self, train: DataPart, evals: Sequence[DataPart]) -> Instances:
         """The instances the loader built (one per perturbation id and severity), fitted, and
-        their variants for every document language of the eval sets. ``fit`` runs once per id on
-        the training text; the other severities share what it learned."""
+        their variants for every document language of the eval sets ``evals``. ``fit`` runs once
+        per id on the training text; the other severities share what it learned."""
+        languages = {d.language for e in evals for d in e.docs if d.language is not None}
         out: Instances = {}
         fitted: dict[str, Perturbation] = {}
         texts: list[str] | None = None
