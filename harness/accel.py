@@ -364,13 +364,17 @@ def ordered_pool_map(fn: Callable[[Any], Any], items: Iterator[Any], processes: 
             proc.close()
 
 
+def usable_cpus() -> int:
+    """CPUs this process may run on (its affinity mask where the OS has one)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
 def collate_processes(device: torch.device) -> int:
     """Worker processes for training-batch collation: on CUDA up to 8 (half the CPUs), so
     tokenization keeps up with the GPU; on CPU none (the CPU is busy training)."""
     if device.type != "cuda":
         return 0
-    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    return min(8, cpus // 2)
+    return min(8, usable_cpus() // 2)
 
 
 def pin(batch: Any) -> Any:

@@ -28,7 +28,7 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from harness.accel import die_with_parent
+from harness.accel import die_with_parent, usable_cpus
 from harness.results import atomic_write_bytes, stable_hash
 
 # A plan row: (perturbed text — whole document for mode full, prefix for clean_target —,
@@ -108,7 +108,7 @@ def perturb_many(tasks: Sequence[Any], work: Callable[[Any], list[CachedRow]], p
     the CPUs this process may use, at most one per task). Falls back to this process where fork
     is unavailable or only one process would run. ``work`` must be deterministic per task."""
     global _WORK
-    n = processes if processes is not None else len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    n = processes if processes is not None else usable_cpus()
     n = max(1, min(n, len(tasks)))
     if n == 1 or "fork" not in multiprocessing.get_all_start_methods():
         return [work(t) for t in tasks]

@@ -57,7 +57,7 @@ import numpy as np
 import torch
 
 from encoders.base import Encoder
-from harness.accel import die_with_parent, want_compile
+from harness.accel import die_with_parent, usable_cpus, want_compile
 from harness.data import load_data, rolling_windows, training_windows
 from harness.results import RunDir, atomic_write_json
 from harness.run import CLEAN, ESTIMATE_FILE, EvalSet, Runner, RunOptions, TrainedModel
@@ -498,8 +498,7 @@ def _perturb_time(runner: Runner, train: Any, evals: list[Any], stride: int) -> 
                 t1 = time.perf_counter()
                 runner.plan_rows(sample, pspec, perts.get((pspec.id, pspec.severity)), runner.suite.seeds[0], mode)
                 total += (time.perf_counter() - t1) * len(ep.docs) / max(1, len(sample.part.docs))
-    procs = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    return fit_s + total / max(1, min(procs, len(specs) * len(runner.suite.eval.modes))), fit_s
+    return fit_s + total / max(1, min(usable_cpus(), len(specs) * len(runner.suite.eval.modes))), fit_s
 
 
 @contextlib.contextmanager
