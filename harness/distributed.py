@@ -32,7 +32,7 @@ from encoders.base import config_to_dict
 from harness.accel import gemm_tflops
 from harness.data import DataPart, load_data, training_windows
 from harness.run import CLEAN, EvalSet, Runner, RunOptions, TrainedModel, build_encoder
-from harness.suite import EncoderSpec, Suite
+from harness.suite import Suite
 
 # Set in every process the launcher starts (and by ``init`` for a bare torchrun): NVLink
 # multicast (NVLS / symmetric-memory multicast) is off on the lent machines (device KINDS.md).
@@ -333,20 +333,12 @@ class DistRunner(Runner):
         same files)."""
         return super().baseline_cells() if self.dist.rank == 0 else []
 
-    def order(self) -> list[EncoderSpec]:
-        """The encoders in the order a one-process run trains them (``Runner.train_models``)."""
-        order = list(self.suite.encoders)
-        if self.budget.match == "flops":
-            ref = self.budget.flops_reference or order[0].label
-            order.sort(key=lambda s: s.label != ref)
-        return order
-
     def train_share(self, seed: int, train: DataPart, owner: dict[tuple[int, str], int]) -> dict[str, TrainedModel]:
         """This rank's models of one seed (all of them, trained together, under data_parallel).
         Under ``match: flops`` the reference's owner trains it first and broadcasts its FLOPs."""
         models: dict[str, TrainedModel] = {}
         flops_target = None
-        for i, spec in enumerate(self.order()):
+        for i, spec in enumerate(self.training_order()):
             src = owner[(seed, spec.label)]
             if self.dp is not None or src == self.dist.rank:
                 enc, meta = self.get_model(spec, seed, train, flops_target)
@@ -365,7 +357,7 @@ class DistRunner(Runner):
         the encoders' run.json facts in one-process order."""
         keys: list[str] = []
         for seed in self.suite.seeds:
-            order = self.order()
+            order = self.training_order()
             for spec in order:
                 meta = metas[(seed, spec.label)]
                 facts = self.encoder_facts.setdefault(spec.label, {

@@ -128,10 +128,7 @@ def dry_run(suite: Suite, opts: RunOptions, emit: Callable[[str], None] | None =
     fit_s = train_s = compile_s = score_s = score_compile_s = 0.0
     measuring: dict[str, float] = {}
     tokenizers: dict[str, Any] = {}
-    order = list(suite.encoders)
-    if b.match == "flops":  # the run trains the reference first
-        ref = b.flops_reference or order[0].label
-        order.sort(key=lambda s: s.label != ref)
+    order = runner.training_order()  # the run's order: compiled code one model leaves, the next reuses
     with _private_compile_caches(compile_on):
         for spec in order:
             t_model = time.perf_counter()

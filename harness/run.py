@@ -503,6 +503,15 @@ class Runner:
             score[label] = {**rates({k: v for k, v in st.items() if k != "groups"}), "modes": modes}
         return {"gemm_bf16_tflops": self.gemm_tflops, "train": train, "score": score}
 
+    def training_order(self) -> list[EncoderSpec]:
+        """The suite's encoders in the order they are trained: under ``match: flops`` the
+        reference first (its total FLOPs are the others' budget), else as listed."""
+        order = list(self.suite.encoders)
+        if self.budget.match == "flops":
+            ref = self.budget.flops_reference or order[0].label
+            order.sort(key=lambda s: s.label != ref)
+        return order
+
     def train_models(self, seed: int, train: DataPart) -> dict[str, TrainedModel]:
         """Train (or load) every encoder for one seed, {label: model}. Under ``match: flops`` the
         reference encoder goes first and its total FLOPs are every other encoder's budget."""
@@ -512,11 +521,7 @@ class Runner:
             return {label: TrainedModel(*m) for label, m in train_sweep(self, seed, train).items()}
         models: dict[str, TrainedModel] = {}
         flops_target = None
-        order = list(self.suite.encoders)
-        if self.budget.match == "flops":
-            ref = self.budget.flops_reference or order[0].label
-            order.sort(key=lambda s: s.label != ref)
-        for spec in order:
+        for spec in self.training_order():
             enc, meta = self.get_model(spec, seed, train, flops_target)
             if self.budget.match == "flops" and flops_target is None:
                 flops_target = float(meta["total_flops"])
