@@ -28,7 +28,6 @@ import torch
 import torch.distributed as tdist
 from torch import nn
 
-from encoders.base import config_to_dict
 from harness.accel import gemm_tflops
 from harness.data import DataPart, load_data, training_windows
 from harness.run import CLEAN, EvalSet, Runner, RunOptions, TrainedModel, build_encoder
@@ -359,14 +358,7 @@ class DistRunner(Runner):
         for seed in self.suite.seeds:
             order = self.training_order()
             for spec in order:
-                meta = metas[(seed, spec.label)]
-                facts = self.encoder_facts.setdefault(spec.label, {
-                    "name": spec.name, "config": config_to_dict(spec.config),
-                    "backbone": config_to_dict(spec.backbone), "seeds": {}})
-                facts["seeds"][str(seed)] = meta
-                for k in ("params_total", "params_embedding", "params_non_embedding",
-                          "flops_per_byte_train", "flops_per_byte_infer", "describe"):
-                    facts[k] = meta[k]
+                self.record_encoder_facts(spec.label, spec, seed, metas[(seed, spec.label)])
             for es in evals:
                 fp = es.part.fingerprint
                 cells = [(pspec, mode) for pspec in [CLEAN, *self.suite.perturbations] for mode in self.suite.eval.modes]

@@ -512,6 +512,17 @@ class Runner:
             order.sort(key=lambda s: s.label != ref)
         return order
 
+    def record_encoder_facts(self, label: str, spec: EncoderSpec, seed: int, meta: dict[str, Any],
+                             extra: tuple[str, ...] = ()) -> None:
+        """Put a trained model's ``meta`` into run.json's ``encoders[label]``: under its seed,
+        and its size and FLOP facts (and the ``extra`` keys of ``meta``) at the top."""
+        facts = self.encoder_facts.setdefault(label, {"name": spec.name, "config": config_to_dict(spec.config),
+                                                      "backbone": config_to_dict(spec.backbone), "seeds": {}})
+        facts["seeds"][str(seed)] = meta
+        for k in ("params_total", "params_embedding", "params_non_embedding", "flops_per_byte_train",
+                  "flops_per_byte_infer", "describe", *extra):
+            facts[k] = meta[k]
+
     def train_models(self, seed: int, train: DataPart) -> dict[str, TrainedModel]:
         """Train (or load) every encoder for one seed, {label: model}. Under ``match: flops`` the
         reference encoder goes first and its total FLOPs are every other encoder's budget."""
@@ -526,12 +537,7 @@ class Runner:
             if self.budget.match == "flops" and flops_target is None:
                 flops_target = float(meta["total_flops"])
             models[spec.label] = TrainedModel(enc, meta, spec)
-            facts = self.encoder_facts.setdefault(spec.label, {"name": spec.name, "config": config_to_dict(spec.config),
-                                                               "backbone": config_to_dict(spec.backbone), "seeds": {}})
-            facts["seeds"][str(seed)] = meta
-            for k in ("params_total", "params_embedding", "params_non_embedding", "flops_per_byte_train",
-                      "flops_per_byte_infer", "describe"):
-                facts[k] = meta[k]
+            self.record_encoder_facts(spec.label, spec, seed, meta)
             # run.json as the models finish: a killed run still shows what was trained, how fast
             atomic_write_json(self.rd.root / "run.json", self.run_json("running"))
         return models

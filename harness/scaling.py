@@ -275,7 +275,6 @@ def train_sweep(runner: Any, seed: int, train: Any) -> dict[str, tuple[Any, dict
     import torch
 
     from encoders.backbone import causal_attention_cost
-    from encoders.base import config_to_dict
     from harness.data import training_windows
     from harness.results import atomic_torch_save, atomic_write_json
     from harness.train import Checkpointer, fit_context, train_encoder
@@ -283,7 +282,6 @@ def train_sweep(runner: Any, seed: int, train: Any) -> dict[str, tuple[Any, dict
     cfg: ScalingConfig = runner.suite.scaling
     b = runner.budget
     specs = {s.label: s for s in runner.suite.encoders}
-    facts = runner.encoder_facts
     refused: dict[str, str] = runner.scaling_facts.setdefault("refused", {})
     probe = list(training_windows(train.docs, 8 * b.batch_bytes, b.context_bytes, seed))
     models: dict[str, tuple[Any, dict[str, Any], Any]] = {}
@@ -348,12 +346,7 @@ def train_sweep(runner: Any, seed: int, train: Any) -> dict[str, tuple[Any, dict
             runner.log(f"[model] {p.label} seed {seed}: {stats['bytes']:,} bytes, {spent:.3g} FLOPs in "
                        f"{stats['seconds']:.1f}s, final loss {stats['final_loss_bpb']:.3f} bpb")
         models[p.label] = (enc, meta, spec)
-        f = facts.setdefault(p.label, {"name": spec.name, "config": config_to_dict(spec.config),
-                                       "backbone": config_to_dict(spec.backbone), "seeds": {}})
-        f["seeds"][str(seed)] = meta
-        for k in ("params_total", "params_embedding", "params_non_embedding", "flops_per_byte_train",
-                  "flops_per_byte_infer", "describe", "scaling"):
-            f[k] = meta[k]
+        runner.record_encoder_facts(p.label, spec, seed, meta, extra=("scaling",))
     return models
 
 
