@@ -30,6 +30,7 @@ from torch import nn
 
 from harness.accel import gemm_tflops
 from harness.data import DataPart, load_data, training_windows
+from harness.results import atomic_write_json
 from harness.run import CLEAN, EvalSet, Runner, RunOptions, TrainedModel, build_encoder
 from harness.suite import Suite
 
@@ -269,8 +270,6 @@ class DistRunner(Runner):
         self.gemm_tflops = gemm_tflops(self.device)  # this rank's GPU: the MFU ceiling of one rank
         if ctx.rank == 0:
             self.rd.root.mkdir(parents=True, exist_ok=True)
-            from harness.results import atomic_write_json
-
             atomic_write_json(self.rd.root / "run.json", self.run_json("running"))
         costs = self.dist.broadcast_object(
             estimate_train_flops(self.suite, data.train, self.ctx.base_dir) if ctx.rank == 0 else None)
@@ -316,8 +315,6 @@ class DistRunner(Runner):
         self.assemble(cell_keys)
         self.record_bytes_per_segment()
         self.timings["total_seconds"] = time.perf_counter() - t_start
-        from harness.results import atomic_write_json
-
         dist_facts = {"world_size": ctx.world, "backend": ctx.backend,
                       "mode": "data_parallel" if self.dp else "models_across_ranks",
                       "owner": {f"{label} s{seed}": r for (seed, label), r in owner.items()},
