@@ -128,8 +128,7 @@ def estimate_train_flops(suite: Suite, train: DataPart, base_dir: Path) -> dict[
     (an unfitted encoder that cannot collate yet, e.g. BPE before its merges, falls back to
     6 × parameters per byte)."""
     b = suite.budget
-    per_step = max(1, b.batch_bytes // b.context_bytes)
-    probe = list(training_windows(train.docs, per_step * b.context_bytes, b.context_bytes, suite.seeds[0]))
+    probe = list(training_windows(train.docs, b.windows_per_step * b.context_bytes, b.context_bytes, suite.seeds[0]))
     out: dict[str, float] = {}
     for spec in suite.encoders:
         enc = build_encoder(spec, suite.seeds[0], base_dir)

@@ -260,8 +260,7 @@ def _measure_model(runner: Runner, spec: Any, train: Any, sample: list[EvalSet],
 def _train_timing(enc: Any, docs: Any, b: Any, dev: torch.device, seed: int, n_bytes: int) -> dict[str, Any]:
     """Seconds the run's training of ``enc`` on ``n_bytes`` takes (see the module docstring):
     train_s (start-up and steps, compile excluded), compile_s, step_s; peak_bytes on CUDA."""
-    per_step = max(1, b.batch_bytes // b.context_bytes)
-    steps = math.ceil(n_bytes / (per_step * b.context_bytes))
+    steps = math.ceil(n_bytes / (b.windows_per_step * b.context_bytes))
     if dev.type == "cuda":
         return _train_timing_cuda(enc, docs, b, dev, seed, steps)
     return _train_timing_cpu(enc, docs, b, dev, seed, steps)
@@ -269,7 +268,7 @@ def _train_timing(enc: Any, docs: Any, b: Any, dev: torch.device, seed: int, n_b
 
 def _train_timing_cuda(enc: Any, docs: Any, b: Any, dev: torch.device, seed: int, steps: int) -> dict[str, Any]:
     """``train_encoder`` itself on real batches: wall seconds of ``GPU_STEPS`` steps."""
-    step_bytes = max(1, b.batch_bytes // b.context_bytes) * b.context_bytes
+    step_bytes = b.windows_per_step * b.context_bytes
     walls = []
     peak = 0
     offset = 0
@@ -299,8 +298,7 @@ def _train_timing_cpu(enc: Any, docs: Any, b: Any, dev: torch.device, seed: int,
     and the loop's bookkeeping included: on CPU they share the cores with the step): per k, one
     step first (compile when on, allocator warm-up), then 1 and 4 steps; their difference gives a
     step's time, fitted as ``a + b·k`` and scaled to the run's windows per step."""
-    per_step = max(1, b.batch_bytes // b.context_bytes)
-    micro = max(1, b.micro_batch_bytes // b.context_bytes) if b.micro_batch_bytes else per_step
+    per_step, micro = b.windows_per_step, b.windows_per_micro_batch
     times: dict[int, float] = {}
     extra = 0.0  # first calls' extra time: the compile, when on
     skip = 0

@@ -365,7 +365,7 @@ def sweep_dry_run(suite: Any, train: Any, device: Any, base_dir: Any) -> str:
     b = suite.budget
     seed = suite.seeds[0]
     probe = list(training_windows(train.docs, 8 * b.batch_bytes, b.context_bytes, seed))
-    step_probe = probe[: max(1, b.batch_bytes // b.context_bytes)]
+    step_probe = probe[: b.windows_per_step]
     specs = {s.label: s for s in suite.encoders}
     measured: dict[tuple[str, str], tuple[float, float, int, float, float]] = {}
     points = grid(cfg, list(specs))

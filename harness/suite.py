@@ -101,6 +101,16 @@ class BudgetConfig:
     micro_batch_bytes: int = 0
     data_parallel: bool = False
 
+    @property
+    def windows_per_step(self) -> int:
+        """Windows of ``context_bytes`` in one optimizer step (at least 1)."""
+        return max(1, self.batch_bytes // self.context_bytes)
+
+    @property
+    def windows_per_micro_batch(self) -> int:
+        """Windows per forward and backward: ``micro_batch_bytes``' worth, or the whole step's."""
+        return max(1, self.micro_batch_bytes // self.context_bytes) if self.micro_batch_bytes else self.windows_per_step
+
 
 @dataclass(frozen=True, kw_only=True)
 class EncoderSpec:

@@ -188,11 +188,11 @@ def train_encoder(
     encoder.train()
     compiled = compile_backbones(encoder) if want_compile(budget.compile, device) else 0
     opt = make_optimizer(encoder, budget, device)
-    per_step = max(1, budget.batch_bytes // budget.context_bytes)
+    per_step = budget.windows_per_step
     # Micro-batches: the step's windows in slices of micro_batch_bytes, gradients accumulated;
     # the loss of each slice is divided by the whole step's scored bytes, so the step's gradient
     # is the same sum (to float rounding) as in one batch.
-    micro = max(1, budget.micro_batch_bytes // budget.context_bytes) if budget.micro_batch_bytes else per_step
+    micro = budget.windows_per_micro_batch
     seen, steps, flops, fwd_flops, elapsed = 0, 0, 0.0, 0.0, 0.0
     causal_flops = 0.0  # training FLOPs with causal attention at half its dense cost
     curve: list[tuple[int, float]] = []
