@@ -22,22 +22,13 @@ import numpy as np
 import pandas as pd
 
 from reports.files import write_bytes_atomic
-from reports.render import FigureOut
+from reports.render import FigureOut, Table
 from reports.scaling import CONVENTIONS, ScalingFit, fit_scaling, fmt_flops
 
 CONV_TEXT = {
     "half": "causal attention counted at half cost (train_flops)",
     "full": "attention counted at full cost (train_flops_full_attn)",
 }
-
-
-@dataclass
-class STable:
-    key: str
-    title: str
-    columns: list[str]
-    rows: list[list[str]]
-    note: str = ""
 
 
 @dataclass
@@ -48,7 +39,7 @@ class ScalingSection:
     html: markupsafe.Markup
     markdown: str
     figures: list[FigureOut] = field(default_factory=list)
-    tables: list[STable] = field(default_factory=list)
+    tables: list[Table] = field(default_factory=list)
 
 
 def _g(x: Any, fmt: str = ".3f") -> str:
@@ -59,7 +50,7 @@ def _ci(lo: Any, hi: Any, fmt: str = ".3f") -> str:
     return f"[{_g(lo, fmt)}, {_g(hi, fmt)}]" if math.isfinite(lo) and math.isfinite(hi) else "—"
 
 
-def build_tables(fit: ScalingFit) -> list[STable]:
+def build_tables(fit: ScalingFit) -> list[Table]:
     """The section's tables as formatted text cells (escaping happens in the template)."""
     lvl = f"{fit.level:.0%}"
     out = []
@@ -68,7 +59,7 @@ def build_tables(fit: ScalingFit) -> list[STable]:
         rows.append([r.dataset, r.convention + (" (headline)" if r.convention == fit.headline else ""),
                      r.byte, r.bpe, r.status, fmt_flops(r.c_star), _ci(r.c_lo, r.c_hi, ".2g"),
                      _g(r.frac_inside, ".0%"), r.statement])
-    out.append(STable("scaling_parity", "Parity: where a byte-level encoder reaches BPE",
+    out.append(Table("scaling_parity", "Parity: where a byte-level encoder reaches BPE",
                       ["eval set", "FLOPs", "byte-level", "BPE", "status", "C* (FLOPs)", f"{lvl} CI",
                        "resamples inside range", "statement"], rows,
                       "C*: training compute where the two fitted frontiers L(C) = E + A·C^(−α) cross "
@@ -82,7 +73,7 @@ def build_tables(fit: ScalingFit) -> list[STable]:
         rows.append([r.dataset, r.convention, r.encoder, f"{_g(r.alpha)} {_ci(r.alpha_lo, r.alpha_hi)}",
                      f"{_g(math.exp(r.lnA), '.3g') if math.isfinite(r.lnA) else '—'}", e_txt,
                      f"{_g(r.a)} {_ci(r.a_lo, r.a_hi)}", f"{_g(r.b)} {_ci(r.b_lo, r.b_hi)}"])
-    out.append(STable("scaling_exponents", "Frontier and allocation exponents",
+    out.append(Table("scaling_exponents", "Frontier and allocation exponents",
                       ["eval set", "FLOPs", "encoder", f"α [{lvl} CI]", "A", f"E (shared) [{lvl} CI]",
                        f"a: N_opt ∝ C^a [{lvl} CI]", f"b: D_opt ∝ C^b [{lvl} CI]"], rows,
                       "L(C) = E + A·C^(−α) in bits per byte, C in training FLOPs; N = non-embedding "
@@ -91,7 +82,7 @@ def build_tables(fit: ScalingFit) -> list[STable]:
     for r in fit.optima.itertuples():
         rows.append([r.dataset, r.encoder, fmt_flops(r.budget), f"{r.n_opt:.3g}", f"{r.d_opt:.3g}",
                      _g(r.loss_opt), fmt_flops(r.c_half), fmt_flops(r.c_full), r.edge or "—", str(r.n_points)])
-    out.append(STable("scaling_optima", "Compute-optimal point per budget (IsoFLOP vertices)",
+    out.append(Table("scaling_optima", "Compute-optimal point per budget (IsoFLOP vertices)",
                       ["eval set", "encoder", "budget", "N_opt", "D_opt (bytes)", "BPB at N_opt",
                        "C (half)", "C (full)", "flag", "points"], rows,
                       "flag: below/above = the minimum is on (or beyond) the ladder's first/last rung — "
@@ -101,7 +92,7 @@ def build_tables(fit: ScalingFit) -> list[STable]:
     for r in fit.robustness.itertuples():
         rows.append([r.dataset, r.encoder, r.perturbation, f"{_g(r.slope, '+.4f')}",
                      _ci(r.slope_lo, r.slope_hi, "+.4f")])
-    out.append(STable("scaling_robustness", "Robustness vs compute",
+    out.append(Table("scaling_robustness", "Robustness vs compute",
                       ["eval set", "encoder", "perturbation", "ΔBPB per decade of C", f"{lvl} CI"], rows,
                       "ΔBPB: clean_target BPB under the perturbation minus clean, at the fitted N_opt of "
                       "each budget; slope against log10 C (headline FLOPs). Negative = the robustness "
@@ -251,7 +242,7 @@ def _md_cell(s: str) -> str:
     return s.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
 
 
-def _markdown(fit: ScalingFit, tables: list[STable], figs: list[FigureOut]) -> str:
+def _markdown(fit: ScalingFit, tables: list[Table], figs: list[FigureOut]) -> str:
     L = ["## Scaling (compute-matched)", "",
          f"Headline FLOPs: {CONV_TEXT[fit.headline]}. Intervals: {fit.level:.0%} bootstrap, {fit.n_boot} "
          "resamples refitting the whole chain.", ""]
