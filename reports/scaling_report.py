@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from reports.files import write_bytes_atomic
-from reports.render import FigureOut, Table
+from reports.render import FigureOut, Table, md_table, md_text
 from reports.scaling import CONVENTIONS, ScalingFit, fit_scaling, fmt_flops
 
 CONV_TEXT = {
@@ -236,25 +236,13 @@ length, so the convention moves byte-level encoders more than BPE. Intervals: {{
 """
 
 
-def _md_cell(s: str) -> str:
-    """Markdown table text: inline HTML neutralised (&, <, >), pipes and backslashes escaped."""
-    s = str(s).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-    return s.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
-
-
 def _markdown(fit: ScalingFit, tables: list[Table], figs: list[FigureOut]) -> str:
     L = ["## Scaling (compute-matched)", "",
          f"Headline FLOPs: {CONV_TEXT[fit.headline]}. Intervals: {fit.level:.0%} bootstrap, {fit.n_boot} "
          "resamples refitting the whole chain.", ""]
-    L += [f"> {_md_cell(n)}" for n in fit.notes] + ([""] if fit.notes else [])
-    L += [f"![{_md_cell(f.title)}]({f.file})" for f in figs] + [""]
-    for t in tables:
-        if not t.rows:
-            continue
-        L += [f"### {_md_cell(t.title)}", "", "| " + " | ".join(_md_cell(c) for c in t.columns) + " |",
-              "|" + "---|" * len(t.columns)]
-        L += ["| " + " | ".join(_md_cell(c) for c in r) + " |" for r in t.rows]
-        L += ["", f"> {_md_cell(t.note)}" if t.note else "", ""]
+    L += [f"> {md_text(n)}" for n in fit.notes] + ([""] if fit.notes else [])
+    L += [f"![{md_text(f.title)}]({f.file})" for f in figs] + [""]
+    L += [md_table(t) for t in tables if t.rows]
     return "\n".join(L).rstrip() + "\n"
 
 
