@@ -277,20 +277,3 @@ def scaling_section(results: pd.DataFrame, fig_dir: Path | None = None, *, n_boo
         headline_text=CONV_TEXT[fit.headline], other_text=CONV_TEXT[other], level=f"{fit.level:.0%}",
         n_boot=fit.n_boot, notes=fit.notes, tables=tables, figures=figs)
     return ScalingSection(fit, markupsafe.Markup(html), _markdown(fit, tables, figs), figs, tables)
-
-
-def read_results(run_dirs: list[Path]) -> pd.DataFrame:
-    """results.csv of several run directories (pieces of one grid) concatenated, text columns kept
-    as text. A model scored twice (the same piece run into two directories) is kept once."""
-    frames = []
-    for d in run_dirs:
-        p = Path(d) / "results.csv"
-        if not p.is_file():
-            raise ValueError(f"{p}: not found (is {d} a tokbench run directory?)")
-        frames.append(pd.read_csv(p, dtype=str, keep_default_na=False))
-    df = pd.concat(frames, ignore_index=True)
-    for col in ("seed", "severity", "n_bytes", "nll_nats", "bpb"):
-        if col in df.columns:
-            df[col] = pd.to_numeric(df[col].replace("", np.nan), errors="coerce")
-    keys = [c for c in ("encoder", "seed", "dataset", "perturbation_id", "severity", "mode") if c in df.columns]
-    return df.drop_duplicates(keys, keep="last").reset_index(drop=True)
