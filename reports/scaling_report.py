@@ -5,7 +5,9 @@
 
 Rendered from results rows alone (``reports.scaling`` does the fitting); returns None when the
 results hold no sweep rows (``flop_budget`` empty), so ordinary runs render as before. Kept apart
-from ``reports.render`` on purpose: the main report hooks it in with one call.
+from ``reports.render`` on purpose: the main report hooks it in with one call. Tables, Markdown
+escaping and the template environment (templates/sections/scaling.html.j2, the shared table
+macro) are render's.
 """
 
 from __future__ import annotations
@@ -16,13 +18,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import jinja2
 import markupsafe
 import numpy as np
 import pandas as pd
 
 from reports.files import write_bytes_atomic
-from reports.render import FigureOut, Table, md_table, md_text
+from reports.render import FigureOut, Table, _jinja, md_table, md_text
 from reports.scaling import CONVENTIONS, ScalingFit, fit_scaling, fmt_flops
 
 CONV_TEXT = {
@@ -213,29 +214,6 @@ def make_figures(fit: ScalingFit, dataset: str) -> list[tuple[str, str, str, Any
 
 # ---------------------------------------------------------------------------------------------
 
-_TEMPLATE = """\
-{% macro table(t) %}
-{% if t.rows %}<h3 id="t-{{ t.key }}">{{ t.title }}</h3>
-<div class="tw"><table><thead><tr>{% for c in t.columns %}<th>{{ c }}</th>{% endfor %}</tr></thead>
-<tbody>{% for row in t.rows %}<tr>{% for c in row %}<td>{{ c }}</td>{% endfor %}</tr>{% endfor %}</tbody></table></div>
-{% if t.note %}<p class="note">{{ t.note }}</p>{% endif %}{% endif %}
-{% endmacro %}
-<section id="scaling">
-<h2>Scaling (compute-matched)</h2>
-<p class="note">FLOP convention of the headline: {{ headline_text }}. Every number below is also given
-under the other convention ({{ other_text }}); attention is the only cost that grows with sequence
-length, so the convention moves byte-level encoders more than BPE. Intervals: {{ level }} case bootstrap,
-{{ n_boot }} resamples, each refitting parabolas → frontier → crossing.</p>
-{% for n in notes %}<div class="warn">{{ n }}</div>{% endfor %}
-{% for t in tables[:1] %}{{ table(t) }}{% endfor %}
-{% for f in figures %}
-<figure><img alt="{{ f.title }}" src="{{ f.data_uri }}"><figcaption><b>{{ f.title }}.</b> {{ f.caption }}</figcaption></figure>
-{% endfor %}
-{% for t in tables[1:] %}{{ table(t) }}{% endfor %}
-</section>
-"""
-
-
 def _markdown(fit: ScalingFit, tables: list[Table], figs: list[FigureOut]) -> str:
     L = ["## Scaling (compute-matched)", "",
          f"Headline FLOPs: {CONV_TEXT[fit.headline]}. Intervals: {fit.level:.0%} bootstrap, {fit.n_boot} "
@@ -271,9 +249,7 @@ def scaling_section(results: pd.DataFrame, fig_dir: Path | None = None, *, n_boo
             figs.append(FigureOut(safe, title, caption, png, f"figures/{safe}.png"))
     tables = build_tables(fit)
     other = next(c for c in CONVENTIONS if c != fit.headline)
-    env = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined, trim_blocks=True,
-                             lstrip_blocks=True)
-    html = env.from_string(_TEMPLATE).render(
+    html = _jinja().get_template("sections/scaling.html.j2").render(
         headline_text=CONV_TEXT[fit.headline], other_text=CONV_TEXT[other], level=f"{fit.level:.0%}",
         n_boot=fit.n_boot, notes=fit.notes, tables=tables, figures=figs)
     return ScalingSection(fit, markupsafe.Markup(html), _markdown(fit, tables, figs), figs, tables)
