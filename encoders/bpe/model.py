@@ -179,18 +179,21 @@ class BpeEncoder(MaskedDiffusion, Encoder):
             key = "file:" + hashlib.sha256(Path(cfg.file).expanduser().read_bytes()).hexdigest()
         else:
             key = merge_key(fingerprint, cfg.vocab_size, cfg.pattern, cfg.min_frequency)
+        # A file's merges are loaded at construction; learned ones are reused when this model
+        # (or an earlier fit in this process, ``_FITTED``) holds them for the same key.
         cached = self.tokenizer is not None and self.fit_facts.get("key") == key
-        if not cached and cfg.file is None and key in _FITTED:
-            self.tokenizer, facts = _FITTED[key]
-            self.fit_facts = dict(facts)
-            cached = True
-        if self.tokenizer is None or (cfg.file is None and not cached):
-            ctx.log(f"bpe: learning {cfg.vocab_size} tokens on {n:,} bytes")
-            self.tokenizer = BpeTokenizer.train(
-                sample, cfg.vocab_size, cfg.pattern, cfg.min_frequency
-            )
-        tok = self.tokenizer
-        if not (cached and self.fit_facts.get("key") == key and "bytes_per_token_train" in self.fit_facts):
+        if not cached and cfg.file is None:
+            if key in _FITTED:
+                self.tokenizer, facts = _FITTED[key]
+                self.fit_facts = dict(facts)
+                cached = True
+            else:
+                ctx.log(f"bpe: learning {cfg.vocab_size} tokens on {n:,} bytes")
+                self.tokenizer = BpeTokenizer.train(
+                    sample, cfg.vocab_size, cfg.pattern, cfg.min_frequency
+                )
+        tok = self._tok()
+        if not (cached and "bytes_per_token_train" in self.fit_facts):  # cached: facts of this key
             n_tokens = sum(len(tok.encode(d)) for d in sample)
             self.fit_facts = {
                 "key": key,
