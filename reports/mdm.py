@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from core.metrics import LN2
+from core.metrics import LN2, bpb
 from reports.load import CLEAN_ID, RunData
 from reports.stats import bootstrap_ci
 
@@ -117,10 +117,10 @@ def ar_vs_mdm(data: RunData, n_boot: int = 1000, seed: int = 0) -> pd.DataFrame:
             if not all(len(c) for c in clean.values()):
                 continue
 
-            def bpb(c: pd.DataFrame) -> float:
-                return float(c["nll_nats"].sum() / (LN2 * c["metric_bytes"].sum()))
+            def pooled(c: pd.DataFrame) -> float:
+                return float(bpb(c["nll_nats"].sum(), c["metric_bytes"].sum()))
 
-            b_ar, b_mdm = bpb(clean[ar]), bpb(clean[mdm])
+            b_ar, b_mdm = pooled(clean[ar]), pooled(clean[mdm])
             se = _pooled_se(clean[mdm])
             row: dict[str, Any] = {"ar": ar, "mdm": mdm, "mode": mode, "bpb_ar": b_ar,
                                    "bpb_mdm": b_mdm, "bpb_se": se, "gap": b_mdm - b_ar}
@@ -147,8 +147,8 @@ def ar_vs_mdm(data: RunData, n_boot: int = 1000, seed: int = 0) -> pd.DataFrame:
                 cm = cells[mdm][(cells[mdm]["perturbation_id"] == pid) & np.isclose(cells[mdm]["severity"], sev)]
                 if not (len(ca) and len(cm)):
                     continue
-                d_ar.append(bpb(ca) - b_ar)
-                d_mdm.append(bpb(cm) - b_mdm)
+                d_ar.append(pooled(ca) - b_ar)
+                d_mdm.append(pooled(cm) - b_mdm)
                 if len(data.samples):
                     parts = [_doc_table(data.samples, e, mode, p, s).rename(
                         columns={"nll_nats": f"n{i}", "metric_bytes": f"b{i}"})

@@ -5,7 +5,9 @@
 
 Rendered from results rows alone (``reports.scaling`` does the fitting); returns None when the
 results hold no sweep rows (``flop_budget`` empty), so ordinary runs render as before. Kept apart
-from ``reports.render`` on purpose: the main report hooks it in with one call.
+from ``reports.render`` on purpose: the main report hooks it in with one call. Tables, Markdown
+escaping and the template environment (templates/sections/scaling.html.j2, the shared table
+macro) are render's.
 """
 
 from __future__ import annotations
@@ -16,28 +18,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import jinja2
 import markupsafe
 import numpy as np
 import pandas as pd
 
 from reports.files import write_bytes_atomic
-from reports.render import FigureOut
+from reports.render import FigureOut, Table, _jinja, md_table, md_text
 from reports.scaling import CONVENTIONS, ScalingFit, fit_scaling, fmt_flops
 
 CONV_TEXT = {
     "half": "causal attention counted at half cost (train_flops)",
     "full": "attention counted at full cost (train_flops_full_attn)",
 }
-
-
-@dataclass
-class STable:
-    key: str
-    title: str
-    columns: list[str]
-    rows: list[list[str]]
-    note: str = ""
 
 
 @dataclass
@@ -48,7 +40,7 @@ class ScalingSection:
     html: markupsafe.Markup
     markdown: str
     figures: list[FigureOut] = field(default_factory=list)
-    tables: list[STable] = field(default_factory=list)
+    tables: list[Table] = field(default_factory=list)
 
 
 def _g(x: Any, fmt: str = ".3f") -> str:
@@ -59,7 +51,7 @@ def _ci(lo: Any, hi: Any, fmt: str = ".3f") -> str:
     return f"[{_g(lo, fmt)}, {_g(hi, fmt)}]" if math.isfinite(lo) and math.isfinite(hi) else "—"
 
 
-def build_tables(fit: ScalingFit) -> list[STable]:
+def build_tables(fit: ScalingFit) -> list[Table]:
     """The section's tables as formatted text cells (escaping happens in the template)."""
     lvl = f"{fit.level:.0%}"
     out = []
@@ -68,7 +60,7 @@ def build_tables(fit: ScalingFit) -> list[STable]:
         rows.append([r.dataset, r.convention + (" (headline)" if r.convention == fit.headline else ""),
                      r.byte, r.bpe, r.status, fmt_flops(r.c_star), _ci(r.c_lo, r.c_hi, ".2g"),
                      _g(r.frac_inside, ".0%"), r.statement])
-    out.append(STable("scaling_parity", "Parity: where a byte-level encoder reaches BPE",
+    out.append(Table("scaling_parity", "Parity: where a byte-level encoder reaches BPE",
                       ["eval set", "FLOPs", "byte-level", "BPE", "status", "C* (FLOPs)", f"{lvl} CI",
                        "resamples inside range", "statement"], rows,
                       "C*: training compute where the two fitted frontiers L(C) = E + A·C^(−α) cross "
@@ -82,7 +74,7 @@ def build_tables(fit: ScalingFit) -> list[STable]:
         rows.append([r.dataset, r.convention, r.encoder, f"{_g(r.alpha)} {_ci(r.alpha_lo, r.alpha_hi)}",
                      f"{_g(math.exp(r.lnA), '.3g') if math.isfinite(r.lnA) else '—'}", e_txt,
                      f"{_g(r.a)} {_ci(r.a_lo, r.a_hi)}", f"{_g(r.b)} {_ci(r.b_lo, r.b_hi)}"])
-    out.append(STable("scaling_exponents", "Frontier and allocation exponents",
+    out.append(Table("scaling_exponents", "Frontier and allocation exponents",
                       ["eval set", "FLOPs", "encoder", f"α [{lvl} CI]", "A", f"E (shared) [{lvl} CI]",
                        f"a: N_opt ∝ C^a [{lvl} CI]", f"b: D_opt ∝ C^b [{lvl} CI]"], rows,
                       "L(C) = E + A·C^(−α) in bits per byte, C in training FLOPs; N = non-embedding "
@@ -91,7 +83,7 @@ def build_tables(fit: ScalingFit) -> list[STable]:
     for r in fit.optima.itertuples():
         rows.append([r.dataset, r.encoder, fmt_flops(r.budget), f"{r.n_opt:.3g}", f"{r.d_opt:.3g}",
                      _g(r.loss_opt), fmt_flops(r.c_half), fmt_flops(r.c_full), r.edge or "—", str(r.n_points)])
-    out.append(STable("scaling_optima", "Compute-optimal point per budget (IsoFLOP vertices)",
+    out.append(Table("scaling_optima", "Compute-optimal point per budget (IsoFLOP vertices)",
                       ["eval set", "encoder", "budget", "N_opt", "D_opt (bytes)", "BPB at N_opt",
                        "C (half)", "C (full)", "flag", "points"], rows,
                       "flag: below/above = the minimum is on (or beyond) the ladder's first/last rung — "
@@ -101,7 +93,7 @@ def build_tables(fit: ScalingFit) -> list[STable]:
     for r in fit.robustness.itertuples():
         rows.append([r.dataset, r.encoder, r.perturbation, f"{_g(r.slope, '+.4f')}",
                      _ci(r.slope_lo, r.slope_hi, "+.4f")])
-    out.append(STable("scaling_robustness", "Robustness vs compute",
+    out.append(Table("scaling_robustness", "Robustness vs compute",
                       ["eval set", "encoder", "perturbation", "ΔBPB per decade of C", f"{lvl} CI"], rows,
                       "ΔBPB: clean_target BPB under the perturbation minus clean, at the fitted N_opt of "
                       "each budget; slope against log10 C (headline FLOPs). Negative = the robustness "
@@ -222,48 +214,13 @@ def make_figures(fit: ScalingFit, dataset: str) -> list[tuple[str, str, str, Any
 
 # ---------------------------------------------------------------------------------------------
 
-_TEMPLATE = """\
-{% macro table(t) %}
-{% if t.rows %}<h3 id="t-{{ t.key }}">{{ t.title }}</h3>
-<div class="tw"><table><thead><tr>{% for c in t.columns %}<th>{{ c }}</th>{% endfor %}</tr></thead>
-<tbody>{% for row in t.rows %}<tr>{% for c in row %}<td>{{ c }}</td>{% endfor %}</tr>{% endfor %}</tbody></table></div>
-{% if t.note %}<p class="note">{{ t.note }}</p>{% endif %}{% endif %}
-{% endmacro %}
-<section id="scaling">
-<h2>Scaling (compute-matched)</h2>
-<p class="note">FLOP convention of the headline: {{ headline_text }}. Every number below is also given
-under the other convention ({{ other_text }}); attention is the only cost that grows with sequence
-length, so the convention moves byte-level encoders more than BPE. Intervals: {{ level }} case bootstrap,
-{{ n_boot }} resamples, each refitting parabolas → frontier → crossing.</p>
-{% for n in notes %}<div class="warn">{{ n }}</div>{% endfor %}
-{% for t in tables[:1] %}{{ table(t) }}{% endfor %}
-{% for f in figures %}
-<figure><img alt="{{ f.title }}" src="{{ f.data_uri }}"><figcaption><b>{{ f.title }}.</b> {{ f.caption }}</figcaption></figure>
-{% endfor %}
-{% for t in tables[1:] %}{{ table(t) }}{% endfor %}
-</section>
-"""
-
-
-def _md_cell(s: str) -> str:
-    """Markdown table text: inline HTML neutralised (&, <, >), pipes and backslashes escaped."""
-    s = str(s).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-    return s.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
-
-
-def _markdown(fit: ScalingFit, tables: list[STable], figs: list[FigureOut]) -> str:
+def _markdown(fit: ScalingFit, tables: list[Table], figs: list[FigureOut]) -> str:
     L = ["## Scaling (compute-matched)", "",
          f"Headline FLOPs: {CONV_TEXT[fit.headline]}. Intervals: {fit.level:.0%} bootstrap, {fit.n_boot} "
          "resamples refitting the whole chain.", ""]
-    L += [f"> {_md_cell(n)}" for n in fit.notes] + ([""] if fit.notes else [])
-    L += [f"![{_md_cell(f.title)}]({f.file})" for f in figs] + [""]
-    for t in tables:
-        if not t.rows:
-            continue
-        L += [f"### {_md_cell(t.title)}", "", "| " + " | ".join(_md_cell(c) for c in t.columns) + " |",
-              "|" + "---|" * len(t.columns)]
-        L += ["| " + " | ".join(_md_cell(c) for c in r) + " |" for r in t.rows]
-        L += ["", f"> {_md_cell(t.note)}" if t.note else "", ""]
+    L += [f"> {md_text(n)}" for n in fit.notes] + ([""] if fit.notes else [])
+    L += [f"![{md_text(f.title)}]({f.file})" for f in figs] + [""]
+    L += [md_table(t) for t in tables if t.rows]
     return "\n".join(L).rstrip() + "\n"
 
 
@@ -292,26 +249,7 @@ def scaling_section(results: pd.DataFrame, fig_dir: Path | None = None, *, n_boo
             figs.append(FigureOut(safe, title, caption, png, f"figures/{safe}.png"))
     tables = build_tables(fit)
     other = next(c for c in CONVENTIONS if c != fit.headline)
-    env = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined, trim_blocks=True,
-                             lstrip_blocks=True)
-    html = env.from_string(_TEMPLATE).render(
+    html = _jinja().get_template("sections/scaling.html.j2").render(
         headline_text=CONV_TEXT[fit.headline], other_text=CONV_TEXT[other], level=f"{fit.level:.0%}",
         n_boot=fit.n_boot, notes=fit.notes, tables=tables, figures=figs)
     return ScalingSection(fit, markupsafe.Markup(html), _markdown(fit, tables, figs), figs, tables)
-
-
-def read_results(run_dirs: list[Path]) -> pd.DataFrame:
-    """results.csv of several run directories (pieces of one grid) concatenated, text columns kept
-    as text. A model scored twice (the same piece run into two directories) is kept once."""
-    frames = []
-    for d in run_dirs:
-        p = Path(d) / "results.csv"
-        if not p.is_file():
-            raise ValueError(f"{p}: not found (is {d} a tokbench run directory?)")
-        frames.append(pd.read_csv(p, dtype=str, keep_default_na=False))
-    df = pd.concat(frames, ignore_index=True)
-    for col in ("seed", "severity", "n_bytes", "nll_nats", "bpb"):
-        if col in df.columns:
-            df[col] = pd.to_numeric(df[col].replace("", np.nan), errors="coerce")
-    keys = [c for c in ("encoder", "seed", "dataset", "perturbation_id", "severity", "mode") if c in df.columns]
-    return df.drop_duplicates(keys, keep="last").reset_index(drop=True)

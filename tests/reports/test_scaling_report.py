@@ -11,7 +11,8 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from synthetic_scaling import Law, sweep_results  # noqa: E402
 
-from reports.scaling_report import read_results, scaling_section  # noqa: E402
+from reports.load import load_run, merge_runs  # noqa: E402
+from reports.scaling_report import scaling_section  # noqa: E402
 
 BYTES = Law(E=0.6, A=40.0, a=0.34, B=80.0, b=0.30, attn=0.25)
 BPE = Law(E=0.6, A=20.0, a=0.30, B=25.0, b=0.24, attn=0.05)
@@ -51,8 +52,10 @@ def test_pieces_run_budget_by_budget_merge(tmp_path: Path) -> None:
         d.mkdir()
         df[df.flop_budget == b].to_csv(d / "results.csv", index=False)
         dirs.append(d)
-    merged = read_results(dirs)
-    whole = scaling_section(df, None, n_boot=0).fit
+    merged = merge_runs([load_run(d) for d in dirs]).results  # as `tokbench report D1 D2 ...`
+    (tmp_path / "whole").mkdir()
+    df.to_csv(tmp_path / "whole" / "results.csv", index=False)
+    whole = scaling_section(load_run(tmp_path / "whole").results, None, n_boot=0).fit
     parts = scaling_section(merged, None, n_boot=0).fit
     assert len(parts.optima) == len(whole.optima) == 2 * len(BUDGETS)
     assert parts.exponents.alpha.to_numpy() == pytest.approx(whole.exponents.alpha.to_numpy(), rel=1e-9)
