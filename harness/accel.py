@@ -6,6 +6,8 @@ without changing what they compute:
   dynamic after the first recompile). Switch: ``budget.compile`` (auto = on CUDA only).
 * ``Prefetcher`` — collation (tokenization, patching, FLOP counts) in a background thread, a few
   batches ahead, into pinned memory, so the copies to the GPU are asynchronous.
+* ``ordered_pool_map`` / ``pool_map`` — forked CPU worker processes, a pipe each (collation;
+  perturbation): a worker that dies or stalls is a one-line error naming it, never a hang.
 * ``gemm_tflops`` — the bf16 8192³ matrix-product rate measured in this process: the MFU ceiling.
 
 Nothing here runs on CPU by default except the prefetch thread, whose output is identical to
@@ -22,7 +24,7 @@ import queue
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import torch
@@ -85,9 +87,10 @@ _DONE = object()
 
 
 def stall_seconds() -> float:
-    """How long a consumer waits for one batch (or a collation worker for one result) before
-    the run fails with a one-line error naming the stage instead of hanging silently
-    (``TOKBENCH_STALL_SECONDS``, default 600: one step's collation takes well under a second)."""
+    """How long a consumer waits for one batch (or a pool worker for one result: a collated
+    batch, a perturbation task) before the run fails with a one-line error naming the stage
+    instead of hanging silently (``TOKBENCH_STALL_SECONDS``, default 600: one step's collation
+    takes well under a second, one perturbation task — a perturbation of one eval set — seconds)."""
     return float(os.environ.get("TOKBENCH_STALL_SECONDS", "600"))
 
 
@@ -231,9 +234,17 @@ def die_with_parent(parent: int) -> None:
         os._exit(1)
 
 
-def _worker_main(conn: Any, fn: Callable[[Any], Any], parent: int) -> None:
-    """A collation worker: ``(item,)`` in, ``(True, fn(item) as _Wire)`` or ``(False, error)``
-    out, until ``None`` or the end of its pipe."""
+class WorkerDied(ChildProcessError):
+    """A pool worker ended (killed, out of memory, ``os._exit``) before sending its result.
+
+    An ``OSError`` (as ``TimeoutError``, the stall error, is): the CLI reports it on one line,
+    exit code 2, like a full disk — something outside the run's code stopped it, and the same
+    command resumes (``TOKBENCH_DEBUG=1`` shows the traceback)."""
+
+
+def _worker_main(conn: Any, fn: Callable[[Any], Any], parent: int, stage: str) -> None:
+    """A pool worker: ``(item,)`` in, ``(True, fn(item) as _Wire)`` or ``(False, error)`` out,
+    until ``None`` or the end of its pipe."""
     import pickle
     import signal
     import traceback
@@ -252,7 +263,7 @@ def _worker_main(conn: Any, fn: Callable[[Any], Any], parent: int) -> None:
             out: tuple[bool, Any] = (True, _to_wire(fn(msg[0])))
         except BaseException as e:  # handed to the parent, which re-raises it
             if hasattr(e, "add_note"):  # Python >= 3.11: the worker's traceback goes along
-                e.add_note(f"(in collation worker pid {os.getpid()})\n{traceback.format_exc()}")
+                e.add_note(f"(in {stage} worker pid {os.getpid()})\n{traceback.format_exc()}")
             try:
                 pickle.dumps(e)
             except Exception:
@@ -264,104 +275,194 @@ def _worker_main(conn: Any, fn: Callable[[Any], Any], parent: int) -> None:
             return
 
 
-def _receive(conn: Any, proc: Any, k: int, limit: float) -> Any:
+def _died(stage: str, k: int, proc: Any, unit: str | None = None) -> WorkerDied:
+    """The one-line error for worker ``k``, dead (reaped here, so its exit code is known;
+    negative: the signal that killed it)."""
+    proc.join(timeout=1.0)
+    return WorkerDied(f"{stage}: worker {k} (pid {proc.pid}) died (exit code {proc.exitcode})"
+                      + (f" before sending its {unit}" if unit else ""))
+
+
+def _receive(conn: Any, proc: Any, k: int, limit: float, stage: str, unit: str) -> Any:
     """The next result of worker ``k``, or a one-line error if it died or sent nothing for
     ``limit`` seconds (a run must never hang silently)."""
     t0 = time.monotonic()
     while not conn.poll(1.0):
         if not proc.is_alive() and not conn.poll(0):
-            break
+            # dead with nothing sent: say so now (a child of the worker may still hold the
+            # pipe open, so reading could wait for ever)
+            raise _died(stage, k, proc, unit)
         if time.monotonic() - t0 > limit:
-            raise TimeoutError(f"training-batch collation: worker {k} (pid {proc.pid}) sent no batch in "
-                               f"{limit:.0f} s (stalled; TOKBENCH_STALL_SECONDS)")
+            raise TimeoutError(_stalled(stage, k, proc, unit, limit))
     try:
         ok, val = conn.recv()
     except (EOFError, OSError):
-        proc.join(timeout=1.0)
-        raise RuntimeError(f"training-batch collation: worker {k} (pid {proc.pid}) died "
-                           f"(exit code {proc.exitcode}) before sending its batch") from None
+        raise _died(stage, k, proc, unit) from None
     if not ok:
         raise val
     return _from_wire(val)
 
 
-def _send(conn: Any, proc: Any, k: int, item: Any) -> None:
+def _stalled(stage: str, k: int, proc: Any, unit: str, limit: float) -> str:
+    return (f"{stage}: worker {k} (pid {proc.pid}) sent no {unit} in {limit:.0f} s "
+            "(stalled; TOKBENCH_STALL_SECONDS)")
+
+
+def _send(conn: Any, proc: Any, k: int, item: Any, stage: str) -> None:
     """Hand ``item`` to worker ``k`` (idle: it is waiting on its pipe), or a one-line error."""
     try:
         conn.send((item,))
     except OSError:
-        proc.join(timeout=1.0)
-        raise RuntimeError(f"training-batch collation: worker {k} (pid {proc.pid}) died "
-                           f"(exit code {proc.exitcode})") from None
+        raise _died(stage, k, proc) from None
 
 
-def ordered_pool_map(fn: Callable[[Any], Any], items: Iterator[Any], processes: int) -> Iterator[Any]:
+def _start_workers(fn: Callable[[Any], Any], processes: int, stage: str) -> list[tuple[Any, Any]]:
+    """``processes`` forked workers running ``fn``, each with a pipe of its own:
+    [(process, the parent's end of its pipe)]. Fork, not spawn: the workers inherit ``fn`` and
+    everything it reaches (fitted perturbations, texts, a tokenizer) without pickling it."""
+    import torch.multiprocessing  # noqa: F401 - the reductions for the rare bfloat16 tensor
+
+    ctx = multiprocessing.get_context("fork")
+    workers: list[tuple[Any, Any]] = []
+    try:
+        for _ in range(processes):
+            mine, theirs = ctx.Pipe(duplex=True)
+            proc = ctx.Process(target=_worker_main, args=(theirs, fn, os.getpid(), stage), daemon=True)
+            proc.start()
+            theirs.close()  # only the worker holds its end: its death reads as end-of-file here
+            workers.append((proc, mine))
+    except BaseException:
+        _stop_workers(workers, finished=False)
+        raise
+    return workers
+
+
+def _stop_workers(workers: list[tuple[Any, Any]], finished: bool) -> None:
+    """End every worker. ``finished``: they are idle and leave on ``None``; otherwise (an early
+    stop, an error) their pending results are unwanted, so they are killed (nothing is shared
+    between workers, so a kill can leave nothing half-done)."""
+    for proc, conn in workers:
+        if finished:
+            try:
+                conn.send(None)
+            except OSError:
+                pass
+        else:
+            proc.kill()
+    for proc, conn in workers:
+        proc.join(timeout=5.0)
+        if proc.is_alive():
+            proc.kill()
+            proc.join()
+        conn.close()
+        proc.close()
+
+
+def _can_fork() -> bool:
+    return "fork" in multiprocessing.get_all_start_methods()
+
+
+def ordered_pool_map(fn: Callable[[Any], Any], items: Iterator[Any], processes: int,
+                     stage: str = "training-batch collation", unit: str = "batch") -> Iterator[Any]:
     """``map(fn, items)`` in order, computed by ``processes`` forked worker processes, one item
     in flight per worker (the item stream may be long or endless). ``fn`` must be pure CPU
     work (collation): the children never touch CUDA. ``processes`` <= 0: in this process.
-    Tensors come back as numpy arrays pickled through the pipe (``_Wire``).
+    Tensors come back as numpy arrays pickled through the pipe (``_Wire``). ``stage`` and
+    ``unit`` name the work in errors (``<stage>: worker 1 (pid 1234) died (exit code -9)
+    before sending its <unit>``).
 
     Each worker has a pipe of its own and item i goes to worker i mod n, so results come back
     in order with no shared queue, lock or helper thread: a worker that dies (SIGKILL included,
-    mid-message too) reads as end-of-file on its pipe and fails the run with a one-line error,
-    where ``ProcessPoolExecutor``'s result thread waited forever on the rest of a message
-    (the hang this replaced). Workers fork on the first ``next()`` — from the calling thread,
-    which must also close the generator: closing it (or finishing it) ends every worker at once.
+    mid-message too) reads as end-of-file on its pipe and fails the run with a one-line
+    ``WorkerDied``, where ``ProcessPoolExecutor``'s result thread waited forever on the rest of
+    a message (the hang this replaced). Workers fork on the first ``next()`` — from the calling
+    thread, which must also close the generator: closing it (or finishing it) ends every worker
+    at once. For a finite list of tasks of uneven cost, ``pool_map``.
     """
-    if processes <= 0 or "fork" not in multiprocessing.get_all_start_methods():
+    if processes <= 0 or not _can_fork():
         yield from map(fn, items)
         return
     import collections
 
-    import torch.multiprocessing  # noqa: F401 - the reductions for the rare bfloat16 tensor
-
-    ctx = multiprocessing.get_context("fork")
     limit = stall_seconds()
     workers: list[tuple[Any, Any]] = []  # (process, the parent's end of its pipe)
     finished = False
     try:
-        for _ in range(processes):
-            mine, theirs = ctx.Pipe(duplex=True)
-            proc = ctx.Process(target=_worker_main, args=(theirs, fn, os.getpid()), daemon=True)
-            proc.start()
-            theirs.close()  # only the worker holds its end: its death reads as end-of-file here
-            workers.append((proc, mine))
+        workers = _start_workers(fn, processes, stage)
         it = iter(items)
         in_flight: collections.deque[int] = collections.deque()  # worker per item, in item order
         for k in range(processes):
             nxt = next(it, _DONE)
             if nxt is _DONE:
                 break
-            _send(workers[k][1], workers[k][0], k, nxt)
+            _send(workers[k][1], workers[k][0], k, nxt, stage)
             in_flight.append(k)
         while in_flight:
             k = in_flight.popleft()
-            out = _receive(workers[k][1], workers[k][0], k, limit)
+            out = _receive(workers[k][1], workers[k][0], k, limit, stage, unit)
             nxt = next(it, _DONE)
             if nxt is not _DONE:  # the worker is idle now: the next item overlaps the consumer
-                _send(workers[k][1], workers[k][0], k, nxt)
+                _send(workers[k][1], workers[k][0], k, nxt, stage)
                 in_flight.append(k)
             yield out
         finished = True
     finally:
-        # Early stop (or an error): the workers' pending results are unwanted, so kill them
-        # (nothing is shared between workers, so a kill can leave nothing half-done); at the
-        # end of the stream they are idle and leave on ``None``.
-        for proc, conn in workers:
-            if finished:
-                try:
-                    conn.send(None)
-                except OSError:
-                    pass
-            else:
-                proc.kill()
-        for proc, conn in workers:
-            proc.join(timeout=5.0)
-            if proc.is_alive():
-                proc.kill()
-                proc.join()
-            conn.close()
-            proc.close()
+        _stop_workers(workers, finished)
+
+
+def pool_map(fn: Callable[[Any], Any], tasks: Sequence[Any], processes: int, stage: str,
+             unit: str = "result") -> list[Any]:
+    """``[fn(t) for t in tasks]``, computed by ``min(processes, len(tasks))`` forked worker
+    processes (the same workers, pipes and one-line errors as ``ordered_pool_map``); in this
+    process when that is 1 or less, or where fork is unavailable. ``fn`` must be deterministic
+    per task and pure CPU work: then where a task runs never changes its result.
+
+    A worker takes the next task as soon as it sent its last result, so tasks of uneven cost
+    (a perturbation per task) keep every worker busy; results are put back in task order. A
+    worker that dies is a ``WorkerDied`` naming it, its pid and exit code; one with no result
+    for ``stall_seconds()`` after it got its task, a ``TimeoutError``; an exception raised by
+    ``fn`` is re-raised here with its type (when several tasks fail, the first to arrive).
+    Either way the other workers are killed at once. Call it from the thread that lives as long
+    as the pool (workers die with their forking thread: PR_SET_PDEATHSIG).
+    """
+    n = min(processes, len(tasks))
+    if n <= 1 or not _can_fork():
+        return [fn(t) for t in tasks]
+    from multiprocessing.connection import wait
+
+    limit = stall_seconds()
+    out: list[Any] = [None] * len(tasks)
+    todo = iter(range(len(tasks)))
+    busy: dict[int, tuple[int, float]] = {}  # worker -> (its task's index, monotonic time it got it)
+    workers: list[tuple[Any, Any]] = []
+    finished = False
+
+    def give(k: int) -> None:
+        i = next(todo, None)
+        if i is not None:
+            _send(workers[k][1], workers[k][0], k, tasks[i], stage)
+            busy[k] = (i, time.monotonic())
+
+    try:
+        workers = _start_workers(fn, n, stage)
+        for k in range(n):
+            give(k)
+        while busy:
+            # a worker's pipe is readable on a result and at its end (the worker died); its
+            # sentinel too, in case a child of the worker still holds the pipe open
+            waiting = {h: k for k in busy for h in (workers[k][1], workers[k][0].sentinel)}
+            for k in sorted({waiting[h] for h in wait(list(waiting), timeout=1.0)}):
+                i, _ = busy.pop(k)
+                out[i] = _receive(workers[k][1], workers[k][0], k, limit, stage, unit)
+                give(k)
+            now = time.monotonic()
+            for k, (_, t0) in busy.items():
+                if now - t0 > limit:
+                    raise TimeoutError(_stalled(stage, k, workers[k][0], unit, limit))
+        finished = True
+        return out
+    finally:
+        _stop_workers(workers, finished)
 
 
 def usable_cpus() -> int:

@@ -6,9 +6,10 @@
   a hash of the code that made them: ``code_hash``), so every encoder, and every later run,
   reuses them. Each file carries a sha256 of its payload;
   a file that fails it is recomputed.
-* ``perturb_many`` — computes missing plans in several CPU processes (a document's perturbed
-  text depends only on (seed, perturbation, params, document id), so the order and the process
-  that computes it never change the result).
+* ``perturb_many`` — computes missing plans in several forked CPU processes (a document's
+  perturbed text depends only on (seed, perturbation, params, document id), so the order and
+  the process that computes it never change the result); a process that dies is a one-line
+  error, never a hang.
 
 The harness then hands the windows of many cells to ``score_items`` at once (one model, all its
 cells of an eval set), and splits the per-document scores back into cells.
@@ -21,14 +22,11 @@ import gzip
 import hashlib
 import inspect
 import json
-import multiprocessing
-import os
 from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from harness.accel import die_with_parent, usable_cpus
+from harness.accel import pool_map, usable_cpus
 from harness.results import atomic_write_bytes, stable_hash
 
 # A plan row: (perturbed text — whole document for mode full, prefix for clean_target —,
@@ -95,29 +93,17 @@ def code_hash(cls: type | None) -> str:
     return h.hexdigest()[:16]
 
 
-_WORK: Callable[[Any], list[CachedRow]] | None = None  # set in the parent, inherited by fork
-
-
-def _call(task: Any) -> list[CachedRow]:
-    assert _WORK is not None
-    return _WORK(task)
-
-
-def perturb_many(tasks: Sequence[Any], work: Callable[[Any], list[CachedRow]], processes: int | None = None) -> list[list[CachedRow]]:
+def perturb_many(tasks: Sequence[Any], work: Callable[[Any], list[CachedRow]], processes: int | None = None,
+                 stage: str = "perturbation") -> list[list[CachedRow]]:
     """``[work(t) for t in tasks]``, spread over ``processes`` forked CPU processes (default:
-    the CPUs this process may use, at most one per task). Falls back to this process where fork
-    is unavailable or only one process would run. ``work`` must be deterministic per task."""
-    global _WORK
+    the CPUs this process may use, at most one per task; ``harness.accel.pool_map``). Runs in
+    this process where fork is unavailable or only one process would run. ``work`` must be
+    deterministic per task.
+
+    The children inherit the fitted perturbation instances and the texts through fork; they
+    only run Python string code (never CUDA), which is safe after the parent initialised CUDA.
+    A child that dies (killed, out of memory) fails the call at once with a one-line
+    ``WorkerDied`` naming ``stage``, its pid and exit code; ``ProcessPoolExecutor``, used
+    before, could wait for ever on a child killed mid-send."""
     n = processes if processes is not None else usable_cpus()
-    n = max(1, min(n, len(tasks)))
-    if n == 1 or "fork" not in multiprocessing.get_all_start_methods():
-        return [work(t) for t in tasks]
-    _WORK = work
-    try:
-        # fork: the children inherit the fitted perturbation instances and the texts; they only
-        # run Python string code (never CUDA), which is safe after the parent initialised CUDA.
-        with ProcessPoolExecutor(n, mp_context=multiprocessing.get_context("fork"),
-                                 initializer=die_with_parent, initargs=(os.getpid(),)) as ex:
-            return list(ex.map(_call, tasks, chunksize=1))
-    finally:
-        _WORK = None
+    return pool_map(work, tasks, n, stage=stage)

@@ -28,7 +28,7 @@ from typing import Any
 
 import torch
 
-from harness.results import atomic_write_bytes, dumps
+from harness.results import atomic_write_bytes, dumps, torch_bytes
 
 SEAL_KEYS = ("sha256", "payload")
 
@@ -75,12 +75,8 @@ def read_sealed_json(path: Path) -> Any:
 
 
 def write_sealed_torch(path: Path, obj: Any) -> None:
-    inner = io.BytesIO()
-    torch.save(obj, inner)
-    data = inner.getvalue()
-    outer = io.BytesIO()
-    torch.save({"sha256": _digest(data), "payload": data}, outer)
-    atomic_write_bytes(path, outer.getvalue())
+    data = torch_bytes(obj)
+    atomic_write_bytes(path, torch_bytes({"sha256": _digest(data), "payload": data}))
 
 
 def read_sealed_torch(path: Path, map_location: Any = "cpu") -> Any:

@@ -31,7 +31,7 @@ from typing import Any
 
 import torch
 
-from reports.files import write_bytes_atomic
+from core.files import write_bytes_atomic, write_text_atomic
 
 
 def stable_hash(obj: Any) -> str:
@@ -41,14 +41,14 @@ def stable_hash(obj: Any) -> str:
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
     """Write ``data`` to ``path`` atomically (temp file, fsync, rename), creating its folder; a
-    failed write leaves no temp file and names ``path``. One writer for the harness and the
-    reports: ``reports.files.write_bytes_atomic``."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    write_bytes_atomic(path, data)
+    failed write leaves no temp file and names ``path`` (``core.files``, the one writer)."""
+    write_bytes_atomic(path, data, make_parents=True)
 
 
 def atomic_write_text(path: Path, text: str) -> None:
-    atomic_write_bytes(path, text.encode("utf-8", "surrogateescape"))  # CSV cells may carry raw bytes
+    """UTF-8, atomically, creating the folder; lone surrogates become the raw bytes they carry
+    (``surrogateescape``: CSV cells and JSON may hold a corpus's undecodable bytes)."""
+    write_text_atomic(path, text, errors="surrogateescape", make_parents=True)
 
 
 def _json_default(o: Any) -> Any:
@@ -88,10 +88,15 @@ def atomic_write_json(path: Path, obj: Any) -> None:
     atomic_write_text(path, dumps(obj, indent=2) + "\n")
 
 
-def atomic_torch_save(obj: Any, path: Path) -> None:
+def torch_bytes(obj: Any) -> bytes:
+    """What ``torch.save`` writes for ``obj``, as bytes (written atomically, or sealed)."""
     buf = io.BytesIO()
     torch.save(obj, buf)
-    atomic_write_bytes(path, buf.getvalue())
+    return buf.getvalue()
+
+
+def atomic_torch_save(obj: Any, path: Path) -> None:
+    atomic_write_bytes(path, torch_bytes(obj))
 
 
 def write_csv(path: Path, rows: Sequence[dict[str, Any]], columns: Sequence[str]) -> None:

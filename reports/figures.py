@@ -69,13 +69,15 @@ def palette(encoders: list[str]) -> dict[str, Any]:
     return {e: cols[i % len(cols)] for i, e in enumerate(encoders)}
 
 
-def to_png(fig: Figure) -> bytes:
+def to_png(fig: Figure, dpi: float | None = None) -> bytes:
+    """PNG bytes; ``dpi`` None: ``savefig.dpi`` of the style (``setup_style``: 110)."""
     buf = io.BytesIO()
-    fig.savefig(buf, format="png")  # constrained layout already fits; "tight" would draw twice
+    fig.savefig(buf, format="png", dpi=dpi)  # constrained layout already fits; "tight" would draw twice
     return buf.getvalue()
 
 
 def to_svg(fig: Figure) -> bytes:
+    """SVG bytes, text kept as text (``setup_style``), with no date in them."""
     buf = io.BytesIO()
     fig.savefig(buf, format="svg", metadata={"Date": None})  # no date: reproducible files
     return buf.getvalue()

@@ -41,6 +41,24 @@ def sig3(x: Any, sign: bool = True) -> str:
     return ("+" + s) if sign and v > 0 else s
 
 
+def num(x: Any, spec: str = ".3f") -> str:
+    """``x`` formatted by ``spec`` (Python's format mini-language: ".3f", "+.3f" signed, ".2g",
+    ".0%"); "—" for anything that is not a finite real number (None, NaN, NA, ±inf, text)."""
+    try:
+        v = float(x)
+    except (TypeError, ValueError):
+        return "—"
+    return format(v, spec) if math.isfinite(v) else "—"
+
+
+def ci(lo: Any, hi: Any, spec: str = ".3f", missing: str = "—") -> str:
+    """A confidence interval "[lo, hi]", both ends by ``num(·, spec)``; ``missing`` unless both
+    ends are finite numbers (a bootstrap with too few units gives NaN ends)."""
+    if num(lo) == "—" or num(hi) == "—":
+        return missing
+    return f"[{num(lo, spec)}, {num(hi, spec)}]"
+
+
 def pvalue(p: Any) -> str:
     """A p-value: "<0.001" below 0.001, else three decimals; "—" when missing."""
     if not is_num(p):

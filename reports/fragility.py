@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from core.metrics import bpb
+from reports.fmt import num
 
 KIND_ORDER = {"none": 0, "global": 1, "inter_block": 2, "intra_block": 3}
 COLUMNS = ["dataset", "encoder", "kind", "permutation", "block bytes", "BPB", "Δ vs original"]
@@ -79,11 +80,8 @@ def permutation_summary(models: pd.DataFrame, baselines: pd.DataFrame) -> pd.Dat
 
 def table_rows(summary: pd.DataFrame) -> list[list[str]]:
     """Display rows for ``COLUMNS`` (numeric columns: block bytes, BPB, Δ)."""
-    def f(x: float, sign: bool = False) -> str:
-        return "—" if not np.isfinite(x) else (f"{x:+.3f}" if sign else f"{x:.3f}")
-
     return [[str(r.dataset), str(r.base), str(r.kind), str(r.permutation),
-             str(r.bb) if r.bb else "", f(r.bpb), "" if r.permutation == "none" else f(r.delta, True)]
+             str(r.bb) if r.bb else "", num(r.bpb), "" if r.permutation == "none" else num(r.delta, "+.3f")]
             for r in summary.itertuples()]
 
 

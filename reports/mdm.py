@@ -37,6 +37,7 @@ import numpy as np
 import pandas as pd
 
 from core.metrics import LN2, bpb
+from reports.fmt import ci, num
 from reports.load import CLEAN_ID, RunData
 from reports.stats import bootstrap_ci
 
@@ -186,16 +187,13 @@ def ar_vs_mdm(data: RunData, n_boot: int = 1000, seed: int = 0) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def _f(x: Any, sign: bool = False) -> str:
-    if x is None or not math.isfinite(float(x)):
-        return "—"
-    return f"{float(x):+.3f}" if sign else f"{float(x):.3f}"
+def _band(lo: Any, hi: Any, spec: str = ".3f") -> str:
+    """The CI to follow a value (" [lo, hi]"), or nothing where an end of it is missing."""
+    band = ci(lo, hi, spec, missing="")
+    return f" {band}" if band else ""
 
 
-def _ci(lo: Any, hi: Any, sign: bool = False) -> str:
-    if not (math.isfinite(float(lo)) and math.isfinite(float(hi))):
-        return ""
-    return f" [{_f(lo, sign)}, {_f(hi, sign)}]"
+_SIGNED = "+.3f"  # differences: always with their sign
 
 
 # (heading, row -> display string, numeric) for ``reports.render``'s one table renderer, which
@@ -204,14 +202,14 @@ TABLE_SPEC: list[tuple[str, Callable[[Any], str], bool]] = [
     ("AR", lambda r: str(r.ar), False),
     ("MDM", lambda r: str(r.mdm), False),
     ("mode", lambda r: str(r.mode), False),
-    ("AR BPB (exact) [95 % CI]", lambda r: _f(r.bpb_ar) + _ci(r.bpb_ar_lo, r.bpb_ar_hi), True),
+    ("AR BPB (exact) [95 % CI]", lambda r: num(r.bpb_ar) + _band(r.bpb_ar_lo, r.bpb_ar_hi), True),
     ("MDM BPB (NELBO ≥ NLL) ± MC se [95 % CI]",
-     lambda r: f"{_f(r.bpb_mdm)} ± {_f(r.bpb_se)}" + _ci(r.bpb_mdm_lo, r.bpb_mdm_hi), True),
-    ("gap MDM − AR [95 % CI]", lambda r: _f(r.gap, True) + _ci(r.gap_lo, r.gap_hi, True), True),
-    ("mean ΔBPB AR", lambda r: _f(r.delta_ar, True), True),
-    ("mean ΔBPB MDM", lambda r: _f(r.delta_mdm, True), True),
+     lambda r: f"{num(r.bpb_mdm)} ± {num(r.bpb_se)}" + _band(r.bpb_mdm_lo, r.bpb_mdm_hi), True),
+    ("gap MDM − AR [95 % CI]", lambda r: num(r.gap, _SIGNED) + _band(r.gap_lo, r.gap_hi, _SIGNED), True),
+    ("mean ΔBPB AR", lambda r: num(r.delta_ar, _SIGNED), True),
+    ("mean ΔBPB MDM", lambda r: num(r.delta_mdm, _SIGNED), True),
     ("ΔBPB MDM − AR [95 % CI]",
-     lambda r: _f(r.delta_diff, True) + _ci(r.delta_diff_lo, r.delta_diff_hi, True), True),
+     lambda r: num(r.delta_diff, _SIGNED) + _band(r.delta_diff_lo, r.delta_diff_hi, _SIGNED), True),
     ("docs", lambda r: str(int(r.n_docs)), True),
 ]
 TITLE = "AR vs MDM per encoder"

@@ -22,8 +22,8 @@ import jinja2
 import markupsafe
 import pandas as pd
 
+from core.files import write_bytes_atomic, write_text_atomic
 from reports import fragility, load, mdm
-from reports.files import write_bytes_atomic, write_text_atomic
 from reports.fmt import p_phrase, pvalue, sig3
 from reports.surprisal import BIN_LABELS, build_samples
 from reports.tables import (
@@ -51,6 +51,8 @@ def _ok(x: Any) -> bool:
 
 
 def f3(x: Any) -> str:
+    """Three decimals (BPB; bytes per segment, as in the BLT fit log); "—" for None / NaN / NA.
+    An infinite value shows as "inf" (``fmt.num`` shows "—" for it)."""
     return f"{float(x):.3f}" if _ok(x) else "—"
 
 
@@ -94,11 +96,6 @@ def fbytes(x: Any) -> str:
         if x >= div:
             return f"{x / div:.3g} {pre}"
     return f"{x:.0f} B"
-
-
-def fbps(x: Any) -> str:
-    """Bytes per segment: three decimals, as in the BLT fit log."""
-    return f"{float(x):.3f}" if _ok(x) else "—"
 
 
 def fsev(x: Any) -> str:
@@ -270,10 +267,10 @@ def build_tables(t: Tables) -> dict[str, Table]:
          True),
         ("peak memory", lambda r: fbytes(r.peak_mem_bytes) + (" (RSS)" if r.peak_mem_kind ==
                                                               "process_max_rss" else ""), True),
-        ("bytes / unit (eval, clean)", lambda r: (f"{fbps(r.bytes_per_segment)} "
+        ("bytes / unit (eval, clean)", lambda r: (f"{f3(r.bytes_per_segment)} "
                                                   f"({r.token_unit or 'segment'})"
                                                   if _ok(r.bytes_per_segment) else "—"), True),
-        ("bytes / unit (training fit)", lambda r: fbps(r.bytes_per_segment_train), True),
+        ("bytes / unit (training fit)", lambda r: f3(r.bytes_per_segment_train), True),
     ], t.efficiency, note="From run.json, averaged over trained seeds (peak memory: the "
                           "maximum; RSS = whole-process resident memory on CPU, not the model "
                           "alone). Bytes per unit = Σ scored bytes / Σ segments (token, patch "
@@ -566,15 +563,26 @@ def _figures(t: Tables, data: load.RunData, fig_dir: Path, svg: bool) -> dict[st
     fig_dir.mkdir(parents=True, exist_ok=True)
     for key, title, caption, make in specs:
         fig = make()
-        if fig is None:
-            continue
-        png = F.to_png(fig)
-        write_bytes_atomic(fig_dir / f"{key}.png", png)
+        if fig is not None:
+            out[key] = save_figure(fig, key, title, caption, fig_dir, svg)
+    return out
+
+
+def save_figure(fig: Any, key: str, title: str, caption: str, fig_dir: Path | None, svg: bool,
+                dpi: float | None = None) -> FigureOut:
+    """A matplotlib figure as a ``FigureOut`` (its PNG for the HTML), written atomically to
+    ``fig_dir/<key>.png`` and, when ``svg``, ``<key>.svg`` (``fig_dir`` None: no files), then
+    closed. ``dpi``: None = the style's (``figures.setup_style``)."""
+    from reports import figures as F  # matplotlib only when rendering
+
+    png = F.to_png(fig, dpi)
+    if fig_dir is not None:
+        fig_dir.mkdir(parents=True, exist_ok=True)
+        write_bytes_atomic(fig_dir / f"{key}.png", png)  # a full disk leaves no cut file
         if svg:
             write_bytes_atomic(fig_dir / f"{key}.svg", F.to_svg(fig))
-        F.plt.close(fig)
-        out[key] = FigureOut(key, title, caption, png, f"figures/{key}.png")
-    return out
+    F.plt.close(fig)
+    return FigureOut(key, title, caption, png, f"figures/{key}.png")
 
 
 def _without(obj: Any, key: str) -> Any:

@@ -45,6 +45,7 @@ import pandas as pd
 from scipy.optimize import least_squares
 
 from core.metrics import bpb
+from reports.fmt import num
 
 CONVENTIONS = {"half": "train_flops", "full": "train_flops_full_attn"}
 HEADLINE = "half"
@@ -447,7 +448,8 @@ def _ci(vals: list[float], level: float) -> tuple[float, float]:
 
 
 def fmt_flops(c: float) -> str:
-    return f"{c:.2g}" if math.isfinite(c) else "—"
+    """A FLOP count with two significant digits ("1.2e+15"); "—" where there is none."""
+    return num(c, ".2g")
 
 
 def fit_scaling(results: pd.DataFrame, *, n_boot: int = 200, seed: int = 0, level: float = 0.95,

@@ -12,7 +12,6 @@ macro) are render's.
 
 from __future__ import annotations
 
-import io
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,8 +21,8 @@ import markupsafe
 import numpy as np
 import pandas as pd
 
-from reports.files import write_bytes_atomic
-from reports.render import FigureOut, Table, _jinja, md_table, md_text
+from reports.fmt import ci, num
+from reports.render import FigureOut, Table, _jinja, md_table, md_text, save_figure
 from reports.scaling import CONVENTIONS, ScalingFit, fit_scaling, fmt_flops
 
 CONV_TEXT = {
@@ -43,14 +42,6 @@ class ScalingSection:
     tables: list[Table] = field(default_factory=list)
 
 
-def _g(x: Any, fmt: str = ".3f") -> str:
-    return format(x, fmt) if isinstance(x, (int, float)) and math.isfinite(x) else "—"
-
-
-def _ci(lo: Any, hi: Any, fmt: str = ".3f") -> str:
-    return f"[{_g(lo, fmt)}, {_g(hi, fmt)}]" if math.isfinite(lo) and math.isfinite(hi) else "—"
-
-
 def build_tables(fit: ScalingFit) -> list[Table]:
     """The section's tables as formatted text cells (escaping happens in the template)."""
     lvl = f"{fit.level:.0%}"
@@ -58,8 +49,8 @@ def build_tables(fit: ScalingFit) -> list[Table]:
     rows = []
     for r in fit.parity.itertuples():
         rows.append([r.dataset, r.convention + (" (headline)" if r.convention == fit.headline else ""),
-                     r.byte, r.bpe, r.status, fmt_flops(r.c_star), _ci(r.c_lo, r.c_hi, ".2g"),
-                     _g(r.frac_inside, ".0%"), r.statement])
+                     r.byte, r.bpe, r.status, fmt_flops(r.c_star), ci(r.c_lo, r.c_hi, ".2g"),
+                     num(r.frac_inside, ".0%"), r.statement])
     out.append(Table("scaling_parity", "Parity: where a byte-level encoder reaches BPE",
                       ["eval set", "FLOPs", "byte-level", "BPE", "status", "C* (FLOPs)", f"{lvl} CI",
                        "resamples inside range", "statement"], rows,
@@ -70,10 +61,10 @@ def build_tables(fit: ScalingFit) -> list[Table]:
     rows = []
     for r in fit.exponents.itertuples():
         e = fit.irreducible[(fit.irreducible.dataset == r.dataset) & (fit.irreducible.convention == r.convention)]
-        e_txt = f"{_g(e.E.iloc[0])} {_ci(e.E_lo.iloc[0], e.E_hi.iloc[0])}" if len(e) else "—"
-        rows.append([r.dataset, r.convention, r.encoder, f"{_g(r.alpha)} {_ci(r.alpha_lo, r.alpha_hi)}",
-                     f"{_g(math.exp(r.lnA), '.3g') if math.isfinite(r.lnA) else '—'}", e_txt,
-                     f"{_g(r.a)} {_ci(r.a_lo, r.a_hi)}", f"{_g(r.b)} {_ci(r.b_lo, r.b_hi)}"])
+        e_txt = f"{num(e.E.iloc[0])} {ci(e.E_lo.iloc[0], e.E_hi.iloc[0])}" if len(e) else "—"
+        rows.append([r.dataset, r.convention, r.encoder, f"{num(r.alpha)} {ci(r.alpha_lo, r.alpha_hi)}",
+                     f"{num(math.exp(r.lnA), '.3g') if math.isfinite(r.lnA) else '—'}", e_txt,
+                     f"{num(r.a)} {ci(r.a_lo, r.a_hi)}", f"{num(r.b)} {ci(r.b_lo, r.b_hi)}"])
     out.append(Table("scaling_exponents", "Frontier and allocation exponents",
                       ["eval set", "FLOPs", "encoder", f"α [{lvl} CI]", "A", f"E (shared) [{lvl} CI]",
                        f"a: N_opt ∝ C^a [{lvl} CI]", f"b: D_opt ∝ C^b [{lvl} CI]"], rows,
@@ -82,7 +73,7 @@ def build_tables(fit: ScalingFit) -> list[Table]:
     rows = []
     for r in fit.optima.itertuples():
         rows.append([r.dataset, r.encoder, fmt_flops(r.budget), f"{r.n_opt:.3g}", f"{r.d_opt:.3g}",
-                     _g(r.loss_opt), fmt_flops(r.c_half), fmt_flops(r.c_full), r.edge or "—", str(r.n_points)])
+                     num(r.loss_opt), fmt_flops(r.c_half), fmt_flops(r.c_full), r.edge or "—", str(r.n_points)])
     out.append(Table("scaling_optima", "Compute-optimal point per budget (IsoFLOP vertices)",
                       ["eval set", "encoder", "budget", "N_opt", "D_opt (bytes)", "BPB at N_opt",
                        "C (half)", "C (full)", "flag", "points"], rows,
@@ -91,8 +82,8 @@ def build_tables(fit: ScalingFit) -> list[Table]:
                       "flat = no upward curvature, the best observed point is used."))
     rows = []
     for r in fit.robustness.itertuples():
-        rows.append([r.dataset, r.encoder, r.perturbation, f"{_g(r.slope, '+.4f')}",
-                     _ci(r.slope_lo, r.slope_hi, "+.4f")])
+        rows.append([r.dataset, r.encoder, r.perturbation, f"{num(r.slope, '+.4f')}",
+                     ci(r.slope_lo, r.slope_hi, "+.4f")])
     out.append(Table("scaling_robustness", "Robustness vs compute",
                       ["eval set", "encoder", "perturbation", "ΔBPB per decade of C", f"{lvl} CI"], rows,
                       "ΔBPB: clean_target BPB under the perturbation minus clean, at the fitted N_opt of "
@@ -110,18 +101,6 @@ def _palette(encoders: list[str]) -> dict[str, Any]:
 
     cols = plt.get_cmap("tab10").colors
     return {e: cols[i % len(cols)] for i, e in enumerate(encoders)}
-
-
-def _png(fig: Any) -> bytes:
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=110)
-    return buf.getvalue()
-
-
-def _svg(fig: Any) -> bytes:
-    buf = io.BytesIO()
-    fig.savefig(buf, format="svg", metadata={"Date": None})
-    return buf.getvalue()
 
 
 def make_figures(fit: ScalingFit, dataset: str) -> list[tuple[str, str, str, Any]]:
@@ -233,20 +212,11 @@ def scaling_section(results: pd.DataFrame, fig_dir: Path | None = None, *, n_boo
     fit = fit_scaling(results, n_boot=n_boot, seed=seed)
     if fit.empty:
         return None
-    import matplotlib.pyplot as plt
-
     figs: list[FigureOut] = []
     for dataset in sorted(fit.optima.dataset.unique()):
         for key, title, caption, fig in make_figures(fit, dataset):
             safe = "".join(ch if ch.isalnum() or ch in "-_" else "_" for ch in key)
-            png = _png(fig)
-            if fig_dir is not None:
-                fig_dir.mkdir(parents=True, exist_ok=True)
-                write_bytes_atomic(fig_dir / f"{safe}.png", png)  # a full disk leaves no cut file
-                if svg:
-                    write_bytes_atomic(fig_dir / f"{safe}.svg", _svg(fig))
-            plt.close(fig)
-            figs.append(FigureOut(safe, title, caption, png, f"figures/{safe}.png"))
+            figs.append(save_figure(fig, safe, title, caption, fig_dir, svg, dpi=110))
     tables = build_tables(fit)
     other = next(c for c in CONVENTIONS if c != fit.headline)
     html = _jinja().get_template("sections/scaling.html.j2").render(

@@ -414,7 +414,8 @@ class MorphologyAnalysis(Analysis):
                 self._seen_stems(lang, seg)
         keys = list(todo)
         chunks = [keys[i : i + chunk] for i in range(0, len(keys), chunk)]  # texts per task
-        done = perturb_many(chunks, lambda ks: [self._arrays(k[0], todo[k]) for k in ks], processes)  # type: ignore[arg-type,return-value]
+        done = perturb_many(chunks, lambda ks: [self._arrays(k[0], todo[k]) for k in ks], processes,  # type: ignore[arg-type,return-value]
+                            stage="morphology word tables")
         for ks, arrs in zip(chunks, done):
             for k, arr in zip(ks, arrs):
                 self._keep(k, arr)  # type: ignore[arg-type]

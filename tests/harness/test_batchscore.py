@@ -5,6 +5,11 @@ perturbation in several processes gives the texts of one process."""
 from __future__ import annotations
 
 import gzip
+import os
+import re
+import signal
+import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -98,6 +103,119 @@ def _work(task: int) -> list:
 def test_perturb_many_in_processes_matches_one_process() -> None:
     tasks = list(range(5))
     assert perturb_many(tasks, _work, processes=2) == perturb_many(tasks, _work, processes=1)
+
+
+PERTURBED = ["The quick brown fox jumps over the lazy dog.", "Ça coûte cher: naïve café owners in Zürich.",
+             "Tokenizer-free models read raw bytes, so a typo changes one byte."] * 20
+
+
+def _perturb_task(task: tuple[str, float]) -> list:
+    """Plan rows as ``Runner.plan_rows`` makes them (perturbed text, edit rate, word count), of
+    real registered perturbations; tasks differ in cost, so they finish out of order."""
+    from harness.metrics import count_words
+    from harness.perturb import apply
+    from harness.plugins import resolve
+    from perturbations.measure import edit_rate
+
+    name, severity = task
+    inst = resolve("perturbation", name)(severity=severity)
+    if name == "typo.random":
+        time.sleep(0.5)  # the first task finishes last
+    out = []
+    for i, text in enumerate(PERTURBED):
+        p = apply(inst, text, 0, name, {"severity": severity}, f"doc/{i}")
+        out.append((p, edit_rate(text, p), count_words(text)))
+    return out
+
+
+def test_perturb_many_gives_the_serial_results_in_task_order() -> None:
+    tasks = [("typo.random", 0.2), ("case.random", 0.5), ("unicode.nfd", 1.0), ("typo.keyboard", 0.05),
+             ("space.random", 0.1)]
+    serial = [_perturb_task(t) for t in tasks]
+    assert perturb_many(tasks, _perturb_task, processes=3) == serial
+    assert perturb_many(tasks, _perturb_task, processes=1) == serial
+    assert serial[2][1][0] != PERTURBED[1] and serial[2][0][0] == PERTURBED[0]  # NFD changes only accents
+
+
+def _pid(task: int) -> int:
+    time.sleep(0.2)  # long enough that every worker gets a task
+    return os.getpid()
+
+
+def test_perturb_many_spreads_tasks_over_processes() -> None:
+    pids = perturb_many(list(range(4)), _pid, processes=2)  # type: ignore[arg-type]
+    assert len(set(pids)) == 2 and os.getpid() not in pids
+
+
+def _killed_at(task: tuple[int, str]) -> list:
+    i, how = task
+    if i == 2:
+        if how == "sigkill":  # as the kernel's out-of-memory killer does
+            os.kill(os.getpid(), signal.SIGKILL)
+        os._exit(3)  # e.g. a C extension that exits
+    time.sleep(0.1)
+    return [(f"text {i}", 0.0, 1)]
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="fork")
+@pytest.mark.parametrize("how,code", [("sigkill", -9), ("exit", 3)])
+def test_a_dead_perturbation_worker_is_a_one_line_error(how: str, code: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The stall limit bounds the test if the death went unnoticed (a TimeoutError would fail it);
+    # ProcessPoolExecutor could wait for ever on a worker killed mid-send.
+    monkeypatch.setenv("TOKBENCH_STALL_SECONDS", "20")
+    from harness.accel import WorkerDied
+
+    before = _children()
+    t0 = time.perf_counter()
+    with pytest.raises(WorkerDied) as err:
+        perturb_many([(i, how) for i in range(6)], _killed_at, processes=3)
+    assert time.perf_counter() - t0 < 10
+    msg = str(err.value)
+    assert re.fullmatch(rf"perturbation: worker \d \(pid \d+\) died \(exit code {code}\) before sending its result", msg)
+    assert isinstance(err.value, OSError)  # the CLI's one line, exit 2 (tests/reliability/test_plugin_safety.py)
+    deadline = time.time() + 10  # the other workers were ended, not left running
+    while _children() - before and time.time() < deadline:
+        time.sleep(0.05)
+    assert not _children() - before
+
+
+def _raises_at_3(i: int) -> list:
+    if i == 3:
+        raise ValueError("bad document 3")
+    return []
+
+
+def test_an_error_in_a_perturbation_worker_keeps_its_type() -> None:
+    with pytest.raises(ValueError, match="bad document 3"):
+        perturb_many(list(range(6)), _raises_at_3, processes=2)  # type: ignore[arg-type]
+
+
+def _stalls_at_1(i: int) -> list:
+    if i == 1:
+        time.sleep(120)
+    return []
+
+
+def test_a_stalled_perturbation_worker_is_a_one_line_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TOKBENCH_STALL_SECONDS", "2")
+    t0 = time.perf_counter()
+    with pytest.raises(TimeoutError, match=r"perturbation: worker \d \(pid \d+\) sent no result in 2 s"):
+        perturb_many(list(range(4)), _stalls_at_1, processes=2)  # type: ignore[arg-type]
+    assert time.perf_counter() - t0 < 30  # the sleeping worker was killed, not waited for
+
+
+def _children() -> set[int]:
+    """Live (non-zombie) child processes of this process."""
+    out = set()
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                after = (d / "stat").read_text().rsplit(")", 1)[1].split()
+            except (FileNotFoundError, ProcessLookupError, IndexError):
+                continue
+            if int(after[1]) == os.getpid() and after[0] != "Z":
+                out.add(int(d.name))
+    return out
 
 
 def test_bf16_switch_is_cuda_only() -> None:

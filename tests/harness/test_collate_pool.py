@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from harness.accel import Prefetcher, ordered_pool_map
+from harness.accel import Prefetcher, WorkerDied, ordered_pool_map
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -130,7 +130,7 @@ def _die_at_3(i: int) -> int:
 
 def test_a_dead_worker_is_a_one_line_error() -> None:
     got = []
-    with pytest.raises(RuntimeError, match=r"worker 1 \(pid \d+\) died \(exit code -9\)"):
+    with pytest.raises(WorkerDied, match=r"worker 1 \(pid \d+\) died \(exit code -9\)"):
         for x in ordered_pool_map(_die_at_3, iter(range(8)), 2):
             got.append(x)
     assert got == [0, 1, 2]

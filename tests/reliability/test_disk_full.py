@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
+import core.files
 import harness.cache
-import reports.files
+from core.files import write_text_atomic
 from harness.cli import main
-from reports.files import write_text_atomic
 
 
 def _full(*_: object, **__: object) -> None:
@@ -52,7 +52,7 @@ def test_disk_full_in_the_report_announces_nothing(
 ) -> None:
     suite, out = run_copy
     (out / "report.html").write_text("<html>old</html>")  # an old report must not be announced
-    monkeypatch.setattr(reports.files.os, "fsync", _full)
+    monkeypatch.setattr(core.files.os, "fsync", _full)
     capsys.readouterr()
     assert main(["run", str(suite), "--out", str(out), "--quiet"]) == 2
     cap = capsys.readouterr()
@@ -65,7 +65,7 @@ def test_disk_full_in_the_report_announces_nothing(
 def test_atomic_report_write_keeps_the_old_file_whole(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     p = tmp_path / "report.html"
     write_text_atomic(p, "<p>whole</p>")
-    monkeypatch.setattr(reports.files.os, "fsync", _full)
+    monkeypatch.setattr(core.files.os, "fsync", _full)
     with pytest.raises(OSError) as e:
         write_text_atomic(p, "<p>" + "x" * 10_000)
     assert e.value.errno == errno.ENOSPC

@@ -4,6 +4,7 @@ declares in ``plugin_paths`` (default: the suite's own folder), never the workin
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 
@@ -51,7 +52,7 @@ def suite_with(tmp_path: Path):  # type: ignore[no-untyped-def]
         return make_suite(tmp_path, text)
 
     yield make
-    for m in ("tb_rel_exit", "tb_rel_raises"):
+    for m in ("tb_rel_exit", "tb_rel_raises", "tb_rel_killed"):
         sys.modules.pop(m, None)
 
 
@@ -83,6 +84,38 @@ def test_plugin_raising_is_one_line(target: str, needle: str, suite_with, tmp_pa
     assert main(["run", str(suite), "--out", str(tmp_path / "o"), "--quiet", "--no-report"]) == 2
     assert needle in _one_line(capsys)
     assert not list((tmp_path / "o").glob("models/*.pt"))  # caught before training (Runner.try_perturbations)
+
+
+KILLED = HEADER + """\
+import os, signal
+
+MAIN = os.getpid()  # imported by the run itself, before the perturbation processes fork
+
+
+@dataclass(kw_only=True)
+class Killed(Perturbation):
+    def perturb(self, text: str, rng: random.Random) -> str:
+        if os.getpid() != MAIN:  # in a perturbation process: killed, as by the out-of-memory killer
+            os.kill(os.getpid(), signal.SIGKILL)
+        return text
+"""
+
+
+def test_a_killed_perturbation_process_is_one_line(suite_with, tmp_path: Path,  # type: ignore[no-untyped-def]
+                                                   capsys: pytest.CaptureFixture[str],
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    import harness.batchscore
+
+    monkeypatch.setattr(harness.batchscore, "usable_cpus", lambda: 2)  # processes even on one CPU
+    monkeypatch.setenv("TOKBENCH_STALL_SECONDS", "60")  # a death gone unnoticed fails, not hangs
+    suite = suite_with("tb_rel_killed", KILLED, "Killed")
+    capsys.readouterr()
+    assert main(["run", str(suite), "--out", str(tmp_path / "o"), "--quiet", "--no-report"]) == 2
+    err = capsys.readouterr().err
+    lines = [ln for ln in err.splitlines() if ln.startswith("tokbench: error:")]
+    assert len(lines) == 1 and "Traceback" not in err, err
+    assert re.fullmatch(r"tokbench: error: perturbation: worker \d \(pid \d+\) died \(exit code -9\) "
+                        r"before sending its result", lines[0]), lines[0]
 
 
 def test_working_directory_is_not_searched(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,

@@ -1,0 +1,46 @@
+"""Atomic file writes: the one implementation, for the harness (cells, models, results,
+run.json, cached plans) and the reports (report.html / .md, figures), which may not import
+``harness``. A temporary file in the same directory, fsync, rename: a full disk or a kill never
+leaves a file cut short (a report.html cut mid-tag, a half cell); the previous file, if any,
+stays whole, and the error propagates to the caller. A kill can leave the temporary file
+``.<name>.<random>.tmp`` behind; ``harness.cache.remove_stale_tmp`` removes those.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+_UMASK = os.umask(0o022)
+os.umask(_UMASK)  # read once: mkstemp creates 0600 files; ours get the usual 0666 & ~umask
+
+
+def write_bytes_atomic(path: Path, data: bytes, make_parents: bool = False) -> None:
+    """Write ``data`` to ``path`` atomically; ``make_parents`` creates its folder first. A failed
+    write leaves no temporary file and its OSError names ``path``."""
+    path = Path(path)
+    if make_parents:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        os.fchmod(fd, 0o666 & ~_UMASK)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException as e:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        if isinstance(e, OSError) and e.filename is None:
+            e.filename = str(path)  # a failed write(fd) names no file; the message must
+        raise
+
+
+def write_text_atomic(path: Path, text: str, errors: str = "backslashreplace", make_parents: bool = False) -> None:
+    """``text`` as UTF-8, atomically. ``errors``: what becomes of characters UTF-8 cannot encode
+    (lone surrogates): backslash escapes by default (a report must be valid UTF-8);
+    ``"surrogateescape"`` gives back the raw bytes they stand for (results files: a corpus's
+    undecodable bytes)."""
+    write_bytes_atomic(path, text.encode("utf-8", errors), make_parents)
