@@ -35,7 +35,9 @@ compute-optimal size, check that the ladder brackets it, and predict the H200 wa
    rate and scales the batch-wait time measured (``host_wait_seconds``) with the batch.
    Predicted wall of a budget = start-up and data (measured, the data part scaled by the train
    part's size) + Σ over admissible points (planned steps × the measured ratio of steps run to
-   steps planned × ms/step + first step + per-model set-up, measured) + one BPE fit per command
+   steps planned × the over-read at this batch relative to the timed one (``rung_facts``: BPE's
+   plan pads an 8-step probe as one batch, its loop pads per step) × ms/step + first step +
+   per-model set-up, measured) + one BPE fit per command
    (later rungs reuse the merges in-process) + scoring (measured seconds per model).
 4. **Candidate.** For the suite given, every rung's N and training FLOPs per byte come from the
    encoders' own accounting on the suite's real training windows (as ``scaling_plan.py``), the
@@ -320,10 +322,31 @@ def time_model(dirs: Sequence[Path], fit_dirs: Sequence[Path], wall: dict[str, f
 # A candidate suite
 
 
-def rung_facts(suite: object, cache: Path | None) -> tuple[dict[tuple[str, str], tuple[int, float, float]], int]:
-    """(encoder label, rung) → (N non-embedding, FLOPs/byte half, full) from the encoders' own
-    accounting on the suite's training windows (BPE merges learned on budget.train_bytes, as the
-    GPU run does); and the train part's size in bytes."""
+def loop_flops_per_byte(enc: object, windows: list[bytes], per_step: int) -> float:
+    """Training FLOPs per scored byte (half convention) of ``windows`` collated ``per_step`` at a
+    time, as the training loop collates and counts them — padded to the longest window of each
+    step, where ``harness.scaling.flops_per_byte`` pads the whole probe as one batch."""
+    flops = scored = 0.0
+    for i in range(0, len(windows), per_step):
+        chunk = windows[i: i + per_step]
+        batch = enc.collate(chunk, [0] * len(chunk))  # type: ignore[attr-defined]
+        frozen = enc.frozen_flops(batch) if hasattr(enc, "frozen_flops") else 0.0
+        flops += 3.0 * enc.flops(batch) - 2.0 * frozen  # type: ignore[attr-defined]
+        scored += batch.scored_bytes
+    return flops / max(1.0, scored)
+
+
+def rung_facts(suite: object, cache: Path | None, ref_batch: int | None = None
+               ) -> tuple[dict[tuple[str, str], tuple[int, float, float, float]], int]:
+    """(encoder label, rung) → (N non-embedding, FLOPs/byte half, full, over-read) from the
+    encoders' own accounting on the suite's training windows (BPE merges learned on
+    budget.train_bytes, as the GPU run does); and the train part's size in bytes.
+
+    over-read: how much more the loop reads than planned at this suite's batch, relative to
+    ``ref_batch`` (the timed runs' batch, whose measured ratio of steps run to steps planned the
+    time model carries). The plan pads the 8-batch probe as one batch, the loop pads per step, so
+    padded encoders (BPE) read more bytes than planned, and more so at a larger batch:
+    [probe / per-step FLOPs per byte at this batch] / [the same at ``ref_batch``]."""
     import torch
 
     from encoders.backbone import causal_attention_cost
@@ -335,19 +358,25 @@ def rung_facts(suite: object, cache: Path | None) -> tuple[dict[tuple[str, str],
     ctx = source_context(suite, cache, lambda s: None)
     train = load_data(suite, ctx, prepare=False, log=lambda s: None).train
     cfg, b = suite.scaling, suite.budget
-    probe = list(training_windows(train.docs, 8 * b.batch_bytes, b.context_bytes, suite.seeds[0]))
-    out: dict[tuple[str, str], tuple[int, float, float]] = {}
+    seed = suite.seeds[0]
+    probe = list(training_windows(train.docs, 8 * b.batch_bytes, b.context_bytes, seed))
+    ref = ref_batch or b.batch_bytes
+    ref_probe = list(training_windows(train.docs, 8 * ref, b.context_bytes, seed))
+    out: dict[tuple[str, str], tuple[int, float, float, float]] = {}
     for spec in suite.encoders:
         for r in cfg.ladder:
             p = GridPoint(budget=cfg.budgets[0], rung=r, encoder=spec.label, label=f"{spec.label}:{r.name}")
-            enc = build_encoder(point_spec(cfg, spec, p), suite.seeds[0], ctx.base_dir)
+            enc = build_encoder(point_spec(cfg, spec, p), seed, ctx.base_dir)
             with torch.no_grad(), causal_attention_cost(HEADLINE_ATTENTION):
                 # BPE learns its merges once per process (encoders.bpe keeps them by data key).
-                enc.fit(fit_context(train.docs, b, torch.device("cpu"), suite.seeds[0],
+                enc.fit(fit_context(train.docs, b, torch.device("cpu"), seed,
                                     sub_bytes_cap=b.batch_bytes, log=lambda s: None))
                 half, full = flops_per_byte(enc, probe)
+                over = half / loop_flops_per_byte(enc, probe, b.batch_bytes // b.context_bytes)
+                ref_half = flops_per_byte(enc, ref_probe)[0]
+                over /= ref_half / loop_flops_per_byte(enc, ref_probe, ref // b.context_bytes)
             n = sum(x.numel() for x in enc.parameters()) - enc.embedding_parameters()
-            out[(spec.label, r.name)] = (n, half, full)
+            out[(spec.label, r.name)] = (n, half, full, over)
     return out, train.n_bytes
 
 
@@ -377,7 +406,7 @@ def design(suite_path: str, sets: list[str], cache: Path | None, fits: list[LawF
     suite = load_suite(suite_path, sets)
     cfg, b = suite.scaling, suite.budget
     assert cfg is not None, "not a scaling suite"
-    facts, part = rung_facts(suite, cache)
+    facts, part = rung_facts(suite, cache, tm.batch_bytes)
     encs = [s.label for s in suite.encoders]
     names = {s.label: s.name for s in suite.encoders}
     lines = [f"candidate {suite_path} {' '.join(sets)}".rstrip(),
@@ -392,6 +421,9 @@ def design(suite_path: str, sets: list[str], cache: Path | None, fits: list[LawF
     for e in encs:
         lines.append(f"  {names[e]:<6} " + "; ".join(
             f"{r.name} N={facts[(e, r.name)][0] / 1e6:.3g}M {facts[(e, r.name)][1]:.3g} FLOPs/B" for r in cfg.ladder))
+        over = [facts[(e, r.name)][3] for r in cfg.ladder]
+        lines.append(f"  {names[e]:<6} loop reads x{min(over):.3f}-{max(over):.3f} the bytes its steps-run/planned ratio "
+                     f"at {tm.batch_bytes:,} implies (padding per step vs the plan's one-batch probe)")
     lines.append("")
     lines.append(f"{'budget':>8} {'enc':<6} {'admissible rungs (N in M)':<58} "
                  + " ".join(f"{'N_opt ' + f.variant:>18}" for f in fits) + "  bracket")
@@ -415,7 +447,7 @@ def design(suite_path: str, sets: list[str], cache: Path | None, fits: list[LawF
             n_models += len(adm)
             costs = []
             for p in adm:
-                steps = p.steps * tm.steps_factor.get(names[e], 1.0)
+                steps = p.steps * tm.steps_factor.get(names[e], 1.0) * facts[(e, p.rung.name)][3]
                 ms = tm.ms(names[e], p.rung.layers, p.flops_per_byte, b.batch_bytes)
                 ms_hi = tm.ms(names[e], p.rung.layers, p.flops_per_byte, b.batch_bytes, pessimistic=True)
                 wall += steps * ms / 1000 + tm.first_step_s + tm.setup_s
