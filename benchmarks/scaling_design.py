@@ -438,7 +438,7 @@ def design(suite_path: str, sets: list[str], cache: Path | None, fits: list[LawF
         for e in encs:
             pts = []
             for r in cfg.ladder:
-                n, half, full = facts[(e, r.name)]
+                n, half, full, _ = facts[(e, r.name)]
                 p = GridPoint(budget=c, rung=r, encoder=e, label="")
                 p.params_non_embedding, p.flops_per_byte, p.flops_per_byte_full = n, half, full
                 plan_point(cfg, p, base_lr=b.lr, batch_bytes=b.batch_bytes, train_part_bytes=part)
