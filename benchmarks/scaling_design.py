@@ -245,6 +245,15 @@ class TimeModel:
     batch_bytes: int  # the batch every timed step used
     wait_ms: dict[str, float]  # mean host_wait_seconds per step (the step waiting for its batch)
     gpu_tflops: float = GPU_TFLOPS
+    gflop: dict[str, list[float]] | None = None  # measured training GFLOPs per step, rows' order
+
+    def flops_term(self, enc: str) -> tuple[float, float, float]:
+        """(c0, c1, c2) of ms/step = c0 + c1·layers + c2·GFLOPs per step, least squares: how much
+        a FLOPs term explains beyond depth at the measured batch (c2 in ms per GFLOP)."""
+        assert self.gflop is not None
+        x = np.array([[1.0, r[0], g] for r, g in zip(self.rows[enc], self.gflop[enc])])
+        c, *_ = np.linalg.lstsq(x, np.array([r[1] for r in self.rows[enc]]), rcond=None)
+        return float(c[0]), float(c[1]), float(c[2])
 
     def ms(self, enc: str, layers: int, flops_per_byte: float, batch_bytes: int,
            pessimistic: bool = False) -> float:
@@ -275,6 +284,7 @@ def time_model(dirs: Sequence[Path], fit_dirs: Sequence[Path], wall: dict[str, f
     first, score, fixed, setup, data_s, batch, part = [], [], [], [], [], set(), set()
     ratio: dict[str, list[float]] = {}
     wait: dict[str, list[float]] = {}
+    gflop: dict[str, list[float]] = {}
     for d in dirs:
         j = json.loads((d / "run.json").read_text())
         batch.add(int(j["suite"]["budget"]["batch_bytes"]))
@@ -284,6 +294,7 @@ def time_model(dirs: Sequence[Path], fit_dirs: Sequence[Path], wall: dict[str, f
             t = e["seeds"]["0"]["train"]
             ms = 1000 * (t["seconds"] - t["first_step_seconds"]) / max(1, t["steps"] - 1)
             rows.setdefault(e["name"], []).append((int(e["scaling"]["layers"]), ms))
+            gflop.setdefault(e["name"], []).append(t["flops_causal_attn_half"] / max(1, t["steps"]) / 1e9)
             ratio.setdefault(e["name"], []).append(t["steps"] / e["scaling"]["planned_steps"])
             wait.setdefault(e["name"], []).append(1000 * t.get("host_wait_seconds", 0.0) / max(1, t["steps"]))
             first.append(t["first_step_seconds"])
@@ -315,7 +326,7 @@ def time_model(dirs: Sequence[Path], fit_dirs: Sequence[Path], wall: dict[str, f
     return TimeModel(coef, resid, rows, float(np.mean(first)), float(np.mean(setup)),
                      {e: float(np.mean(v)) for e, v in ratio.items()}, float(np.mean(score)), float(np.mean(fixed)),
                      float(np.mean(data_s)), part.pop(), float(np.mean(fits)) if fits else 3.0, batch.pop(),
-                     {e: float(np.mean(v)) for e, v in wait.items()}, gpu_tflops)
+                     {e: float(np.mean(v)) for e, v in wait.items()}, gpu_tflops, gflop)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -530,10 +541,14 @@ def main() -> None:
     print(f"step-time model (batch {tm.batch_bytes:,} bytes, eager, measured), from {', '.join(d.name for d in a.times)}:")
     for e, (c0, c1) in tm.coef.items():
         r = tm.resid_ms[e]
-        fastest = min(x[1] for x in tm.rows[e])
+        fastest, slowest = min(x[1] for x in tm.rows[e]), max(x[1] for x in tm.rows[e])
         print(f"  {e:<6} ms/step = {c0:.1f} + {c1:.2f} x layers   ({len(r)} models, {min(x[0] for x in tm.rows[e])}-"
-              f"{max(x[0] for x in tm.rows[e])} layers, residuals {min(r):+.1f} .. {max(r):+.1f} ms, fastest "
-              f"{fastest:.1f} ms; batch wait {tm.wait_ms[e]:.2f} ms/step)")
+              f"{max(x[0] for x in tm.rows[e])} layers, residuals {min(r):+.1f} .. {max(r):+.1f} ms, steps "
+              f"{fastest:.1f}-{slowest:.1f} ms; batch wait {tm.wait_ms[e]:.2f} ms/step)")
+        f0, f1, f2 = tm.flops_term(e)
+        print(f"  {e:<6} with a FLOPs term: {f0:.1f} + {f1:.2f} x layers + {f2:.4f} x GFLOPs/step "
+              f"(GFLOPs/step {min(tm.gflop[e]):.0f}-{max(tm.gflop[e]):.0f}: the FLOPs add "
+              f"<= {f2 * max(tm.gflop[e]):.1f} ms to a step)")
     print("  steps run / steps planned: " + ", ".join(f"{e} {v:.3f}" for e, v in tm.steps_factor.items()))
     print(f"  first step {tm.first_step_s:.2f} s and set-up {tm.setup_s:.2f} s per model; scoring {tm.score_s_per_model:.2f} s per model; "
           f"start-up + data {tm.fixed_s:.1f} s per command (data {tm.data_s:.1f} s of a {tm.train_part_bytes / 1e6:.1f} MB "
