@@ -10,6 +10,8 @@ Each source names one Debian bookworm package; ``prepare`` fetches and unpacks i
 * ``firefox_l10n``  ``firefox-esr-l10n-*`` UI strings (.ftl/.properties in the langpack .xpi):
                     the only offline source of Arabic, Hebrew, Thai and Devanagari sentences
 * ``python_docs``   ``python3.11-doc`` reST sources (English, for training)
+* ``kernel_docs``   ``linux-doc-6.1`` reST sources of the kernel documentation (English, for training)
+* ``perl_docs``     ``perl-doc`` POD sources of the Perl documentation (English, for training)
 * ``sword``         SWORD Bible modules (``sword-text-web`` English, ``sword-text-sparv`` Spanish,
                     ``sword-text-kjv``): one document per chapter with id ``bible/Gen.1``, the same
                     id in every translation, so en/es evaluation sets are chapter-aligned parallel text

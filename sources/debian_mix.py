@@ -11,7 +11,9 @@ from sources.debian import DebianSource
 from sources.fetch import fetch_packages
 from sources.firefox_l10n import FirefoxL10nSource
 from sources.fortunes import FortunesSource
+from sources.kernel_docs import KernelDocsSource
 from sources.manpages import ManpagesSource
+from sources.perl_docs import PerlDocsSource
 from sources.python_docs import PythonDocsSource
 from sources.registry import register
 from sources.sword import SwordSource
@@ -84,4 +86,4 @@ def member_classes() -> dict[str, type[DebianSource]]:
     """The single-package sources of this module by registered name."""
     return {"fortunes": FortunesSource, "manpages": ManpagesSource,
             "firefox_l10n": FirefoxL10nSource, "python_docs": PythonDocsSource,
-            "sword": SwordSource}
+            "sword": SwordSource, "kernel_docs": KernelDocsSource, "perl_docs": PerlDocsSource}

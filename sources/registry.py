@@ -20,6 +20,8 @@ REGISTRY: Registry = Registry(
         "sources.manpages",
         "sources.firefox_l10n",
         "sources.python_docs",
+        "sources.kernel_docs",
+        "sources.perl_docs",
         "sources.sword",
         "sources.debian_mix",
     ],

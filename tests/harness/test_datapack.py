@@ -53,6 +53,22 @@ def test_pack_then_unpack_reproduces_the_cache(tmp_path: Path) -> None:
     assert (root / "big.html").exists()
 
 
+def test_slim_glob_keeps_only_matching_files(tmp_path: Path) -> None:
+    # linux-doc-6.1's entry is a glob: only the gzipped reST under Documentation travels, not the
+    # HTML, YAML bindings or images beside it
+    src = tmp_path / "src"
+    doc = "usr/share/doc/linux-doc-6.1/Documentation/"
+    fake_package(src, "linux-doc-6.1", {doc + "index.rst.gz": b"i", doc + "mm/deep/a.rst.gz": b"a",
+                                        doc + "devicetree/b.yaml.gz": b"y", doc + "img.svg": b"s",
+                                        "usr/share/doc/linux-doc-6.1/html/index.html": b"h"})
+    slim = tmp_path / "slim.tar.gz"
+    assert pack(suite_reading("linux-doc-6.1"), src, slim, slim=True)["files"] == 3  # package.json + 2
+    with tarfile.open(slim) as tar:
+        names = sorted(n for n in tar.getnames() if n != "MANIFEST.json")
+    root = "debian/linux-doc-6.1/root/" + doc
+    assert names == ["debian/linux-doc-6.1/package.json", root + "index.rst.gz", root + "mm/deep/a.rst.gz"]
+
+
 def test_pack_carries_rendered_man_pages(tmp_path: Path) -> None:
     # man pages are rendered by groff at prepare; the archive carries the text so that the
     # machine that unpacks it needs no groff

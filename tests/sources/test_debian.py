@@ -31,7 +31,9 @@ from sources.firefox_l10n import (
     resolve_placeables,
 )
 from sources.fortunes import FortunesSource, clean_fortune_file
+from sources.kernel_docs import KernelDocsSource
 from sources.manpages import ManpagesSource, clean_rendered_man
+from sources.perl_docs import PerlDocsSource
 from sources.sword import SwordSource, clean_osis
 
 COPYRIGHT = """Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/
@@ -361,6 +363,50 @@ def test_mixture_keeps_member_ids_and_caps_bytes(ctx: SourceContext) -> None:
         DebianMixSource(members=("nope",))
     with pytest.raises(ValueError, match="at most one sword member"):
         DebianMixSource(members=("sword:sword-text-web", "sword:sword-text-sparv"))
+
+
+def test_kernel_docs_reads_gzipped_english_rst(ctx: SourceContext) -> None:
+    doc = "usr/share/doc/linux-doc-6.1/Documentation/"
+    fake_package(ctx.cache_dir, "linux-doc-6.1", {
+        doc + "process/howto.rst.gz": gzip.compress(
+            b"HOWTO\n=====\n\nFirst  paragraph,\nsecond line.\n   \n.. note:: keep markup\n\n\n"),
+        doc + "index.rst": b"Top index.\n",
+        doc + "translations/zh_CN/index.rst.gz": gzip.compress("\u5185\u6838\u6587\u6863\n".encode()),
+        doc + "devicetree/bindings/x.yaml.gz": gzip.compress(b"compatible: foo\n"),
+        doc + "memory-barriers.txt.gz": gzip.compress(b"not reST\n"),
+        "usr/share/doc/linux-doc-6.1/html/index.html": b"<p>html</p>",
+    })
+    docs = list(KernelDocsSource(doc_bytes=10_000).documents(ctx))
+    # sorted paths, one document per file here; paragraphs joined by a blank line, markup kept;
+    # translations, YAML, .txt and HTML not read
+    assert [(d.id, d.data.decode()) for d in docs] == [
+        (doc + "index.rst#0", "Top index."),
+        (doc + "process/howto.rst.gz#0", "HOWTO\n=====\n\nFirst  paragraph,\nsecond line.\n\n.. note:: keep markup"),
+    ]
+    assert {(d.language, d.script, d.meta["package"]) for d in docs} == {("en", "Latn", "linux-doc-6.1")}
+
+
+def test_perl_docs_reads_pod_not_man_pages(ctx: SourceContext) -> None:
+    fake_package(ctx.cache_dir, "perl-doc", {
+        "usr/share/perl/5.36.0/pod/perlre.pod": b"=head1 NAME\n\nperlre - regexes\n\n=cut\n",
+        "usr/share/perl/5.36.0/pod/perlfaq.pod": b"=head1 FAQ\n\nC<perldoc> answers.\n\n=head1 FAQ\n",
+        "usr/share/man/man1/perlre.1.gz": gzip.compress(b".TH PERLRE 1\n"),
+        "usr/share/doc/perl/pumpkin.pod.gz": gzip.compress(b"=head1 P\n"),
+    })
+    docs = list(PerlDocsSource(doc_bytes=16).documents(ctx))
+    pod = "usr/share/perl/5.36.0/pod/"
+    # 16-byte documents: "=head1 FAQ" + separator is 12 bytes, so the next paragraph joins it
+    # and closes the document; the repeated "=head1 FAQ" is dropped; sorted file order
+    assert [(d.id, d.data.decode()) for d in docs] == [
+        (pod + "perlfaq.pod#0", "=head1 FAQ\n\nC<perldoc> answers."),
+        (pod + "perlre.pod#0", "=head1 NAME\n\nperlre - regexes"), (pod + "perlre.pod#1", "=cut"),
+    ]
+    assert docs[0].language == "en"
+
+
+def test_mixture_takes_kernel_and_perl_docs(ctx: SourceContext) -> None:
+    mix = DebianMixSource(members=("kernel_docs:linux-doc-6.1", "perl_docs:perl-doc"))
+    assert mix.packages() == ("linux-doc-6.1", "perl-doc")
 
 
 # -------------------------------------------------------------------- real apt (network)
