@@ -35,8 +35,9 @@ compute-optimal size, check that the ladder brackets it, and predict the H200 wa
    rate and scales the batch-wait time measured (``host_wait_seconds``) with the batch.
    Predicted wall of a budget = start-up and data (measured, the data part scaled by the train
    part's size) + Σ over admissible points (planned steps × the measured ratio of steps run to
-   steps planned × the over-read at this batch relative to the timed one (``rung_facts``: BPE's
-   plan pads an 8-step probe as one batch, its loop pads per step) × ms/step + first step +
+   steps planned × the over-read correction (``rung_facts``: the timed runs were planned with an
+   8-step probe padded as one batch while the loop pads per step, so their measured ratio
+   carries a BPE over-read that today's plan, counted per step, no longer has) × ms/step + first step +
    per-model set-up, measured) + one BPE fit per command
    (later rungs reuse the merges in-process) + scoring (measured seconds per model).
 4. **Candidate.** For the suite given, every rung's N and training FLOPs per byte come from the
@@ -333,18 +334,14 @@ def time_model(dirs: Sequence[Path], fit_dirs: Sequence[Path], wall: dict[str, f
 # A candidate suite
 
 
-def loop_flops_per_byte(enc: object, windows: list[bytes], per_step: int) -> float:
-    """Training FLOPs per scored byte (half convention) of ``windows`` collated ``per_step`` at a
-    time, as the training loop collates and counts them — padded to the longest window of each
-    step, where ``harness.scaling.flops_per_byte`` pads the whole probe as one batch."""
-    flops = scored = 0.0
-    for i in range(0, len(windows), per_step):
-        chunk = windows[i: i + per_step]
-        batch = enc.collate(chunk, [0] * len(chunk))  # type: ignore[attr-defined]
-        frozen = enc.frozen_flops(batch) if hasattr(enc, "frozen_flops") else 0.0
-        flops += 3.0 * enc.flops(batch) - 2.0 * frozen  # type: ignore[attr-defined]
-        scored += batch.scored_bytes
-    return flops / max(1.0, scored)
+def one_batch_flops_per_byte(enc: object, windows: list[bytes]) -> float:
+    """Training FLOPs per scored byte (half convention) of ``windows`` collated as one batch —
+    how ``harness.scaling.flops_per_byte`` counted before session 7, when the timed runs were
+    planned: padded to the longest window of the whole 8-step probe, where the loop pads per
+    step (for BPE 7–12 % more FLOPs per byte than the loop spends)."""
+    batch = enc.collate(windows, [0] * len(windows))  # type: ignore[attr-defined]
+    frozen = enc.frozen_flops(batch) if hasattr(enc, "frozen_flops") else 0.0
+    return (3.0 * enc.flops(batch) - 2.0 * frozen) / max(1.0, batch.scored_bytes)  # type: ignore[attr-defined]
 
 
 def rung_facts(suite: object, cache: Path | None, ref_batch: int | None = None
@@ -353,11 +350,11 @@ def rung_facts(suite: object, cache: Path | None, ref_batch: int | None = None
     encoders' own accounting on the suite's training windows (BPE merges learned on
     budget.train_bytes, as the GPU run does); and the train part's size in bytes.
 
-    over-read: how much more the loop reads than planned at this suite's batch, relative to
-    ``ref_batch`` (the timed runs' batch, whose measured ratio of steps run to steps planned the
-    time model carries). The plan pads the 8-batch probe as one batch, the loop pads per step, so
-    padded encoders (BPE) read more bytes than planned, and more so at a larger batch:
-    [probe / per-step FLOPs per byte at this batch] / [the same at ``ref_batch``]."""
+    over-read: the factor that takes the timed runs' measured ratio of steps run to steps planned
+    (at ``ref_batch``, the time model carries it) to today's plan. Those runs were planned with
+    the 8-step probe padded as one batch while the loop pads per step, so padded encoders (BPE)
+    read more than planned; the plan now counts per step as the loop does, so that over-read
+    is divided out: [per-step / one-batch FLOPs per byte at ``ref_batch``] (1 for bytes)."""
     import torch
 
     from encoders.backbone import causal_attention_cost
@@ -382,10 +379,12 @@ def rung_facts(suite: object, cache: Path | None, ref_batch: int | None = None
                 # BPE learns its merges once per process (encoders.bpe keeps them by data key).
                 enc.fit(fit_context(train.docs, b, torch.device("cpu"), seed,
                                     sub_bytes_cap=b.batch_bytes, log=lambda s: None))
-                half, full = flops_per_byte(enc, probe)
-                over = half / loop_flops_per_byte(enc, probe, b.batch_bytes // b.context_bytes)
-                ref_half = flops_per_byte(enc, ref_probe)[0]
-                over /= ref_half / loop_flops_per_byte(enc, ref_probe, ref // b.context_bytes)
+                half, full = flops_per_byte(enc, probe, b.windows_per_step, b.windows_per_micro_batch)
+                # the plan now counts as the loop does (no over-read at this batch); the timed
+                # runs' measured steps-run / steps-planned ratio carries their plan's over-read
+                ref_steps = ref // b.context_bytes
+                over = (flops_per_byte(enc, ref_probe, ref_steps, ref_steps)[0]
+                        / one_batch_flops_per_byte(enc, ref_probe))
             n = sum(x.numel() for x in enc.parameters()) - enc.embedding_parameters()
             out[(spec.label, r.name)] = (n, half, full, over)
     return out, train.n_bytes

@@ -52,7 +52,7 @@ def main() -> None:
                 # the whole merge sample, as the run (harness.scaling.sweep_dry_run says why)
                 enc.fit(fit_context(train.docs, b, torch.device("cpu"), suite.seeds[0], sub_bytes_cap=b.batch_bytes,
                                     log=lambda s: None))
-                half, full = flops_per_byte(enc, probe)
+                half, full = flops_per_byte(enc, probe, b.windows_per_step, b.windows_per_micro_batch)
             cache[k] = (half, full, sum(x.numel() for x in enc.parameters()) - enc.embedding_parameters())
         p.flops_per_byte, p.flops_per_byte_full, p.params_non_embedding = cache[k]
         plan_point(cfg, p, base_lr=b.lr, batch_bytes=b.batch_bytes, train_part_bytes=train.n_bytes)
