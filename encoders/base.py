@@ -29,6 +29,7 @@ from dataclasses import dataclass, field, fields, is_dataclass
 from typing import Any, ClassVar
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from encoders.backbone import BackboneConfig
@@ -204,8 +205,10 @@ def byte_unit_nll(logits: torch.Tensor, targets: torch.Tensor, n_units: int | No
     (``unit_index``); then neither is computed here.
     """
     b, t = index if index is not None else scored_index(targets >= 0, n_units)
-    logp = torch.log_softmax(logits[b, t].float(), dim=-1)  # (U, 256)
-    nll = -logp.gather(1, targets[b, t].unsqueeze(1)).squeeze(1)
+    # -log_softmax(logits)[target]: cross_entropy is log_softmax then nll_loss, which picks and
+    # negates the same entries (bit for bit, forward and backward: tests/encoders/
+    # test_scored_index.py) in 2 ops where log_softmax, gather, (un)squeeze and neg took 5
+    nll = F.cross_entropy(logits[b, t].float(), targets[b, t], reduction="none")  # (U,)
     return UnitNLL(nll=nll, window=b, start=t, end=t + 1)
 
 

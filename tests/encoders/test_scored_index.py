@@ -128,3 +128,20 @@ def test_the_forward_skips_the_index_ops_when_collation_made_them() -> None:
     assert "aten.cumsum" in without.names and "aten.scatter_" in without.names
     assert "aten.cumsum" not in with_index.names and "aten.scatter_" not in with_index.names
     assert len(without.names) - len(with_index.names) >= 10
+
+
+@pytest.mark.parametrize("B,T", [(1, 1), (3, 17), (8, 64)])
+def test_byte_unit_nll_is_the_textbook_log_softmax_pick_bit_for_bit(B: int, T: int) -> None:
+    g = torch.Generator().manual_seed(B * T)
+    logits = torch.randn(B, T, 256, generator=g) * 4
+    targets = torch.randint(0, 256, (B, T), generator=g)
+    targets[torch.rand(B, T, generator=g) < 0.3] = -1
+    a, b = logits.clone().requires_grad_(), logits.clone().requires_grad_()
+    rb, rt = (targets >= 0).nonzero(as_tuple=True)
+    want = -torch.log_softmax(a[rb, rt].float(), dim=-1).gather(1, targets[rb, rt].unsqueeze(1)).squeeze(1)
+    got = byte_unit_nll(b, targets)
+    grad = torch.rand(len(rb), generator=g)
+    want.backward(grad)
+    got.nll.backward(grad)
+    assert torch.equal(got.nll, want) and torch.equal(b.grad, a.grad)
+    assert torch.equal(got.window, rb) and torch.equal(got.start, rt) and torch.equal(got.end, rt + 1)
