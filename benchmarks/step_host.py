@@ -29,6 +29,7 @@ little from the run's).
 from __future__ import annotations
 
 import argparse
+import inspect
 import os
 import statistics
 import sys
@@ -71,21 +72,39 @@ class OpCounter(TorchDispatchMode):
 
 def step_batches(enc: Encoder, docs: Any, b: BudgetConfig, steps: int, seed: int) -> Iterator[list[TensorBatch]]:
     """``steps`` training steps' micro-batches from the suite's window stream, collated as
-    ``harness.train.train_encoder`` collates them (``encoder.collate`` per micro-batch)."""
+    ``harness.train.train_encoder`` collates them (``encoder.collate`` per micro-batch), FLOPs
+    counted on each as the loop's prefetch thread does before the step (BLT patches there)."""
     per_step, micro = b.windows_per_step, b.windows_per_micro_batch
     wins = training_windows(docs, 2 * steps * per_step * b.context_bytes, b.context_bytes, seed)
     for i, chunk in enumerate(batched(wins, per_step)):
         if i >= steps:
             return
-        yield [enc.collate(chunk[j : j + micro], [0] * len(chunk[j : j + micro])) for j in range(0, len(chunk), micro)]
+        parts = [enc.collate(chunk[j : j + micro], [0] * len(chunk[j : j + micro])) for j in range(0, len(chunk), micro)]
+        for p in parts:
+            enc.flops(p)
+            enc.frozen_flops(p)
+        yield parts
+
+
+def _clip_kw(enc: Encoder) -> dict[str, Any]:
+    """``clip_params`` as the training loop passes it, where ``train_step`` takes it (the code
+    before it did not: the script measures that code too)."""
+    if "clip_params" not in inspect.signature(train_step).parameters:
+        return {}
+    return {"clip_params": list(enc.parameters())}
 
 
 def count_step(enc: Encoder, parts: list[TensorBatch], opt: torch.optim.Optimizer, b: BudgetConfig,
                autocast: Any, device: torch.device) -> dict[str, Any]:
     """Ops of one whole ``train_step`` and of its forward (+ loss) and backward alone (a second
-    pass on the same batches, gradients dropped after it; the optimizer does not step)."""
+    pass on the same batches, gradients dropped after it; the optimizer does not step).
+
+    The step is taken once uncounted first: what a model makes once per shape (the backbone's
+    RoPE tables for a length not seen yet, e.g. a BPE batch's token count) is not a per-step
+    cost, and counting it would make the number depend on which batch came first."""
+    train_step(enc, parts, opt, b.lr, b, autocast, device, **_clip_kw(enc))
     with OpCounter() as whole:
-        train_step(enc, parts, opt, b.lr, b, autocast, device, clip_params=list(enc.parameters()))
+        train_step(enc, parts, opt, b.lr, b, autocast, device, **_clip_kw(enc))
     step_bytes = sum(p.scored_bytes for p in parts)
     fwd, bwd = OpCounter(), OpCounter()
     for batch in parts:
@@ -104,11 +123,11 @@ def time_steps(enc: Encoder, batches: list[list[TensorBatch]], opt: torch.optim.
     """Host seconds of each ``train_step`` call (no per-step sync) and the mean wall seconds per
     step with one sync at the end."""
     host = []
-    params = list(enc.parameters())  # as train_encoder: made once
+    kw = _clip_kw(enc)  # as train_encoder: the parameter list made once
     t_all = time.perf_counter()
     for parts in batches:
         t0 = time.perf_counter()
-        train_step(enc, parts, opt, b.lr, b, autocast, device, clip_params=params)
+        train_step(enc, parts, opt, b.lr, b, autocast, device, **kw)
         host.append(time.perf_counter() - t0)
     if device.type == "cuda":
         torch.cuda.synchronize(device)
