@@ -52,19 +52,30 @@ class RMSNorm(nn.Module):
 
 
 def rope_cache(n: int, head_dim: int, base: float, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
-    """cos, sin tables of shape (n, head_dim // 2) for rotary position embeddings."""
+    """cos, sin tables (n, head_dim), float32, for rotary position embeddings, laid out for
+    ``apply_rope``: channel pair j = (2j, 2j+1) rotates by angle t·base^(-2j/head_dim) at
+    position t; cos holds cos θ at both channels of a pair, sin holds (-sin θ, +sin θ).
+    Row t depends on t alone, so the first n rows of a longer table are this table bit for bit
+    (``Backbone.rope`` keeps one table and slices it)."""
     inv = 1.0 / (base ** (torch.arange(0, head_dim, 2, device=device, dtype=torch.float32) / head_dim))
     t = torch.arange(n, device=device, dtype=torch.float32)
-    freqs = torch.outer(t, inv)
-    return freqs.cos(), freqs.sin()
+    freqs = torch.outer(t, inv)  # (n, head_dim // 2)
+    cos, sin = freqs.cos(), freqs.sin()
+    return torch.stack((cos, cos), dim=-1).flatten(-2), torch.stack((-sin, sin), dim=-1).flatten(-2)
 
 
 def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """Rotate pairs of channels. x: (B, H, N, hd); cos/sin: (N, hd/2)."""
-    x1, x2 = x[..., 0::2], x[..., 1::2]
+    """Rotate pairs of channels (2j, 2j+1) of x (..., N, hd), e.g. (B, H, N, hd) or q and k at
+    once as (2, B, H, N, hd); cos/sin (N, hd) from ``rope_cache``. Returns x's shape.
+
+    x·cos + swap(x)·sin, swap exchanging the two channels of each pair: channel 2j gets
+    x₂ⱼ·cos θ + x₂ⱼ₊₁·(-sin θ) and 2j+1 gets x₂ⱼ₊₁·cos θ + x₂ⱼ·sin θ — the products and sums
+    of the textbook x₁·c − x₂·s, x₁·s + x₂·c bit for bit (negation is exact, a + (−b) is
+    a − b, and a sum of two terms does not depend on their order), in 6 ops instead of 10
+    (tests/encoders/test_backbone.py holds the textbook form and checks equality)."""
     c, s = cos.to(x.dtype), sin.to(x.dtype)
-    out = torch.stack((x1 * c - x2 * s, x1 * s + x2 * c), dim=-1)
-    return out.flatten(-2)
+    swap = x.unflatten(-1, (-1, 2)).flip(-1).flatten(-2)
+    return swap * s + x * c
 
 
 class CausalSelfAttention(nn.Module):
@@ -86,10 +97,13 @@ class CausalSelfAttention(nn.Module):
         """x (B, N, C); valid (B, N) bool or None: keys that may be attended to (bidirectional
         only — a causal model never sees the padding after a window, so it needs no mask)."""
         B, N, C = x.shape
-        q, k, v = self.qkv(x).split(C, dim=2)
-        # (B, N, C) -> (B, H, N, hd)
-        q, k, v = (t.view(B, N, self.heads, C // self.heads).transpose(1, 2) for t in (q, k, v))
-        q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+        # One linear for q, k and v, viewed (no copy) as (3, B, H, N, hd): q and k are rotated in
+        # one call (half the RoPE ops of one call each, forward and backward); the rotation writes
+        # them contiguous (B, H, N, hd) and v stays a view, the layouts SDPA got before, so the
+        # numbers are bit-identical (tests/encoders/test_backbone.py).
+        qkv = self.qkv(x).view(B, N, 3, self.heads, C // self.heads).permute(2, 0, 3, 1, 4)
+        q, k = apply_rope(qkv[:2], cos, sin).unbind(0)
+        v = qkv[2]
         # (B, 1, 1, N) key mask: padded slots of a shorter window must not be seen, or a
         # bidirectional prediction would depend on what else is in the batch.
         mask = None if self.causal or valid is None else valid[:, None, None, :]
@@ -131,6 +145,9 @@ class Backbone(nn.Module):
         self.blocks = nn.ModuleList(Block(cfg, causal) for _ in range(cfg.layers))
         self.norm = RMSNorm(cfg.dim)
         self.dynamic_shapes = False  # set when the blocks are compiled (harness.accel.compile_backbones)
+        # RoPE tables per device: (the longest table made, {n: its first n rows as views}); not
+        # module state (not in state_dict, not moved by .to: a new device makes its own).
+        self._rope: dict[torch.device, tuple[int, dict[int, tuple[torch.Tensor, torch.Tensor]]]] = {}
         for name, p in self.named_parameters():
             if p.dim() == 2:
                 # GPT-2 style init; residual projections scaled down with depth.
@@ -142,7 +159,7 @@ class Backbone(nn.Module):
         An all-valid mask is dropped so SDPA keeps its fastest (flash) kernel."""
         if valid is not None and bool(valid.all()):
             valid = None
-        cos, sin = rope_cache(x.shape[1], self.cfg.dim // self.cfg.heads, self.cfg.rope_base, x.device)
+        cos, sin = self.rope(x.shape[1], x.device)
         if self.dynamic_shapes:
             # Compiled blocks (harness.accel): batch and length vary (BPE's token counts, the
             # last batch, scoring), so compile them symbolic at once rather than static first and
@@ -153,6 +170,30 @@ class Backbone(nn.Module):
         for blk in self.blocks:
             x = blk(x, cos, sin, valid)
         return self.norm(x)
+
+    def rope(self, n: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+        """RoPE cos, sin (n, head_dim) float32 on ``device`` (``rope_cache``): made once per
+        device and length, not every forward (its ten ops ran in every forward before).
+
+        One table per device, of the longest length seen, and each length a view of its first
+        rows (bit-identical to ``rope_cache(n, ...)``, see there): lengths vary (BPE's token
+        counts, BLT's patches, scoring), and a table per length would add up. Made outside
+        inference mode, so tables first made while scoring can be saved for backward later."""
+        if torch.compiler.is_compiling():  # traced into a graph: constants there, no cache
+            return rope_cache(n, self.cfg.dim // self.cfg.heads, self.cfg.rope_base, device)
+        longest, views = self._rope.get(device, (0, {}))
+        hit = views.get(n)
+        if hit is not None:
+            return hit
+        with torch.inference_mode(False), torch.no_grad():
+            if n > longest:
+                cos, sin = rope_cache(n, self.cfg.dim // self.cfg.heads, self.cfg.rope_base, device)
+                longest, views = n, {n: (cos, sin)}
+                self._rope[device] = (longest, views)
+            else:
+                cos, sin = views[longest]
+                views[n] = (cos[:n], sin[:n])
+        return views[n]
 
     def flops(self, batch: int, n: int) -> float:
         """Forward FLOPs (2 per multiply-add) for a (batch, n) sequence batch: matmuls + attention."""

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field, fields, is_dataclass
 from typing import Any, ClassVar
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from encoders.backbone import BackboneConfig
@@ -144,7 +145,29 @@ def collate_bytes(windows: Sequence[bytes], score_from: Sequence[int]) -> Tensor
         targets[i, s : len(w)] = t[s:]
     scored = sum(len(w) - s for w, s in zip(windows, score_from))
     # every scored byte is one unit: its count lets the forward skip nonzero's host sync
-    return TensorBatch({"inputs": inputs, "targets": targets}, {"units": scored}, scored)
+    return TensorBatch({"inputs": inputs, "targets": targets, **unit_index(targets)}, {"units": scored}, scored)
+
+
+UNIT_WINDOW, UNIT_POS = "unit_window", "unit_pos"  # batch tensors: where the scored units are
+
+
+def unit_index(targets: torch.Tensor) -> dict[str, torch.Tensor]:
+    """Collation's half of ``scored_index``: the row and column (each (U,) long) of every scored
+    target (``targets`` (B, T) >= 0) in row-major order, made on the host where collation runs
+    (``nonzero``: no device there to wait for), as batch tensors ``unit_window``/``unit_pos``.
+    The forward then takes them as they are (``batch_scored_index``) instead of finding them
+    on the device every step (a dozen ops: the cumsum, scatter and divisions of
+    ``scored_index``); the same indices, so the same numbers."""
+    b, t = (targets >= 0).nonzero(as_tuple=True)
+    return {UNIT_WINDOW: b, UNIT_POS: t}
+
+
+def batch_scored_index(batch: TensorBatch, targets: str = "targets") -> tuple[torch.Tensor, torch.Tensor]:
+    """Row and column of every scored unit of ``batch``: collation's ``unit_index`` when the
+    batch has it, else ``scored_index(batch[targets] >= 0, meta["units"])`` on the batch's device."""
+    if UNIT_WINDOW in batch.tensors:
+        return batch.tensors[UNIT_WINDOW], batch.tensors[UNIT_POS]
+    return scored_index(batch[targets] >= 0, batch.meta.get("units"))
 
 
 def scored_index(mask: torch.Tensor, n: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
@@ -170,17 +193,22 @@ def scored_index(mask: torch.Tensor, n: int | None = None) -> tuple[torch.Tensor
     return idx // T, idx % T
 
 
-def byte_unit_nll(logits: torch.Tensor, targets: torch.Tensor, n_units: int | None = None) -> UnitNLL:
+def byte_unit_nll(logits: torch.Tensor, targets: torch.Tensor, n_units: int | None = None,
+                  index: tuple[torch.Tensor, torch.Tensor] | None = None) -> UnitNLL:
     """Per-byte NLL from next-byte logits.
 
     logits: (B, T, 256) — logits[b, t] predicts byte t of window b.
     targets: (B, T) long, -1 where not scored. Returns one unit per scored byte.
     n_units: the number of scored bytes when the caller knows it (``meta["units"]`` of
     ``collate_bytes``): the units are then found without a host-device sync (``scored_index``).
+    index: the scored positions (rows, columns), (U,) long each, when collation made them
+    (``unit_index``); then neither is computed here.
     """
-    b, t = scored_index(targets >= 0, n_units)
-    logp = torch.log_softmax(logits[b, t].float(), dim=-1)  # (U, 256)
-    nll = -logp.gather(1, targets[b, t].unsqueeze(1)).squeeze(1)
+    b, t = index if index is not None else scored_index(targets >= 0, n_units)
+    # -log_softmax(logits)[target]: cross_entropy is log_softmax then nll_loss, which picks and
+    # negates the same entries (bit for bit, forward and backward: tests/encoders/
+    # test_scored_index.py) in 2 ops where log_softmax, gather, (un)squeeze and neg took 5
+    nll = F.cross_entropy(logits[b, t].float(), targets[b, t], reduction="none")  # (U,)
     return UnitNLL(nll=nll, window=b, start=t, end=t + 1)
 
 
@@ -317,7 +345,7 @@ class ByteLevelEncoder(Encoder):
         return collate_bytes(windows, score_from)
 
     def forward(self, batch: TensorBatch) -> UnitNLL:  # type: ignore[override]
-        return byte_unit_nll(self.logits(batch["inputs"]), batch["targets"], batch.meta.get("units"))
+        return byte_unit_nll(self.logits(batch["inputs"]), batch["targets"], index=batch_scored_index(batch))
 
     @torch.no_grad()
     def predict_logprobs(self, data: bytes, positions: Sequence[int]) -> dict[int, torch.Tensor]:

@@ -119,7 +119,8 @@ def autocast_for(budget: BudgetConfig, device: torch.device) -> Any:
 
 def train_step(encoder: Encoder, batches: TensorBatch | list[TensorBatch], opt: torch.optim.Optimizer, lr: float,
                budget: BudgetConfig, autocast: Any, device: torch.device | None = None, *,
-               global_bytes: float | None = None, dp: Any = None) -> torch.Tensor:
+               global_bytes: float | None = None, dp: Any = None,
+               clip_params: Sequence[torch.Tensor] | None = None) -> torch.Tensor:
     """One optimizer step over a step's micro-batches (one batch: no accumulation), each moved
     to ``device`` when given; returns the detached loss (nats per scored byte of the whole step),
     still on the device. Each micro-batch's loss is divided by the whole step's scored bytes, so
@@ -129,7 +130,11 @@ def train_step(encoder: Encoder, batches: TensorBatch | list[TensorBatch], opt: 
     Data parallel (``dp``, a ``harness.distributed.DataParallel``): ``batches`` are this rank's
     slice of the step (possibly none), ``global_bytes`` the step's scored bytes summed over all
     ranks; each loss is divided by that global count and the gradients are summed over ranks
-    before clipping, so every rank takes the one-process step; the returned loss is global."""
+    before clipping, so every rank takes the one-process step; the returned loss is global.
+
+    clip_params: the encoder's parameters as a list, made once by the caller (the training
+    loop), so the step does not walk the module tree for gradient clipping every time; default
+    ``encoder.parameters()``. The same tensors in the same order, so the same clipping."""
     parts = batches if isinstance(batches, list) else [batches]
     step_bytes = global_bytes if global_bytes is not None else sum(b.scored_bytes for b in parts)
     for g in opt.param_groups:
@@ -147,7 +152,8 @@ def train_step(encoder: Encoder, batches: TensorBatch | list[TensorBatch], opt: 
     if dp is not None:
         dp.all_reduce_grads(encoder)  # Σ over ranks = the one-process gradient, before clipping
     if budget.grad_clip > 0:
-        torch.nn.utils.clip_grad_norm_(encoder.parameters(), budget.grad_clip)
+        torch.nn.utils.clip_grad_norm_(encoder.parameters() if clip_params is None else clip_params,
+                                       budget.grad_clip)
     opt.step()
     if dp is not None:  # an empty slice contributes 0 to the global loss
         dev = device if device is not None else next(encoder.parameters()).device
@@ -188,6 +194,7 @@ def train_encoder(
     encoder.train()
     compiled = compile_backbones(encoder) if want_compile(budget.compile, device) else 0
     opt = make_optimizer(encoder, budget, device)
+    params = list(encoder.parameters())  # for gradient clipping: made once, not every step
     per_step = budget.windows_per_step
     # Micro-batches: the step's windows in slices of micro_batch_bytes, gradients accumulated;
     # the loss of each slice is divided by the whole step's scored bytes, so the step's gradient
@@ -284,7 +291,8 @@ def train_encoder(
             step_bytes = sum(p[0].scored_bytes for p in parts)
             lr = lr_at(budget, seen, n_bytes)
             if dp is None:
-                step_loss = train_step(encoder, [p[0] for p in parts], opt, lr, budget, autocast, device)
+                step_loss = train_step(encoder, [p[0] for p in parts], opt, lr, budget, autocast, device,
+                                       clip_params=params)
                 for _, fwd, frozen, half in parts:
                     flops += 3.0 * fwd - 2.0 * frozen
                     fwd_flops += fwd
@@ -295,7 +303,7 @@ def train_encoder(
                 n, fwd, frozen, half = dp.sum([float(step_bytes), sum(p[1] for p in parts),
                                                sum(p[2] for p in parts), sum(p[3] for p in parts)], device)
                 step_loss = train_step(encoder, [p[0] for p in parts], opt, lr, budget, autocast, device,
-                                       global_bytes=n, dp=dp)
+                                       global_bytes=n, dp=dp, clip_params=params)
                 step_bytes = int(round(n))
                 flops += 3.0 * fwd - 2.0 * frozen
                 fwd_flops += fwd

@@ -33,6 +33,8 @@ from torch import nn
 from encoders.backbone import Backbone, BackboneConfig, backbone_flops
 from encoders.base import (
     BOS,
+    UNIT_POS,
+    UNIT_WINDOW,
     Encoder,
     FitContext,
     TensorBatch,
@@ -183,6 +185,8 @@ def collate_stream(windows: Sequence[bytes], score_from: Sequence[int]) -> Tenso
         "targets": base["targets"],
         "lengths": torch.tensor([len(w) for w in windows], dtype=torch.long),
         "score_from": torch.tensor(list(score_from), dtype=torch.long),
+        UNIT_WINDOW: base[UNIT_WINDOW],  # the scored bytes' positions (``unit_index``)
+        UNIT_POS: base[UNIT_POS],
     }
     return TensorBatch(tensors, {}, base.scored_bytes)
 
@@ -343,7 +347,8 @@ class BltEncoder(Encoder):
 
     def forward(self, batch: TensorBatch) -> UnitNLL:  # type: ignore[override]
         logits, starts = self.logits(batch)
-        units = byte_unit_nll(logits, batch["targets"], batch.scored_bytes)
+        units = byte_unit_nll(logits, batch["targets"], batch.scored_bytes,
+                              index=(batch[UNIT_WINDOW], batch[UNIT_POS]) if UNIT_WINDOW in batch.tensors else None)
         return PatchUnitNLL(units, starts, batch["lengths"], batch["score_from"])
 
     def collate(self, windows: Sequence[bytes], score_from: Sequence[int]) -> TensorBatch:

@@ -39,7 +39,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from encoders.backbone import Backbone, BackboneConfig, backbone_flops
-from encoders.base import Encoder, FitContext, TensorBatch, UnitNLL, scored_index
+from encoders.base import Encoder, FitContext, TensorBatch, UnitNLL, batch_scored_index, unit_index
 from encoders.bpe.tokenizer import BpeTokenizer, merge_key, resolve_pattern
 from encoders.mdm import MaskedDiffusion, MdmUnits
 from encoders.registry import register
@@ -287,6 +287,7 @@ class BpeEncoder(MaskedDiffusion, Encoder):
                 segments.append([])
         tensors = {k: torch.from_numpy(v) for k, v in
                    (("inputs", inputs), ("targets", targets), ("start", start), ("end", end))}
+        tensors.update(unit_index(tensors["targets"]))  # the scored tokens' positions
         units = sum(len(t) for _, t, _ in rows)  # scored tokens: the forward needs no host sync
         return TensorBatch(tensors, {"segments": segments, "units": units}, scored)
 
@@ -330,6 +331,7 @@ class BpeEncoder(MaskedDiffusion, Encoder):
         inputs = np.full((B, N), self.bos, dtype=np.int64)  # BOS, then the tokens shifted right
         np.copyto(inputs[:, 1:], arrays["targets"][:, :-1], where=valid[:, 1:])
         tensors = {k: torch.from_numpy(v) for k, v in (("inputs", inputs), *arrays.items())}
+        tensors.update(unit_index(tensors["targets"]))  # the scored tokens' positions, as collate's
         segments = TokenLengths(self._token_len_np(), ids, block.offsets[lo : hi + 1] - a)
         return TensorBatch(tensors, {"segments": segments, "units": b - a}, int(block.nbytes[lo:hi].sum()))
 
@@ -394,7 +396,7 @@ class BpeEncoder(MaskedDiffusion, Encoder):
             return self.mdm_forward(batch)
         targets = batch["targets"]
         h = self.hidden(batch["inputs"])
-        b, t = scored_index(targets >= 0, batch.meta.get("units"))  # no host sync when units is known
+        b, t = batch_scored_index(batch)  # collation's (no ops here), else no host sync when units is known
         logits = self.head(h[b, t])  # (U, V)
         nll = F.cross_entropy(logits.float(), targets[b, t], reduction="none")
         return UnitNLL(

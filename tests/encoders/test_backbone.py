@@ -44,3 +44,100 @@ def test_causal_attention_cost_halves_only_the_attention_matmuls() -> None:
     # QK^T and AV: 2 matmuls x 2 FLOPs per MAC x n^2 x d per layer and sequence; half of it goes
     assert full - half == 0.5 * 3 * 2 * (2 * 2 * 50 * 50 * 32)
     assert backbone_flops(cfg, 2, 50) == full  # the context is restored on exit
+
+
+# -- the step's op diet (issue #16): same numbers as the textbook forms, fewer ops ------------
+
+def _textbook_rope(x: torch.Tensor, n: int, head_dim: int, base: float) -> torch.Tensor:
+    """RoPE as the backbone computed it before the op diet: (n, hd/2) tables made per call,
+    channels (2j, 2j+1) rotated as x₁·c − x₂·s, x₁·s + x₂·c and interleaved back."""
+    inv = 1.0 / (base ** (torch.arange(0, head_dim, 2, dtype=torch.float32) / head_dim))
+    freqs = torch.outer(torch.arange(n, dtype=torch.float32), inv)
+    c, s = freqs.cos().to(x.dtype), freqs.sin().to(x.dtype)
+    x1, x2 = x[..., 0::2], x[..., 1::2]
+    return torch.stack((x1 * c - x2 * s, x1 * s + x2 * c), dim=-1).flatten(-2)
+
+
+def _textbook_forward(m: Backbone, x: torch.Tensor) -> torch.Tensor:
+    """The causal backbone's forward as written before: q, k, v split and viewed one by one, q
+    and k rotated one by one, RoPE tables made per forward; the modules' own weights."""
+    B, N, C = x.shape
+    H = m.cfg.heads
+    for blk in m.blocks:
+        h = blk.norm1(x)
+        q, k, v = blk.attn.qkv(h).split(C, dim=2)
+        q, k, v = (t.view(B, N, H, C // H).transpose(1, 2) for t in (q, k, v))
+        q, k = (_textbook_rope(t, N, C // H, m.cfg.rope_base) for t in (q, k))
+        y = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+        x = x + blk.attn.proj(y.transpose(1, 2).reshape(B, N, C))
+        x = x + blk.out(torch.nn.functional.gelu(blk.fc(blk.norm2(x))))
+    return m.norm(x)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+@pytest.mark.parametrize("shape", [(2, 3, 17, 16), (2, 4, 4, 128, 16), (1, 1, 1, 2), (3, 2, 33, 64)])
+def test_apply_rope_is_the_textbook_rotation_bit_for_bit(shape: tuple[int, ...], dtype: torch.dtype) -> None:
+    from encoders.backbone import apply_rope, rope_cache
+
+    g = torch.Generator().manual_seed(len(shape) * 100 + shape[-2])
+    x = torch.randn(shape, generator=g).to(dtype)
+    n, hd = shape[-2], shape[-1]
+    a, b = x.clone().requires_grad_(), x.clone().requires_grad_()
+    want = _textbook_rope(a, n, hd, 10000.0)
+    got = apply_rope(b, *rope_cache(n, hd, 10000.0, torch.device("cpu")))
+    grad = torch.randn(shape, generator=g).to(dtype)
+    want.backward(grad)
+    got.backward(grad)
+    assert torch.equal(got, want) and torch.equal(b.grad, a.grad)
+
+
+def test_rope_rotates_a_pair_by_the_position_angle() -> None:
+    from encoders.backbone import apply_rope, rope_cache
+
+    # head_dim 4: pair 0 turns by t rad, pair 1 by t / 100 rad (base 10000) at position t
+    cos, sin = rope_cache(3, 4, 10000.0, torch.device("cpu"))
+    x = torch.tensor([[1.0, 0.0, 0.0, 1.0]]).expand(3, 4)
+    y = apply_rope(x, cos, sin)
+    t = torch.arange(3, dtype=torch.float32)
+    want = torch.stack([t.cos(), t.sin(), -(t / 100).sin(), (t / 100).cos()], dim=1)
+    assert torch.allclose(y, want, atol=1e-6)
+
+
+@pytest.mark.parametrize("layers,dim,heads", [(2, 64, 4), (3, 48, 3), (1, 32, 1)])
+def test_backbone_forward_and_gradients_equal_the_textbook_forward(layers: int, dim: int, heads: int) -> None:
+    torch.manual_seed(0)
+    m = Backbone(BackboneConfig(layers=layers, dim=dim, heads=heads))
+    for B, N in [(4, 32), (3, 129), (1, 1), (2, 40)]:  # 129 after 32: a longer table; 1, 40: views
+        g = torch.Generator().manual_seed(B * 1000 + N)
+        x = torch.randn(B, N, dim, generator=g)
+        grad = torch.randn(B, N, dim, generator=g)
+        runs = []
+        for forward in (_textbook_forward, Backbone.forward):
+            m.zero_grad(set_to_none=True)
+            xi = x.clone().requires_grad_()
+            y = forward(m, xi)
+            y.backward(grad)
+            runs.append((y, xi.grad, [p.grad for p in m.parameters()]))
+        (y0, gx0, gp0), (y1, gx1, gp1) = runs
+        assert torch.equal(y1, y0) and torch.equal(gx1, gx0)
+        assert all(torch.equal(a, b) for a, b in zip(gp1, gp0))
+
+
+def test_rope_tables_are_made_once_and_sliced_for_shorter_lengths() -> None:
+    from encoders.backbone import rope_cache
+
+    m = Backbone(BackboneConfig(layers=1, dim=32, heads=2))
+    cpu = torch.device("cpu")
+    with torch.inference_mode():  # first made while scoring ...
+        c40, s40 = m.rope(40, cpu)
+    c10, _ = m.rope(10, cpu)
+    assert m.rope(40, cpu)[0] is c40 and m.rope(10, cpu)[0] is c10  # cached, not remade
+    assert c10.untyped_storage().data_ptr() == c40.untyped_storage().data_ptr()  # a view
+    for n in (10, 40, 41):
+        want = rope_cache(n, 16, 10000.0, cpu)
+        assert all(torch.equal(a, b) for a, b in zip(m.rope(n, cpu), want))
+    # ... and still usable in training: not inference tensors, so autograd can save them
+    assert not c40.is_inference()
+    x = torch.randn(1, 40, 32, requires_grad=True)
+    m(x).sum().backward()
+    assert x.grad is not None and bool(torch.isfinite(x.grad).all())

@@ -74,3 +74,38 @@ def test_a_killed_training_run_resumes_to_the_same_weights(tmp_path: Path) -> No
     assert not ck.path.exists()  # the partial checkpoint is removed when training finishes
     for pa, pb in zip(ref.parameters(), resumed.parameters()):
         assert torch.allclose(pa, pb, atol=1e-6)
+
+
+def test_the_loop_hands_clipping_one_parameter_list_made_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Gradient clipping gets the same list object every step (made once per ``train_encoder``
+    call), holding every parameter in ``parameters()`` order, so it clips as before."""
+    seen: list[object] = []
+    clip = torch.nn.utils.clip_grad_norm_
+
+    def spy(parameters: object, max_norm: float, *a: object, **kw: object) -> torch.Tensor:
+        seen.append(parameters)
+        return clip(parameters, max_norm, *a, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(torch.nn.utils, "clip_grad_norm_", spy)
+    m = model()
+    stats = train_encoder(m, training_windows(DOCS, 6_000, 64, 0), 6_000, BUDGET, torch.device("cpu"))
+    assert len(seen) == stats["steps"] > 10  # ~6000 bytes in steps of 8 windows of <= 64 bytes
+    assert all(s is seen[0] for s in seen)
+    assert isinstance(seen[0], list) and [id(p) for p in seen[0]] == [id(p) for p in m.parameters()]
+
+
+def test_train_step_with_a_parameter_list_equals_the_default() -> None:
+    from harness.train import autocast_for, make_optimizer, train_step
+
+    dev = torch.device("cpu")
+    b = BudgetConfig(context_bytes=64, batch_bytes=512, lr=1e-2, grad_clip=0.05)  # clipping bites
+    batch = model().collate(list(training_windows(DOCS, 512, 64, 0)), [0] * 8)
+    out = []
+    for listed in (False, True):
+        m = model()
+        opt = make_optimizer(m, b, dev)
+        for _ in range(3):
+            train_step(m, batch, opt, b.lr, b, autocast_for(b, dev), dev,
+                       clip_params=list(m.parameters()) if listed else None)
+        out.append([p.detach().clone() for p in m.parameters()])
+    assert all(torch.equal(x, y) for x, y in zip(*out))
