@@ -366,7 +366,11 @@ def _tune_bench(fn, quantiles: tuple[float, ...] | None = None):  # noqa: ANN001
             fn()
         torch.cuda.current_stream().wait_stream(side)
         graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
+        # thread_local: the default ("global") makes CUDA refuse unsafe calls from *every* thread
+        # while this thread captures, and a first launch can tune while the scoring or training
+        # prefetch thread pins the next batch (pin_memory: "operation not permitted when stream
+        # is capturing", seen on an H200 in benchmarks/score_dtype_check.py, session 7).
+        with torch.cuda.graph(graph, capture_error_mode="thread_local"):
             for _ in range(_TUNE_REPS):
                 fn()
         graph.replay()
