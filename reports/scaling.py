@@ -320,6 +320,18 @@ def fit_frontier(points: dict[str, tuple[np.ndarray, np.ndarray]]) -> Frontier:
     )
 
 
+def e_at_bound(fr: Frontier, optima: dict[str, list[Any]], rel: float = 1e-3) -> str:
+    """"lower" or "upper" when the fitted E sits on a bound of ``fit_frontier`` (0, or the lowest
+    compute-optimal loss), within ``rel`` of that loss; "" when it is inside (or not fitted)."""
+    losses = [o.loss for opts in optima.values() for o in opts if math.isfinite(o.loss)]
+    if not fr.ok or not math.isfinite(fr.e) or not losses:
+        return ""
+    y_min = min(losses)
+    if fr.e <= rel * y_min:
+        return "lower"
+    return "upper" if fr.e >= (1 - rel) * y_min else ""
+
+
 def crossing(fr: Frontier, a: str, b: str) -> float:
     """ln C where the frontiers of encoders a and b cross (E cancels); NaN if they are parallel
     (equal α: one stays ahead at every compute)."""
@@ -500,6 +512,12 @@ def fit_scaling(results: pd.DataFrame, *, n_boot: int = 200, seed: int = 0, leve
         for conv, fr in point.frontier.items():
             lo_e, hi_e = ci(f"E|{conv}")
             tabs["irr"].append(dict(dataset=dataset, convention=conv, E=fr.e, E_lo=lo_e, E_hi=hi_e))
+            bound = e_at_bound(fr, point.optima)
+            if bound:
+                notes.append(f"{dataset}, FLOPs at {conv} attention: the shared irreducible loss E sits on its "
+                             f"{bound} bound ({fr.e:.3g} BPB): these budgets do not pin E, so each frontier "
+                             "is fitted as a pure power law there; its exponents and any extrapolated "
+                             "crossing rest on that bound. More or larger budgets are needed to fit E.")
             bands[dataset][conv] = {}
             for enc in encs:
                 row: dict[str, Any] = dict(dataset=dataset, convention=conv, encoder=enc)

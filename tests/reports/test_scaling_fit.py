@@ -148,3 +148,14 @@ def test_old_results_without_sweep_columns_give_an_empty_fit() -> None:
     df = pd.DataFrame({"encoder": ["bytes"], "seed": [0], "dataset": ["d"], "perturbation_id": ["clean"],
                        "mode": ["full"], "n_bytes": [10.0], "nll_nats": [7.0], "bpb": [1.0]})
     assert fit_scaling(df, n_boot=10).empty
+
+
+def test_irreducible_loss_on_its_bound_is_said(exact) -> None:
+    # Pure power laws (E = 0): the shared E lands on its lower bound and the report says what
+    # that leaves unfitted; the E = 0.6 laws above fit E inside its bounds and say nothing.
+    zero = {k: (Law(E=0.0, A=v.A, a=v.a, B=v.B, b=v.b), kind) for k, (v, kind) in LAWS.items()}
+    fit = fit_scaling(sweep_results(zero, BUDGETS), n_boot=0)
+    assert float(fit.irreducible.E.max()) < 1e-3
+    said = [n for n in fit.notes if "irreducible loss E sits on its lower bound" in n]
+    assert len(said) == 2  # both FLOP conventions
+    assert not any("irreducible" in n for n in exact.notes)
