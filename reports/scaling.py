@@ -514,9 +514,10 @@ def fit_scaling(results: pd.DataFrame, *, n_boot: int = 200, seed: int = 0, leve
             tabs["irr"].append(dict(dataset=dataset, convention=conv, E=fr.e, E_lo=lo_e, E_hi=hi_e))
             bound = e_at_bound(fr, point.optima)
             if bound:
+                where = ("lower bound, 0 (each frontier is then a pure power law)" if bound == "lower" else
+                         f"upper bound, the lowest compute-optimal loss ({fr.e:.3g} BPB)")
                 notes.append(f"{dataset}, FLOPs at {conv} attention: the shared irreducible loss E sits on its "
-                             f"{bound} bound ({fr.e:.3g} BPB): these budgets do not pin E, so each frontier "
-                             "is fitted as a pure power law there; its exponents and any extrapolated "
+                             f"{where}: these budgets do not pin E, and the exponents and any extrapolated "
                              "crossing rest on that bound. More or larger budgets are needed to fit E.")
             bands[dataset][conv] = {}
             for enc in encs:
