@@ -12,14 +12,12 @@ before the op diet (main at 185f533) bytes 605, BPE 596; after it bytes 495, BPE
 
 from __future__ import annotations
 
+import importlib.util
 import json
-from collections import Counter
 from pathlib import Path
-from typing import Any
 
 import pytest
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
 
 from encoders.backbone import BackboneConfig
 from encoders.base import Encoder, FitContext
@@ -28,23 +26,18 @@ from encoders.byte_baseline import ByteConfig, ByteEncoder
 from harness.suite import BudgetConfig
 from harness.train import autocast_for, make_optimizer, train_step
 
+# the benchmark's counter (benchmarks/ is not a package): one definition of what an op is
+_spec = importlib.util.spec_from_file_location("step_host", Path(__file__).resolve().parents[2] / "benchmarks" / "step_host.py")
+assert _spec is not None and _spec.loader is not None
+_step_host = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_step_host)
+OpCounter = _step_host.OpCounter
+
 BACKBONE = BackboneConfig(layers=2, dim=32, heads=2)
 BUDGET = BudgetConfig(context_bytes=64, batch_bytes=512, lr=1e-3)
 WINDOWS = [(b"The quick brown fox jumps over the lazy dog; " * 3)[i : i + 64] for i in range(8)]
 # measured after the op diet: bytes 495, BPE 492 (module docstring); bounds ~10 % above
 MAX_OPS = {"bytes": 545, "bpe": 540}
-
-
-class OpCounter(TorchDispatchMode):
-    """Every aten op dispatched inside the mode (the backward's too), by name."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.counts: Counter[str] = Counter()
-
-    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
-        self.counts[str(func.overloadpacket)] += 1
-        return func(*args, **(kwargs or {}))
 
 
 def _encoder(name: str) -> Encoder:

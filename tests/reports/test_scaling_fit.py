@@ -156,6 +156,6 @@ def test_irreducible_loss_on_its_bound_is_said(exact) -> None:
     zero = {k: (Law(E=0.0, A=v.A, a=v.a, B=v.B, b=v.b), kind) for k, (v, kind) in LAWS.items()}
     fit = fit_scaling(sweep_results(zero, BUDGETS), n_boot=0)
     assert float(fit.irreducible.E.max()) < 1e-3
-    said = [n for n in fit.notes if "irreducible loss E sits on its lower bound" in n]
+    said = [n for n in fit.notes if "irreducible loss E sits on its lower bound, 0" in n]
     assert len(said) == 2  # both FLOP conventions
     assert not any("irreducible" in n for n in exact.notes)
