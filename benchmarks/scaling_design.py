@@ -4,12 +4,13 @@ compute-optimal size, check that the ladder brackets it, and predict the H200 wa
 
     python benchmarks/scaling_design.py suites/scaling.yaml [--set KEY=VALUE ...] [--cache DIR]
         [--results DIR ...] [--times DIR ...] [--compare DIR ...] [--gpu-tflops T]
+        [--timed-plan per-step|one-batch] [--candidate SETS]
 
 1. **Points.** Every sweep row of the ``--results`` run directories (results.csv): clean BPB
    (``full`` mode, the eval set ``--eval-set``) with N = ``params_non_embedding`` and
-   D = ``train_bytes``. Default: the session-6 H200 run (``scaling_h200_s6``, five budgets
-   2e13–3.2e14 on the 19.2 MB mix). The session-5 run (``scaling_h200``, 22 points on an older
-   12.35 MB mix) is only *compared* (``--compare``: its own fit, printed beside): another text has
+   D = ``train_bytes``. Default: the session-7 H200 run (``scaling_h200_s7``, five budgets
+   8e12–1.28e14 on the 43.3 MB mix). The session-6 run (``scaling_h200_s6``, 61 points on the
+   19.2 MB mix) is only *compared* (``--compare``: its own fit, printed beside): another text has
    another E, A and B, so its points are not pooled.
 2. **Law.** Per encoder, L(N, D) = E + A/N^a + B/D^b by least squares in BPB (scipy), in four
    variants because points on a few IsoFLOP lines barely separate the N and D terms:
@@ -23,7 +24,7 @@ compute-optimal size, check that the ladder brackets it, and predict the H200 wa
    under each.
 3. **Step time.** Measured: ms per optimizer step = c0 + c1 · layers per encoder, least squares
    over the models of the ``--times`` run directories (their run.json: training seconds, first
-   step excluded, over steps), all at one batch (16 KB in the runs so far). At that batch a step
+   step excluded, over steps), all at one batch (16 KB in session 6, 32 KB in session 7). At that batch a step
    of these small models is bound by the host's kernel launches, which grow with depth, not with
    FLOPs (a FLOPs term adds nothing to the fit). **Assumed** for another batch B (not measured):
    the host cost stays per step, and the extra windows add their GPU work on top, unhidden, at
@@ -35,9 +36,10 @@ compute-optimal size, check that the ladder brackets it, and predict the H200 wa
    rate and scales the batch-wait time measured (``host_wait_seconds``) with the batch.
    Predicted wall of a budget = start-up and data (measured, the data part scaled by the train
    part's size) + Σ over admissible points (planned steps × the measured ratio of steps run to
-   steps planned × the over-read correction (``rung_facts``: the timed runs were planned with an
-   8-step probe padded as one batch while the loop pads per step, so their measured ratio
-   carries a BPE over-read that today's plan, counted per step, no longer has) × ms/step + first step +
+   steps planned × the over-read correction (``rung_facts``, with ``--timed-plan one-batch``
+   only: session 6's runs were planned with an 8-step probe padded as one batch while the loop
+   pads per step, so their measured ratio carries a BPE over-read that today's plan, counted per
+   step, no longer has) × ms/step + first step +
    per-model set-up, measured) + one BPE fit per command
    (later rungs reuse the merges in-process) + scoring (measured seconds per model).
 4. **Candidate.** For the suite given, every rung's N and training FLOPs per byte come from the
@@ -65,16 +67,16 @@ import numpy as np
 from scipy.optimize import least_squares
 
 ROOT = Path(__file__).resolve().parents[1]
-MEASURED = ROOT / "benchmarks" / "results" / "scaling_h200_s6"
-# Session 6: all five budgets of suites/scaling.yaml at 548e89f, eager, 16 KB batches.
-DEFAULT_RESULTS = [MEASURED / d for d in ("b2e13", "b4e13", "b8e13", "b1.6e14", "b3.2e14")]
+MEASURED = ROOT / "benchmarks" / "results" / "scaling_h200_s7"
+# Session 7: all five budgets of suites/scaling.yaml at 1dae4c6 (43.3 MB mix), eager, 32 KB
+# batches, planned per step as the loop runs (--timed-plan per-step).
+DEFAULT_RESULTS = [MEASURED / d for d in ("b8e12", "b1.6e13", "b3.2e13", "b6.4e13", "b1.28e14")]
 DEFAULT_TIMES = DEFAULT_RESULTS
-# Session 5 (another text mix): compared, not pooled. Its 1e14 budget ran at an older commit.
-OLD = ROOT / "benchmarks" / "results" / "scaling_h200"
-DEFAULT_COMPARE = [OLD / d for d in ("b1e14", "b4e14", "b1.6e15")]
-# Wall of each budget command (benchmarks/results/scaling_h200_s6/env.log; 3.2e14 is the resumed
-# command whose run.json holds every model's time).
-DEFAULT_WALL = ["b2e13=112", "b4e13=193", "b8e13=266", "b1.6e14=282", "b3.2e14=301"]
+# Session 6 (the 19.2 MB mix, 16 KB batches, one-batch plan): compared, not pooled.
+OLD = ROOT / "benchmarks" / "results" / "scaling_h200_s6"
+DEFAULT_COMPARE = [OLD / d for d in ("b2e13", "b4e13", "b8e13", "b1.6e14", "b3.2e14")]
+# Wall of each budget command (benchmarks/results/scaling_h200_s7/env.log).
+DEFAULT_WALL = ["b8e12=121", "b1.6e13=177", "b3.2e13=338", "b6.4e13=381", "b1.28e14=348"]
 GPU_TFLOPS = 35.0  # assumed GPU rate for a larger batch's extra windows (see 3. above)
 CHINCHILLA_A, CHINCHILLA_B = 0.34, 0.28  # Hoffmann et al. 2022, approach 3 (alpha, beta)
 N0, D0 = 1e6, 1e7  # units of N and D inside the fit (conditioning only)
@@ -344,7 +346,7 @@ def one_batch_flops_per_byte(enc: object, windows: list[bytes]) -> float:
     return (3.0 * enc.flops(batch) - 2.0 * frozen) / max(1.0, batch.scored_bytes)  # type: ignore[attr-defined]
 
 
-def rung_facts(suite: object, cache: Path | None, ref_batch: int | None = None
+def rung_facts(suite: object, cache: Path | None, ref_batch: int | None = None, timed_one_batch: bool = False
                ) -> tuple[dict[tuple[str, str], tuple[int, float, float, float]], int]:
     """(encoder label, rung) → (N non-embedding, FLOPs/byte half, full, over-read) from the
     encoders' own accounting on the suite's training windows (BPE merges learned on
@@ -354,7 +356,8 @@ def rung_facts(suite: object, cache: Path | None, ref_batch: int | None = None
     (at ``ref_batch``, the time model carries it) to today's plan. Those runs were planned with
     the 8-step probe padded as one batch while the loop pads per step, so padded encoders (BPE)
     read more than planned; the plan now counts per step as the loop does, so that over-read
-    is divided out: [per-step / one-batch FLOPs per byte at ``ref_batch``] (1 for bytes)."""
+    is divided out: [per-step / one-batch FLOPs per byte at ``ref_batch``] (1 for bytes) — only
+    when ``timed_one_batch`` (runs before session 7); runs planned per step need no correction (1)."""
     import torch
 
     from encoders.backbone import causal_attention_cost
@@ -384,7 +387,7 @@ def rung_facts(suite: object, cache: Path | None, ref_batch: int | None = None
                 # runs' measured steps-run / steps-planned ratio carries their plan's over-read
                 ref_steps = ref // b.context_bytes
                 over = (flops_per_byte(enc, ref_probe, ref_steps, ref_steps)[0]
-                        / one_batch_flops_per_byte(enc, ref_probe))
+                        / one_batch_flops_per_byte(enc, ref_probe)) if timed_one_batch else 1.0
             n = sum(x.numel() for x in enc.parameters()) - enc.embedding_parameters()
             out[(spec.label, r.name)] = (n, half, full, over)
     return out, train.n_bytes
@@ -409,14 +412,15 @@ def optimum(law: Law, budget: float, ns: np.ndarray, fpb: np.ndarray) -> tuple[f
     return float(math.exp(g[i])), float(d[i]), float(lg[i])
 
 
-def design(suite_path: str, sets: list[str], cache: Path | None, fits: list[LawFit], tm: TimeModel) -> str:
+def design(suite_path: str, sets: list[str], cache: Path | None, fits: list[LawFit], tm: TimeModel,
+           timed_one_batch: bool = False) -> str:
     from harness.config import load_suite
     from harness.scaling import GridPoint, plan_point
 
     suite = load_suite(suite_path, sets)
     cfg, b = suite.scaling, suite.budget
     assert cfg is not None, "not a scaling suite"
-    facts, part = rung_facts(suite, cache, tm.batch_bytes)
+    facts, part = rung_facts(suite, cache, tm.batch_bytes, timed_one_batch)
     encs = [s.label for s in suite.encoders]
     names = {s.label: s.name for s in suite.encoders}
     lines = [f"candidate {suite_path} {' '.join(sets)}".rstrip(),
@@ -432,8 +436,9 @@ def design(suite_path: str, sets: list[str], cache: Path | None, fits: list[LawF
         lines.append(f"  {names[e]:<6} " + "; ".join(
             f"{r.name} N={facts[(e, r.name)][0] / 1e6:.3g}M {facts[(e, r.name)][1]:.3g} FLOPs/B" for r in cfg.ladder))
         over = [facts[(e, r.name)][3] for r in cfg.ladder]
-        lines.append(f"  {names[e]:<6} loop reads x{min(over):.3f}-{max(over):.3f} the bytes its steps-run/planned ratio "
-                     f"at {tm.batch_bytes:,} implies (padding per step vs the plan's one-batch probe)")
+        if timed_one_batch:
+            lines.append(f"  {names[e]:<6} loop reads x{min(over):.3f}-{max(over):.3f} the bytes its steps-run/planned "
+                         f"ratio at {tm.batch_bytes:,} implies (the timed runs' one-batch plan divided out)")
     lines.append("")
     lines.append(f"{'budget':>8} {'enc':<6} {'admissible rungs (N in M)':<58} "
                  + " ".join(f"{'N_opt ' + f.variant:>18}" for f in fits) + "  bracket")
@@ -509,9 +514,13 @@ def main() -> None:
                     help="run directories on another text: fitted alone (shared_E) and printed beside, not pooled")
     ap.add_argument("--eval-set", default="heldout")
     ap.add_argument("--wall", action="append", default=None,
-                    help="DIR_NAME=SECONDS measured wall of a budget command (default: session 6's, env.log)")
+                    help="DIR_NAME=SECONDS measured wall of a budget command (default: session 7's, env.log)")
     ap.add_argument("--gpu-tflops", type=float, default=GPU_TFLOPS,
                     help="assumed GPU rate for the windows a larger batch adds (module docstring, 3.)")
+    ap.add_argument("--timed-plan", choices=["per-step", "one-batch"], default="per-step",
+                    help="how the --times runs were planned: per-step (session 7 on) or one-batch (the "
+                         "8-step probe padded as one batch: session 6 and earlier; their BPE over-read "
+                         "is divided out)")
     ap.add_argument("--candidate", action="append", default=[], metavar="SETS",
                     help="another candidate after the first: its --set overrides joined by ' ; '")
     a = ap.parse_args()
@@ -555,10 +564,11 @@ def main() -> None:
     print(f"  assumed, not measured: a batch larger than {tm.batch_bytes:,} bytes adds its extra windows' GPU work at "
           f"{tm.gpu_tflops:g} TFLOP/s (pessimistic {tm.gpu_tflops / 2:g}) on top of the per-step host cost")
     print()
-    print(design(a.suite, a.set, a.cache, fits, tm))
+    one_batch = a.timed_plan == "one-batch"
+    print(design(a.suite, a.set, a.cache, fits, tm, one_batch))
     for cand in a.candidate:
         print()
-        print(design(a.suite, a.set + [x.strip() for x in cand.split(" ; ") if x.strip()], a.cache, fits, tm))
+        print(design(a.suite, a.set + [x.strip() for x in cand.split(" ; ") if x.strip()], a.cache, fits, tm, one_batch))
 
 
 if __name__ == "__main__":
