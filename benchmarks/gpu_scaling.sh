@@ -8,6 +8,8 @@
 # Expects (docs/gpu.md): the data cache at $TOKBENCH_CACHE (default ../.gpu/cache or $GPU_DIR/cache)
 # — or, when $GPU_DIR/scaling-data.tar.gz exists (`tokbench data pack scaling --slim`, 13.9 MB), that
 # archive, unpacked into /tmp/tokbench-cache — and wheels of missing packages in $GPU_DIR/wheels.
+# RUN_TAG=-bytes names the run directories b<BUDGET>-bytes (a budget split by encoder over two
+# commands, each `--set 'encoders=[...]'`, must not share a run directory).
 # Merge the pieces anywhere with
 #   tokbench report b1e14 b2e14 ... --out scaling-report
 source "$(dirname "$0")/gpu_common.sh"
@@ -27,12 +29,12 @@ gpu_env_log
 for B in "${BUDGETS[@]}"; do
   left=$(( TOTAL - ($(date +%s) - START) ))
   if [ "$left" -lt "$MIN_LEFT" ]; then echo "budget $B not started: ${left}s left" | tee -a "$OUT/env.log"; continue; fi
-  RUN=/tmp/scaling/b$B; t0=$(date +%s); mkdir -p /tmp/scaling
+  N=b$B${RUN_TAG:-}; RUN=/tmp/scaling/$N; t0=$(date +%s); mkdir -p /tmp/scaling
   timeout "$left" python3 -m harness.cli run scaling --device cuda --no-prepare --quiet --no-report \
     "${SETS[@]}" --set "scaling.only_budgets=[$B]" --out "$RUN" >"$RUN.log" 2>&1
   rc=$?
   echo "budget $B rc=$rc wall $(( $(date +%s) - t0 )) s" | tee -a "$OUT/env.log"
   tail -3 "$RUN.log"
   cp "$RUN.log" "$RUN/" 2>/dev/null
-  (cd /tmp/scaling && tar czf "$OUT/b$B.tgz" "b$B/results.csv" "b$B/run.json" "b$B/b$B.log" 2>/dev/null)
+  (cd /tmp/scaling && tar czf "$OUT/$N.tgz" "$N/results.csv" "$N/run.json" "$N/$N.log" 2>/dev/null)
 done
