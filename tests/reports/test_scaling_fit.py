@@ -159,3 +159,18 @@ def test_irreducible_loss_on_its_bound_is_said(exact) -> None:
     said = [n for n in fit.notes if "irreducible loss E sits on its lower bound, 0" in n]
     assert len(said) == 2  # both FLOP conventions
     assert not any("irreducible" in n for n in exact.notes)
+
+
+def test_law_over_every_point_recovers_the_truth(exact, noisy) -> None:
+    # L(N, D) = E + A/N^a + B/D^b fitted to every ladder point (one E shared): the synthetic
+    # points are drawn from exactly that law, so E, a and b come back; with noise, inside the CI.
+    for fit, tol_e, tol_x in ((exact, 1e-3, 1e-3), (noisy, 0.05, 0.05)):
+        law = fit.law.set_index("encoder")
+        for enc, (truth, _) in LAWS.items():
+            r = law.loc[enc]
+            assert r.E == pytest.approx(truth.E, abs=tol_e)
+            assert r.A == pytest.approx(truth.A, rel=10 * tol_x) and r.B == pytest.approx(truth.B, rel=10 * tol_x)
+            assert r.a == pytest.approx(truth.a, abs=tol_x) and r.b == pytest.approx(truth.b, abs=tol_x)
+            assert r.n_points == 7 * 7  # seven budgets, seven ladder points each
+    r = noisy.law.set_index("encoder").loc["bytes"]
+    assert r.E_lo <= BYTES.E <= r.E_hi and r.a_lo <= BYTES.a <= r.a_hi
