@@ -154,10 +154,13 @@ class Backbone(nn.Module):
                 std = 0.02 / math.sqrt(2 * cfg.layers) if name.endswith(("proj.weight", "out.weight")) else 0.02
                 nn.init.normal_(p, mean=0.0, std=std)
 
-    def forward(self, x: torch.Tensor, valid: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, valid: torch.Tensor | None = None, *,
+                valid_all: bool | None = None) -> torch.Tensor:
         """x (B, N, dim); valid (B, N) bool: real (not padding) positions, used when bidirectional.
-        An all-valid mask is dropped so SDPA keeps its fastest (flash) kernel."""
-        if valid is not None and bool(valid.all()):
+        An all-valid mask is dropped so SDPA keeps its fastest (flash) kernel. valid_all: whether
+        every position is valid, when the caller knows it from collation; None = read it from
+        ``valid`` here (on a GPU a host sync)."""
+        if valid is not None and (bool(valid.all()) if valid_all is None else valid_all):
             valid = None
         cos, sin = self.rope(x.shape[1], x.device)
         if self.dynamic_shapes:

@@ -159,6 +159,17 @@ class MdmUnits:
     segments: list[int] | None = None
 
 
+def to_device_async(x: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """A host tensor made this step (the training masks, the loss weights) onto ``device``
+    without the host waiting for the device: a plain ``.to(cuda)`` copies and then synchronizes
+    the stream, i.e. waits for every kernel queued before it (issue #16); from pinned memory the
+    copy is queued behind them instead, and the caching host allocator keeps the pinned block
+    until the copy has run. Same values either way; on CPU (or another device) a plain ``.to``."""
+    if device.type != "cuda" or x.device.type != "cpu":
+        return x.to(device)
+    return x.pin_memory().to(device, non_blocking=True)
+
+
 class MaskedDiffusion:
     """Mixin giving an encoder the MDM ``collate``/``forward``. The subclass calls ``mdm_setup``
     in ``__init__`` (after creating its modules) and implements ``mdm_units``; it must have
@@ -186,14 +197,16 @@ class MaskedDiffusion:
         raise NotImplementedError
 
     # -- network ----------------------------------------------------------------------------------
-    def mdm_hidden(self, ids: torch.Tensor, mask: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
+    def mdm_hidden(self, ids: torch.Tensor, mask: torch.Tensor, valid: torch.Tensor, *,
+                   valid_all: bool | None = None) -> torch.Tensor:
         """ids (R, N) long true unit ids; mask (R, N) bool masked slots; valid (R, N) bool real
         (not batch-padding) slots -> (R, N, dim). The true id of a masked slot never reaches the
-        network: it is replaced by MASK here, before the embedding (the leak probe checks it)."""
+        network: it is replaced by MASK here, before the embedding (the leak probe checks it).
+        valid_all: whether every slot is real, when collation knows it (``Backbone.forward``)."""
         inputs = torch.where(mask, torch.full_like(ids, self.mask_id), ids)
         x = self.embed(inputs)  # type: ignore[attr-defined]
         if self.backbone is not None:  # type: ignore[attr-defined]
-            x = self.backbone(x, valid)  # type: ignore[attr-defined]
+            x = self.backbone(x, valid, valid_all=valid_all)  # type: ignore[attr-defined]
         return x
 
     def mdm_logits(self, ids: torch.Tensor, mask: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
@@ -253,24 +266,47 @@ class MaskedDiffusion:
                     mask_prob(self.mdm_schedule, tt), k, gen
                 )
         segs = [u.segments for u in units]
+        scored_rows = scored.repeat_interleave(S, 0)
+        # Where the scored slots and the real units are, found here on the host (CPU tensors:
+        # nonzero waits for nothing), and whether any slot is padding: on a GPU the forward would
+        # otherwise read each from the device (nonzero's size, valid.all()) — a host sync per step.
+        r, n = scored_rows.nonzero(as_tuple=True)
+        b, m = real.nonzero(as_tuple=True)
         tensors = {
             "ids": ids.repeat_interleave(S, 0), "valid": valid.repeat_interleave(S, 0),
-            "scored": scored.repeat_interleave(S, 0), "mask": mask, "t": t,
+            "scored": scored_rows, "mask": mask, "t": t,
             "real": real, "ustart": ustart, "uend": uend, "attach": attach,
+            "scored_r": r, "scored_n": n, "real_b": b, "real_m": m,
         }
-        meta = {"mc_samples": S, "segments": None if all(x is None for x in segs) else segs}
+        meta = {"mc_samples": S, "segments": None if all(x is None for x in segs) else segs,
+                "all_valid": bool(valid.all())}
         return TensorBatch(tensors, meta, scored_bytes)
 
     def _training_masks(self, scored: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """t (R,) stratified across the batch and masks (R, N) for one training step, from a CPU
         generator seeded by (encoder seed, step); advances the step."""
-        seed, step = (int(v) for v in self.mdm_rng.tolist())  # type: ignore[attr-defined]
+        seed, step = self._mdm_rng_host()
         gen = torch.Generator().manual_seed(seed_of(step.to_bytes(8, "little"), seed))
         R, N = scored.shape
         t = stratified_t(R, gen)[torch.randperm(R, generator=gen)]  # strata not tied to row order
         mask = sample_mask(mask_prob(self.mdm_schedule, t), N, gen, self.mdm_span)
-        self.mdm_rng[1] += 1  # type: ignore[attr-defined]
-        return t, mask.to(scored.device) & scored
+        buf = self.mdm_rng  # type: ignore[attr-defined]
+        buf[1] += 1
+        self._mdm_rng_cache = (buf, buf._version, (seed, step + 1))
+        return t, to_device_async(mask, scored.device) & scored
+
+    def _mdm_rng_host(self) -> tuple[int, int]:
+        """(seed, step) of ``mdm_rng`` as Python ints. The buffer lives on the model's device
+        (checkpoints carry it); reading it every step would make the host wait for the GPU, so
+        it is read once and then mirrored as the step advances. The mirror is keyed by the
+        buffer's identity and in-place version counter: moving the model (a new tensor) or
+        loading a state dict (an in-place copy: a resumed run) makes it read the buffer again."""
+        buf = self.mdm_rng  # type: ignore[attr-defined]
+        cache = getattr(self, "_mdm_rng_cache", None)
+        if cache is None or cache[0] is not buf or cache[1] != buf._version:
+            cache = (buf, buf._version, tuple(int(v) for v in buf.tolist()))
+            self._mdm_rng_cache = cache
+        return cache[2]
 
     # -- loss -------------------------------------------------------------------------------------
     def mdm_forward(self, batch: TensorBatch) -> UnitNLL:
@@ -285,9 +321,13 @@ class MaskedDiffusion:
             t, mask = self._training_masks(scored)
         else:
             t, mask = batch["t"], batch["mask"]
-        w = loss_weight(self.mdm_schedule, t.cpu().double()).to(ids.device)  # (R,)
-        h = self.mdm_hidden(ids, mask, valid)
-        r, n = scored.nonzero(as_tuple=True)  # the head runs on scored slots only
+        # t is on the host in training (drawn there); scoring's t came with the batch, and
+        # scoring reads its results back anyway
+        w = to_device_async(loss_weight(self.mdm_schedule, t.cpu().double()), ids.device)  # (R,)
+        h = self.mdm_hidden(ids, mask, valid, valid_all=batch.meta.get("all_valid"))
+        # the head runs on scored slots only; their indices come from collation when it made them
+        r, n = ((batch["scored_r"], batch["scored_n"]) if "scored_r" in batch.tensors
+                else scored.nonzero(as_tuple=True))
         logits = self.head(h[r, n])  # type: ignore[attr-defined]  # (Q, n_out)
         nll = F.cross_entropy(logits.float(), ids[r, n], reduction="none")  # (Q,) nats
         term = nll * mask[r, n].float() * w[r].float()  # (Q,) NELBO terms, 0 where unmasked
@@ -302,7 +342,8 @@ class MaskedDiffusion:
         var = stratified_variance(per_copy)
         slot = torch.zeros(W, N, dtype=torch.float64, device=ids.device)
         slot.index_put_((r // S, batch["attach"][r // S, n]), term / S, accumulate=True)
-        b, m = batch["real"].nonzero(as_tuple=True)
+        b, m = ((batch["real_b"], batch["real_m"]) if "real_b" in batch.tensors
+                else batch["real"].nonzero(as_tuple=True))
         return UnitNLL(nll=slot[b, m], window=b, start=batch["ustart"][b, m],
                        end=batch["uend"][b, m], segments=batch.meta.get("segments"),
                        window_var=var)

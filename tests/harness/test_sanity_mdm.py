@@ -5,6 +5,7 @@ an honest model and catches a leaky one."""
 from __future__ import annotations
 
 import random
+from typing import Any
 
 import pytest
 import torch
@@ -33,8 +34,8 @@ class SeesEverything(ByteEncoder):
     def mdm_logits(self, ids: torch.Tensor, mask: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
         return super().mdm_logits(ids, torch.zeros_like(mask), valid)
 
-    def mdm_hidden(self, ids: torch.Tensor, mask: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
-        return super().mdm_hidden(ids, torch.zeros_like(mask), valid)
+    def mdm_hidden(self, ids: torch.Tensor, mask: torch.Tensor, valid: torch.Tensor, **kw: Any) -> torch.Tensor:
+        return super().mdm_hidden(ids, torch.zeros_like(mask), valid, **kw)
 
 
 class OneAtATime(ByteEncoder):
