@@ -308,6 +308,12 @@ class MaskedDiffusion:
             self._mdm_rng_cache = cache
         return cache[2]
 
+    def mdm_rng_reread(self) -> None:
+        """Forget the host mirror of ``mdm_rng``: the next step reads the buffer. For a write
+        its version counter does not see, i.e. one through ``.data`` (the distributed harness's
+        broadcast of rank 0's buffers)."""
+        self._mdm_rng_cache = None
+
     # -- loss -------------------------------------------------------------------------------------
     def mdm_forward(self, batch: TensorBatch) -> UnitNLL:
         """Training: NELBO terms w(t)·NLL of the masked slots (loss = Σ / scored bytes, as for AR).

@@ -108,3 +108,15 @@ def test_an_autoregressive_step_on_a_padded_batch_reads_nothing_from_the_device(
         out = enc(batch)
         out.nll.sum().backward()
     assert reads.seen == []
+
+
+def test_the_rng_mirror_rereads_after_a_write_through_data() -> None:
+    # The distributed harness broadcasts rank 0's buffers through .data, which leaves the
+    # version counter the mirror is keyed on; sync_parameters then calls mdm_rng_reread.
+    enc = bytes_mdm()
+    enc(enc.collate(PADDED, [0, 0]))
+    seed = int(enc.mdm_rng[0])
+    enc.mdm_rng.data.copy_(torch.tensor([7, 5]))
+    assert enc._mdm_rng_host() == (seed, 1)  # stale: the write was not seen
+    enc.mdm_rng_reread()
+    assert enc._mdm_rng_host() == (7, 5)
