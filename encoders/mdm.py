@@ -159,6 +159,17 @@ class MdmUnits:
     segments: list[int] | None = None
 
 
+def to_device_async(x: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """A host tensor made this step (the training masks, the loss weights) onto ``device``
+    without the host waiting for the device: a plain ``.to(cuda)`` copies and then synchronizes
+    the stream, i.e. waits for every kernel queued before it (issue #16); from pinned memory the
+    copy is queued behind them instead, and the caching host allocator keeps the pinned block
+    until the copy has run. Same values either way; on CPU (or another device) a plain ``.to``."""
+    if device.type != "cuda" or x.device.type != "cpu":
+        return x.to(device)
+    return x.pin_memory().to(device, non_blocking=True)
+
+
 class MaskedDiffusion:
     """Mixin giving an encoder the MDM ``collate``/``forward``. The subclass calls ``mdm_setup``
     in ``__init__`` (after creating its modules) and implements ``mdm_units``; it must have
@@ -282,7 +293,7 @@ class MaskedDiffusion:
         buf = self.mdm_rng  # type: ignore[attr-defined]
         buf[1] += 1
         self._mdm_rng_cache = (buf, buf._version, (seed, step + 1))
-        return t, mask.to(scored.device) & scored
+        return t, to_device_async(mask, scored.device) & scored
 
     def _mdm_rng_host(self) -> tuple[int, int]:
         """(seed, step) of ``mdm_rng`` as Python ints. The buffer lives on the model's device
@@ -297,6 +308,12 @@ class MaskedDiffusion:
             self._mdm_rng_cache = cache
         return cache[2]
 
+    def mdm_rng_reread(self) -> None:
+        """Forget the host mirror of ``mdm_rng``: the next step reads the buffer. For a write
+        its version counter does not see, i.e. one through ``.data`` (the distributed harness's
+        broadcast of rank 0's buffers)."""
+        self._mdm_rng_cache = None
+
     # -- loss -------------------------------------------------------------------------------------
     def mdm_forward(self, batch: TensorBatch) -> UnitNLL:
         """Training: NELBO terms w(t)·NLL of the masked slots (loss = Σ / scored bytes, as for AR).
@@ -310,7 +327,9 @@ class MaskedDiffusion:
             t, mask = self._training_masks(scored)
         else:
             t, mask = batch["t"], batch["mask"]
-        w = loss_weight(self.mdm_schedule, t.cpu().double()).to(ids.device)  # (R,)
+        # t is on the host in training (drawn there); scoring's t came with the batch, and
+        # scoring reads its results back anyway
+        w = to_device_async(loss_weight(self.mdm_schedule, t.cpu().double()), ids.device)  # (R,)
         h = self.mdm_hidden(ids, mask, valid, valid_all=batch.meta.get("all_valid"))
         # the head runs on scored slots only; their indices come from collation when it made them
         r, n = ((batch["scored_r"], batch["scored_n"]) if "scored_r" in batch.tensors

@@ -28,6 +28,7 @@ import torch
 import torch.distributed as tdist
 from torch import nn
 
+from encoders.mdm import MaskedDiffusion
 from harness.accel import gemm_tflops
 from harness.data import DataPart, load_data, training_windows
 from harness.results import atomic_write_json
@@ -191,6 +192,11 @@ class DataParallel:
         kernel's nondeterminism must not make the replicas drift from the first step)."""
         for t in [*model.parameters(), *model.buffers()]:
             tdist.broadcast(t.data, src=0)
+        # A write through .data leaves the version counter that MaskedDiffusion's host mirror of
+        # its rng buffer is keyed on: make it read the broadcast buffer.
+        for m in model.modules():
+            if isinstance(m, MaskedDiffusion):
+                m.mdm_rng_reread()
 
     def all_reduce_grads(self, model: nn.Module) -> None:
         """Σ over ranks of every gradient; a parameter without a gradient on some rank (its

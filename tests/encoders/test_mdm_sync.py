@@ -83,3 +83,40 @@ def test_the_rng_mirror_follows_a_loaded_checkpoint() -> None:
     state["mdm_rng"][1] = 1
     enc.load_state_dict(state)  # an in-place copy: the mirror must read the buffer again
     assert enc._mdm_rng_host()[1] == 1
+
+
+def bpe_ar() -> BpeEncoder:
+    torch.manual_seed(0)
+    enc = BpeEncoder(BpeConfig(vocab_size=300), TINY)
+    enc.tokenizer = BpeTokenizer.train([w for w in PADDED + EVEN] * 20, 300)
+    return enc.train()
+
+
+def bytes_ar() -> ByteEncoder:
+    torch.manual_seed(0)
+    return ByteEncoder(ByteConfig(), TINY).train()
+
+
+@pytest.mark.parametrize("make", [bytes_ar, bpe_ar], ids=["bytes", "bpe"])
+def test_an_autoregressive_step_on_a_padded_batch_reads_nothing_from_the_device(make: Any) -> None:
+    # BPE's windows tokenize to different lengths, so its batch is padded; the causal backbone
+    # gets no padding mask, and the scored positions come from collation (stepfloor).
+    enc = make()
+    enc(enc.collate(PADDED, [0, 5]))
+    batch = enc.collate(PADDED, [0, 5])
+    with HostReads() as reads:
+        out = enc(batch)
+        out.nll.sum().backward()
+    assert reads.seen == []
+
+
+def test_the_rng_mirror_rereads_after_a_write_through_data() -> None:
+    # The distributed harness broadcasts rank 0's buffers through .data, which leaves the
+    # version counter the mirror is keyed on; sync_parameters then calls mdm_rng_reread.
+    enc = bytes_mdm()
+    enc(enc.collate(PADDED, [0, 0]))
+    seed = int(enc.mdm_rng[0])
+    enc.mdm_rng.data.copy_(torch.tensor([7, 5]))
+    assert enc._mdm_rng_host() == (seed, 1)  # stale: the write was not seen
+    enc.mdm_rng_reread()
+    assert enc._mdm_rng_host() == (7, 5)
