@@ -51,6 +51,26 @@ class RMSNorm(nn.Module):
         return y.to(x.dtype) * self.weight
 
 
+class OutputHead(nn.Linear):
+    """The output layer, (..., dim) -> (..., n_out) logits: an ``nn.Linear`` (same parameters and
+    checkpoint keys) whose logits are computed in float32 when no gradient is taken under autocast.
+
+    Why: bf16 keeps 8 significant bits, so a logit near 10 is rounded to a multiple of 2^-4 and a
+    cell's NLL inherits that error; scored in bf16 on an H200, out-of-distribution cells (BPB 11-15)
+    were off the fp32 path by up to 5.6e-3 BPB (BENCHMARKS.md). Training keeps the autocast matmul
+    (its gradient noise dwarfs the rounding, and the head is the largest GEMM of a small model);
+    scoring, under ``torch.inference_mode``, pays one fp32 GEMM of (tokens x dim x n_out).
+    Without autocast (CPU, fp32 runs) this is ``nn.Linear`` exactly."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        dev = x.device.type
+        if torch.is_grad_enabled() or not torch.is_autocast_enabled(dev):
+            return super().forward(x)
+        with torch.autocast(dev, enabled=False):
+            bias = None if self.bias is None else self.bias.float()
+            return F.linear(x.float(), self.weight.float(), bias)
+
+
 def rope_cache(n: int, head_dim: int, base: float, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
     """cos, sin tables (n, head_dim), float32, for rotary position embeddings, laid out for
     ``apply_rope``: channel pair j = (2j, 2j+1) rotates by angle t·base^(-2j/head_dim) at

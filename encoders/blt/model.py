@@ -30,7 +30,7 @@ from typing import Any, Literal
 import torch
 from torch import nn
 
-from encoders.backbone import Backbone, BackboneConfig, backbone_flops
+from encoders.backbone import Backbone, BackboneConfig, OutputHead, backbone_flops
 from encoders.base import (
     BOS,
     UNIT_POS,
@@ -246,7 +246,7 @@ class BltEncoder(Encoder):
         self.null_patch = nn.Parameter(torch.zeros(self.latent_dim))  # "no patch yet" decoder slot
         self.dec_xattn = CrossAttention(D, self.latent_dim, c.local_heads)
         self.local_decoder = Backbone(self.dec_cfg)
-        self.head = nn.Linear(D, 256, bias=False)
+        self.head = OutputHead(D, 256, bias=False)
         for emb in (self.embed, self.ngram_embed):
             if emb is not None:
                 nn.init.normal_(emb.weight, std=0.02)

@@ -38,7 +38,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from encoders.backbone import Backbone, BackboneConfig, backbone_flops
+from encoders.backbone import Backbone, BackboneConfig, OutputHead, backbone_flops
 from encoders.base import Encoder, FitContext, TensorBatch, UnitNLL, batch_scored_index, unit_index
 from encoders.bpe.tokenizer import BpeTokenizer, merge_key, resolve_pattern
 from encoders.mdm import MaskedDiffusion, MdmUnits
@@ -148,7 +148,7 @@ class BpeEncoder(MaskedDiffusion, Encoder):
         self.pad = V
         self.embed = nn.Embedding(V + 3 if mdm else V + 1, dim)
         self.backbone = Backbone(backbone, causal=not mdm) if backbone is not None else None
-        self.head = nn.Linear(dim, V + 1 if mdm else V, bias=False)
+        self.head = OutputHead(dim, V + 1 if mdm else V, bias=False)
         nn.init.normal_(self.embed.weight, std=0.02)
         nn.init.normal_(self.head.weight, std=0.02)
         if mdm:

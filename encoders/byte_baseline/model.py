@@ -12,7 +12,7 @@ from typing import Literal
 import torch
 from torch import nn
 
-from encoders.backbone import Backbone, BackboneConfig, backbone_flops
+from encoders.backbone import Backbone, BackboneConfig, OutputHead, backbone_flops
 from encoders.base import BOS, ByteLevelEncoder, TensorBatch, UnitNLL
 from encoders.mdm import MaskedDiffusion, MdmUnits
 from encoders.registry import register
@@ -49,7 +49,7 @@ class ByteEncoder(MaskedDiffusion, ByteLevelEncoder):
         mdm = config.objective == "mdm"
         self.embed = nn.Embedding(258 if mdm else 257, dim)
         self.backbone = Backbone(backbone, causal=not mdm) if backbone is not None else None
-        self.head = nn.Linear(dim, 256, bias=False)
+        self.head = OutputHead(dim, 256, bias=False)
         nn.init.normal_(self.embed.weight, std=0.02)
         nn.init.normal_(self.head.weight, std=0.02)
         if mdm:

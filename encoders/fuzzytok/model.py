@@ -20,7 +20,7 @@ from typing import Any, Literal
 import torch
 from torch import nn
 
-from encoders.backbone import Backbone, BackboneConfig, backbone_flops
+from encoders.backbone import Backbone, BackboneConfig, OutputHead, backbone_flops
 from encoders.base import ByteLevelEncoder, TensorBatch
 from encoders.fuzzytok.ops import conv_block, use_triton
 from encoders.registry import register
@@ -116,7 +116,7 @@ class FuzzyTokEncoder(ByteLevelEncoder):
         self.norm = nn.LayerNorm(c.dim)
         self.proj = nn.Linear(c.dim, self.out_dim)
         self.backbone = Backbone(backbone) if backbone is not None else None
-        self.head = nn.Linear(self.out_dim, 256, bias=False)
+        self.head = OutputHead(self.out_dim, 256, bias=False)
         nn.init.normal_(self.embed.weight, std=0.02)
         nn.init.normal_(self.head.weight, std=0.02)
 

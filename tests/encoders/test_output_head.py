@@ -1,0 +1,53 @@
+"""OutputHead: fp32 logits when scoring under autocast, the plain Linear everywhere else."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from encoders.backbone import OutputHead
+from encoders.byte_baseline import ByteConfig, ByteEncoder
+
+
+def _head() -> tuple[OutputHead, torch.Tensor]:
+    torch.manual_seed(0)
+    head = OutputHead(64, 256, bias=False)
+    x = torch.randn(3, 5, 64) * 4.0  # logits of a few units: bf16 rounding is visible there
+    return head, x
+
+
+def test_scoring_under_autocast_is_float32_exactly() -> None:
+    head, x = _head()
+    with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16):
+        y = head(x)
+    assert y.dtype == torch.float32
+    assert torch.equal(y, F.linear(x, head.weight))  # the fp32 product, not a rounded one
+
+
+def test_training_under_autocast_keeps_the_autocast_linear() -> None:
+    head, x = _head()
+    plain = nn.Linear(64, 256, bias=False)
+    plain.load_state_dict(head.state_dict())  # same parameters, same keys
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        y, ref = head(x), plain(x)
+    assert y.dtype == torch.bfloat16 and torch.equal(y, ref)
+    y.float().sum().backward()
+    assert head.weight.grad is not None
+
+
+def test_without_autocast_it_is_nn_linear() -> None:
+    head, x = _head()
+    with torch.inference_mode():
+        assert torch.equal(head(x), F.linear(x, head.weight))
+    # bf16 rounding of the autocast path is what the fp32 path removes: check it is real here
+    with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16):
+        rounded = F.linear(x, head.weight)
+    assert (rounded.float() - F.linear(x, head.weight)).abs().max() > 1e-3
+
+
+def test_encoders_use_it_and_checkpoints_keep_their_keys() -> None:
+    enc = ByteEncoder(ByteConfig(dim=32), None)
+    assert isinstance(enc.head, OutputHead)
+    assert "head.weight" in enc.state_dict()
+    assert OutputHead.__mro__[1] is nn.Linear
