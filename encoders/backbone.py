@@ -98,6 +98,21 @@ def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.T
     return swap * s + x * c
 
 
+@torch.compiler.disable
+def _sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None,
+          causal: bool, dropout_p: float) -> torch.Tensor:
+    """``F.scaled_dot_product_attention`` kept out of compiled graphs: q, k, v (B, H, N, hd) ->
+    (B, H, N, hd).
+
+    Why eager: compiled with symbolic batch and length (``Backbone.dynamic_shapes``), inductor's
+    backward asserts that the attention output saved for it has the strides of the length the
+    graph was first traced at (N_hint * C at dim 0), so a block trained at any other length fails
+    with "expected size ..., stride 264192==393216" (torch 2.11 on an H200, 2.13 on CPU;
+    tests/encoders/test_backbone.py reproduces it). SDPA is one fused kernel either way; the
+    compiled graph breaks around it and still fuses the norms, RoPE, MLP and residuals."""
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal, dropout_p=dropout_p)
+
+
 class CausalSelfAttention(nn.Module):
     """Multi-head self-attention through SDPA (flash / memory-efficient kernels on GPU); causal
     unless built with ``causal=False``."""
@@ -127,10 +142,7 @@ class CausalSelfAttention(nn.Module):
         # (B, 1, 1, N) key mask: padded slots of a shorter window must not be seen, or a
         # bidirectional prediction would depend on what else is in the batch.
         mask = None if self.causal or valid is None else valid[:, None, None, :]
-        y = F.scaled_dot_product_attention(
-            q, k, v, attn_mask=mask, is_causal=self.causal,
-            dropout_p=self.dropout if self.training else 0.0,
-        )
+        y = _sdpa(q, k, v, mask, self.causal, self.dropout if self.training else 0.0)
         return self.proj(y.transpose(1, 2).reshape(B, N, C))
 
 
