@@ -98,19 +98,40 @@ def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.T
     return swap * s + x * c
 
 
-@torch.compiler.disable
+# The length at which compiled blocks were first trained in this process (see ``_sdpa``).
+_FIRST_TRAINED_LENGTH: list[int] = []
+
+
+def attention_in_graph(n: int) -> bool:
+    """Whether a compiled block's training step at length ``n`` may keep attention inside its
+    graph: only at the first length any compiled backbone of the process trained at (its code is
+    shared by every model, so the first traced length is the one the graph assumes; see ``_sdpa``).
+    Scoring (no gradient) always keeps it inside: the fault is in the backward only."""
+    if not torch.is_grad_enabled():
+        return True
+    if not _FIRST_TRAINED_LENGTH:
+        _FIRST_TRAINED_LENGTH.append(n)
+    return n == _FIRST_TRAINED_LENGTH[0]
+
+
 def _sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None,
           causal: bool, dropout_p: float) -> torch.Tensor:
-    """``F.scaled_dot_product_attention`` kept out of compiled graphs: q, k, v (B, H, N, hd) ->
-    (B, H, N, hd).
+    """``F.scaled_dot_product_attention``: q, k, v (B, H, N, hd) -> (B, H, N, hd); ``_sdpa_eager``
+    is the same call kept out of compiled graphs.
 
-    Why eager: compiled with symbolic batch and length (``Backbone.dynamic_shapes``), inductor's
+    Why two: compiled with symbolic batch and length (``Backbone.dynamic_shapes``), inductor's
     backward asserts that the attention output saved for it has the strides of the length the
     graph was first traced at (N_hint * C at dim 0), so a block trained at any other length fails
     with "expected size ..., stride 264192==393216" (torch 2.11 on an H200, 2.13 on CPU;
-    tests/encoders/test_backbone.py reproduces it). SDPA is one fused kernel either way; the
-    compiled graph breaks around it and still fuses the norms, RoPE, MLP and residuals."""
+    tests/harness/test_compile_shapes.py reproduces it). Out of the graph the step is correct at
+    every length but slower (the byte model's training step on an H200: +36 %, BENCHMARKS.md), so
+    blocks call that one only when training at a length other than the first
+    (``attention_in_graph``): fixed-length byte models keep the fused graph, BPE and BLT (lengths
+    vary by batch) graph-break around attention."""
     return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal, dropout_p=dropout_p)
+
+
+_sdpa_eager = torch.compiler.disable(_sdpa)
 
 
 class CausalSelfAttention(nn.Module):
@@ -128,9 +149,10 @@ class CausalSelfAttention(nn.Module):
         self.dropout = cfg.dropout
 
     def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
-                valid: torch.Tensor | None = None) -> torch.Tensor:
+                valid: torch.Tensor | None = None, in_graph: bool = True) -> torch.Tensor:
         """x (B, N, C); valid (B, N) bool or None: keys that may be attended to (bidirectional
-        only — a causal model never sees the padding after a window, so it needs no mask)."""
+        only — a causal model never sees the padding after a window, so it needs no mask).
+        in_graph: False runs SDPA outside a compiled graph (``_sdpa``); eager, the same call."""
         B, N, C = x.shape
         # One linear for q, k and v, viewed (no copy) as (3, B, H, N, hd): q and k are rotated in
         # one call (half the RoPE ops of one call each, forward and backward); the rotation writes
@@ -142,7 +164,7 @@ class CausalSelfAttention(nn.Module):
         # (B, 1, 1, N) key mask: padded slots of a shorter window must not be seen, or a
         # bidirectional prediction would depend on what else is in the batch.
         mask = None if self.causal or valid is None else valid[:, None, None, :]
-        y = _sdpa(q, k, v, mask, self.causal, self.dropout if self.training else 0.0)
+        y = (_sdpa if in_graph else _sdpa_eager)(q, k, v, mask, self.causal, self.dropout if self.training else 0.0)
         return self.proj(y.transpose(1, 2).reshape(B, N, C))
 
 
@@ -159,8 +181,8 @@ class Block(nn.Module):
         self.out = nn.Linear(hidden, cfg.dim, bias=False)
 
     def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
-                valid: torch.Tensor | None = None) -> torch.Tensor:
-        x = x + self.attn(self.norm1(x), cos, sin, valid)
+                valid: torch.Tensor | None = None, in_graph: bool = True) -> torch.Tensor:
+        x = x + self.attn(self.norm1(x), cos, sin, valid, in_graph)
         return x + self.out(F.gelu(self.fc(self.norm2(x))))
 
 
@@ -177,6 +199,7 @@ class Backbone(nn.Module):
         self.blocks = nn.ModuleList(Block(cfg, causal) for _ in range(cfg.layers))
         self.norm = RMSNorm(cfg.dim)
         self.dynamic_shapes = False  # set when the blocks are compiled (harness.accel.compile_backbones)
+        self.compilable = True  # False: compile_backbones leaves it eager (BLT's entropy model)
         # RoPE tables per device: (the longest table made, {n: its first n rows as views}); not
         # module state (not in state_dict, not moved by .to: a new device makes its own).
         self._rope: dict[torch.device, tuple[int, dict[int, tuple[torch.Tensor, torch.Tensor]]]] = {}
@@ -202,8 +225,10 @@ class Backbone(nn.Module):
             for t, dims in ((x, (0, 1)), (cos, (0,)), (sin, (0,)), (valid, (0, 1))):
                 for d in dims if t is not None else ():
                     torch._dynamo.maybe_mark_dynamic(t, d)
+        # compiled: one graph variant per value (a guarded Python bool); eager: no difference
+        in_graph = not self.dynamic_shapes or attention_in_graph(x.shape[1])
         for blk in self.blocks:
-            x = blk(x, cos, sin, valid)
+            x = blk(x, cos, sin, valid, in_graph)
         return self.norm(x)
 
     def rope(self, n: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:

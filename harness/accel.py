@@ -74,7 +74,7 @@ def compile_backbones(model: nn.Module) -> int:
     dynamic = os.environ.get("TOKBENCH_COMPILE_DYNAMIC", "1") != "0"
     n = 0
     for m in model.modules():
-        if isinstance(m, Backbone):
+        if isinstance(m, Backbone) and m.compilable:
             m.dynamic_shapes = dynamic
             for sub in [*m.blocks, m.norm]:
                 if getattr(sub, "_compiled_call_impl", None) is None:

@@ -256,6 +256,12 @@ class BltEncoder(Encoder):
         if c.patching == "entropy":
             ecfg = BackboneConfig(layers=c.entropy_layers, dim=c.entropy_dim, heads=c.entropy_heads)
             self.entropy_model = ByteEncoder(ByteConfig(dim=c.entropy_dim), ecfg if c.entropy_layers else None)
+            if self.entropy_model.backbone is not None:
+                # Left eager: the collation thread runs it (FLOP counts patch the batch) while the
+                # main thread may be tracing a compile, and a compiled module called during
+                # another thread's FX trace raises ("FX to symbolically trace a dynamo-optimized
+                # function": the H200 standard run, BENCHMARKS.md).
+                self.entropy_model.backbone.compilable = False
         self.threshold: float | None = c.threshold
         self.fit_stats: dict[str, Any] = {}
 

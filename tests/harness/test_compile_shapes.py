@@ -11,7 +11,8 @@ import shutil
 import pytest
 import torch
 
-from encoders.backbone import Backbone, BackboneConfig
+from encoders import backbone
+from encoders.backbone import Backbone, BackboneConfig, attention_in_graph
 from harness.accel import compile_backbones
 
 
@@ -40,18 +41,20 @@ def test_marking_changes_no_number_in_eager(causal: bool) -> None:
 
 @pytest.mark.skipif(shutil.which("g++") is None and shutil.which("c++") is None,
                     reason="inductor on CPU needs a C++ compiler")
-def test_compiled_blocks_train_at_a_length_other_than_the_first() -> None:
+def test_compiled_blocks_train_at_a_length_other_than_the_first(monkeypatch: pytest.MonkeyPatch) -> None:
     """A compiled backbone (symbolic batch and length) trained at N = 64, then 40 and 48, as BPE's
-    token counts vary: before SDPA was kept out of the graph (``encoders.backbone._sdpa``), the
-    compiled backward asserted the attention output's stride of N = 64 and raised at N = 40. The
+    token counts vary, then at 64 again: with attention inside the graph at every length, the
+    compiled backward asserted the attention output's stride of N = 64 and raised at N = 40.
+    Attention leaves the graph at lengths other than the first (``attention_in_graph``); the
     gradients must match the eager model's (same weights) at every length."""
+    monkeypatch.setattr(backbone, "_FIRST_TRAINED_LENGTH", [])
     torch.manual_seed(0)
     cfg = BackboneConfig(layers=1, dim=64, heads=2)
     eager = Backbone(cfg)
     compiled = Backbone(cfg)
     compiled.load_state_dict(eager.state_dict())
     assert compile_backbones(torch.nn.Sequential(compiled)) == 2
-    for n in (64, 40, 48):
+    for n in (64, 40, 48, 64):
         x = torch.randn(2, n, 64)
         grads = []
         for m in (eager, compiled):
@@ -59,3 +62,27 @@ def test_compiled_blocks_train_at_a_length_other_than_the_first() -> None:
             m(xi).square().mean().backward()
             grads.append(xi.grad)
         torch.testing.assert_close(grads[1], grads[0], rtol=1e-4, atol=1e-5)
+
+
+def test_attention_leaves_the_graph_only_when_training_at_another_length(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(backbone, "_FIRST_TRAINED_LENGTH", [])
+    with torch.no_grad():
+        assert attention_in_graph(40)  # scoring: no backward, no fault; sets nothing
+    assert attention_in_graph(1024)  # the first training length is the one the graph keeps
+    assert not attention_in_graph(688) and attention_in_graph(1024)
+    with torch.no_grad():
+        assert attention_in_graph(688)
+
+
+def test_blt_entropy_model_stays_eager() -> None:
+    """BLT's entropy model runs in the collation thread (FLOP counts patch each batch) while the
+    main thread may trace a compile; a compiled module called then raises, so it is not compiled."""
+    from encoders.blt.model import BltConfig, BltEncoder
+
+    enc = BltEncoder(BltConfig(patching="entropy", entropy_layers=1, entropy_dim=16, entropy_heads=2),
+                     BackboneConfig(layers=1, dim=16, heads=2))
+    compile_backbones(enc)
+    assert enc.entropy_model is not None and enc.entropy_model.backbone is not None
+    assert all(getattr(b, "_compiled_call_impl", None) is None for b in enc.entropy_model.backbone.blocks)
+    assert enc.entropy_model.backbone.dynamic_shapes is False
+    assert any(getattr(m, "_compiled_call_impl", None) is not None for m in enc.modules())
