@@ -15,3 +15,12 @@ gpu_env_log() {
     python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__, 'cuda', torch.version.cuda)"; } \
     2>&1 | tee "$OUT/env.log"
 }
+# gpu_unpack SUITE: when $TOKBENCH_CACHE is unset and $GPU_DIR/SUITE-data.tar.gz exists (`tokbench
+# data pack SUITE --slim` on a connected machine), unpack it into /tmp/tokbench-cache and use that
+# (unpack checks every file and replaces package dirs whole: a few seconds).
+gpu_unpack() {
+  if [ -z "$TOKBENCH_CACHE" ] && [ -f "$GPU_DIR/$1-data.tar.gz" ]; then
+    export TOKBENCH_CACHE=/tmp/tokbench-cache
+    python3 -m harness.cli data unpack "$GPU_DIR/$1-data.tar.gz" || exit 2
+  fi
+}

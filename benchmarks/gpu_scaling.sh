@@ -13,10 +13,7 @@
 # Merge the pieces anywhere with
 #   tokbench report b1e14 b2e14 ... --out scaling-report
 source "$(dirname "$0")/gpu_common.sh"
-if [ -z "$TOKBENCH_CACHE" ] && [ -f "$GPU_DIR/scaling-data.tar.gz" ]; then
-  export TOKBENCH_CACHE=/tmp/tokbench-cache  # unpack checks every file and replaces dirs whole: ~2 s
-  python3 -m harness.cli data unpack "$GPU_DIR/scaling-data.tar.gz" || exit 2
-fi
+gpu_unpack scaling
 export TOKBENCH_CACHE=${TOKBENCH_CACHE:-$GPU_DIR/cache}
 cd "$ROOT"
 BUDGETS=(); SETS=()

@@ -4,9 +4,12 @@
 #
 #   bash benchmarks/gpu_standard.sh [extra --set overrides...]
 #
-# Expects (docs/gpu.md): the data cache unpacked at $TOKBENCH_CACHE (default ../.gpu/cache) and
-# wheels of missing packages in ../.gpu/wheels. Writes $OUT/{dry_run.log,run.log,run.json,results.csv}.
+# Expects (docs/gpu.md): the data cache unpacked at $TOKBENCH_CACHE (default ../.gpu/cache) — or,
+# when $GPU_DIR/standard-data.tar.gz exists (`tokbench data pack standard --slim`), that archive,
+# unpacked into /tmp/tokbench-cache — and wheels of missing packages in $GPU_DIR/wheels.
+# Writes $OUT/{dry_run.log,run.log,run.json,results.csv,speed.log}.
 source "$(dirname "$0")/gpu_common.sh"
+gpu_unpack standard
 export TOKBENCH_CACHE=${TOKBENCH_CACHE:-$GPU_DIR/cache}
 cd "$ROOT"
 RUN=${RUN_DIR:-/tmp/tokbench-standard-s0}
