@@ -2,14 +2,17 @@
 
 Non-Latin text stays mostly in the HTML (surprisal text); figure labels are eval-set names and
 ISO codes. Where a glyph does reach a figure, the font list below falls back to Noto faces when
-they are installed (matplotlib ≥ 3.6 tries every family of a list per glyph).
+they are installed (matplotlib ≥ 3.6 tries every family of a list per glyph); when DejaVu Sans
+has every glyph the figures can show, the list is DejaVu Sans alone (``font_families``).
 """
 
 from __future__ import annotations
 
+import functools
 import io
 import math
 import warnings
+from collections.abc import Iterable
 from typing import Any
 
 import matplotlib
@@ -47,13 +50,42 @@ MODE_LABEL = {
 HEATMAP_TITLE = {"clean_target": "clean_target", "full": "full (cost of encoding the perturbed text)"}
 
 
-def setup_style() -> None:
-    """Seaborn theme + a font list restricted to installed families (no findfont warnings)."""
-    sns.set_theme(context="notebook", style="whitegrid", font_scale=0.9)
+# Characters of a label that are layout, not glyphs (matplotlib splits lines on them).
+_NOT_GLYPHS = frozenset("\n\r\t")
+
+
+@functools.cache
+def _charmap(family: str) -> frozenset[int]:
+    """Code points the installed font of ``family`` has a glyph for (read once per process)."""
+    path = font_manager.findfont(font_manager.FontProperties(family=family),
+                                 fallback_to_default=False)
+    return frozenset(font_manager.get_font(path).get_charmap())
+
+
+def font_families(texts: Iterable[str] | None = None) -> list[str]:
+    """The ``font.family`` list of the figures: the installed families of ``FONT_FALLBACK``
+    (``["sans-serif"]`` when none is), or only the first of them when it has a glyph for every
+    character of ``texts`` (every string a figure can show). texts None: the whole list.
+
+    Why not always the whole list: matplotlib looks up every family of the list for every text
+    it measures or draws (about ten ``findfont`` calls per text), which was the largest single
+    cost of a report; when the first family covers every glyph, the others are never used, so
+    the pixels are the same."""
     installed = {f.name for f in font_manager.fontManager.ttflist}
     fams = [f for f in FONT_FALLBACK if f in installed] or ["sans-serif"]
+    if texts is None or len(fams) == 1:
+        return fams
+    have = _charmap(fams[0])
+    chars = {c for t in texts for c in t} - _NOT_GLYPHS
+    return fams[:1] if all(ord(c) in have for c in chars) else fams
+
+
+def setup_style(texts: Iterable[str] | None = None) -> None:
+    """Seaborn theme + a font list restricted to installed families (no findfont warnings),
+    one family when it covers ``texts`` (``font_families``; None: the whole fallback list)."""
+    sns.set_theme(context="notebook", style="whitegrid", font_scale=0.9)
     plt.rcParams.update({
-        "font.family": fams,
+        "font.family": font_families(texts),
         "svg.fonttype": "none",  # SVG keeps text as text (small files, selectable)
         "svg.hashsalt": "tokbench",  # fixed clip-path ids: same input, same SVG bytes
         "figure.dpi": 100,
@@ -67,6 +99,32 @@ def palette(encoders: list[str]) -> dict[str, Any]:
     """One colour per encoder, the same in every figure and in the HTML legend."""
     cols = sns.color_palette("colorblind", max(len(encoders), 3))
     return {e: cols[i % len(cols)] for i, e in enumerate(encoders)}
+
+
+def freeze_layout(fig: Figure, dpi: float | None = None) -> None:
+    """Run the figure's layout engine once, at the PNG's resolution (``dpi``; None:
+    ``savefig.dpi``), then remove the engine, so that ``to_png`` and ``to_svg`` both draw at
+    those positions. Why: with a layout engine, every ``savefig`` lays the figure out and draws
+    it once without output before drawing it for real — two layouts and four draws for a PNG
+    and an SVG, where one layout and two draws give the same PNG. The SVG now has the PNG's
+    layout (text measured at 110 dpi, not the SVG's 72), so both files show the same axes
+    positions and tick values; before, they could differ by a few points and a tick step."""
+    engine = fig.get_layout_engine()
+    if engine is None:
+        return
+    dpi = matplotlib.rcParams["savefig.dpi"] if dpi is None else dpi
+    old = fig.dpi
+    if dpi != "figure":
+        fig.dpi = dpi  # text is measured in pixels: lay out at the size the PNG is drawn at
+    try:
+        engine.execute(fig)
+    finally:
+        fig.dpi = old
+    # None (not "none", a placeholder engine that still makes savefig draw twice); the rc
+    # switches would otherwise turn None back into an engine
+    with matplotlib.rc_context({"figure.autolayout": False,
+                                "figure.constrained_layout.use": False}):
+        fig.set_layout_engine(None)
 
 
 def to_png(fig: Figure, dpi: float | None = None) -> bytes:

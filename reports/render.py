@@ -523,7 +523,7 @@ class FigureOut:
 def _figures(t: Tables, data: load.RunData, fig_dir: Path, svg: bool) -> dict[str, FigureOut]:
     from reports import figures as F  # matplotlib only when rendering
 
-    F.setup_style()
+    F.setup_style(figure_texts(t, data))
     colors = F.palette(t.encoders)
     specs: list[tuple[str, str, str, Callable[[], Any]]] = []
     for mode in t.modes:
@@ -568,6 +568,22 @@ def _figures(t: Tables, data: load.RunData, fig_dir: Path, svg: bool) -> dict[st
     return out
 
 
+def figure_texts(t: Tables, data: load.RunData) -> set[str]:
+    """Every string a figure of the report can show, for the font choice of
+    ``figures.setup_style``: the values of every text column of the rows the figures (and the
+    scaling section's, which share the style) are drawn from, the encoder labels and the figure
+    module's titles. Wider than what is plotted (an unneeded font fallback only costs time); the
+    fixed labels in the figure code are checked by a test."""
+    from reports import figures as F  # matplotlib only when rendering
+
+    out = set(t.encoders) | set(F.MODE_LABEL.values()) | set(F.HEATMAP_TITLE.values())
+    for df in (data.results, data.baselines, data.buckets, t.scripts):
+        for col in df.columns:
+            if not pd.api.types.is_numeric_dtype(df[col]):
+                out.update(map(str, df[col].dropna().unique()))
+    return out
+
+
 def save_figure(fig: Any, key: str, title: str, caption: str, fig_dir: Path | None, svg: bool,
                 dpi: float | None = None) -> FigureOut:
     """A matplotlib figure as a ``FigureOut`` (its PNG for the HTML), written atomically to
@@ -575,6 +591,7 @@ def save_figure(fig: Any, key: str, title: str, caption: str, fig_dir: Path | No
     closed. ``dpi``: None = the style's (``figures.setup_style``)."""
     from reports import figures as F  # matplotlib only when rendering
 
+    F.freeze_layout(fig, dpi)  # one layout for both files
     png = F.to_png(fig, dpi)
     if fig_dir is not None:
         fig_dir.mkdir(parents=True, exist_ok=True)
