@@ -80,7 +80,11 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 def dumps(obj: Any, indent: int | None = None) -> str:
     """JSON text that is always valid UTF-8: lone surrogates (invalid input bytes carried by
     ``surrogateescape``) are written as ``\\udcXX`` escapes, which json.loads gives back."""
-    text = json.dumps(_clean_floats(obj), default=_json_default, ensure_ascii=False, indent=indent, allow_nan=False)
+    try:  # most objects hold no NaN or inf: one pass, no copy (a cell's rows are thousands of values)
+        text = json.dumps(obj, default=_json_default, ensure_ascii=False, indent=indent, allow_nan=False)
+    except ValueError:  # one does: the copy with null in their place
+        text = json.dumps(_clean_floats(obj), default=_json_default, ensure_ascii=False, indent=indent,
+                          allow_nan=False)
     return _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
