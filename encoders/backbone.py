@@ -56,8 +56,10 @@ class OutputHead(nn.Linear):
     checkpoint keys) whose logits are computed in float32 when no gradient is taken under autocast.
 
     Why: bf16 keeps 8 significant bits, so a logit near 10 is rounded to a multiple of 2^-4 and a
-    cell's NLL inherits that error; scored in bf16 on an H200, out-of-distribution cells (BPB 11-15)
-    were off the fp32 path by up to 5.6e-3 BPB (BENCHMARKS.md). Training keeps the autocast matmul
+    cell's NLL inherits that error. On an H200 (smoke suite, BENCHMARKS.md) it brought in-distribution
+    BPE and BLT cells 10-100x closer to the fp32 path (34 of 40 cells within 2e-4, was 30); the
+    out-of-distribution cells (BPB 11-15) stay 3-5e-3 off, an error of the bf16 backbone, which
+    this does not touch. Training keeps the autocast matmul
     (its gradient noise dwarfs the rounding, and the head is the largest GEMM of a small model);
     scoring, under ``torch.inference_mode``, pays one fp32 GEMM of (tokens x dim x n_out).
     Without autocast (CPU, fp32 runs) this is ``nn.Linear`` exactly."""
@@ -152,7 +154,7 @@ class CausalSelfAttention(nn.Module):
                 valid: torch.Tensor | None = None, in_graph: bool = True) -> torch.Tensor:
         """x (B, N, C); valid (B, N) bool or None: keys that may be attended to (bidirectional
         only — a causal model never sees the padding after a window, so it needs no mask).
-        in_graph: False runs SDPA outside a compiled graph (``_sdpa``); eager, the same call."""
+        in_graph: False runs SDPA outside a compiled graph (``_sdpa_eager``); eager, the same call."""
         B, N, C = x.shape
         # One linear for q, k and v, viewed (no copy) as (3, B, H, N, hd): q and k are rotated in
         # one call (half the RoPE ops of one call each, forward and backward); the rotation writes
