@@ -95,8 +95,15 @@ def setup_style(texts: Iterable[str] | None = None) -> None:
     })
 
 
+# The colour-blind palette's distinct colours: a chart with one series per encoder and more
+# encoders than this would repeat colours, so two lines could not be told apart (a merged
+# scaling sweep has ~100 encoder runs); the report then leaves such charts out and says so.
+MAX_SERIES = 10
+
+
 def palette(encoders: list[str]) -> dict[str, Any]:
-    """One colour per encoder, the same in every figure and in the HTML legend."""
+    """One colour per encoder, the same in every figure and in the HTML legend (colours repeat
+    after ``MAX_SERIES`` encoders)."""
     cols = sns.color_palette("colorblind", max(len(encoders), 3))
     return {e: cols[i % len(cols)] for i, e in enumerate(encoders)}
 

@@ -520,7 +520,23 @@ class FigureOut:
         return "data:image/png;base64," + base64.b64encode(self.png).decode("ascii")
 
 
-def _figures(t: Tables, data: load.RunData, fig_dir: Path, svg: bool) -> dict[str, FigureOut]:
+# Figures that draw one series (line, bar group or panel) per encoder: left out when the run
+# has more encoders than ``figures.MAX_SERIES`` (``_figures``); the heat map has a row each.
+PER_ENCODER_FIGURES = ("severity_", "languages", "buckets", "segments", "loss_curves", "permutations")
+
+
+def crowded_note(encoders: list[str], titles: list[str], max_series: int) -> str | None:
+    """The report's note when per-encoder charts are left out: None when ``encoders`` fit."""
+    if len(encoders) <= max_series or not titles:
+        return None
+    return (f"{len(encoders)} encoders are more than the {max_series} colours a chart can tell "
+            f"apart, so these per-encoder charts are not drawn: {'; '.join(titles)}. The tables "
+            "hold every number (and a scaling sweep's section summarises its points).")
+
+
+def _figures(t: Tables, data: load.RunData, fig_dir: Path, svg: bool
+             ) -> tuple[dict[str, FigureOut], str | None]:
+    """The report's figures by key, and the note naming those left out (``crowded_note``)."""
     from reports import figures as F  # matplotlib only when rendering
 
     F.setup_style(figure_texts(t, data))
@@ -560,12 +576,17 @@ def _figures(t: Tables, data: load.RunData, fig_dir: Path, svg: bool) -> dict[st
                   "BPB by permutation and block size (pooled over eval sets and seeds), per "
                   "encoder; compressors dashed.", lambda: fragility.permutation_figure(frag, colors)))
     out: dict[str, FigureOut] = {}
+    left_out: list[str] = []
+    crowded = len(t.encoders) > F.MAX_SERIES
     fig_dir.mkdir(parents=True, exist_ok=True)
     for key, title, caption, make in specs:
+        if crowded and key.startswith(PER_ENCODER_FIGURES):
+            left_out.append(title)
+            continue
         fig = make()
         if fig is not None:
             out[key] = save_figure(fig, key, title, caption, fig_dir, svg)
-    return out
+    return out, crowded_note(t.encoders, left_out, F.MAX_SERIES)
 
 
 def figure_texts(t: Tables, data: load.RunData) -> set[str]:
@@ -648,7 +669,7 @@ def _render(data: load.RunData, out_dir: Path, title: str, n_boot: int, n_perm: 
     tables["permutations"] = fragility_table(data)
     tables["ar_vs_mdm"] = _table("ar_vs_mdm", mdm.TITLE, mdm.TABLE_SPEC,
                                  mdm.ar_vs_mdm(data, n_boot=n_boot, seed=seed), note=mdm.NOTE)
-    figs = _figures(t, data, out_dir / "figures", svg)
+    figs, crowded = _figures(t, data, out_dir / "figures", svg)
     # Scaling sweeps (flop_budget set): their own section, fitted from the same rows.
     from reports.scaling_report import scaling_section
 
@@ -672,7 +693,7 @@ def _render(data: load.RunData, out_dir: Path, title: str, n_boot: int, n_perm: 
         modes=t.modes, primary_mode=t.primary_mode, level_mode=t.level_mode, n_seeds=t.n_seeds,
         verdict_lines=t.verdict_lines, tables=tables, figs=figs, samples=samples,
         bins=list(enumerate(BIN_LABELS)), note_bpb=NOTE_BPB, note_flops=_flops_note(t),
-        provenance=_provenance(data), warnings=data.warnings, n_boot=n_boot, n_perm=n_perm,
+        provenance=_provenance(data), warnings=data.warnings + ([crowded] if crowded else []), n_boot=n_boot, n_perm=n_perm,
         stat_seed=seed, language_note=language_note(data),
         sections=sections(t, mdm=bool(tables["ar_vs_mdm"].rows),
                           fragility=bool(tables["permutations"].rows)),
@@ -694,6 +715,7 @@ def _markdown(ctx: dict[str, Any], tables: dict[str, Table], figs: dict[str, Fig
     if ctx["git_sha"] or ctx["created"]:
         L += [f"Run created {md_text(ctx['created'] or '—')}, git {md_text(ctx['git_sha'] or '—')}; "
               f"{ctx['n_seeds']} seed(s); bootstrap {ctx['n_boot']} resamples.", ""]
+    L += [line for w in ctx["warnings"] for line in (f"> {md_text(w)}", "")]  # as the HTML's
     for sec in ctx["sections"]:
         body = [md_table(tables[k]) for k in sec.tables if k in tables and tables[k].rows]
         fl = [f"![{figs[k].title}]({figs[k].file})" for k in sec.figures if k in figs]

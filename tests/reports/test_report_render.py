@@ -252,3 +252,37 @@ def test_bytes_per_segment_is_one_number_everywhere(synthetic_run: Path, rendere
     titles = [ax.get_title() for ax in fig.axes]
     assert f"bpe-4096: {want} B / segment (clean)" in titles
     F.plt.close(fig)
+
+
+def test_crowded_note_only_past_the_palette() -> None:
+    from reports.render import crowded_note
+
+    assert crowded_note([f"e{i}" for i in range(10)], ["Training loss"], 10) is None
+    note = crowded_note([f"e{i}" for i in range(11)], ["Training loss", "Per language"], 10)
+    assert note is not None and note.startswith("11 encoders are more than the 10 colours")
+    assert "Training loss; Per language" in note
+    assert crowded_note([f"e{i}" for i in range(11)], [], 10) is None  # nothing left out
+
+
+def test_more_encoders_than_colours_leave_the_per_encoder_charts_out(
+        make_run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A merged sweep has ~100 encoder runs: lines, bar groups and panels per encoder would
+    repeat the palette's 10 colours (and crush the axes), so those charts are left out with a
+    note in both reports; the heat map, one row per encoder, stays."""
+    import synthetic_run
+
+    from reports.figures import MAX_SERIES
+
+    many = {f"bytes-{i}": ("bytes", 1.9 + 0.01 * i, 4.0, None) for i in range(MAX_SERIES + 1)}
+    monkeypatch.setattr(synthetic_run, "ENCODERS", {**synthetic_run.ENCODERS, **many})
+    run = make_run("many", encoders=tuple(many), seeds=(0,), modes=("clean_target",),
+                   datasets=("en-docs",), sample_docs=1)
+    out = tmp_path / "rep"
+    html = render_run(run, out, n_boot=50, n_perm=200, svg=False).read_text()
+    md = (out / "report.md").read_text()
+    pngs = {p.stem for p in (out / "figures").glob("*.png")}
+    assert "delta_heatmap" in pngs
+    assert not {"severity_clean_target", "languages", "loss_curves"} & pngs
+    for text in (html, md):
+        assert f"{MAX_SERIES + 1} encoders are more than the {MAX_SERIES} colours" in text
+        assert "Training loss" in text.split("colours", 1)[1]
