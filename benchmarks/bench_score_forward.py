@@ -1,0 +1,114 @@
+"""Where a scoring forward's time goes: the standard suite's backbone (6 x 384) under
+``torch.inference_mode`` and bf16 autocast, eager, at the scoring shapes of each encoder family
+(bytes: 1 KB windows of 1024 positions; BPE: ~3.5 bytes a token, so ~290 positions), timed
+in parts — backbone alone, + the output head as scoring runs it (``OutputHead``: float32 logits),
++ the head under autocast (bf16, as training runs it), + the per-token NLL (fp32 log-softmax and
+gather) — each against the bf16 8192^3 GEMM rate measured in the same process.
+
+Why: on the H200 (BENCHMARKS.md, session 9) scoring ran at 8-11 % of that rate for BPE and
+16-17 % for bytes whether a forward held 64 or 256 windows, so its cost is in the kernels of a
+forward, not in launches; this says which.
+
+    python3 benchmarks/bench_score_forward.py                  # on a GPU
+    python3 benchmarks/bench_score_forward.py --device cpu --windows 2 --dim 64 --layers 2 --heads 4 --reps 2
+
+Times are medians of ``--reps`` forwards after 2 warm-up ones (CUDA events on a GPU). FLOPs: 2
+per multiply-add of every linear layer (and the head), causal attention at half (QK^T and AV:
+2 * 2 * N^2 * dim / 2 per sequence and layer), as ``Backbone.flops`` counts them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from collections.abc import Callable
+
+import torch
+import torch.nn.functional as F
+
+from encoders.backbone import Backbone, BackboneConfig, OutputHead, causal_attention_cost
+
+
+def timed(fn: Callable[[], object], reps: int, device: torch.device) -> float:
+    """Median seconds of ``fn()`` over ``reps`` calls after two warm-up calls."""
+    for _ in range(2):
+        fn()
+    out = []
+    for _ in range(reps):
+        if device.type == "cuda":
+            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            a.record()
+            fn()
+            b.record()
+            b.synchronize()
+            out.append(a.elapsed_time(b) / 1e3)
+        else:
+            t0 = time.perf_counter()
+            fn()
+            out.append(time.perf_counter() - t0)
+    return statistics.median(out)
+
+
+def gemm_rate(device: torch.device, n: int) -> float:
+    """FLOP/s of one bf16 (GPU; fp32 on CPU) n x n x n matmul."""
+    dt = torch.bfloat16 if device.type == "cuda" else torch.float32
+    a = torch.randn(n, n, device=device, dtype=dt)
+    b = torch.randn(n, n, device=device, dtype=dt)
+    return 2 * n**3 / timed(lambda: a @ b, 5, device)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--device", default="cuda")
+    ap.add_argument("--windows", type=int, default=256, help="windows per forward (eval.batch_windows)")
+    ap.add_argument("--layers", type=int, default=6)
+    ap.add_argument("--dim", type=int, default=384)
+    ap.add_argument("--heads", type=int, default=6)
+    ap.add_argument("--reps", type=int, default=10)
+    ap.add_argument("--gemm", type=int, default=8192, help="side of the ceiling's GEMM")
+    args = ap.parse_args()
+    dev = torch.device(args.device)
+    torch.manual_seed(0)
+    cfg = BackboneConfig(layers=args.layers, dim=args.dim, heads=args.heads)
+    bb = Backbone(cfg).to(dev).eval()
+    ceiling = gemm_rate(dev, args.gemm)
+    print(f"device {dev} ({torch.cuda.get_device_name(dev) if dev.type == 'cuda' else 'cpu'}), "
+          f"torch {torch.__version__}; backbone {args.layers} x {args.dim}, {args.windows} windows; "
+          f"GEMM ceiling {ceiling / 1e12:.1f} TFLOP/s")
+    autocast = torch.autocast(dev.type, dtype=torch.bfloat16, enabled=dev.type == "cuda")
+    print(f"{'case':<12} {'positions':>9} {'part':<34} {'ms':>8} {'TFLOP/s':>8} {'of ceiling':>10}")
+    for name, vocab, n in (("bytes", 256, 1024), ("bpe-4096", 4096, 290), ("bpe-16384", 16384, 256)):
+        with torch.inference_mode(), autocast:
+            for part, s, flops in parts(bb, vocab, n, args.windows, args.reps, dev):
+                print(f"{name:<12} {n:>9} {part:<34} {s * 1e3:8.2f} {flops / s / 1e12:8.1f} "
+                      f"{flops / s / ceiling:9.1%}")
+        if dev.type == "cuda":
+            torch.cuda.empty_cache()
+
+
+def parts(bb: Backbone, vocab: int, n: int, windows: int, reps: int, dev: torch.device
+          ) -> list[tuple[str, float, float]]:
+    """(part, median seconds, FLOPs) of the four cumulative parts of one family's forward."""
+    dim = bb.cfg.dim
+    head = OutputHead(dim, vocab).to(dev)
+    x = torch.randn(windows, n, dim, device=dev)
+    tgt = torch.randint(0, vocab, (windows, n), device=dev)
+    with causal_attention_cost(0.5):
+        f_bb = bb.flops(windows, n)
+    f_all = f_bb + 2.0 * windows * n * dim * vocab
+
+    def with_nll() -> torch.Tensor:
+        logits = head(bb(x)).float()
+        return -logits.log_softmax(-1).gather(-1, tgt.unsqueeze(-1)).squeeze(-1)
+
+    cases: list[tuple[str, Callable[[], object], float]] = [
+        ("backbone", lambda: bb(x), f_bb),
+        ("+ head, fp32 (OutputHead)", lambda: head(bb(x)), f_all),  # no grad + autocast: fp32
+        ("+ head, bf16 (autocast)", lambda: F.linear(bb(x), head.weight, head.bias), f_all),
+        ("+ head fp32 + NLL", with_nll, f_all),
+    ]
+    return [(part, timed(fn, reps, dev), flops) for part, fn, flops in cases]
+
+if __name__ == "__main__":
+    main()
