@@ -530,8 +530,9 @@ def crowded_note(encoders: list[str], titles: list[str], max_series: int) -> str
     if len(encoders) <= max_series or not titles:
         return None
     return (f"{len(encoders)} encoders are more than the {max_series} colours a chart can tell "
-            f"apart, so these per-encoder charts are not drawn: {'; '.join(titles)}. The tables "
-            "hold every number (and a scaling sweep's section summarises its points).")
+            "apart, so the charts with one series per encoder are left out (those of "
+            f"{'; '.join(titles)} that the run has data for). The tables hold every number (and a "
+            "scaling sweep's section summarises its points).")
 
 
 def _figures(t: Tables, data: load.RunData, fig_dir: Path, svg: bool

@@ -260,7 +260,7 @@ def test_crowded_note_only_past_the_palette() -> None:
     assert crowded_note([f"e{i}" for i in range(10)], ["Training loss"], 10) is None
     note = crowded_note([f"e{i}" for i in range(11)], ["Training loss", "Per language"], 10)
     assert note is not None and note.startswith("11 encoders are more than the 10 colours")
-    assert "Training loss; Per language" in note
+    assert "(those of Training loss; Per language that the run has data for)" in note
     assert crowded_note([f"e{i}" for i in range(11)], [], 10) is None  # nothing left out
 
 
