@@ -672,9 +672,12 @@ def _render(data: load.RunData, out_dir: Path, title: str, n_boot: int, n_perm: 
                                  mdm.ar_vs_mdm(data, n_boot=n_boot, seed=seed), note=mdm.NOTE)
     figs, crowded = _figures(t, data, out_dir / "figures", svg)
     # Scaling sweeps (flop_budget set): their own section, fitted from the same rows.
+    from reports.scaling import with_train_part_bytes
     from reports.scaling_report import scaling_section
 
-    scaling = scaling_section(data.results, out_dir / "figures", n_boot=min(n_boot, 400), seed=seed, svg=svg)
+    # run.json's passes per point give the text size, so the vertices can say how often D_opt reads it
+    scaling = scaling_section(with_train_part_bytes(data.results, data.run.get("encoders") or {}),
+                              out_dir / "figures", n_boot=min(n_boot, 400), seed=seed, svg=svg)
     samples = build_samples(data.texts, t.encoders)
     from matplotlib.colors import to_hex
 

@@ -52,6 +52,10 @@ HEADLINE = "half"
 SWEEP_COLUMNS = ["flop_budget", "model_size", "params_non_embedding", "train_bytes", "train_flops",
                  "train_flops_full_attn"]
 MIN_DISTINCT_SIZES = 3  # a parabola needs three distinct ladder points
+# Passes over the training text beyond which repetition stops being nearly free (Muennighoff et
+# al. 2023, "Scaling Data-Constrained Language Models": up to ~4 epochs cost about as much as new
+# data); a compute-optimal D past it is flagged, since that vertex's loss may sit high.
+FREE_PASSES = 4.0
 
 
 # ---------------------------------------------------------------------------------------------
@@ -97,6 +101,7 @@ class Group:
     ln_c: dict[str, np.ndarray]
     delta: dict[str, np.ndarray] = field(default_factory=dict)
     sizes: list[str] = field(default_factory=list)
+    part_bytes: float = math.nan  # bytes of the training text the points read (NaN: not known)
 
 
 def sweep_rows(results: pd.DataFrame) -> pd.DataFrame:
@@ -155,9 +160,39 @@ def build_groups(rows: pd.DataFrame, dataset: str) -> dict[str, list[Group]]:
             ln_c={c: np.log(g[col].to_numpy(float)) for c, col in CONVENTIONS.items()},
             delta={p: np.array([v.get(k, np.nan) for k in keys]) for p, v in sorted(deltas.items())},
             sizes=[str(s) for s in g["model_size"]],
+            part_bytes=_part_bytes(g),
         )
         out.setdefault(str(enc), []).append(grp)
     return out
+
+
+def _part_bytes(g: pd.DataFrame) -> float:
+    """The training text's size in bytes for one IsoFLOP group, from the optional
+    ``train_part_bytes`` column (``with_train_part_bytes``); NaN when absent."""
+    if "train_part_bytes" not in g.columns:
+        return math.nan
+    v = pd.to_numeric(g["train_part_bytes"], errors="coerce").to_numpy(float)
+    v = v[np.isfinite(v) & (v > 0)]
+    return float(np.median(v)) if len(v) else math.nan
+
+
+def with_train_part_bytes(results: pd.DataFrame, encoders: dict[str, Any]) -> pd.DataFrame:
+    """``results`` with a ``train_part_bytes`` column: the training text's size behind each sweep
+    row, read from run.json (``encoders``: label → entry, as ``reports.load`` gives them, merged
+    runs' labels prefixed alike): a point's ``train_bytes`` ÷ its ``scaling.passes``. NaN where
+    run.json lacks either."""
+    def part(label: Any, train_bytes: Any) -> float:
+        passes = ((encoders.get(str(label)) or {}).get("scaling") or {}).get("passes")
+        try:
+            tb, ps = float(train_bytes), float(passes)
+        except (TypeError, ValueError):
+            return math.nan
+        return tb / ps if math.isfinite(tb) and math.isfinite(ps) and ps > 0 else math.nan
+
+    if "train_bytes" not in results.columns or not len(results):
+        return results.assign(train_part_bytes=np.nan)
+    return results.assign(train_part_bytes=[part(e, t) for e, t in
+                                            zip(results["encoder"], results["train_bytes"])])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -656,7 +691,8 @@ def fit_scaling(results: pd.DataFrame, *, n_boot: int = 200, seed: int = 0, leve
                 tabs["opt"].append(dict(
                     dataset=dataset, encoder=enc, budget=g.budget, n_opt=math.exp(o.ln_n),
                     d_opt=math.exp(o.ln_d), loss_opt=o.loss, c_half=math.exp(o.ln_c["half"]),
-                    c_full=math.exp(o.ln_c["full"]), edge=o.edge, n_points=len(g.loss)))
+                    c_full=math.exp(o.ln_c["full"]), edge=o.edge, n_points=len(g.loss),
+                    passes=math.exp(o.ln_d) / g.part_bytes))
                 for k in range(len(g.loss)):
                     tabs["prof"].append(dict(
                         dataset=dataset, encoder=enc, budget=g.budget, size=g.sizes[k],
@@ -668,6 +704,14 @@ def fit_scaling(results: pd.DataFrame, *, n_boot: int = 200, seed: int = 0, leve
             if edges:
                 notes.append(f"{dataset}: {enc}: {len(edges)} of {len(opts)} IsoFLOP minima flagged "
                              f"({', '.join(sorted({o.edge for o in edges}))}): widen the ladder there.")
+            repeated = [(g.budget, math.exp(o.ln_d) / g.part_bytes) for g, o in zip(groups[enc], opts)
+                        if math.exp(o.ln_d) > FREE_PASSES * g.part_bytes]  # False when NaN
+            if repeated:
+                at = ", ".join(f"{b:.3g} ({p:.1f} passes)" for b, p in repeated)
+                notes.append(f"{dataset}: {enc}: the compute-optimal D reads the training text more than "
+                             f"{FREE_PASSES:g} times at {at}; past ~{FREE_PASSES:g} passes repetition is no "
+                             "longer nearly free (Muennighoff et al. 2023), so these vertices' BPB may "
+                             "sit high. More text would remove this.")
         bands[dataset] = {}
         for conv, fr in point.frontier.items():
             lo_e, hi_e = ci(f"E|{conv}")
@@ -706,7 +750,7 @@ def fit_scaling(results: pd.DataFrame, *, n_boot: int = 200, seed: int = 0, leve
                                         slope=point.scalars.get(key, math.nan), slope_lo=lo, slope_hi=hi))
     cols = {
         "opt": ["dataset", "encoder", "budget", "n_opt", "d_opt", "loss_opt", "c_half", "c_full",
-                "edge", "n_points"],
+                "edge", "n_points", "passes"],
         "prof": ["dataset", "encoder", "budget", "size", "n", "loss", "c2", "c1", "c0"],
         "exp": ["dataset", "convention", "encoder"] + [f"{n}{s}" for n in ("a", "b", "alpha", "lnA")
                                                       for s in ("", "_lo", "_hi")],

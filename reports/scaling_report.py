@@ -88,13 +88,15 @@ def build_tables(fit: ScalingFit) -> list[Table]:
     rows = []
     for r in fit.optima.itertuples():
         rows.append([r.dataset, r.encoder, fmt_flops(r.budget), f"{r.n_opt:.3g}", f"{r.d_opt:.3g}",
-                     num(r.loss_opt), fmt_flops(r.c_half), fmt_flops(r.c_full), r.edge or "—", str(r.n_points)])
+                     num(r.passes, ".1f"), num(r.loss_opt), fmt_flops(r.c_half), fmt_flops(r.c_full),
+                     r.edge or "—", str(r.n_points)])
     out.append(Table("scaling_optima", "Compute-optimal point per budget (IsoFLOP vertices)",
-                      ["eval set", "encoder", "budget", "N_opt", "D_opt (bytes)", "BPB at N_opt",
-                       "C (half)", "C (full)", "flag", "points"], rows,
+                      ["eval set", "encoder", "budget", "N_opt", "D_opt (bytes)", "passes at D_opt",
+                       "BPB at N_opt", "C (half)", "C (full)", "flag", "points"], rows,
                       "flag: below/above = the minimum is on (or beyond) the ladder's first/last rung — "
                       "the vertex is clamped to the ladder and the ladder should be widened there; "
-                      "flat = no upward curvature, the best observed point is used."))
+                      "flat = no upward curvature, the best observed point is used. passes at D_opt: "
+                      "D_opt ÷ the training text's bytes (run.json; — when unknown)."))
     rows = []
     for r in fit.robustness.itertuples():
         rows.append([r.dataset, r.encoder, r.perturbation, f"{num(r.slope, '+.4f')}",

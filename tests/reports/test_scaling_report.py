@@ -78,3 +78,47 @@ def test_a_single_budget_renders_and_says_it_cannot_fit() -> None:
     assert sec is not None
     assert set(sec.fit.parity.status) == {"missing"}
     assert "too few budgets" in sec.fit.parity.statement.iloc[0]
+
+
+def test_train_part_bytes_from_run_json_passes() -> None:
+    import math
+
+    import pandas as pd
+
+    from reports.scaling import with_train_part_bytes
+
+    res = pd.DataFrame({"encoder": ["r/a", "r/b", "r/c", "r/d"], "train_bytes": [300.0, 80.0, 50.0, 10.0]})
+    enc = {"r/a": {"scaling": {"passes": 2.0}}, "r/b": {"scaling": {"passes": 0.5}},
+           "r/c": {"scaling": {"passes": 0}}, "r/d": {"config": {}}}
+    got = with_train_part_bytes(res, enc)["train_part_bytes"].tolist()
+    assert got[:2] == [150.0, 160.0]  # 300 / 2, 80 / 0.5
+    assert math.isnan(got[2]) and math.isnan(got[3])  # zero passes; no scaling entry
+
+
+def test_vertices_past_four_passes_are_flagged() -> None:
+    """passes at D_opt = D_opt / the text's bytes; a vertex past 4 passes gets a note naming its
+    budget (repetition no longer nearly free), one within does not."""
+    df = _frame()
+    d_opt = scaling_section(df, None, n_boot=0).fit.optima.set_index(["encoder", "budget"]).d_opt
+    top = max(BUDGETS)
+    part = {"bytes": d_opt[("bytes", top)] / 5.0, "bpe<b>": 1e30}  # bytes' largest vertex: 5 passes
+    df = df.assign(train_part_bytes=[part[e.split("@")[0]] for e in df["encoder"]])
+    sec = scaling_section(df, None, n_boot=0)
+    assert sec is not None
+    opt = sec.fit.optima.set_index(["encoder", "budget"])
+    assert opt.passes[("bytes", top)] == pytest.approx(5.0)
+    assert opt.passes[("bpe<b>", top)] < 1e-10
+    over = [b for b in BUDGETS if d_opt[("bytes", b)] > 4 * part["bytes"]]
+    assert top in over and len(over) < len(BUDGETS)
+    notes = [n for n in sec.fit.notes if "reads the training text" in n]
+    assert len(notes) == 1 and ": bytes:" in notes[0]
+    for b in BUDGETS:
+        assert (f"{b:.3g} (" in notes[0]) == (b in over)
+    assert "5.0 passes" in notes[0]
+    assert "passes at D\\_opt" in sec.markdown  # Markdown escapes the underscore
+
+
+def test_vertices_without_run_json_show_no_passes() -> None:
+    sec = scaling_section(_frame(), None, n_boot=0)
+    assert sec is not None and sec.fit.optima.passes.isna().all()
+    assert not [n for n in sec.fit.notes if "reads the training text" in n]
