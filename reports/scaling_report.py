@@ -42,6 +42,18 @@ class ScalingSection:
     tables: list[Table] = field(default_factory=list)
 
 
+def trend_reading(lo: float, hi: float) -> str:
+    """How a robustness slope's CI reads: the gap grows (CI above 0), shrinks (below 0), or a
+    tie with no trend (CI holds 0); "—" without a CI (no resamples)."""
+    if not (math.isfinite(lo) and math.isfinite(hi)):
+        return "—"
+    if lo > 0:
+        return "gap grows"
+    if hi < 0:
+        return "gap shrinks"
+    return "tie (no trend)"
+
+
 def build_tables(fit: ScalingFit) -> list[Table]:
     """The section's tables as formatted text cells (escaping happens in the template)."""
     lvl = f"{fit.level:.0%}"
@@ -100,12 +112,14 @@ def build_tables(fit: ScalingFit) -> list[Table]:
     rows = []
     for r in fit.robustness.itertuples():
         rows.append([r.dataset, r.encoder, r.perturbation, f"{num(r.slope, '+.4f')}",
-                     ci(r.slope_lo, r.slope_hi, "+.4f")])
+                     ci(r.slope_lo, r.slope_hi, "+.4f"), trend_reading(r.slope_lo, r.slope_hi)])
     out.append(Table("scaling_robustness", "Robustness vs compute",
-                      ["eval set", "encoder", "perturbation", "ΔBPB per decade of C", f"{lvl} CI"], rows,
+                      ["eval set", "encoder", "perturbation", "ΔBPB per decade of C", f"{lvl} CI",
+                       "reading"], rows,
                       "ΔBPB: clean_target BPB under the perturbation minus clean, at the fitted N_opt of "
                       "each budget; slope against log10 C (headline FLOPs). Negative = the robustness "
-                      "gap shrinks with compute."))
+                      f"gap shrinks with compute; a slope whose {lvl} CI holds 0 is a tie with no "
+                      "trend."))
     return out
 
 

@@ -122,3 +122,29 @@ def test_vertices_without_run_json_show_no_passes() -> None:
     sec = scaling_section(_frame(), None, n_boot=0)
     assert sec is not None and sec.fit.optima.passes.isna().all()
     assert not [n for n in sec.fit.notes if "reads the training text" in n]
+
+
+def test_robustness_slopes_read_as_trend_or_tie() -> None:
+    """A slope is read from its CI alone: above 0 the gap grows, below 0 it shrinks, a CI holding
+    0 is a tie (the report never calls a non-significant slope a trend)."""
+    import dataclasses
+    import math
+
+    import pandas as pd
+
+    from reports.scaling_report import build_tables, trend_reading
+
+    assert trend_reading(0.002, 0.02) == "gap grows"
+    assert trend_reading(-0.02, -0.001) == "gap shrinks"
+    assert trend_reading(-0.002, 0.004) == "tie (no trend)"
+    assert trend_reading(0.0, 0.004) == "tie (no trend)"  # touching 0 is not above it
+    assert trend_reading(math.nan, math.nan) == "—"
+    sec = scaling_section(_frame(), None, n_boot=0)
+    assert sec is not None
+    rob = pd.DataFrame([dict(dataset="heldout", encoder="bytes", perturbation="typo@0.1", slope=0.01,
+                             slope_lo=0.002, slope_hi=0.02),
+                        dict(dataset="heldout", encoder="bpe", perturbation="typo@0.1", slope=0.001,
+                             slope_lo=-0.002, slope_hi=0.004)])
+    table = next(t for t in build_tables(dataclasses.replace(sec.fit, robustness=rob))
+                 if t.key == "scaling_robustness")
+    assert [row[-1] for row in table.rows] == ["gap grows", "tie (no trend)"]
