@@ -20,14 +20,15 @@ fetched by ``python -m sources.fetch hunspell-de-de``); this module never import
 
 from __future__ import annotations
 
+import hashlib
 import os
 import random
 import re
-from collections import Counter
+from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import ClassVar, Literal
 
 import regex
 
@@ -115,6 +116,14 @@ class MorfessorSegmenter(Segmenter):
     """Morfessor Baseline trained on word types (each type counted once: type-based training gives
     linguistically better morphs than token counts). Segmentations are cached."""
 
+    # Trained models by (word types, seed), most recent last. A run trains Morfessor on the same
+    # training text for each morphology perturbation and again for the morphology analysis
+    # (about 20 s each on a 2-core VM, serial); the model is a function of the chosen types and
+    # the seed alone, and segmenting only reads it (``viterbi_segment``), so identical inputs
+    # share one trained model. Each segmenter keeps its own cache.
+    _trained: ClassVar[OrderedDict[str, object]] = OrderedDict()
+    TRAINED_KEPT: ClassVar[int] = 8
+
     def __init__(self, model: object) -> None:
         self.model = model
         self.cache: dict[str, list[str]] = {}
@@ -122,13 +131,27 @@ class MorfessorSegmenter(Segmenter):
     @classmethod
     def train(cls, words: Iterable[str], max_types: int = 5000, seed: int = 0) -> MorfessorSegmenter:
         """Train on the ``max_types`` most frequent lowercase word types of ``words`` (ties broken
-        alphabetically, so the result depends only on the words and the seed)."""
+        alphabetically, so the result depends only on the words and the seed). A model already
+        trained in this process on the same types and seed is reused (``_trained``)."""
+        counts = Counter(words)
+        types = sorted(counts, key=lambda w: (-counts[w], w))[:max_types]
+        key = hashlib.sha256("\n".join([str(seed), *sorted(types)]).encode("utf-8", "surrogateescape")).hexdigest()
+        model = cls._trained.get(key)
+        if model is None:
+            model = cls._train_model(types, seed)
+            cls._trained[key] = model
+            while len(cls._trained) > cls.TRAINED_KEPT:
+                cls._trained.popitem(last=False)
+        cls._trained.move_to_end(key)
+        return cls(model)
+
+    @staticmethod
+    def _train_model(types: list[str], seed: int) -> object:
+        """A Morfessor Baseline model trained on ``types`` (each counted once), seeded."""
         import morfessor
         import morfessor.utils
 
         morfessor.utils.show_progress_bar = False  # it writes dots to stderr otherwise
-        counts = Counter(words)
-        types = sorted(counts, key=lambda w: (-counts[w], w))[:max_types]
         model = morfessor.BaselineModel()
         model.load_data([(1, w) for w in sorted(types)])
         # Morfessor shuffles with the global `random`; seed it and restore the caller's state.
@@ -139,7 +162,7 @@ class MorfessorSegmenter(Segmenter):
                 model.train_batch()
         finally:
             random.setstate(state)
-        return cls(model)
+        return model
 
     def segment(self, word: str) -> list[str]:
         got = self.cache.get(word)

@@ -4,6 +4,7 @@ changes on hand-made text, and the Hunspell paradigms on a tiny dictionary writt
 from __future__ import annotations
 
 import random
+from collections import OrderedDict
 from pathlib import Path
 
 import pytest
@@ -98,15 +99,44 @@ def test_affix_segmenter() -> None:
     assert morph_cuts("preprocessing", ["pre", "process", "ing"]) == [3, 10]
 
 
-def test_morfessor_segmenter_is_deterministic() -> None:
-    words = [f"{s}{x}" for s in ("walk", "talk", "jump", "play", "kick") for x in ("", "s", "ed", "ing")]
+WORDS = [f"{s}{x}" for s in ("walk", "talk", "jump", "play", "kick") for x in ("", "s", "ed", "ing")]
+
+
+def test_morfessor_segmenter_is_deterministic(monkeypatch: pytest.MonkeyPatch) -> None:
+    words = WORDS
     a = MorfessorSegmenter.train(words, seed=1)
+    monkeypatch.setattr(MorfessorSegmenter, "_trained", OrderedDict())  # train b afresh
     b = MorfessorSegmenter.train(list(reversed(words)), seed=1)
+    assert a.model is not b.model
     assert [a.segment(w) for w in words] == [b.segment(w) for w in words]
     assert all("".join(a.segment(w)) == w for w in words)
     state = random.getstate()
-    MorfessorSegmenter.train(words)
+    MorfessorSegmenter.train(words, seed=7)
     assert random.getstate() == state  # the global rng is restored
+
+
+def test_morfessor_models_are_shared_by_equal_types_and_seed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The perturbations and the analysis train on the same text: one model per (types, seed).
+    Types are the top ``max_types`` by count, so a word below the cut changes nothing."""
+    calls: list[int] = []
+    train = MorfessorSegmenter._train_model
+
+    def counting(types: list[str], seed: int) -> object:
+        calls.append(seed)
+        return train(types, seed)
+
+    monkeypatch.setattr(MorfessorSegmenter, "_trained", OrderedDict())
+    monkeypatch.setattr(MorfessorSegmenter, "_train_model", staticmethod(counting))
+    a = MorfessorSegmenter.train(WORDS * 2, max_types=20, seed=3)
+    b = MorfessorSegmenter.train(list(reversed(WORDS * 2)) + ["zzz"], max_types=20, seed=3)  # "zzz": 21st
+    assert b.model is a.model and calls == [3]
+    assert b.cache is not a.cache  # each keeps its own segmentations
+    c = MorfessorSegmenter.train(WORDS * 2, max_types=20, seed=4)  # another seed: another model
+    d = MorfessorSegmenter.train(WORDS * 2 + ["zzz"] * 3, max_types=20, seed=3)  # "zzz" now in the top 20
+    assert c.model is not a.model and d.model is not a.model and calls == [3, 4, 3]
+    monkeypatch.setattr(MorfessorSegmenter, "TRAINED_KEPT", 2)
+    MorfessorSegmenter.train(WORDS, max_types=5, seed=9)  # a third entry evicts the oldest
+    assert len(MorfessorSegmenter._trained) == 2
 
 
 # -------------------------------------------------------------------------- boundary_split
