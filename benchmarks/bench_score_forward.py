@@ -1,15 +1,17 @@
 """Where a scoring forward's time goes: the standard suite's backbone (6 x 384) under
-``torch.inference_mode`` and bf16 autocast, eager, at the scoring shapes of each encoder family
-(bytes: 1 KB windows of 1024 positions; BPE: ~3.5 bytes a token, so ~290 positions), timed
-in parts — backbone alone, + the output head as scoring runs it (``OutputHead``: float32 logits),
-+ the head under autocast (bf16, as training runs it), + the per-token NLL (fp32 log-softmax and
-gather) — each against the bf16 8192^3 GEMM rate measured in the same process.
+``torch.inference_mode`` and bf16 autocast, eager or compiled as the run compiles it
+(``--compile``), at the scoring shapes of each encoder family (bytes: 1 KB windows of 1024
+positions; BPE: ~3.5 bytes a token, so ~290 positions), timed in parts — backbone alone, + the
+output head in each scoring mode (``OutputHead``: float32 logits from float32 operands, "mixed"
+float32 logits from bf16 operands, TF32, or bf16 logits as training computes them), + the
+per-token NLL (fp32 log-softmax and gather) — each against the bf16 8192^3 GEMM rate measured
+in the same process.
 
 Why: on the H200 (BENCHMARKS.md, session 9) scoring ran at 8-11 % of that rate for BPE and
 16-17 % for bytes whether a forward held 64 or 256 windows, so its cost is in the kernels of a
 forward, not in launches; this says which.
 
-    python3 benchmarks/bench_score_forward.py                  # on a GPU
+    python3 benchmarks/bench_score_forward.py --compile both    # on a GPU
     python3 benchmarks/bench_score_forward.py --device cpu --windows 2 --dim 64 --layers 2 --heads 4 --reps 2
 
 Times are medians of ``--reps`` forwards after 2 warm-up ones (CUDA events on a GPU). FLOPs: 2
@@ -22,12 +24,16 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
 
 import torch
 import torch.nn.functional as F
 
+import encoders.backbone as backbone_mod
 from encoders.backbone import Backbone, BackboneConfig, OutputHead, causal_attention_cost
+from harness.accel import compile_backbones, prefer_flash_attention
 
 
 def timed(fn: Callable[[], object], reps: int, device: torch.device) -> float:
@@ -67,29 +73,53 @@ def main() -> None:
     ap.add_argument("--heads", type=int, default=6)
     ap.add_argument("--reps", type=int, default=10)
     ap.add_argument("--gemm", type=int, default=8192, help="side of the ceiling's GEMM")
+    ap.add_argument("--compile", choices=["no", "yes", "both"], default="no",
+                    help="the backbone eager (no), compiled as the run compiles it (yes: "
+                         "harness.accel.compile_backbones, batch and length symbolic), or each in turn")
     args = ap.parse_args()
     dev = torch.device(args.device)
     torch.manual_seed(0)
+    if dev.type == "cuda":
+        prefer_flash_attention()  # as the run does: SDPA without cuDNN
     cfg = BackboneConfig(layers=args.layers, dim=args.dim, heads=args.heads)
-    bb = Backbone(cfg).to(dev).eval()
     ceiling = gemm_rate(dev, args.gemm)
     print(f"device {dev} ({torch.cuda.get_device_name(dev) if dev.type == 'cuda' else 'cpu'}), "
           f"torch {torch.__version__}; backbone {args.layers} x {args.dim}, {args.windows} windows; "
           f"GEMM ceiling {ceiling / 1e12:.1f} TFLOP/s")
     autocast = torch.autocast(dev.type, dtype=torch.bfloat16, enabled=dev.type == "cuda")
-    print(f"{'case':<12} {'positions':>9} {'part':<34} {'ms':>8} {'TFLOP/s':>8} {'of ceiling':>10}")
-    for name, vocab, n in (("bytes", 256, 1024), ("bpe-4096", 4096, 290), ("bpe-16384", 16384, 256)):
-        with torch.inference_mode(), autocast:
-            for part, s, flops in parts(bb, vocab, n, args.windows, args.reps, dev):
-                print(f"{name:<12} {n:>9} {part:<34} {s * 1e3:8.2f} {flops / s / 1e12:8.1f} "
-                      f"{flops / s / ceiling:9.1%}")
-        if dev.type == "cuda":
-            torch.cuda.empty_cache()
+    for compiled in {"no": [False], "yes": [True], "both": [False, True]}[args.compile]:
+        torch.manual_seed(0)
+        bb = Backbone(cfg).to(dev).eval()
+        if compiled:
+            compile_backbones(bb)
+        print(f"-- backbone {'compiled (symbolic batch and length)' if compiled else 'eager'}")
+        print(f"{'case':<12} {'positions':>9} {'part':<34} {'ms':>8} {'TFLOP/s':>8} {'of ceiling':>10}")
+        for name, vocab, n in (("bytes", 256, 1024), ("bpe-4096", 4096, 290), ("bpe-16384", 16384, 256)):
+            with torch.inference_mode(), autocast:
+                for part, sec, flops in parts(bb, vocab, n, args.windows, args.reps, dev):
+                    print(f"{name:<12} {n:>9} {part:<34} {sec * 1e3:8.2f} {flops / sec / 1e12:8.1f} "
+                          f"{flops / sec / ceiling:9.1%}")
+            if dev.type == "cuda":
+                torch.cuda.empty_cache()
+
+
+def _score_head(mode: str) -> Callable[[], Any]:
+    """A context that sets ``OutputHead``'s scoring mode (``encoders.backbone.SCORE_HEAD``)."""
+    @contextmanager
+    def ctx() -> Iterator[None]:
+        old, backbone_mod.SCORE_HEAD = backbone_mod.SCORE_HEAD, mode
+        try:
+            yield
+        finally:
+            backbone_mod.SCORE_HEAD = old
+    return ctx
 
 
 def parts(bb: Backbone, vocab: int, n: int, windows: int, reps: int, dev: torch.device
           ) -> list[tuple[str, float, float]]:
-    """(part, median seconds, FLOPs) of the four cumulative parts of one family's forward."""
+    """(part, median seconds, FLOPs) of the cumulative parts of one family's forward: the
+    backbone, + the head in each scoring mode (OutputHead's fp32 / mixed / bf16, and an fp32
+    head through TF32 tensor cores), + the fp32 head and the per-token NLL."""
     dim = bb.cfg.dim
     head = OutputHead(dim, vocab).to(dev)
     x = torch.randn(windows, n, dim, device=dev)
@@ -102,13 +132,31 @@ def parts(bb: Backbone, vocab: int, n: int, windows: int, reps: int, dev: torch.
         logits = head(bb(x)).float()
         return -logits.log_softmax(-1).gather(-1, tgt.unsqueeze(-1)).squeeze(-1)
 
-    cases: list[tuple[str, Callable[[], object], float]] = [
-        ("backbone", lambda: bb(x), f_bb),
-        ("+ head, fp32 (OutputHead)", lambda: head(bb(x)), f_all),  # no grad + autocast: fp32
-        ("+ head, bf16 (autocast)", lambda: F.linear(bb(x), head.weight, head.bias), f_all),
-        ("+ head fp32 + NLL", with_nll, f_all),
+    def tf32_head() -> torch.Tensor:
+        h = bb(x)
+        old = torch.backends.cuda.matmul.allow_tf32
+        torch.backends.cuda.matmul.allow_tf32 = True
+        try:
+            with torch.autocast(dev.type, enabled=False):
+                return F.linear(h.float(), head.weight)
+        finally:
+            torch.backends.cuda.matmul.allow_tf32 = old
+
+    cases: list[tuple[str, Callable[[], object], float, str]] = [
+        ("backbone", lambda: bb(x), f_bb, "fp32"),
+        ("+ head, fp32 (OutputHead fp32)", lambda: head(bb(x)), f_all, "fp32"),  # no grad + autocast
+        ("+ head, mixed (OutputHead mixed)", lambda: head(bb(x)), f_all, "mixed"),
+        ("+ head, fp32 via TF32", tf32_head, f_all, "fp32"),
+        ("+ head, bf16 (autocast)", lambda: head(bb(x)), f_all, "bf16"),
+        ("+ head fp32 + NLL", with_nll, f_all, "fp32"),
+        ("+ head mixed + NLL", with_nll, f_all, "mixed"),
     ]
-    return [(part, timed(fn, reps, dev), flops) for part, fn, flops in cases]
+    out = []
+    for part, fn, flops, mode in cases:
+        with _score_head(mode)():
+            out.append((part, timed(fn, reps, dev), flops))
+    return out
+
 
 if __name__ == "__main__":
     main()

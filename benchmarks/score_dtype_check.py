@@ -6,8 +6,9 @@
 Loads the run's cached models from RUN_DIR (a finished run of the same suite and --set; a
 missing model is an error, nothing is trained), plans the clean cell and the first N
 perturbation cells of every eval set and mode (plan cache), scores all of a model's cells in one
-packed job with bf16 autocast and again in strict fp32 (TF32 off), and prints the BPB of each
-cell in both, |ΔBPB| per cell, and the largest per model and overall. Eager (``budget.compile``
+packed job in strict fp32 (TF32 off) and again with bf16 autocast once per output-head mode
+(``--heads``, ``OutputHead``'s scoring modes), and prints the BPB of each cell in each, |ΔBPB|
+per cell against fp32, the largest per model and overall, and how many cells are within 2e-4. Eager (``budget.compile``
 off unless --set turns it on), so no compile time: about 30-60 s for the six models of
 suites/standard.yaml at 64 documents per eval set on one H200 (estimated, not yet measured).
 
@@ -26,6 +27,7 @@ from typing import Any
 
 import torch
 
+import encoders.backbone as backbone_mod
 from core.metrics import bpb
 from harness.cli import find_suite
 from harness.config import load_suite
@@ -44,6 +46,9 @@ def main() -> None:
     ap.add_argument("--perturbations", type=int, default=4, help="perturbation cells besides clean")
     ap.add_argument("--max-docs", type=int, default=64, help="documents per eval set")
     ap.add_argument("--device", default="cuda", help="cpu only checks the script (bf16 is CUDA-only: Δ = 0)")
+    ap.add_argument("--heads", default=backbone_mod.SCORE_HEAD,
+                    help="comma-separated OutputHead scoring modes to check under bf16 (fp32, mixed, bf16): "
+                         "each is scored on the same models and compared with the fp32 path")
     args = ap.parse_args()
     t_start = time.perf_counter()
     suite = load_suite(find_suite(args.suite), ["budget.compile=false", *args.set])
@@ -76,37 +81,51 @@ def main() -> None:
         models[spec.label] = enc
     print(f"loaded {len(models)} models in {time.perf_counter() - t_start:.1f} s; "
           f"{len(cells)} cells per eval set, {args.max_docs} documents per eval set, device {r.device}")
-    worst_all = 0.0
+    heads = [h for h in args.heads.split(",") if h]
+    if not heads or any(h not in backbone_mod.SCORE_HEADS for h in heads):
+        raise SystemExit(f"score_dtype_check: --heads {args.heads!r}: each must be one of {', '.join(backbone_mod.SCORE_HEADS)}")
+    worst_all = dict.fromkeys(heads, 0.0)
+    cells_in = dict.fromkeys(heads, 0)
+    n_cells = 0
     for label, enc in models.items():
-        worst, t0 = 0.0, time.perf_counter()
+        worst, t0 = dict.fromkeys(heads, 0.0), time.perf_counter()
         for es in evals:
             plans = r.plans(es, cells, perts, seed)
             keys = list(plans)
             rows = [[p for p in plans[k] if p is not None] for k in keys]
             items = [p.item for rs in rows for p in rs]
-            score: dict[bool, list[float]] = {}
-            for bf16 in (False, True):
+            score: dict[str, list[float]] = {}
+            for variant in ["fp32", *heads]:
                 torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
-                sc = score_items(enc, items, r.device, suite.eval.batch_windows, bf16)
-                score[bf16] = [s.nll for s in sc if s is not None]
+                backbone_mod.SCORE_HEAD = "fp32" if variant == "fp32" else variant
+                sc = score_items(enc, items, r.device, suite.eval.batch_windows, bf16=variant != "fp32")
+                score[variant] = [s.nll for s in sc if s is not None]
             k0 = 0
             for key, rs in zip(keys, rows):
                 n_bytes = sum(len(p.item.scored_bytes) for p in rs)
-                b32 = bpb(sum(score[False][k0 : k0 + len(rs)]), n_bytes)
-                b16 = bpb(sum(score[True][k0 : k0 + len(rs)]), n_bytes)
+                b32 = bpb(sum(score["fp32"][k0 : k0 + len(rs)]), n_bytes)
+                line = f"{label:<12} {es.part.name:<10} {key[0] + '@' + format(key[1], 'g'):<22} {key[2]:<12} fp32 {b32:.6f}"
+                for h in heads:
+                    b16 = bpb(sum(score[h][k0 : k0 + len(rs)]), n_bytes)
+                    d = abs(b16 - b32)
+                    worst[h] = max(worst[h], d)
+                    cells_in[h] += d <= BOUND
+                    line += f" | bf16 {h} head {b16:.6f} |Δ| {d:.2e}"
                 k0 += len(rs)
-                d = abs(b16 - b32)
-                worst = max(worst, d)
-                print(f"{label:<12} {es.part.name:<10} {key[0] + '@' + format(key[1], 'g'):<22} {key[2]:<12} "
-                      f"fp32 {b32:.6f} bf16 {b16:.6f} |Δ| {d:.2e}")
-        worst_all = max(worst_all, worst)
-        print(f"{label}: max |ΔBPB| bf16 vs fp32 = {worst:.2e} ({time.perf_counter() - t0:.1f} s)")
+                n_cells += 1
+                print(line)
+        for h in heads:
+            print(f"{label}: bf16 with the {h} head: max |ΔBPB| vs fp32 = {worst[h]:.2e}")
+        print(f"{label}: {time.perf_counter() - t0:.1f} s")
         if r.device.type == "cuda":
             torch.cuda.empty_cache()
-    verdict = "within" if worst_all <= BOUND else "OVER"
-    print(f"all models: max |ΔBPB| = {worst_all:.2e}, {verdict} the {BOUND:g} bound; "
-          f"{time.perf_counter() - t_start:.1f} s in all")
-
+        for h in heads:
+            worst_all[h] = max(worst_all[h], worst[h])
+    for h in heads:
+        verdict = "within" if worst_all[h] <= BOUND else "OVER"
+        print(f"all models, bf16 with the {h} head: {cells_in[h]} of {n_cells} cells within {BOUND:g}; "
+              f"max |ΔBPB| = {worst_all[h]:.2e}, {verdict} the bound")
+    print(f"{time.perf_counter() - t_start:.1f} s in all")
 
 if __name__ == "__main__":
     main()

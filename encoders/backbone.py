@@ -14,6 +14,7 @@ Causal by default: position n attends to positions <= n only (``is_causal=True``
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -51,6 +52,29 @@ class RMSNorm(nn.Module):
         return y.to(x.dtype) * self.weight
 
 
+# How OutputHead computes scoring logits under autocast (env TOKBENCH_SCORE_HEAD, read at import;
+# benchmarks set ``SCORE_HEAD`` directly): "fp32" — float32 inputs, weights and product; "mixed"
+# — bf16-rounded inputs and weights, float32 accumulation and float32 logits (one bf16 GEMM with
+# a float32 output on CUDA); "bf16" — the autocast matmul, as training runs it (bf16 logits).
+SCORE_HEADS = ("fp32", "mixed", "bf16")
+SCORE_HEAD = os.environ.get("TOKBENCH_SCORE_HEAD", "fp32")
+
+
+def _bf16_product_fp32(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    """x (M, K) @ weight (N, K)^T -> (M, N) float32 from bf16-rounded operands, accumulated and
+    returned in float32 — what a bf16 tensor-core GEMM computes before it rounds its output.
+    On CUDA one GEMM (``torch.mm(..., out_dtype=float32)``, bf16 speed); elsewhere the same
+    numbers from the rounded operands in float32 (products of two bf16 values are exact in
+    float32, so only the order of the sums can differ)."""
+    a, b = x.to(torch.bfloat16), weight.to(torch.bfloat16)
+    if x.is_cuda:
+        try:
+            return torch.mm(a, b.t(), out_dtype=torch.float32)
+        except (RuntimeError, TypeError, NotImplementedError):  # a torch without mm's out_dtype
+            pass
+    return a.float() @ b.float().t()
+
+
 class OutputHead(nn.Linear):
     """The output layer, (..., dim) -> (..., n_out) logits: an ``nn.Linear`` (same parameters and
     checkpoint keys) whose logits are computed in float32 when no gradient is taken under autocast.
@@ -60,16 +84,27 @@ class OutputHead(nn.Linear):
     BPE and BLT cells 10-100x closer to the fp32 path (34 of 40 cells within 2e-4, was 30); the
     out-of-distribution cells (BPB 11-15) stay 3-5e-3 off, an error of the bf16 backbone, which
     this does not touch. Training keeps the autocast matmul
-    (its gradient noise dwarfs the rounding, and the head is the largest GEMM of a small model);
-    scoring, under ``torch.inference_mode``, pays one fp32 GEMM of (tokens x dim x n_out).
-    Without autocast (CPU, fp32 runs) this is ``nn.Linear`` exactly."""
+    (its gradient noise dwarfs the rounding, and the head is the largest GEMM of a small model).
+
+    Scoring, under ``torch.inference_mode``, computes the logits as ``SCORE_HEAD`` says: "fp32"
+    (one float32 GEMM of tokens x dim x n_out: on an H200 2.5x the whole backbone's time for a
+    16,384-token vocabulary, BENCHMARKS.md session 9), "mixed" (the same GEMM at bf16 speed: the
+    operands rounded to bf16 as the backbone's own matmuls round theirs, the logits not rounded)
+    or "bf16" (training's autocast matmul). Without autocast (CPU, fp32 runs) this is
+    ``nn.Linear`` exactly, whatever the mode."""
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         dev = x.device.type
-        if torch.is_grad_enabled() or not torch.is_autocast_enabled(dev):
+        if torch.is_grad_enabled() or not torch.is_autocast_enabled(dev) or SCORE_HEAD == "bf16":
             return super().forward(x)
         with torch.autocast(dev, enabled=False):
             bias = None if self.bias is None else self.bias.float()
+            if SCORE_HEAD == "mixed":
+                y = _bf16_product_fp32(x.reshape(-1, x.shape[-1]), self.weight)
+                y = y.view(*x.shape[:-1], y.shape[-1])
+                return y if bias is None else y + bias
+            if SCORE_HEAD != "fp32":
+                raise ValueError(f"TOKBENCH_SCORE_HEAD={SCORE_HEAD!r} is not one of {', '.join(SCORE_HEADS)}")
             return F.linear(x.float(), self.weight.float(), bias)
 
 

@@ -50,3 +50,36 @@ def test_encoders_use_it_and_checkpoints_keep_their_keys() -> None:
     enc = ByteEncoder(ByteConfig(dim=32), None)
     assert isinstance(enc.head, OutputHead)
     assert "head.weight" in enc.state_dict()
+
+
+def test_mixed_head_rounds_the_operands_not_the_logits(monkeypatch) -> None:  # noqa: ANN001
+    """"mixed": logits from bf16-rounded x and weights, summed and returned in float32."""
+    import encoders.backbone as bb
+
+    head, x = _head()
+    monkeypatch.setattr(bb, "SCORE_HEAD", "mixed")
+    with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16):
+        y = head(x)
+    assert y.dtype == torch.float32 and y.shape == (3, 5, 256)
+    ref = x.bfloat16().double() @ head.weight.bfloat16().double().t()  # exact products, f64 sums
+    assert (y.double() - ref).abs().max() < 1e-4
+    # the logits themselves are not rounded: most are not bf16 numbers (bf16 logits all are)
+    assert (y.bfloat16().float() != y).float().mean() > 0.9
+    assert not torch.equal(y, F.linear(x, head.weight))  # and it is not the float32 product
+
+
+def test_bf16_and_unknown_score_heads(monkeypatch) -> None:  # noqa: ANN001
+    import pytest
+
+    import encoders.backbone as bb
+
+    head, x = _head()
+    monkeypatch.setattr(bb, "SCORE_HEAD", "bf16")
+    with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16):
+        y = head(x)
+        assert y.dtype == torch.bfloat16 and torch.equal(y, F.linear(x, head.weight))
+    monkeypatch.setattr(bb, "SCORE_HEAD", "fp16")
+    with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16), pytest.raises(ValueError, match="fp16"):
+        head(x)
+    with torch.inference_mode():  # no autocast: nn.Linear whatever the mode
+        assert torch.equal(head(x), F.linear(x, head.weight))
