@@ -29,7 +29,8 @@ for k, v in sp.get("train", {}).items():
     print(f"train {k:<18} MFU {v.get('mfu', 0):.3f} (full attn {v.get('mfu_full_attn', 0):.3f}) "
           f"{v['bytes_per_s'] / 1e6:.2f} MB/s first step {v['first_step_seconds']:.1f} s peak {v['peak_mem_bytes'] / 2**30:.1f} GiB")
 for k, v in sp.get("score", {}).items():
-    print(f"score {k:<18} MFU {v.get('mfu') or 0:.3f} {v['mb_per_s']:.2f} MB/s {v['seconds']:.1f} s")
+    busy = f" GPU in forwards {v['device_busy']:.0%} (MFU there {v.get('mfu_in_forwards') or 0:.3f})" if v.get("device_busy") else ""
+    print(f"score {k:<18} MFU {v.get('mfu') or 0:.3f} {v['mb_per_s']:.2f} MB/s {v['seconds']:.1f} s{busy}")
     for m, mv in v.get("modes", {}).items():  # FLOPs and seconds of mixed batches are shares
         print(f"score {k + ' ' + m:<18} MFU {mv.get('mfu') or 0:.3f} {mv['mb_per_s']:.2f} MB/s {mv['seconds']:.1f} s")
 for label, f in r.get("encoders", {}).items():

@@ -36,6 +36,7 @@ from harness.run import CLEAN, Runner, RunOptions
 from harness.score import score_items
 
 BOUND = 2e-4  # issue 16: bf16 scoring within this of fp32, per cell
+STRICT = "strict fp32"  # the reference: no autocast, TF32 off (not a head mode's name)
 
 
 def main() -> None:
@@ -94,16 +95,16 @@ def main() -> None:
             keys = list(plans)
             rows = [[p for p in plans[k] if p is not None] for k in keys]
             items = [p.item for rs in rows for p in rs]
-            score: dict[str, list[float]] = {}
-            for variant in ["fp32", *heads]:
+            score: dict[str, list[float]] = {}  # per head mode, and STRICT
+            for variant in [None, *heads]:  # None: the strict fp32 path, then bf16 per head mode
                 torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
-                backbone_mod.SCORE_HEAD = "fp32" if variant == "fp32" else variant
-                sc = score_items(enc, items, r.device, suite.eval.batch_windows, bf16=variant != "fp32")
-                score[variant] = [s.nll for s in sc if s is not None]
+                backbone_mod.SCORE_HEAD = variant or "fp32"
+                sc = score_items(enc, items, r.device, suite.eval.batch_windows, bf16=variant is not None)
+                score[variant or STRICT] = [s.nll for s in sc if s is not None]
             k0 = 0
             for key, rs in zip(keys, rows):
                 n_bytes = sum(len(p.item.scored_bytes) for p in rs)
-                b32 = bpb(sum(score["fp32"][k0 : k0 + len(rs)]), n_bytes)
+                b32 = bpb(sum(score[STRICT][k0 : k0 + len(rs)]), n_bytes)
                 line = f"{label:<12} {es.part.name:<10} {key[0] + '@' + format(key[1], 'g'):<22} {key[2]:<12} fp32 {b32:.6f}"
                 for h in heads:
                     b16 = bpb(sum(score[h][k0 : k0 + len(rs)]), n_bytes)

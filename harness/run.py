@@ -493,8 +493,12 @@ class Runner:
 
         def rates(st: dict[str, Any]) -> dict[str, Any]:
             sec = st.get("seconds") or math.nan
-            return {**st, "mb_per_s": st.get("scored_bytes", 0.0) / sec / 1e6,
-                    "mfu": st.get("forward_flops", 0.0) / sec / peak if peak else None}
+            out = {**st, "mb_per_s": st.get("scored_bytes", 0.0) / sec / 1e6,
+                   "mfu": st.get("forward_flops", 0.0) / sec / peak if peak else None}
+            if st.get("device_seconds"):  # CUDA: how much of the wall the GPU spent in forwards
+                out["device_busy"] = st["device_seconds"] / sec
+                out["mfu_in_forwards"] = st.get("forward_flops", 0.0) / st["device_seconds"] / peak if peak else None
+            return out
 
         score = {}
         for label, st in self.score_facts.items():

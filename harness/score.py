@@ -116,7 +116,7 @@ def _to_host(units: UnitNLL) -> tuple[UnitNLL, Any]:
     if units.nll.device.type == "cpu":
         return units, None
     host = units.to("cpu", non_blocking=True)
-    ready = torch.cuda.Event()
+    ready = torch.cuda.Event(enable_timing=True)  # also ends the forward's span (``device_seconds``)
     ready.record()
     return host, ready
 
@@ -152,7 +152,9 @@ def score_items(
     rounding (tests/harness/test_batchscore.py). Collation and FLOP counts run two batches
     ahead in a thread; the forward runs one batch ahead of the host's per-byte bookkeeping.
     stats: if given, accumulates ``forward_flops``, ``seconds``, ``scored_bytes`` and
-    ``windows`` (for scoring MFU and MB/s in run.json).
+    ``windows`` (for scoring MFU and MB/s in run.json), and on CUDA ``device_seconds``: the
+    forwards' spans on the GPU's timeline (``seconds`` minus it is time the GPU waited for the
+    host between forwards).
     needed: per item; batches are formed over all items, but a batch without a window of a
     needed item is skipped, and items not needed get None (a resumed run forms the same batches
     as a fresh one, so its numbers are identical).
@@ -214,10 +216,15 @@ def score_items(
                 group_flops[g] = group_flops.get(g, 0.0) + flops * len(w) / max(1, n_fed)
         return idx, wins, sfrom, pin(batch) if pinned else batch, flops
 
-    def finish(idx: list[int], wins: list[bytes], sfrom: list[int], units: UnitNLL, ready: Any) -> None:
+    device_seconds = 0.0
+
+    def finish(idx: list[int], wins: list[bytes], sfrom: list[int], units: UnitNLL, ready: Any,
+               started: Any) -> None:
         """Per-byte NLL, unit counts and segments of a batch whose results are on the host."""
+        nonlocal device_seconds
         if ready is not None:
             ready.synchronize()  # the asynchronous copies of ``_to_host`` have landed
+            device_seconds += started.elapsed_time(ready) / 1e3
         nll = units.byte_nll([len(w) for w in wins], sfrom)
         if permuter is not None:  # fed order -> the window's byte order
             fed = [fed_of.pop(fi) for fi in idx]
@@ -243,16 +250,23 @@ def score_items(
     feed = Prefetcher(chunks, prepare, depth=2, name="scoring batches")
     # One batch in flight: the forward of batch k+1 is launched before the host spreads batch k's
     # NLL onto bytes, so on a GPU the host work overlaps the device's (same numbers, same order).
-    pending: tuple[list[int], list[bytes], list[int], UnitNLL, Any] | None = None
+    # On CUDA each forward's span on the device's timeline (from an event queued before its
+    # first kernel to the one after its copies) adds up to ``device_seconds``: the wall time the
+    # GPU spends on forwards, idle gaps inside a forward included, gaps between forwards not.
+    pending: tuple[list[int], list[bytes], list[int], UnitNLL, Any, Any] | None = None
     try:
         for idx, wins, sfrom, cpu_batch, flops in feed:
             fwd_flops += flops
+            started = None
+            if pinned:
+                started = torch.cuda.Event(enable_timing=True)
+                started.record()
             with autocast:
                 units = encoder(cpu_batch.to(device))
             host = _to_host(units)
             if pending is not None:
                 finish(*pending)
-            pending = (idx, wins, sfrom, *host)
+            pending = (idx, wins, sfrom, *host, started)
         if pending is not None:
             finish(*pending)
     finally:
@@ -284,6 +298,8 @@ def score_items(
         seconds = time.perf_counter() - t0
         done = [f for f, a in zip(flat, per_window) if a is not None]
         _add_stats(stats, fwd_flops, seconds, done)
+        if pinned:
+            stats["device_seconds"] = stats.get("device_seconds", 0.0) + device_seconds
         if groups is not None:
             for g in sorted({groups[i] for i, _, _ in done}):
                 share = group_flops.get(g, 0.0) / fwd_flops if fwd_flops else 0.0
