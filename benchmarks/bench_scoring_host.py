@@ -1,7 +1,7 @@
 """Where scoring's wall time goes on the host: cells/s and seconds per phase of one seed's scoring.
 
     python benchmarks/bench_scoring_host.py [SUITE] [--device cpu|cuda] [--out DIR] [--set K=V ...]
-                                            [--no-tiny] [--profile N]
+                                            [--no-tiny] [--profile N] [--no-forward] [--count-duplicates]
 
 Runs ``Runner.score_seed`` — the scoring the run does, every cell of one seed — on the suite's
 eval sets, perturbations and modes (default: suites/standard.yaml, seed 0, its 300 documents per
@@ -18,11 +18,16 @@ sum; ``waiting for collate`` is the time the scoring loop waited for it. On CUDA
 asynchronous: GPU time that the host work does not hide shows up in ``score_items rest`` (the
 loop waits for a batch's results there), unless ``--sync`` puts it in ``forward``.
 ``--profile N`` prints the N functions with the most own time (cProfile, main thread only).
+``--count-duplicates`` prints, per model, the windows handed to ``score_items`` (all cells of one
+eval set in one call), the distinct ones among them — equal (window bytes, score_from), which
+``score_items`` forwards once — and the bytes fed for each (``harness.score.flatten_windows``;
+hashing the windows adds to the wall time). With ``--no-forward`` it is a CPU-only analysis.
 
 Examples (first run trains the tiny models: a few minutes on a 2-core CPU):
     PYTHONPATH=$PWD python benchmarks/bench_scoring_host.py --device cpu --no-forward
     PYTHONPATH=$PWD python benchmarks/bench_scoring_host.py --device cpu --set eval.max_docs=20
     PYTHONPATH=$PWD python benchmarks/bench_scoring_host.py --device cuda --no-tiny --out RUN_DIR
+    PYTHONPATH=$PWD python benchmarks/bench_scoring_host.py --device cpu --no-forward --count-duplicates
 """
 
 from __future__ import annotations
@@ -104,6 +109,26 @@ def fake_score_items(encoder: Any, items: Any, *a: Any, needed: Any = None, **k:
     return out
 
 
+# per model: [windows, distinct windows, fed bytes, distinct fed bytes] over its score_items calls
+DUPLICATES: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0, 0])
+
+
+def counting_duplicates(scorer: Callable[..., Any], label_of: dict[int, str]) -> Callable[..., Any]:
+    """``scorer`` that first adds its items' windows and distinct windows to DUPLICATES (keyed by
+    the model's label: ``label_of`` maps ``id(encoder)`` to it)."""
+
+    def wrapper(encoder: Any, items: Any, *a: Any, **k: Any) -> Any:
+        fw = score_mod.flatten_windows(items)
+        c = DUPLICATES[label_of.get(id(encoder), type(encoder).__name__)]
+        c[0] += len(fw.flat)
+        c[1] += len(fw.distinct)
+        c[2] += sum(len(w) for _, w, _ in fw.flat)
+        c[3] += sum(len(w) for w, _ in fw.distinct)
+        return scorer(encoder, items, *a, **k)
+
+    return wrapper
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("suite", nargs="?", default="suites/standard.yaml")
@@ -114,6 +139,8 @@ def main() -> None:
     ap.add_argument("--sync", action="store_true", help="synchronize CUDA after each forward (GPU time in 'forward')")
     ap.add_argument("--no-forward", action="store_true",
                     help="replace score_items by a constant 1 nat per byte: the per-cell host work alone, at full scale")
+    ap.add_argument("--count-duplicates", action="store_true",
+                    help="print per model the windows, distinct windows and fed bytes of its scoring jobs")
     ap.add_argument("--profile", type=int, default=0)
     ap.add_argument("--profile-out", help="write the cProfile stats here (pstats format)")
     args = ap.parse_args()
@@ -140,6 +167,8 @@ def main() -> None:
     run_mod.Runner.score_cell = timed("cell rows (samples, buckets)", run_mod.Runner.score_cell)
     RunDir.save_cell = timed("write cells", RunDir.save_cell)  # type: ignore[method-assign]
     run_mod.score_items = timed("score_items (packed jobs)", fake_score_items if args.no_forward else run_mod.score_items)
+    if args.count_duplicates:  # outside the timed call: hashing is not scoring's time
+        run_mod.score_items = counting_duplicates(run_mod.score_items, {id(m.enc): k for k, m in models.items()})
     UnitNLL.byte_nll = timed("unit NLL -> bytes (d2h)", UnitNLL.byte_nll)  # type: ignore[method-assign]
     score_mod.Prefetcher = TimedPrefetcher  # type: ignore[misc]
     for cls in {type(a.config) for a in suite.analyses}:
@@ -178,10 +207,19 @@ def main() -> None:
     print(f"{'score_seed rest':<34} {rest:8.2f}")
     for label, st in r.score_facts.items():
         print(f"  {label:<16} {st.get('scored_bytes', 0) / max(1e-9, st.get('seconds', 0)) / 1e6:7.3f} MB/s "
-              f"in score_items, {st.get('windows', 0):.0f} windows")
+              f"in score_items, {st.get('windows', 0):.0f} windows ({st.get('duplicate_windows', 0):.0f} "
+              f"served from another window's forward)")
         for mode, g in st.get("groups", {}).items():  # seconds of shared batches split by FLOPs
             print(f"    {mode:<14} {g['scored_bytes'] / max(1e-9, g['seconds']) / 1e6:7.3f} MB/s, "
                   f"{g['windows']:.0f} windows, {g['forward_flops'] / 1e12:.2f} TFLOP")
+    if args.count_duplicates:
+        print("windows handed to score_items per model (all its eval sets; duplicates = equal bytes and "
+              "score_from within one call):")
+        print(f"  {'model':<16} {'windows':>9} {'distinct':>9} {'dup %':>6} {'fed bytes':>12} "
+              f"{'distinct fed':>12} {'dup %':>6}")
+        for label, (n, nd, b, bd) in DUPLICATES.items():
+            print(f"  {label:<16} {n:9,d} {nd:9,d} {100 * (n - nd) / max(1, n):6.1f} {b:12,d} {bd:12,d} "
+                  f"{100 * (b - bd) / max(1, b):6.1f}")
     shutil.rmtree(scratch, ignore_errors=True)
     if prof is not None and args.profile_out:
         prof.dump_stats(args.profile_out)

@@ -12,6 +12,7 @@ Modes (see ``plan_full`` / ``plan_clean_target``):
 from __future__ import annotations
 
 import math
+import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -128,6 +129,50 @@ def plan_partition(data: bytes, context: int) -> ScoreItem:
     return ScoreItem(data, [Window(w.score_start, w.score_start, w.end) for w in rolling_windows(data, context, context)])
 
 
+def dedup_enabled(dedup: bool = True) -> bool:
+    """Whether ``score_items`` forwards each distinct window once: ``dedup`` and not
+    ``TOKBENCH_SCORE_DEDUP=0`` (the environment switch turns it off for a whole run, to compare)."""
+    return dedup and os.environ.get("TOKBENCH_SCORE_DEDUP", "1") != "0"
+
+
+@dataclass
+class FlatWindows:
+    """The windows of many items, flattened, and the distinct ones among them.
+
+    flat: per window in document order, (item index, window bytes, score_from).
+    distinct: per distinct window, (window bytes, score_from), in order of first occurrence.
+    occurrences: per distinct window, the indices into ``flat`` of its windows (the first one is
+    the one "forwarded", the others are duplicates served from its results).
+    distinct_of: per window of ``flat``, the index of its distinct window.
+    """
+
+    flat: list[tuple[int, bytes, int]]
+    distinct: list[tuple[bytes, int]]
+    occurrences: list[list[int]]
+    distinct_of: list[int]
+
+
+def flatten_windows(items: Sequence[ScoreItem], dedup: bool = True) -> FlatWindows:
+    """Flatten the windows of ``items``; with ``dedup``, windows with equal (bytes, score_from)
+    share one distinct window, else every window is its own."""
+    flat: list[tuple[int, bytes, int]] = []
+    distinct: list[tuple[bytes, int]] = []
+    occurrences: list[list[int]] = []
+    distinct_of: list[int] = []
+    first: dict[tuple[bytes, int], int] = {}
+    for i, it in enumerate(items):
+        for w in it.windows:
+            key = (it.data[w.start : w.end], w.score_from)
+            d = first.setdefault(key, len(distinct)) if dedup else len(distinct)
+            if d == len(distinct):
+                distinct.append(key)
+                occurrences.append([])
+            occurrences[d].append(len(flat))
+            distinct_of.append(d)
+            flat.append((i, *key))
+    return FlatWindows(flat, distinct, occurrences, distinct_of)
+
+
 @torch.inference_mode()
 def score_items(
     encoder: Encoder,
@@ -141,6 +186,7 @@ def score_items(
     mc_samples: int | None = None,
     permuter: WindowPermuter | None = None,
     groups: Sequence[str] | None = None,
+    dedup: bool = True,
 ) -> list[DocScore | None]:
     """Score documents: windows of all items — of many cells, when the caller packs them — are
     batched together (``batch_windows`` per forward, longest first so padded encoders waste
@@ -151,15 +197,25 @@ def score_items(
     the last byte and attention is causal, or masks padding out when bidirectional), so packing changes no cell's numbers beyond float
     rounding (tests/harness/test_batchscore.py). Collation and FLOP counts run two batches
     ahead in a thread; the forward runs one batch ahead of the host's per-byte bookkeeping.
-    stats: if given, accumulates ``forward_flops``, ``seconds``, ``scored_bytes`` and
-    ``windows`` (for scoring MFU and MB/s in run.json), and on CUDA ``device_seconds``: the
-    forwards' spans on the GPU's timeline (``seconds`` minus it is time the GPU waited for the
-    host between forwards).
-    needed: per item; batches are formed over all items, but a batch without a window of a
-    needed item is skipped, and items not needed get None (a resumed run forms the same batches
-    as a fresh one, so its numbers are identical).
-    progress: called with the number of windows done after each forward (a progress bar's
-    ``update``).
+    dedup: windows with equal (bytes, score_from) — a clean_target window whose perturbed prefix
+    came out unchanged, a perturbation that left a document as it was: 8 % of the standard suite's
+    windows — are forwarded once and every occurrence gets that window's per-byte NLL, unit
+    count, variance and segments (the same function of the window's bytes, so no number changes
+    beyond the float rounding of differently filled batches; tests/harness/test_score_dedup.py).
+    Batches are formed over the distinct windows. ``dedup=False`` or ``TOKBENCH_SCORE_DEDUP=0``
+    forwards every window, as before (to compare).
+    stats: if given, accumulates ``forward_flops`` and ``seconds`` of what was computed, and
+    ``scored_bytes``, ``windows`` and ``duplicate_windows`` of what was delivered: every window
+    of a computed distinct window counts, duplicates too (MB/s in run.json is scored text of all
+    cells), and ``duplicate_windows`` counts those served from another window's forward; on
+    CUDA also ``device_seconds``: the forwards' spans on the GPU's timeline (``seconds`` minus it
+    is time the GPU waited for the host between forwards).
+    needed: per item; batches are formed over all items' distinct windows (whatever ``needed``
+    says), but a batch without a window of a needed item is skipped, and items not needed get
+    None (a resumed run forms the same batches as a fresh one, so its numbers are identical).
+    progress: called after each forward with the number of windows it served — a distinct
+    window's duplicates included — so a fresh run's total is every window, as without dedup (a
+    progress bar's ``update``).
     mc_samples: Monte Carlo samples per window for encoders whose score is an estimate (masked
     diffusion; their masks are seeded by each window's scored bytes, so batching changes nothing);
     the per-window variances (``UnitNLL.window_var``) add up in ``DocScore.nll_var`` (windows
@@ -167,23 +223,29 @@ def score_items(
     permuter: each window (all of it scored: ``score_from`` must be 0) is fed permuted, and its
     per-byte NLL and segments are put back in the document's byte order (docs/fragility.md).
     groups: per item, a label (the run's mode); ``stats["groups"][label]`` then holds the same
-    keys per label: ``scored_bytes`` and ``windows`` exactly, ``forward_flops`` of a batch that
-    mixes labels split by their share of its fed bytes, and ``seconds`` split by FLOPs (windows
-    of all labels share batches, so their time cannot be measured apart).
+    keys per label: ``scored_bytes``, ``windows`` and ``duplicate_windows`` exactly (a window's
+    first occurrence is the forwarded one, later ones are duplicates), ``forward_flops`` of a
+    batch that mixes labels split by their share of its fed bytes — a distinct window's share
+    split evenly among its occurrences' labels — and ``seconds`` split by FLOPs (windows of all
+    labels share batches, so their time cannot be measured apart).
     """
     encoder.eval()
     if mc_samples is not None and hasattr(encoder, "mc_samples"):
         encoder.mc_samples = mc_samples
-    flat: list[tuple[int, bytes, int]] = []  # (item index, window bytes, score_from)
-    for i, it in enumerate(items):
-        for w in it.windows:
-            flat.append((i, it.data[w.start : w.end], w.score_from))
-    # Longest windows first (stable): batches of similar lengths pad less (BPE, BLT).
-    order = sorted(range(len(flat)), key=lambda j: -len(flat[j][1]))
-    per_window: list[np.ndarray | None] = [None] * len(flat)
-    per_window_units = [0] * len(flat)
-    per_window_var = [0.0] * len(flat)
-    per_window_segs: list[list[int] | None] = [None] * len(flat)
+    # Dedup holds under a permuter too: ``WindowPermuter.collate`` permutes a window by its bytes
+    # alone (``permute_window(w, encoder.unit_lengths(w), perm, context, seed)``: the unit
+    # lengths are the tokenizer's cut of those bytes, perm/context/seed fixed per permuter, and
+    # MDM seeds a permuted window's masks by its fed bytes), never by its place in the batch or
+    # the document — so equal windows are fed equal streams.
+    fw = flatten_windows(items, dedup_enabled(dedup))
+    flat, distinct, occurrences = fw.flat, fw.distinct, fw.occurrences
+    # Longest windows first (stable): batches of similar lengths pad less (BPE, BLT). Indices
+    # from here on are distinct windows; results are spread onto all occurrences at the end.
+    order = sorted(range(len(distinct)), key=lambda d: -len(distinct[d][0]))
+    per_window: list[np.ndarray | None] = [None] * len(distinct)
+    per_window_units = [0] * len(distinct)
+    per_window_var = [0.0] * len(distinct)
+    per_window_segs: list[list[int] | None] = [None] * len(distinct)
     autocast = (
         torch.autocast("cuda", dtype=torch.bfloat16) if bf16 and device.type == "cuda"
         else torch.autocast("cpu", enabled=False)
@@ -193,15 +255,15 @@ def score_items(
 
     if permuter is not None and any(sf for _, _, sf in flat):
         raise ValueError("a permuted window must be scored whole (score_from = 0)")
-    fed_of: dict[int, Any] = {}  # flat index -> PermutedWindow (filled by the collating thread)
+    fed_of: dict[int, Any] = {}  # distinct index -> PermutedWindow (filled by the collating thread)
     group_flops: dict[str, float] = {}
     pinned = device.type == "cuda"
 
     def prepare(idx: list[int]) -> tuple[list[int], list[bytes], list[int], Any, float]:
         """Collate (tokenize, patch, permute) one batch and count its FLOPs, in the prefetch
         thread: the loop below then only launches the forward and reads results back."""
-        wins = [flat[j][1] for j in idx]
-        sfrom = [flat[j][2] for j in idx]
+        wins = [distinct[d][0] for d in idx]
+        sfrom = [distinct[d][1] for d in idx]
         if permuter is None:
             batch = encoder.collate(wins, sfrom)
         else:
@@ -211,9 +273,12 @@ def score_items(
             flops = encoder.flops(batch) if stats is not None else 0.0
         if stats is not None and groups is not None:
             n_fed = sum(len(w) for w in wins)
-            for j, w in zip(idx, wins):
-                g = groups[flat[j][0]]
-                group_flops[g] = group_flops.get(g, 0.0) + flops * len(w) / max(1, n_fed)
+            for d, w in zip(idx, wins):
+                # one forward served every occurrence: its FLOPs split evenly among them
+                share = flops * len(w) / max(1, n_fed) / len(occurrences[d])
+                for fi in occurrences[d]:
+                    g = groups[flat[fi][0]]
+                    group_flops[g] = group_flops.get(g, 0.0) + share
         return idx, wins, sfrom, pin(batch) if pinned else batch, flops
 
     device_seconds = 0.0
@@ -227,26 +292,34 @@ def score_items(
             device_seconds += started.elapsed_time(ready) / 1e3
         nll = units.byte_nll([len(w) for w in wins], sfrom)
         if permuter is not None:  # fed order -> the window's byte order
-            fed = [fed_of.pop(fi) for fi in idx]
+            fed = [fed_of.pop(d) for d in idx]
             nll = [_unpermute(v, pw.source) for v, pw in zip(nll, fed)]
             if units.segments is not None:
                 units.segments = [unpermute_segments(sg, pw) for sg, pw in zip(units.segments, fed)]
         counts = torch.bincount(units.window, minlength=len(idx)).tolist()
         wvar = units.window_var.tolist() if units.window_var is not None else None
-        for j, fi in enumerate(idx):
-            per_window[fi] = nll[j].numpy()
-            per_window_units[fi] = counts[j]
+        for j, d in enumerate(idx):
+            arr = nll[j].numpy()
+            # shared by all occurrences of the window: read-only, so no consumer can change
+            # another occurrence's numbers (documents get concatenated copies anyway)
+            arr.flags.writeable = False
+            per_window[d] = arr
+            per_window_units[d] = counts[j]
             if wvar is not None:
-                per_window_var[fi] = wvar[j]
+                # MDM: masks and times are seeded by the scored bytes (``mdm_collate``), so an
+                # occurrence forwarded on its own would have drawn this same estimate
+                per_window_var[d] = wvar[j]
             if units.segments is not None:
                 # segments must tile the scored span like the units do (core.segments)
                 check_tiling(units.segments[j], len(wins[j]) - sfrom[j], type(encoder).__name__)
-                per_window_segs[fi] = units.segments[j]
+                per_window_segs[d] = units.segments[j]
         if progress is not None:
-            progress(len(idx))
+            progress(sum(len(occurrences[d]) for d in idx))
 
+    # a distinct window is needed when any item it occurs in is; batches never depend on it
+    need = None if needed is None else [any(needed[flat[fi][0]] for fi in occ) for occ in occurrences]
     chunks = (c for c in (order[b0 : b0 + batch_windows] for b0 in range(0, len(order), batch_windows))
-              if needed is None or any(needed[flat[j][0]] for j in c))
+              if need is None or any(need[d] for d in c))
     feed = Prefetcher(chunks, prepare, depth=2, name="scoring batches")
     # One batch in flight: the forward of batch k+1 is launched before the host spreads batch k's
     # NLL onto bytes, so on a GPU the host work overlaps the device's (same numbers, same order).
@@ -275,15 +348,15 @@ def score_items(
     per_item_units = [0] * len(items)
     per_item_var = [0.0] * len(items)
     per_item_segs: list[list[int] | None] = [None] * len(items)
-    for fi, (i, _, _) in enumerate(flat):  # windows back in document order
-        arr = per_window[fi]
+    for (i, _, _), d in zip(flat, fw.distinct_of):  # windows back in document order
+        arr = per_window[d]
         if arr is None:  # in a skipped batch: its item is not needed
             continue
         per_item_nll[i].append(arr)
-        per_item_units[i] += per_window_units[fi]
-        per_item_var[i] += per_window_var[fi]
-        segs_w = per_window_segs[fi]
-        if segs_w is not None:
+        per_item_units[i] += per_window_units[d]
+        per_item_var[i] += per_window_var[d]
+        segs_w = per_window_segs[d]
+        if segs_w is not None:  # copied into the item's own list (extend), never shared
             segs = per_item_segs[i] if per_item_segs[i] is not None else []
             segs.extend(segs_w)
             per_item_segs[i] = segs
@@ -296,21 +369,27 @@ def score_items(
         out.append(DocScore(float(bn.sum()), per_item_units[i], per_item_segs[i], bn, per_item_var[i]))
     if stats is not None:
         seconds = time.perf_counter() - t0
-        done = [f for f, a in zip(flat, per_window) if a is not None]
+        # every occurrence of a computed window is delivered; all but the first are duplicates
+        done = [(flat[fi], k > 0) for d, a in enumerate(per_window) if a is not None
+                for k, fi in enumerate(occurrences[d])]
         _add_stats(stats, fwd_flops, seconds, done)
         if pinned:
             stats["device_seconds"] = stats.get("device_seconds", 0.0) + device_seconds
         if groups is not None:
-            for g in sorted({groups[i] for i, _, _ in done}):
+            for g in sorted({groups[f[0]] for f, _ in done}):
                 share = group_flops.get(g, 0.0) / fwd_flops if fwd_flops else 0.0
                 _add_stats(stats.setdefault("groups", {}).setdefault(g, {}), group_flops.get(g, 0.0),
-                           seconds * share, [f for f in done if groups[f[0]] == g])
+                           seconds * share, [x for x in done if groups[x[0][0]] == g])
     return out
 
 
-def _add_stats(stats: dict[str, Any], flops: float, seconds: float, done: list[tuple[int, bytes, int]]) -> None:
-    """Add a packed job's forward FLOPs, seconds, scored bytes and windows to ``stats``."""
+def _add_stats(stats: dict[str, Any], flops: float, seconds: float,
+               done: list[tuple[tuple[int, bytes, int], bool]]) -> None:
+    """Add a packed job's forward FLOPs and seconds, and the scored bytes, windows and duplicate
+    windows it delivered, to ``stats``. done: per delivered window, ((item, bytes, score_from),
+    whether it was served from another window's forward)."""
     stats["forward_flops"] = stats.get("forward_flops", 0.0) + flops
     stats["seconds"] = stats.get("seconds", 0.0) + seconds
-    stats["scored_bytes"] = stats.get("scored_bytes", 0.0) + sum(len(w) - s for _, w, s in done)
+    stats["scored_bytes"] = stats.get("scored_bytes", 0.0) + sum(len(w) - s for (_, w, s), _ in done)
     stats["windows"] = stats.get("windows", 0.0) + len(done)
+    stats["duplicate_windows"] = stats.get("duplicate_windows", 0.0) + sum(dup for _, dup in done)

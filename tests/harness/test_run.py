@@ -234,10 +234,12 @@ def test_dry_run_then_run_reports_estimated_vs_actual(tmp_path: Path, capsys: py
     assert tr["bytes_per_s"] > 0 and "mfu" not in tr
     sc = sp["score"]["bytes"]
     assert sc["scored_bytes"] > 0 and sc["forward_flops"] > 0 and sc["mb_per_s"] > 0
-    # per mode: scored bytes and windows exact, FLOPs and seconds shares of the packed jobs
+    # per mode: scored bytes and windows exact, FLOPs and seconds shares of the packed jobs;
+    # windows count every window delivered, duplicate_windows those served from another's forward
     modes = sc["modes"]
     assert set(modes) == {"full", "clean_target"}
-    for k in ("scored_bytes", "windows"):
+    assert 0 <= sc["duplicate_windows"] < sc["windows"]
+    for k in ("scored_bytes", "windows", "duplicate_windows"):
         assert sum(m[k] for m in modes.values()) == sc[k]
     for k in ("forward_flops", "seconds"):
         assert sum(m[k] for m in modes.values()) == pytest.approx(sc[k], rel=1e-9)
