@@ -23,7 +23,7 @@ import torch
 
 from core.segments import check_tiling
 from encoders.base import Encoder, UnitNLL
-from harness.accel import Prefetcher, pin
+from harness.accel import Prefetcher, collate_processes, ordered_pool_map, pin
 from harness.data import Window, char_boundary, cut_after, rolling_windows
 from harness.permutation import WindowPermuter, unpermute_segments
 from sources.base import Document
@@ -187,6 +187,7 @@ def score_items(
     permuter: WindowPermuter | None = None,
     groups: Sequence[str] | None = None,
     dedup: bool = True,
+    collate_workers: int | None = None,
 ) -> list[DocScore | None]:
     """Score documents: windows of all items — of many cells, when the caller packs them — are
     batched together (``batch_windows`` per forward, longest first so padded encoders waste
@@ -195,7 +196,8 @@ def score_items(
 
     A window's numbers do not depend on which other windows share its batch (padding sits after
     the last byte and attention is causal, or masks padding out when bidirectional), so packing changes no cell's numbers beyond float
-    rounding (tests/harness/test_batchscore.py). Collation and FLOP counts run two batches
+    rounding (tests/harness/test_batchscore.py). Collation (in forked worker processes on CUDA:
+    ``collate_workers``, default ``collate_processes(device)``) and FLOP counts run two batches
     ahead in a thread; the forward runs one batch ahead of the host's per-byte bookkeeping.
     dedup: windows with equal (bytes, score_from) — a clean_target window whose perturbed prefix
     came out unchanged, a perturbation that left a document as it was: 8 % of the standard suite's
@@ -259,15 +261,22 @@ def score_items(
     group_flops: dict[str, float] = {}
     pinned = device.type == "cuda"
 
-    def prepare(idx: list[int]) -> tuple[list[int], list[bytes], list[int], Any, float]:
-        """Collate (tokenize, patch, permute) one batch and count its FLOPs, in the prefetch
-        thread: the loop below then only launches the forward and reads results back."""
+    def collate(idx: list[int]) -> tuple[list[int], Any, Any]:
+        """Collate (tokenize, patch, permute) one batch of distinct windows: pure CPU work, in
+        forked worker processes on CUDA (``ordered_pool_map``; results come back in order)."""
+        wins = [distinct[d][0] for d in idx]
+        if permuter is None:
+            return idx, encoder.collate(wins, [distinct[d][1] for d in idx]), None
+        batch, fed = permuter.collate(encoder, wins)
+        return idx, batch, fed
+
+    def prepare(collated: tuple[list[int], Any, Any]) -> tuple[list[int], list[bytes], list[int], Any, float]:
+        """Count a collated batch's FLOPs and pin it, in the prefetch thread: the loop below
+        then only launches the forward and reads results back."""
+        idx, batch, fed = collated
         wins = [distinct[d][0] for d in idx]
         sfrom = [distinct[d][1] for d in idx]
-        if permuter is None:
-            batch = encoder.collate(wins, sfrom)
-        else:
-            batch, fed = permuter.collate(encoder, wins)
+        if fed is not None:
             fed_of.update(zip(idx, fed))
         with torch.inference_mode():  # as in the loop (BLT patches here: its entropy model runs)
             flops = encoder.flops(batch) if stats is not None else 0.0
@@ -320,7 +329,12 @@ def score_items(
     need = None if needed is None else [any(needed[flat[fi][0]] for fi in occ) for occ in occurrences]
     chunks = (c for c in (order[b0 : b0 + batch_windows] for b0 in range(0, len(order), batch_windows))
               if need is None or any(need[d] for d in c))
-    feed = Prefetcher(chunks, prepare, depth=2, name="scoring batches")
+    # On CUDA collation runs in worker processes, as training's does: in the prefetch thread it
+    # held the GIL the loop below needs to launch each forward (an H200 spent 22-72 % of the
+    # scoring wall outside the forwards, BENCHMARKS.md session 10). On CPU: in the thread.
+    collated = ordered_pool_map(collate, chunks, collate_processes(device) if collate_workers is None else collate_workers,
+                                stage="scoring-batch collation")
+    feed = Prefetcher(collated, prepare, depth=2, name="scoring batches")
     # One batch in flight: the forward of batch k+1 is launched before the host spreads batch k's
     # NLL onto bytes, so on a GPU the host work overlaps the device's (same numbers, same order).
     # On CUDA each forward's span on the device's timeline (from an event queued before its

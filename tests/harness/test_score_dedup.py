@@ -276,3 +276,29 @@ def test_dedup_under_a_permutation(make: Callable[[], Encoder]) -> None:
         "duplicate_windows"]
     for x, y in zip(off, on):
         assert_same(x, y, exact=False)
+
+
+@pytest.mark.parametrize("make", ENCODERS, ids=IDS)
+def test_collation_in_worker_processes_changes_no_number(make: Callable[[], Encoder]) -> None:
+    """On CUDA batches are collated in forked workers (``collate_workers``); the batches are the
+    same, so every number is the same as collating in the thread, to the bit (here on CPU)."""
+    enc = make()
+    items, modes, _ = cells()
+    here, st_here = score(enc, items, dedup=True, groups=modes, collate_workers=0)
+    pool, st_pool = score(enc, items, dedup=True, groups=modes, collate_workers=2)
+    for x, y in zip(here, pool):
+        assert_same(x, y, exact=True)
+    assert st_pool["forward_flops"] == st_here["forward_flops"]
+    assert st_pool["groups"].keys() == st_here["groups"].keys()
+
+
+def test_collation_in_workers_under_a_permutation() -> None:
+    """The permuted stream's source order comes back from the worker with its batch."""
+    enc = byte_ar()
+    docs = [TEXTS[i][:400] for i in range(4)]
+    items = [plan_partition(d, 96) for d in docs]
+    wp = WindowPermuter(Permutation(kind="inter_block", block_bytes=8), 96, seed=1)
+    here, _ = score(enc, items, dedup=True, permuter=wp, collate_workers=0)
+    pool, _ = score(enc, items, dedup=True, permuter=wp, collate_workers=2)
+    for x, y in zip(here, pool):
+        assert_same(x, y, exact=True)
