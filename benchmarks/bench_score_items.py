@@ -1,0 +1,109 @@
+"""The scoring loop itself (``harness.score.score_items``) at the standard suite's shapes, without a
+run: where its wall time goes between the GPU and the host.
+
+    python3 benchmarks/bench_score_items.py                       # on a GPU: the grid below
+    python3 benchmarks/bench_score_items.py --device cpu --dim 64 --layers 2 --heads 4 --docs 4 --grid 0:8
+
+Why: in the standard suite's runs (BENCHMARKS.md, session 10) scoring ran at 9-13 % of the bf16
+GEMM ceiling *inside* its forwards while the same backbone, compiled, runs at 35 % in
+``bench_score_forward.py`` — the forwards' spans on the GPU hold idle time, so something on the
+host paces them. This scores the byte model (untrained weights: the speed does not depend on
+them) of the standard backbone (6 x 384, bf16 autocast, ``OutputHead`` as scoring runs it) on
+rolling 1 KB windows (stride 512) of ``--docs`` documents made of Python's own library sources,
+for each (compiled?, windows a forward) of ``--grid``, and prints wall seconds, the forwards'
+device span (``device_seconds``), MFU over the wall and over that span. ``--profile N`` then runs
+N batches of the last grid point under ``torch.profiler`` and prints the ops with the most host
+time and the most device time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+from pathlib import Path
+
+import torch
+
+from encoders.backbone import BackboneConfig
+from encoders.byte_baseline import ByteConfig, ByteEncoder
+from harness.accel import compile_backbones, gemm_tflops, prefer_flash_attention
+from harness.score import ScoreItem, plan_full, score_items
+
+
+def documents(n: int, size: int) -> list[bytes]:
+    """``n`` documents of ``size`` bytes cut from Python's library sources (sorted: the same
+    text on every machine with the same Python)."""
+    lib = Path(os.__file__).parent
+    out: list[bytes] = []
+    for p in sorted(lib.glob("*.py")):
+        data = p.read_bytes()
+        for k in range(0, len(data) - size + 1, size):
+            out.append(data[k : k + size])
+            if len(out) == n:
+                return out
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--device", default="cuda")
+    ap.add_argument("--layers", type=int, default=6)
+    ap.add_argument("--dim", type=int, default=384)
+    ap.add_argument("--heads", type=int, default=6)
+    ap.add_argument("--docs", type=int, default=600, help="documents (each --doc-bytes long)")
+    ap.add_argument("--doc-bytes", type=int, default=8192)
+    ap.add_argument("--grid", nargs="+", default=["0:64", "1:64", "1:256"],
+                    help="COMPILED:WINDOWS points (compiled 0/1, windows a forward)")
+    ap.add_argument("--profile", type=int, default=0, help="batches to profile at the last grid point")
+    args = ap.parse_args()
+    dev = torch.device(args.device)
+    if dev.type == "cuda":
+        prefer_flash_attention()
+    ceiling = gemm_tflops(dev) if dev.type == "cuda" else None
+    docs = documents(args.docs, args.doc_bytes)
+    items: list[ScoreItem] = [plan_full(d, 1024, 512) for d in docs]
+    n_win = sum(len(it.windows) for it in items)
+    print(f"device {dev}, torch {torch.__version__}; byte model {args.layers} x {args.dim}; {len(docs)} documents, "
+          f"{n_win} windows; GEMM ceiling {ceiling or 0:.1f} TFLOP/s")
+    print(f"{'compiled':>8} {'windows':>7} {'wall s':>7} {'device s':>8} {'busy':>5} {'MFU wall':>8} {'MFU dev':>8}")
+    enc = None
+    for point in args.grid:
+        compiled, windows = (int(v) for v in point.split(":"))
+        torch.manual_seed(0)
+        enc = ByteEncoder(ByteConfig(), BackboneConfig(layers=args.layers, dim=args.dim, heads=args.heads)).to(dev).eval()
+        if compiled:
+            compile_backbones(enc)
+        score_items(enc, items[:8], dev, windows, bf16=True)  # warm-up: compiles, autotunes
+        if dev.type == "cuda":
+            torch.cuda.synchronize()
+        st: dict = {}
+        t0 = time.perf_counter()
+        score_items(enc, items, dev, windows, bf16=True, stats=st)
+        wall = time.perf_counter() - t0
+        dev_s = st.get("device_seconds", 0.0)
+        mfu = (st["forward_flops"] / wall / 1e12 / ceiling) if ceiling else 0.0
+        mfu_dev = (st["forward_flops"] / dev_s / 1e12 / ceiling) if ceiling and dev_s else 0.0
+        print(f"{compiled:>8} {windows:>7} {wall:7.2f} {dev_s:8.2f} {dev_s / wall:5.0%} {mfu:8.1%} {mfu_dev:8.1%}")
+    if args.profile and enc is not None:
+        from torch.profiler import ProfilerActivity, profile
+
+        windows = int(args.grid[-1].split(":")[1])
+        sub: list[ScoreItem] = []
+        for it in items:  # about --profile batches' worth of windows
+            if sum(len(s.windows) for s in sub) >= args.profile * windows:
+                break
+            sub.append(it)
+        acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if dev.type == "cuda" else [])
+        with profile(activities=acts) as prof:
+            score_items(enc, sub, dev, windows, bf16=True)
+            if dev.type == "cuda":
+                torch.cuda.synchronize()
+        ka = prof.key_averages()
+        print(ka.table(sort_by="self_cpu_time_total", row_limit=25, max_name_column_width=60))
+        if dev.type == "cuda":
+            print(ka.table(sort_by="self_device_time_total", row_limit=20, max_name_column_width=60))
+
+
+if __name__ == "__main__":
+    main()
