@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, fields, is_dataclass
 from typing import Any, ClassVar
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -101,29 +102,39 @@ class UnitNLL:
         (to fp64 rounding) to the NLL of that window's units. Raises if the units do not tile the
         scored bytes exactly once — a unit missing or counted twice would bias BPB silently.
         """
-        n_scored = torch.tensor([ln - s for ln, s in zip(lengths, score_from)], dtype=torch.long)
-        offset = torch.cumsum(n_scored, 0) - n_scored  # (W,) first flat index of each window
-        sf = torch.tensor(list(score_from), dtype=torch.long)
-        win, st, en = self.window.cpu().long(), self.start.cpu().long(), self.end.cpu().long()
+        # numpy, not torch CPU ops: on an H200 this ran on the scoring loop's thread at ~30 ms a
+        # batch of 256 windows as torch ops, longer than the batch's forward (BENCHMARKS.md,
+        # session 10). Same arithmetic, same float64 numbers.
+        if not lengths:
+            return []
+        n_scored = np.array([ln - s for ln, s in zip(lengths, score_from)], dtype=np.int64)
+        total = int(n_scored.sum())
+        offset = np.cumsum(n_scored) - n_scored  # (W,) first flat index of each window
+        sf = np.asarray(score_from, dtype=np.int64)
+        win, st, en = (t.cpu().long().numpy() for t in (self.window, self.start, self.end))
         length = en - st  # (U,)
-        if bool((length <= 0).any()):
+        if length.size and int(length.min()) <= 0:
             raise AssertionError("encoder returned an empty or negative unit span")
         first = offset[win] + st - sf[win]  # (U,) flat index of each unit's first byte
-        idx = torch.repeat_interleave(first, length) + (
-            torch.arange(int(length.sum())) - torch.repeat_interleave(torch.cumsum(length, 0) - length, length)
-        )
-        share = torch.repeat_interleave(self.nll.detach().double().cpu() / length, length)
-        total = int(n_scored.sum())
-        if bool((idx < 0).any()) or bool((idx >= total).any()):
+        nll = self.nll.detach().cpu().double().numpy()
+        sections = np.cumsum(n_scored)[:-1]
+        if length.size == total and bool((length == 1).all()) and np.array_equal(first, np.arange(total)):
+            # one unit per byte, in byte order (byte-level encoders): the units are the bytes,
+            # each byte's share is its unit's NLL (x / 1), and the tiling holds by construction
+            return [torch.from_numpy(v) for v in np.split(nll.copy(), sections)]
+        idx = np.repeat(first, length) + (np.arange(int(length.sum())) - np.repeat(np.cumsum(length) - length, length))
+        share = np.repeat(nll / length, length)
+        if idx.size and (int(idx.min()) < 0 or int(idx.max()) >= total):
             raise AssertionError("encoder returned a unit outside the scored span of its window")
-        flat = torch.zeros(total, dtype=torch.float64).index_add_(0, idx, share)
-        count = torch.zeros(total, dtype=torch.int64).index_add_(0, idx, torch.ones_like(idx))
+        # with every byte covered once (checked below), each sum is 0 + one share: exact
+        flat = np.bincount(idx, weights=share, minlength=total).astype(np.float64, copy=False)
+        count = np.bincount(idx, minlength=total)
         if total and not bool((count == 1).all()):
             raise AssertionError(
                 "encoder units do not tile the scored bytes exactly once "
                 f"(per-byte coverage min={int(count.min())}, max={int(count.max())})"
             )
-        return list(flat.split(n_scored.tolist()))
+        return [torch.from_numpy(v) for v in np.split(flat, sections)]
 
 
 def collate_bytes(windows: Sequence[bytes], score_from: Sequence[int]) -> TensorBatch:

@@ -68,3 +68,34 @@ def test_byte_nll_rejects_units_that_do_not_tile(start: list[int], end: list[int
     )
     with pytest.raises(AssertionError):
         u.byte_nll([6], [2])
+
+
+@pytest.mark.parametrize("kind", ["bytes in order", "bytes shuffled", "tokens"])
+def test_byte_nll_equals_the_textbook_spread(kind: str) -> None:
+    """Random windows and tilings: every byte gets its unit's NLL / the unit's length, in float64,
+    exactly — for one-byte units in byte order (the byte-level fast path), one-byte units in any
+    other order and multi-byte units (BPE tokens, BLT patches)."""
+    import random
+
+    rng = random.Random(kind)
+    lengths = [rng.randint(1, 40) for _ in range(7)]
+    score_from = [rng.randint(0, n - 1) for n in lengths]
+    units = []  # (window, start, end)
+    for w, (n, s) in enumerate(zip(lengths, score_from)):
+        t = s
+        while t < n:
+            e = t + 1 if kind != "tokens" else min(n, t + rng.randint(1, 6))
+            units.append((w, t, e))
+            t = e
+    if kind == "bytes shuffled":
+        rng.shuffle(units)
+    nll = torch.tensor([rng.uniform(0.01, 9.0) for _ in units], dtype=torch.float32)
+    u = UnitNLL(nll=nll, window=torch.tensor([x[0] for x in units]), start=torch.tensor([x[1] for x in units]),
+                end=torch.tensor([x[2] for x in units]))
+    out = u.byte_nll(lengths, score_from)
+    want = [[0.0] * (n - s) for n, s in zip(lengths, score_from)]
+    for v, (w, st, en) in zip(nll.tolist(), units):
+        for b in range(st, en):
+            want[w][b - score_from[w]] = float(v) / (en - st)  # v is the float32 value, widened
+    assert [o.dtype for o in out] == [torch.float64] * len(lengths)
+    assert [o.tolist() for o in out] == want
