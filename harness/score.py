@@ -305,7 +305,9 @@ def score_items(
             nll = [_unpermute(v, pw.source) for v, pw in zip(nll, fed)]
             if units.segments is not None:
                 units.segments = [unpermute_segments(sg, pw) for sg, pw in zip(units.segments, fed)]
-        counts = torch.bincount(units.window, minlength=len(idx)).tolist()
+        # numpy: torch's CPU bincount scanned the (U,) windows for min and max first, ~8 ms a
+        # 256-window batch on the scoring loop's thread (an H200's profile, BENCHMARKS.md session 10)
+        counts = np.bincount(units.window.cpu().numpy(), minlength=len(idx)).tolist()
         wvar = units.window_var.tolist() if units.window_var is not None else None
         for j, d in enumerate(idx):
             arr = nll[j].numpy()
