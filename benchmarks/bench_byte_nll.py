@@ -1,0 +1,60 @@
+"""Host time of ``UnitNLL.byte_nll`` — the per-batch bookkeeping of the scoring loop's thread —
+for a byte-level batch (one unit per byte) and a BPE-like one (units of 1-8 bytes).
+
+    PYTHONPATH=$PWD python benchmarks/bench_byte_nll.py [--windows 64] [--reps 50]
+
+Run it with PYTHONPATH pointing at two checkouts to compare implementations (the script only
+calls the public method). Why: on an H200 the scoring loop spent ~30 ms a 256-window batch here
+as torch CPU ops, longer than the batch's forward (BENCHMARKS.md, session 10).
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import statistics
+import time
+
+import torch
+
+from encoders.base import UnitNLL
+
+
+def batch(windows: int, context: int, score_from: int, max_unit: int, seed: int = 0) -> tuple[UnitNLL, list[int], list[int]]:
+    """Units tiling the scored bytes of ``windows`` windows of ``context`` bytes, window-major."""
+    rng = random.Random(seed)
+    win, st, en = [], [], []
+    for w in range(windows):
+        t = score_from
+        while t < context:
+            e = min(context, t + rng.randint(1, max_unit))
+            win.append(w)
+            st.append(t)
+            en.append(e)
+            t = e
+    nll = torch.rand(len(win), generator=torch.Generator().manual_seed(seed)) * 5
+    u = UnitNLL(nll=nll, window=torch.tensor(win), start=torch.tensor(st), end=torch.tensor(en))
+    return u, [context] * windows, [score_from] * windows
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--windows", type=int, default=64)
+    ap.add_argument("--reps", type=int, default=50)
+    args = ap.parse_args()
+    torch.set_num_threads(1)  # the scoring loop's thread; torch's intra-op pool is not what is timed
+    print(f"torch {torch.__version__}, {args.windows} windows of 1024 bytes scored from 512; "
+          f"median of {args.reps} calls (ms)")
+    for name, max_unit in (("byte-level (1 byte a unit)", 1), ("BPE-like (1-8 bytes a unit)", 8)):
+        u, lengths, sf = batch(args.windows, 1024, 512, max_unit)
+        u.byte_nll(lengths, sf)  # warm-up
+        times = []
+        for _ in range(args.reps):
+            t0 = time.perf_counter()
+            u.byte_nll(lengths, sf)
+            times.append(time.perf_counter() - t0)
+        print(f"{name:<28} {len(u.nll):>7} units  {statistics.median(times) * 1e3:8.2f} ms")
+
+
+if __name__ == "__main__":
+    main()
