@@ -12,7 +12,9 @@ process per case:
 * ``warm``: the same cache again in a new process — the compiled configs load from disk, the
   autotuner still times them (Triton keeps its choices in memory only);
 * ``cold, Triton's timer``: an empty cache with ``FUZZYTOK_TUNE_GRAPH=0`` (do_bench instead of
-  the CUDA-graph timer).
+  the CUDA-graph timer);
+* ``cold, N compile threads``: an empty cache with ``FUZZYTOK_PARALLEL_COMPILE=N`` (``--threads``):
+  each new key's configs compiled in N threads before the autotuner times them.
 
 cold − warm is compile time; warm − a steady step is tuning time. Each case prints its step
 times and how many kernels its cache holds (compiled binaries: ``*.cubin``).
@@ -56,7 +58,7 @@ def child(windows: int, context: int, steps: int) -> None:
         opt.zero_grad(set_to_none=True)
         torch.cuda.synchronize()
         out.append(time.perf_counter() - t0)
-    print(json.dumps({"steps": out}))
+    print(json.dumps({"steps": out, "loss": float(loss)}))
 
 
 def main() -> None:
@@ -64,6 +66,7 @@ def main() -> None:
     ap.add_argument("--windows", type=int, default=256)
     ap.add_argument("--context", type=int, default=1024)
     ap.add_argument("--steps", type=int, default=3)
+    ap.add_argument("--threads", type=int, default=8, help="FUZZYTOK_PARALLEL_COMPILE of the last case")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
@@ -71,8 +74,9 @@ def main() -> None:
         return
     cmd = [sys.executable, __file__, "--child", "--windows", str(args.windows), "--context", str(args.context),
            "--steps", str(args.steps)]
-    with tempfile.TemporaryDirectory() as a, tempfile.TemporaryDirectory() as b:
-        cases = [("cold", a, {}), ("warm", a, {}), ("cold, Triton's timer", b, {"FUZZYTOK_TUNE_GRAPH": "0"})]
+    with tempfile.TemporaryDirectory() as a, tempfile.TemporaryDirectory() as b, tempfile.TemporaryDirectory() as c:
+        cases = [("cold", a, {}), ("warm", a, {}), ("cold, Triton's timer", b, {"FUZZYTOK_TUNE_GRAPH": "0"}),
+                 (f"cold, {args.threads} compile threads", c, {"FUZZYTOK_PARALLEL_COMPILE": str(args.threads)})]
         print(f"FuzzyTok front end (3 blocks x (1, 2, 4), C 256 -> 384), {args.windows} windows of "
               f"{args.context} bytes, bf16 autocast; a fresh process per case")
         for name, cache, env in cases:
@@ -83,10 +87,11 @@ def main() -> None:
             if r.returncode:
                 print(f"{name}: failed ({r.returncode}): {r.stderr.strip().splitlines()[-1:]}")
                 continue
-            steps = json.loads(r.stdout.strip().splitlines()[-1])["steps"]
+            got = json.loads(r.stdout.strip().splitlines()[-1])
+            steps = got["steps"]
             kernels = sum(1 for _ in Path(cache).rglob("*.cubin"))
             print(f"{name:<22} first step {steps[0]:7.2f} s, then {', '.join(f'{s * 1e3:.1f} ms' for s in steps[1:])}; "
-                  f"process {wall:.1f} s; {kernels} compiled kernels in the cache")
+                  f"process {wall:.1f} s; {kernels} compiled kernels in the cache; last loss {got['loss']:.6g}")
 
 
 if __name__ == "__main__":

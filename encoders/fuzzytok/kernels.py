@@ -660,6 +660,14 @@ def _block_kernel(x_ptr, w_ptr, b_ptr, d_ptr, y_ptr, s_ptr, B, T, HALO,
 
 # FUZZYTOK_THIN=0 (or ``kernels.THIN = False``) sends every launch through the wrappers.
 THIN = os.environ.get("FUZZYTOK_THIN", "1") != "0"
+# FUZZYTOK_PARALLEL_COMPILE=N (N >= 2) compiles a new key's pruned configs in N threads before
+# the autotuner times them (Triton's ``AsyncCompileMode``; the autotuner then finds them
+# compiled). Why: a cold FuzzyTok first step on an H200 was 24.7 s of which ~23 s compiling 23
+# kernels one by one (BENCHMARKS.md, session 10), and Triton's compiler releases the GIL (2
+# threads compiled these configs ~1.7x faster on 2 cores: benchmarks/triton_parallel_compile.py).
+# Off by default until measured on a GPU (benchmarks/fuzzytok_cold.py has the case); any error
+# in it is skipped, and the autotuner compiles what is missing as before.
+PARALLEL_COMPILE = int(os.environ.get("FUZZYTOK_PARALLEL_COMPILE", "0") or "0")
 
 
 def _spec_backend(jit: object, device: int) -> object:
@@ -749,7 +757,47 @@ class ThinLauncher:
         spec = tuple(_specialize(backend, a, False, sp, al) for a, (sp, al) in zip(spec_args, flags))
         return (device, static, tuple(consts.items()), spec)
 
+    def _precompile(self, grid, make_args, consts: dict, threads: int) -> int:  # noqa: ANN001
+        """Compile every config the autotuner would time for this call in ``threads`` threads,
+        each with the arguments a direct launch of it takes (``make_args(meta)``: for the TMA
+        kernel the descriptors with that config's tiles, as its pre-hook sets them). Returns how
+        many were submitted (0 under the interpreter, or when there is nothing to gain)."""
+        if INTERPRET or threads < 2:
+            return 0
+        from concurrent.futures import ThreadPoolExecutor
+
+        from triton.runtime._async_compile import AsyncCompileMode
+
+        named0 = dict(zip(self.arg_names, make_args(None)))
+        every = {**named0, **consts}
+        # the autotuner's own key (as ``Autotuner.run`` forms it): tuned already, it compiles
+        # only its choice, and compiling every config here would be work for nothing
+        tkey = [every[k] for k in self.tuner.keys if k in every]
+        tkey += [str(v.dtype) for k, v in every.items() if k in self.tuner.arg_names and hasattr(v, "dtype")]
+        if tuple(tkey) in self.tuner.cache:
+            return 0
+        self.tuner.nargs = named0
+        try:
+            configs = self.tuner.prune_configs(consts)
+        finally:
+            self.tuner.nargs = None
+        if len(configs) < 2:
+            return 0
+        with ThreadPoolExecutor(threads) as pool, AsyncCompileMode(pool, ignore_errors=True):
+            for cfg in configs:
+                meta = {**consts, **cfg.kwargs}
+                args = make_args(meta)
+                named = dict(zip(self.arg_names, args))
+                heur = {n: fn({**named, **consts, **cfg.all_kwargs()}) for n, fn in self.heuristics.items()}
+                self.jit.warmup(*args, grid=grid(meta), **consts, **cfg.all_kwargs(), **heur)
+        return len(configs)
+
     def _tune(self, key: tuple | None, grid, make_args, consts: dict) -> None:  # noqa: ANN001
+        if PARALLEL_COMPILE >= 2:
+            try:
+                self._precompile(grid, make_args, consts, PARALLEL_COMPILE)
+            except Exception:  # noqa: BLE001 - an optimisation only: the autotuner compiles as before
+                pass
         args = make_args(None)
         compiled = self.tuner[grid](*args, **consts)
         self.tuned_calls += 1

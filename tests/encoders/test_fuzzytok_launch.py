@@ -184,3 +184,21 @@ def test_small_channel_counts_get_their_own_configs() -> None:
     env = dict(os.environ, TRITON_INTERPRET="0", PYTHONPATH=str(ROOT))
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
+
+
+def test_parallel_compile_switch_changes_no_number(monkeypatch: pytest.MonkeyPatch) -> None:
+    """FUZZYTOK_PARALLEL_COMPILE only compiles ahead (on a GPU); under the interpreter there is
+    nothing to compile, so it submits nothing, and every number is the one without it."""
+    x, w, b, dy = _inputs(2, 45, 64, 32, 3, seed=3)
+
+    def conv(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        return dilated_causal_conv(x, w, b, 2, impl="triton")
+
+    kn.clear_tuning()
+    plain = _out_and_grads(conv, x, w, b, dy)
+    monkeypatch.setattr(kn, "PARALLEL_COMPILE", 4)
+    assert kn.LAUNCHERS["conv"]._precompile(lambda m: (1,), lambda m: (), {}, 4) == 0
+    kn.clear_tuning()
+    ahead = _out_and_grads(conv, x, w, b, dy)
+    for name, a, c in zip(["y", "dx", "dW", "db"], plain, ahead):
+        assert torch.equal(a, c), name
