@@ -25,6 +25,7 @@ import pandas as pd
 from core.files import write_bytes_atomic, write_text_atomic
 from reports import fragility, load, mdm
 from reports.fmt import p_phrase, pvalue, sig3
+from reports.pool import fork_map, report_processes
 from reports.surprisal import BIN_LABELS, build_samples
 from reports.tables import (
     ALPHA,
@@ -535,9 +536,10 @@ def crowded_note(encoders: list[str], titles: list[str], max_series: int) -> str
             "scaling sweep's section summarises its points).")
 
 
-def _figures(t: Tables, data: load.RunData, fig_dir: Path, svg: bool
+def _figures(t: Tables, data: load.RunData, fig_dir: Path, svg: bool, processes: int = 1
              ) -> tuple[dict[str, FigureOut], str | None]:
-    """The report's figures by key, and the note naming those left out (``crowded_note``)."""
+    """The report's figures by key, and the note naming those left out (``crowded_note``).
+    processes: how many processes draw them (``reports.pool.fork_map``; 1 = in this one)."""
     from reports import figures as F  # matplotlib only when rendering
 
     F.setup_style(figure_texts(t, data))
@@ -576,17 +578,25 @@ def _figures(t: Tables, data: load.RunData, fig_dir: Path, svg: bool
     specs.append(("permutations", "Context fragility",
                   "BPB by permutation and block size (pooled over eval sets and seeds), per "
                   "encoder; compressors dashed.", lambda: fragility.permutation_figure(frag, colors)))
-    out: dict[str, FigureOut] = {}
-    left_out: list[str] = []
     crowded = len(t.encoders) > F.MAX_SERIES
+    left_out = [title for key, title, _, _ in specs
+                if crowded and key.startswith(PER_ENCODER_FIGURES)]
+    specs = [s for s in specs if not (crowded and s[0].startswith(PER_ENCODER_FIGURES))]
+
+    def draw(i: int) -> tuple[bytes, bytes | None] | None:
+        """Figure i's PNG and SVG bytes (None: no data for it). A whole figure, from its
+        make() to its close, in one process: no pyplot state crosses processes."""
+        fig = specs[i][3]()
+        return None if fig is None else figure_bytes(fig, svg)
+
+    # Independent figures, so each may be drawn in a forked worker (which inherits the style
+    # set above, the tables and the font caches); the bytes are the same wherever it runs.
+    drawn = fork_map(draw, len(specs), processes)
+    out: dict[str, FigureOut] = {}
     fig_dir.mkdir(parents=True, exist_ok=True)
-    for key, title, caption, make in specs:
-        if crowded and key.startswith(PER_ENCODER_FIGURES):
-            left_out.append(title)
-            continue
-        fig = make()
-        if fig is not None:
-            out[key] = save_figure(fig, key, title, caption, fig_dir, svg)
+    for (key, title, caption, _), files in zip(specs, drawn):
+        if files is not None:
+            out[key] = write_figure(key, title, caption, *files, fig_dir)
     return out, crowded_note(t.encoders, left_out, F.MAX_SERIES)
 
 
@@ -606,22 +616,37 @@ def figure_texts(t: Tables, data: load.RunData) -> set[str]:
     return out
 
 
+def figure_bytes(fig: Any, svg: bool, dpi: float | None = None) -> tuple[bytes, bytes | None]:
+    """A matplotlib figure's PNG bytes and, when ``svg``, its SVG bytes (else None), laid out
+    once for both; the figure is closed. ``dpi``: None = the style's (``figures.setup_style``)."""
+    from reports import figures as F  # matplotlib only when rendering
+
+    F.freeze_layout(fig, dpi)  # one layout for both files
+    png = F.to_png(fig, dpi)
+    svg_bytes = F.to_svg(fig) if svg else None
+    F.plt.close(fig)
+    return png, svg_bytes
+
+
+def write_figure(key: str, title: str, caption: str, png: bytes, svg: bytes | None,
+                 fig_dir: Path | None) -> FigureOut:
+    """A ``FigureOut`` of rendered bytes (``figure_bytes``), written atomically to
+    ``fig_dir/<key>.png`` and, when ``svg`` is given, ``<key>.svg`` (``fig_dir`` None: no files)."""
+    if fig_dir is not None:
+        fig_dir.mkdir(parents=True, exist_ok=True)
+        write_bytes_atomic(fig_dir / f"{key}.png", png)  # a full disk leaves no cut file
+        if svg is not None:
+            write_bytes_atomic(fig_dir / f"{key}.svg", svg)
+    return FigureOut(key, title, caption, png, f"figures/{key}.png")
+
+
 def save_figure(fig: Any, key: str, title: str, caption: str, fig_dir: Path | None, svg: bool,
                 dpi: float | None = None) -> FigureOut:
     """A matplotlib figure as a ``FigureOut`` (its PNG for the HTML), written atomically to
     ``fig_dir/<key>.png`` and, when ``svg``, ``<key>.svg`` (``fig_dir`` None: no files), then
     closed. ``dpi``: None = the style's (``figures.setup_style``)."""
-    from reports import figures as F  # matplotlib only when rendering
-
-    F.freeze_layout(fig, dpi)  # one layout for both files
-    png = F.to_png(fig, dpi)
-    if fig_dir is not None:
-        fig_dir.mkdir(parents=True, exist_ok=True)
-        write_bytes_atomic(fig_dir / f"{key}.png", png)  # a full disk leaves no cut file
-        if svg:
-            write_bytes_atomic(fig_dir / f"{key}.svg", F.to_svg(fig))
-    F.plt.close(fig)
-    return FigureOut(key, title, caption, png, f"figures/{key}.png")
+    png, svg_bytes = figure_bytes(fig, svg and fig_dir is not None, dpi)
+    return write_figure(key, title, caption, png, svg_bytes, fig_dir)
 
 
 def _without(obj: Any, key: str) -> Any:
@@ -662,7 +687,9 @@ def fragility_table(data: load.RunData) -> Table:
 
 
 def _render(data: load.RunData, out_dir: Path, title: str, n_boot: int, n_perm: int, seed: int,
-            svg: bool) -> Path:
+            svg: bool, processes: int | None) -> Path:
+    if processes is None:  # read before the tables: a bad TOKBENCH_REPORT_PROCESSES fails at once
+        processes = report_processes()
     out_dir.mkdir(parents=True, exist_ok=True)
     t = compute_tables(data, n_boot=n_boot, n_perm=n_perm, seed=seed)
     tables = build_tables(t)
@@ -670,7 +697,7 @@ def _render(data: load.RunData, out_dir: Path, title: str, n_boot: int, n_perm: 
     tables["permutations"] = fragility_table(data)
     tables["ar_vs_mdm"] = _table("ar_vs_mdm", mdm.TITLE, mdm.TABLE_SPEC,
                                  mdm.ar_vs_mdm(data, n_boot=n_boot, seed=seed), note=mdm.NOTE)
-    figs, crowded = _figures(t, data, out_dir / "figures", svg)
+    figs, crowded = _figures(t, data, out_dir / "figures", svg, processes)
     # Scaling sweeps (flop_budget set): their own section, fitted from the same rows.
     from reports.scaling import with_train_part_bytes
     from reports.scaling_report import scaling_section
@@ -808,29 +835,35 @@ def sections(t: Tables, mdm: bool = False, fragility: bool = False) -> list[Sect
 
 
 def render_run(run_dir: Path, out_dir: Path | None = None, *, n_boot: int = 1000,
-               n_perm: int = 10000, seed: int = 0, svg: bool = True) -> Path:
+               n_perm: int = 10000, seed: int = 0, svg: bool = True,
+               processes: int | None = None) -> Path:
     """Render ``report.html``, ``report.md`` and ``figures/*.png`` (+ ``.svg``) for one run.
 
     run_dir: a run directory (results.csv required). out_dir: default run_dir. n_boot: bootstrap
     resamples per interval; n_perm: Monte Carlo permutations when a comparison has more than 14
-    documents; seed: seed of all resampling (same seed → same numbers). Returns the HTML path.
+    documents; seed: seed of all resampling (same seed → same numbers). processes: how many
+    processes draw the figures (1 = in this one; None = ``reports.pool.report_processes()``:
+    ``TOKBENCH_REPORT_PROCESSES`` or the usable CPUs, at most 8); the files are the same bytes
+    either way. Returns the HTML path.
     """
     run_dir = Path(run_dir)
     data = load.load_run(run_dir)
     suite = data.run.get("suite") or {}
     name = suite.get("name") if isinstance(suite, dict) else None
     title = f"tokbench report — {name or run_dir.resolve().name}"
-    return _render(data, Path(out_dir) if out_dir else run_dir, title, n_boot, n_perm, seed, svg)
+    return _render(data, Path(out_dir) if out_dir else run_dir, title, n_boot, n_perm, seed, svg,
+                   processes)
 
 
 def render_compare(run_dirs: list[Path], out_dir: Path, *, n_boot: int = 1000,
-                   n_perm: int = 10000, seed: int = 0, svg: bool = True) -> Path:
+                   n_perm: int = 10000, seed: int = 0, svg: bool = True,
+                   processes: int | None = None) -> Path:
     """One report across runs: encoders are labelled ``<run dir name>/<label>`` and compared
-    pairwise on the documents they share. Returns the HTML path."""
+    pairwise on the documents they share (options as ``render_run``). Returns the HTML path."""
     runs = [load.load_run(Path(p)) for p in run_dirs]
     data = load.merge_runs(runs)
     title = "tokbench comparison — " + ", ".join(data.runs)
-    return _render(data, Path(out_dir), title, n_boot, n_perm, seed, svg)
+    return _render(data, Path(out_dir), title, n_boot, n_perm, seed, svg, processes)
 
 
 __all__ = ["render_run", "render_compare"]
