@@ -1,4 +1,5 @@
-"""Forked worker processes for the report's figures (one figure a task, results in task order).
+"""Forked worker processes for the report's figures (one figure a task) and the resampling of
+its tables (one group or encoder comparison a task); results in task order.
 
 The report may not import ``harness`` (whose ``accel.pool_map`` does the same for collation and
 perturbation, and imports torch), so this is a small pool of its own:
@@ -21,8 +22,10 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 ENV = "TOKBENCH_REPORT_PROCESSES"
-# More processes than figures is pointless, and a report has about eight; each worker is a copy
-# of the parent (copy-on-write), so an uncapped 128-CPU host would only add fork and exit cost.
+# More processes than figures is pointless, and a report has about eight (the tables have
+# hundreds of small tasks, but the figures' cap was kept: not measured above 2 CPUs); each worker
+# is a copy of the parent (copy-on-write), so an uncapped 128-CPU host would only add fork and
+# exit cost.
 MAX_PROCESSES = 8
 
 T = TypeVar("T")
@@ -43,8 +46,9 @@ def usable_cpus() -> int:
 
 
 def report_processes() -> int:
-    """Processes that render the report's figures: ``TOKBENCH_REPORT_PROCESSES`` (a whole
-    number ≥ 1; 1 = serial, in this process) or else ``min(usable CPUs, MAX_PROCESSES)``."""
+    """Processes that resample the report's tables and draw its figures:
+    ``TOKBENCH_REPORT_PROCESSES`` (a whole number ≥ 1; 1 = serial, in this process) or else
+    ``min(usable CPUs, MAX_PROCESSES)``."""
     raw = os.environ.get(ENV, "").strip()
     if not raw:
         return max(1, min(usable_cpus(), MAX_PROCESSES))
@@ -73,6 +77,48 @@ def _die_with_parent(parent: int) -> None:
         os._exit(1)
 
 
+# OpenBLAS's "set the number of threads" under the names its builds export (plain; numpy's and
+# scipy's wheels prefix it with scipy_ and, in the 64-bit-integer build, suffix it with 64_)
+_BLAS_SETTERS = ("openblas_set_num_threads", "scipy_openblas_set_num_threads64_",
+                 "scipy_openblas_set_num_threads", "openblas_set_num_threads64_")
+
+
+def one_blas_thread() -> int:
+    """Limit every OpenBLAS loaded in this process to one thread; returns how many were limited.
+
+    A worker is one of several processes sharing the CPUs: OpenBLAS would start a thread per CPU
+    in each of them for the bootstrap's matrix products, and its threads spin while they wait,
+    so two workers on two CPUs ran slower than one process (benchmarks/results/
+    report_parallel_cpu_s10.log). OpenBLAS splits a product's output over its threads, not the
+    sums, so one thread gives the same numbers (the benchmark's reports: byte-identical). Linux
+    only (the libraries are found in /proc/self/maps); elsewhere, or if none is found, nothing
+    changes."""
+    if not sys.platform.startswith("linux"):
+        return 0
+    import ctypes
+
+    try:
+        with open("/proc/self/maps", encoding="utf-8", errors="replace") as f:
+            libs = sorted({line.split()[-1] for line in f
+                           if "openblas" in line.rsplit("/", 1)[-1].lower()
+                           and line.split()[-1].startswith("/")})
+    except OSError:
+        return 0
+    done = 0
+    for path in libs:
+        try:
+            lib = ctypes.CDLL(path)  # already loaded: the same handle, nothing new runs
+        except OSError:
+            continue
+        for name in _BLAS_SETTERS:
+            setter = getattr(lib, name, None)
+            if setter is not None:
+                setter(ctypes.c_int(1))
+                done += 1
+                break
+    return done
+
+
 def _worker(conn: Any, fn: Callable[[int], Any], parent: int, what: str) -> None:
     """Task indices in, ``(True, fn(i))`` or ``(False, exception)`` out, until ``None`` or the
     end of the pipe."""
@@ -81,6 +127,7 @@ def _worker(conn: Any, fn: Callable[[int], Any], parent: int, what: str) -> None
     import traceback
 
     _die_with_parent(parent)
+    one_blas_thread()  # the workers share the CPUs: one BLAS thread each, not one per CPU each
     # Ctrl-C reaches the whole process group: the parent handles it and ends the workers
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     while True:

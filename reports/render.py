@@ -691,7 +691,7 @@ def _render(data: load.RunData, out_dir: Path, title: str, n_boot: int, n_perm: 
     if processes is None:  # read before the tables: a bad TOKBENCH_REPORT_PROCESSES fails at once
         processes = report_processes()
     out_dir.mkdir(parents=True, exist_ok=True)
-    t = compute_tables(data, n_boot=n_boot, n_perm=n_perm, seed=seed)
+    t = compute_tables(data, n_boot=n_boot, n_perm=n_perm, seed=seed, processes=processes)
     tables = build_tables(t)
     tables["buckets"] = bucket_table(data.buckets, t.encoders)
     tables["permutations"] = fragility_table(data)
@@ -842,9 +842,10 @@ def render_run(run_dir: Path, out_dir: Path | None = None, *, n_boot: int = 1000
     run_dir: a run directory (results.csv required). out_dir: default run_dir. n_boot: bootstrap
     resamples per interval; n_perm: Monte Carlo permutations when a comparison has more than 14
     documents; seed: seed of all resampling (same seed → same numbers). processes: how many
-    processes draw the figures (1 = in this one; None = ``reports.pool.report_processes()``:
-    ``TOKBENCH_REPORT_PROCESSES`` or the usable CPUs, at most 8); the files are the same bytes
-    either way. Returns the HTML path.
+    processes run the tables' resampling and draw the figures (1 = in this one; None =
+    ``reports.pool.report_processes()``: ``TOKBENCH_REPORT_PROCESSES`` or the usable CPUs, at
+    most 8); the files are the same bytes either way (every draw is keyed by its group or
+    comparison, not by the order of computation). Returns the HTML path.
     """
     run_dir = Path(run_dir)
     data = load.load_run(run_dir)

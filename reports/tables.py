@@ -30,6 +30,7 @@ from core.segments import bytes_per_segment
 from reports import stats
 from reports.fmt import is_num, p_phrase, sig3
 from reports.load import RunData
+from reports.pool import fork_map
 
 GROUP = ["encoder", "perturbation_id", "severity", "mode"]
 UNIT = ["seed", "dataset", "doc_id"]  # a paired unit: one document under one seed
@@ -139,13 +140,46 @@ def _pooled(rows: pd.DataFrame) -> float:
     return stats.ratio_bpb(rows.nll_nats, rows.metric_bytes)
 
 
-def group_table(data: RunData, idx: _Index, n_boot: int, seed: int, n_perm: int = 10000
-                ) -> pd.DataFrame:
+def _group_stats(idx: _Index, key: tuple, with_delta: bool, n_boot: int, n_perm: int,
+                 seed: int) -> dict[str, float]:
+    """The resampled numbers of one group (``group_table``'s unit of work in a worker): its BPB
+    CI and, when ``with_delta`` (a perturbed group with a clean reference), the paired ΔBPB CI
+    and ``p_delta``. Only the keys computed are returned (the row keeps NaN for the others).
+
+    Every draw comes from ``_rng(seed, …, *key)``, a generator of this group alone, so the numbers
+    do not depend on which process computes the group or in which order."""
+    enc, pid, sev, mode = key
+    out: dict[str, float] = {}
+    s = idx.get(enc, pid, sev, mode)
+    if s is not None and len(s.unit):
+        out["ci_lo"], out["ci_hi"] = stats.bootstrap_ci(
+            _seed_groups(s.seed, [s.nll, s.nbytes]), stats.ratio_stat(0, 1), n_boot,
+            _rng(seed, "bpb", *key))
+    if with_delta:
+        c = idx.get(enc, CLEAN_ID, 0.0, mode)
+        if s is not None and c is not None:
+            i_s, i_c = _align(s, c)
+            if len(i_s):
+                out["delta_lo"], out["delta_hi"] = stats.bootstrap_ci(
+                    _seed_groups(s.seed[i_s], [s.nll[i_s], c.nll[i_c], c.nbytes[i_c]]),
+                    stats.diff_stat([0], [1], 2), n_boot, _rng(seed, "delta", *key))
+                w = c.nbytes[i_c]
+                out["p_delta"] = stats.paired_permutation_test(
+                    (s.nll[i_s] - c.nll[i_c]) / (LN2 * w), w, n_perm,
+                    _rng(seed, "pdelta", *key))
+    return out
+
+
+def group_table(data: RunData, idx: _Index, n_boot: int, seed: int, n_perm: int = 10000,
+                processes: int = 1) -> pd.DataFrame:
     """One row per group: metric BPB, 95 % CI (hierarchical bootstrap: seeds, then documents),
     mean ± sd over seeds, edit rate, ΔBPB vs clean with a paired CI, relative degradation, and
     ``p_delta``: the paired sign-flip permutation p of "ΔBPB = 0" (perturbed vs clean NLL of the
     same document and seed), which flags a perturbation that significantly *improves* an
-    encoder (see ``anomaly_table``)."""
+    encoder (see ``anomaly_table``).
+
+    processes: how many forked processes run the groups' resampling (``_group_stats``, one
+    group a task; 1 = in this one); the table is the same either way."""
     res = data.results.copy()
     res["severity"] = _sev(res["severity"])
     clean = {k: g for k, g in res[res.perturbation_id == CLEAN_ID].groupby(
@@ -154,6 +188,7 @@ def group_table(data: RunData, idx: _Index, n_boot: int, seed: int, n_perm: int 
     # clean reference BPB per (encoder, mode, eval sets, seeds): every perturbation of an encoder
     # shares it, and filtering the clean rows again for each group was a third of this table
     refs: dict[tuple, float | None] = {}
+    tasks: list[tuple[tuple, bool]] = []  # (group key, with ΔBPB), one per row
     for key, g in res.groupby(GROUP, sort=False):
         enc, pid, sev, mode = key
         # per seed, in seed order; boolean selection keeps the rows' order, so the sums are
@@ -173,11 +208,7 @@ def group_table(data: RunData, idx: _Index, n_boot: int, seed: int, n_perm: int 
             ci_lo=math.nan, ci_hi=math.nan, delta=math.nan, delta_lo=math.nan,
             delta_hi=math.nan, rel=math.nan, bpb_clean_ref=math.nan, p_delta=math.nan,
         )
-        s = idx.get(enc, pid, sev, mode)
-        if s is not None and len(s.unit):
-            row["ci_lo"], row["ci_hi"] = stats.bootstrap_ci(
-                _seed_groups(s.seed, [s.nll, s.nbytes]), stats.ratio_stat(0, 1), n_boot,
-                _rng(seed, "bpb", *key))
+        with_delta = False
         if pid != CLEAN_ID:
             datasets, seed_set = set(g.dataset), set(g.seed)
             ref_key = (enc, mode, frozenset(datasets), frozenset(seed_set))
@@ -188,20 +219,17 @@ def group_table(data: RunData, idx: _Index, n_boot: int, seed: int, n_perm: int 
                 row["bpb_clean_ref"] = refs[ref_key]
                 row["delta"] = row["bpb"] - row["bpb_clean_ref"]
                 row["rel"] = row["delta"] / row["bpb_clean_ref"]
-                c = idx.get(enc, CLEAN_ID, 0.0, mode)
-                if s is not None and c is not None:
-                    i_s, i_c = _align(s, c)
-                    if len(i_s):
-                        row["delta_lo"], row["delta_hi"] = stats.bootstrap_ci(
-                            _seed_groups(s.seed[i_s], [s.nll[i_s], c.nll[i_c], c.nbytes[i_c]]),
-                            stats.diff_stat([0], [1], 2), n_boot, _rng(seed, "delta", *key))
-                        w = c.nbytes[i_c]
-                        row["p_delta"] = stats.paired_permutation_test(
-                            (s.nll[i_s] - c.nll[i_c]) / (LN2 * w), w, n_perm,
-                            _rng(seed, "pdelta", *key))
+                with_delta = True
         else:
             row["bpb_clean_ref"] = row["bpb"]
         out.append(row)
+        tasks.append((tuple(key), with_delta))
+    # the resampling (most of this table's time) in workers; the cheap pooled numbers above stay
+    # here, where the clean references are cached across groups
+    done = fork_map(lambda i: _group_stats(idx, *tasks[i], n_boot, n_perm, seed), len(tasks),
+                    processes, "report table (groups)")
+    for row, st in zip(out, done):
+        row.update(st)  # existing keys: their place in the row (and the frame's columns) stays
     return pd.DataFrame(out)
 
 
@@ -263,12 +291,45 @@ def _paired_units(idx: _Index, a: str, b: str, pid: str, sev: float, mode: str
     return out
 
 
+def _comparison_stats(idx: _Index, key: tuple, n_boot: int, n_perm: int, seed: int
+                      ) -> dict[str, Any]:
+    """The paired numbers of one comparison ``key = (a, b, pid, sev, mode)`` (``comparison_table``'s
+    unit of work in a worker): CI, n_units, diff_paired, p_perm, p_wilcoxon — or nothing when the
+    two encoders share no scored documents. Its draws come from generators keyed by ``key``
+    alone, so they do not depend on the process or the order."""
+    a, b, pid, sev, mode = key
+    j = _paired_units(idx, a, b, pid, sev, mode)
+    if j is None:
+        return {}
+    if pid == CLEAN_ID:
+        cols, plus, minus = ["A", "B", "bytes"], [0], [1]
+        d_nats = j["A"] - j["B"]
+    else:
+        cols, plus, minus = ["A", "Ac", "B", "Bc", "bytes"], [0, 3], [1, 2]
+        d_nats = (j["A"] - j["Ac"]) - (j["B"] - j["Bc"])
+    d_bits = d_nats / (LN2 * j["bytes"])
+    out: dict[str, Any] = {}
+    out["ci_lo"], out["ci_hi"] = stats.bootstrap_ci(
+        _seed_groups(j["seed"], [j[c] for c in cols]),
+        stats.diff_stat(plus, minus, len(cols) - 1), n_boot, _rng(seed, "cmp", *key))
+    out["n_units"] = len(d_bits)
+    out["diff_paired"] = float(d_nats.sum() / (LN2 * j["bytes"].sum()))
+    out["p_perm"] = stats.paired_permutation_test(
+        d_bits, j["bytes"], n_perm, _rng(seed, "perm", *key))
+    out["p_wilcoxon"] = stats.wilcoxon_p(d_bits)
+    return out
+
+
 def comparison_table(groups: pd.DataFrame, idx: _Index, encoders: list[str], n_boot: int,
-                     n_perm: int, seed: int) -> pd.DataFrame:
+                     n_perm: int, seed: int, processes: int = 1) -> pd.DataFrame:
     """Every encoder pair on every shared group: on clean cells the BPB difference, on perturbed
     cells the ΔBPB difference (difference in degradation: negative = A degrades less). Paired
-    bootstrap CI, byte-weighted paired permutation p, Wilcoxon p; Holm over all rows."""
+    bootstrap CI, byte-weighted paired permutation p, Wilcoxon p; Holm over all rows.
+
+    processes: how many forked processes run the comparisons' resampling
+    (``_comparison_stats``, one comparison a task; 1 = in this one); the same table either way."""
     out = []
+    tasks: list[tuple] = []  # (a, b, pid, sev, mode), one per row
     keys = list(groups[["perturbation_id", "severity", "mode"]].drop_duplicates()
                 .itertuples(index=False, name=None))
     by = {(r.encoder, r.perturbation_id, r.severity, r.mode): r
@@ -286,25 +347,13 @@ def comparison_table(groups: pd.DataFrame, idx: _Index, encoders: list[str], n_b
                 quantity="BPB" if clean else "ΔBPB", value_a=qa, value_b=qb, diff=qa - qb,
                 ci_lo=math.nan, ci_hi=math.nan, n_units=0, p_perm=math.nan,
                 p_wilcoxon=math.nan)
-            j = _paired_units(idx, a, b, pid, sev, mode)
-            if j is not None:
-                if clean:
-                    cols, plus, minus = ["A", "B", "bytes"], [0], [1]
-                    d_nats = j["A"] - j["B"]
-                else:
-                    cols, plus, minus = ["A", "Ac", "B", "Bc", "bytes"], [0, 3], [1, 2]
-                    d_nats = (j["A"] - j["Ac"]) - (j["B"] - j["Bc"])
-                d_bits = d_nats / (LN2 * j["bytes"])
-                key = (a, b, pid, sev, mode)
-                row["ci_lo"], row["ci_hi"] = stats.bootstrap_ci(
-                    _seed_groups(j["seed"], [j[c] for c in cols]),
-                    stats.diff_stat(plus, minus, len(cols) - 1), n_boot, _rng(seed, "cmp", *key))
-                row["n_units"] = len(d_bits)
-                row["diff_paired"] = float(d_nats.sum() / (LN2 * j["bytes"].sum()))
-                row["p_perm"] = stats.paired_permutation_test(
-                    d_bits, j["bytes"], n_perm, _rng(seed, "perm", *key))
-                row["p_wilcoxon"] = stats.wilcoxon_p(d_bits)
             out.append(row)
+            tasks.append((a, b, pid, sev, mode))
+    done = fork_map(lambda i: _comparison_stats(idx, tasks[i], n_boot, n_perm, seed),
+                    len(tasks), processes, "report table (comparisons)")
+    for row, st in zip(out, done):
+        # existing keys keep their place; diff_paired, new, goes last as it always did
+        row.update(st)
     df = pd.DataFrame(out)
     if len(df):
         sig_p = df.p_perm < 0.05
@@ -730,21 +779,26 @@ def summary_findings(verdict_df: pd.DataFrame, cmp: pd.DataFrame, mean_tests: pd
     return out
 
 
-def compute_tables(data: RunData, n_boot: int = 1000, n_perm: int = 10000, seed: int = 0
-                   ) -> Tables:
-    """Compute every table of a report from a loaded run (deterministic for a given ``seed``)."""
+def compute_tables(data: RunData, n_boot: int = 1000, n_perm: int = 10000, seed: int = 0,
+                   processes: int = 1) -> Tables:
+    """Compute every table of a report from a loaded run (deterministic for a given ``seed``).
+
+    processes: how many forked processes (``reports.pool.fork_map``; 1 = in this one) run the
+    resampling of the per-group and the pairwise tables, most of this function's time. Every
+    bootstrap and permutation draw comes from a generator keyed by its group or comparison
+    (``_rng``), never from one shared stream, so the tables are the same for any ``processes``."""
     res = data.results
     encoders = list(dict.fromkeys(res.encoder))
     modes = [m for m in MODES if m in set(res["mode"])]
     primary = modes[0]
     level_mode = "full" if "full" in modes else primary
     idx = _Index(data.samples)
-    groups = group_table(data, idx, n_boot, seed, n_perm)
+    groups = group_table(data, idx, n_boot, seed, n_perm, processes)
     # ΔBPB-vs-zero tests are their own Holm family (a different question from A vs B)
     groups["p_delta_holm"] = stats.holm(groups.p_delta.to_numpy(float)) if len(groups) else []
     rob = robustness_table(groups)
     fam = family_table(rob)
-    cmp = comparison_table(groups, idx, encoders, n_boot, n_perm, seed)
+    cmp = comparison_table(groups, idx, encoders, n_boot, n_perm, seed, processes)
     means = mean_degradation_tests(groups, idx, encoders, modes, n_boot, n_perm, seed)
     holm_family(cmp, means)
     langs, scripts = language_tables(data, idx, level_mode, primary, n_boot, seed)

@@ -1,17 +1,30 @@
-"""Figures drawn in forked worker processes: the same files as drawn in one process, and a pool
-that fails on one line (never hangs) when a worker dies or a figure raises."""
+"""Figures drawn and tables' resampling run in forked worker processes: the same files as in one
+process, and a pool that fails on one line (never hangs) when a worker dies or a task raises."""
 
 from __future__ import annotations
 
 import os
 import re
+import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
+import pandas as pd
 import pytest
 
-from reports import render_run
-from reports.pool import ENV, MAX_PROCESSES, WorkerDied, fork_map, report_processes, usable_cpus
+from reports import render_run, tables
+from reports.load import load_run
+from reports.pool import (
+    ENV,
+    MAX_PROCESSES,
+    WorkerDied,
+    fork_map,
+    one_blas_thread,
+    report_processes,
+    usable_cpus,
+)
 
 # few resamples: the statistics are not under test here, only where the figures are drawn
 QUICK = dict(n_boot=20, n_perm=200)
@@ -23,9 +36,11 @@ def _files(d: Path) -> dict[str, bytes]:
     return {str(p.relative_to(d)): p.read_bytes() for p in sorted(d.rglob("*")) if p.is_file()}
 
 
-def test_parallel_report_is_byte_identical(synthetic_run: Path, tmp_path: Path) -> None:
-    serial = render_run(synthetic_run, tmp_path / "serial", processes=1, **QUICK).parent
-    forked = render_run(synthetic_run, tmp_path / "forked", processes=2, **QUICK).parent
+def _same_report(run: Path, tmp_path: Path, **kw: int) -> dict[str, bytes]:
+    """Render ``run`` with 1 and with 2 processes; assert every file is the same bytes (report.html
+    without its "rendered" minute). Returns the serial files."""
+    serial = render_run(run, tmp_path / "serial", processes=1, **kw).parent
+    forked = render_run(run, tmp_path / "forked", processes=2, **kw).parent
     a, b = _files(serial), _files(forked)
     assert sorted(a) == sorted(b)
     svgs = [k for k in a if k.endswith(".svg")]
@@ -35,6 +50,46 @@ def test_parallel_report_is_byte_identical(synthetic_run: Path, tmp_path: Path) 
         if name == "report.html":
             x, y = _RENDERED.sub(b"", x), _RENDERED.sub(b"", y)
         assert x == y, f"{name} differs between 1 and 2 processes"
+    return a
+
+
+def test_parallel_report_is_byte_identical(synthetic_run: Path, tmp_path: Path) -> None:
+    assert (synthetic_run / "samples.jsonl").stat().st_size > 0  # so the tables resample too
+    _same_report(synthetic_run, tmp_path, **QUICK)
+
+
+def test_parallel_tables_are_identical(make_run, tmp_path: Path,
+                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """The tables' bootstrap and permutation draws are keyed by group and comparison, so the
+    numbers and the report do not depend on the process that computed them. Three encoders
+    (three pairs) and 4 documents per eval set: 24 paired units per comparison, above the exact
+    permutation limit, so the Monte Carlo permutation draws are exercised as well."""
+    run = make_run("three", encoders=("bytes", "bpe-4096", "blt"), sample_docs=4)
+    calls: list[tuple[str, int, int]] = []
+    real = tables.fork_map
+
+    def spy(fn: Callable[[int], Any], n: int, processes: int, what: str = "report figure"
+            ) -> list[Any]:
+        calls.append((what, n, processes))
+        return real(fn, n, processes, what)
+
+    monkeypatch.setattr(tables, "fork_map", spy)
+    data = load_run(run)
+    one = tables.compute_tables(data, n_boot=50, n_perm=300, processes=1)
+    two = tables.compute_tables(data, n_boot=50, n_perm=300, processes=2)
+    kinds = {what for what, n, p in calls if p == 2 and n > 1}
+    assert kinds == {"report table (groups)", "report table (comparisons)"}
+    cmp = one.comparisons
+    assert len(cmp) and cmp.n_units.min() > 14 and cmp.ci_lo.notna().all()
+    assert one.groups.delta_lo.notna().any() and one.groups.p_delta.notna().any()
+    for name in ("groups", "comparisons", "mean_tests", "languages", "scripts", "verdict",
+                 "anomalies"):
+        pd.testing.assert_frame_equal(getattr(one, name), getattr(two, name), check_exact=True,
+                                      obj=name)
+    assert one.verdict_lines == two.verdict_lines
+    # and the whole report, tables in markdown and HTML included
+    files = _same_report(run, tmp_path, n_boot=50, n_perm=300)
+    assert {"report.md", "report.html"} <= set(files)
 
 
 def _square(i: int) -> int:
@@ -88,3 +143,11 @@ def test_report_processes(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.setenv(ENV, bad)
         with pytest.raises(ValueError, match=ENV):
             report_processes()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="finds OpenBLAS in /proc/self/maps")
+def test_workers_use_one_blas_thread() -> None:
+    """numpy's OpenBLAS is found and limited (in forked workers: this process keeps its threads)."""
+    import numpy  # noqa: F401 - loads OpenBLAS, as the tables do
+
+    assert all(n >= 1 for n in fork_map(lambda i: one_blas_thread(), 2, 2))
