@@ -4,7 +4,7 @@ for a byte-level batch (one unit per byte) and a BPE-like one (units of 1-8 byte
     PYTHONPATH=$PWD python benchmarks/bench_byte_nll.py [--windows 64] [--reps 50]
 
 Run it with PYTHONPATH pointing at two checkouts to compare implementations (the script only
-calls the public method). Why: on an H200 the scoring loop spent ~30 ms a 256-window batch here
+calls the public method). Why: on an H200 the scoring loop spent 20-30 ms a 256-window batch here
 as torch CPU ops, longer than the batch's forward (BENCHMARKS.md, session 10).
 """
 

@@ -102,7 +102,7 @@ class UnitNLL:
         (to fp64 rounding) to the NLL of that window's units. Raises if the units do not tile the
         scored bytes exactly once — a unit missing or counted twice would bias BPB silently.
         """
-        # numpy, not torch CPU ops: on an H200 this ran on the scoring loop's thread at ~30 ms a
+        # numpy, not torch CPU ops: on an H200 this ran on the scoring loop's thread at 20-30 ms a
         # batch of 256 windows as torch ops, longer than the batch's forward (BENCHMARKS.md,
         # session 10). Same arithmetic, same float64 numbers.
         if not lengths:
