@@ -61,7 +61,7 @@ from harness.accel import die_with_parent, usable_cpus, want_compile
 from harness.data import load_data, rolling_windows, training_windows
 from harness.results import RunDir, atomic_write_json
 from harness.run import CLEAN, ESTIMATE_FILE, EvalSet, Runner, RunOptions, TrainedModel
-from harness.score import score_items
+from harness.score import dedup_enabled, flatten_windows, score_items
 from harness.suite import Suite
 from harness.train import autocast_for, fit_context, make_optimizer, train_encoder, train_step
 
@@ -126,6 +126,7 @@ def dry_run(suite: Suite, opts: RunOptions, emit: Callable[[str], None] | None =
         f"{'fit':>7} {'compile':>8} {'train':>8} {'score':>8}")
     sample = _score_sample(evals, b.context_bytes, stride, 2 * _score_batch(ev.batch_windows, dev))
     fit_s = train_s = compile_s = score_s = score_compile_s = 0.0
+    window_s = 0.0  # the models' per-window forward time over every window of every cell
     measuring: dict[str, float] = {}
     tokenizers: dict[str, Any] = {}
     order = runner.training_order()  # the run's order: compiled code one model leaves, the next reuses
@@ -145,6 +146,7 @@ def dry_run(suite: Suite, opts: RunOptions, emit: Callable[[str], None] | None =
             train_s += m["train_s"]
             compile_s += m["compile_s"]
             score_s += t_score
+            window_s += m["score_window_s"] * score_windows
             score_compile_s += m["score_compile_s"]
             mem = f"{peak / 2**30:.1f} GiB" if peak is not None else "-"
             say(f"{spec.label:<16} {m['params']:>11,} {m['fpb']:>10.3g} {3 * m['fpb'] * b.train_bytes:>11.3g} {mem:>9} "
@@ -161,8 +163,11 @@ def dry_run(suite: Suite, opts: RunOptions, emit: Callable[[str], None] | None =
     score_s += an_first + an_doc * doc_cells * len(order)
     measuring["analyses"] = time.perf_counter() - t_an
     t_wait = time.perf_counter()
-    t_pert, pert_fit = pert()
+    t_pert, pert_fit, kept = pert()
     measuring["perturbation (wait)"] = time.perf_counter() - t_wait
+    # each distinct window is forwarded once: the repeats' share of the windows' time goes
+    dup_s = (1.0 - kept) * window_s
+    score_s -= dup_s
     n_docs = sum(len(e.docs) for e in evals)
     cells = suite.n_cells()
     per_seed = t_data + fit_s + compile_s + train_s + t_pert + an_s + score_s
@@ -179,6 +184,9 @@ def dry_run(suite: Suite, opts: RunOptions, emit: Callable[[str], None] | None =
     if suite.analyses:
         say(f"  (analyses: fitting {_fmt(an_fit)} per seed; in scoring, not in the model lines: their first use "
             f"{_fmt(an_first)}, their buckets {_fmt(an_doc * doc_cells)} per model)")
+    if dup_s > 0:
+        say(f"  (scoring: {1 - kept:.1%} of the sampled cells' windows repeat another and are forwarded once: "
+            f"{_fmt(dup_s)} less than the model lines add up to)")
     say(f"  (perturbation: fitting the perturbations {_fmt(pert_fit)}, once per run; plans cached in "
         f"{runner.ctx.cache_dir / 'perturbed'} are not perturbed again)")
     say(f"estimated total: {_fmt(per_seed * len(suite.seeds))} for {len(suite.seeds)} seed(s) (report not included)")
@@ -192,7 +200,7 @@ def dry_run(suite: Suite, opts: RunOptions, emit: Callable[[str], None] | None =
     atomic_write_json(runner.rd.root / ESTIMATE_FILE, {
         "device": str(dev), "seeds": len(suite.seeds), "seconds_per_seed": phases,
         "compile": {"on": compile_on, "training_seconds": compile_s, "scoring_seconds": score_compile_s},
-        "perturbation_fit_seconds": pert_fit,
+        "perturbation_fit_seconds": pert_fit, "score_distinct_fraction": kept,
         "dry_run_seconds": {"total": time.perf_counter() - t_start, "data": t_data, **measuring}})
     say(f"(written to {runner.rd.root / ESTIMATE_FILE}; a run into that directory reports estimated vs actual)")
     say(f"dry run: {_fmt(time.perf_counter() - t_start)} (data {_fmt(t_data)}; "
@@ -447,7 +455,7 @@ class _Tokenized:
 
 
 def _perturb_timing(runner: Runner, train: Any, evals: list[Any], stride: int,
-                    background: bool) -> Callable[[], tuple[float, float]]:
+                    background: bool) -> Callable[[], tuple[float, float, float]]:
     """Start ``_perturb_time``; returns a function giving its result (seconds per seed, of which
     fitting). background: in a forked process (call this before CUDA is initialised)."""
     if not background or "fork" not in multiprocessing.get_all_start_methods():
@@ -467,7 +475,7 @@ def _perturb_timing(runner: Runner, train: Any, evals: list[Any], stride: int,
     proc.start()
     send.close()
 
-    def result() -> tuple[float, float]:
+    def result() -> tuple[float, float, float]:
         got = recv.recv()
         proc.join()
         if isinstance(got, BaseException):
@@ -477,23 +485,33 @@ def _perturb_timing(runner: Runner, train: Any, evals: list[Any], stride: int,
     return result
 
 
-def _perturb_time(runner: Runner, train: Any, evals: list[Any], stride: int) -> tuple[float, float]:
+def _perturb_time(runner: Runner, train: Any, evals: list[Any], stride: int) -> tuple[float, float, float]:
     """Seconds to perturb and plan every cell of one seed: ``plan_rows`` on up to 4 documents
     per eval set, perturbation and mode, scaled to all documents, divided by the processes
-    ``perturb_many`` uses; plus fitting the perturbations once. Returns (total, fitting)."""
+    ``perturb_many`` uses; plus fitting the perturbations once. Returns (total, fitting, the
+    fraction of the sampled windows that are distinct): scoring forwards each distinct window
+    of an eval set's cells once (``score_items``), and the sample's planned cells say how many
+    that is — a perturbation that leaves a document as it was repeats its clean windows."""
     t0 = time.perf_counter()
     perts = runner.perturbation_instances(train, evals)
     fit_s = time.perf_counter() - t0
     specs = [CLEAN, *runner.suite.perturbations]
     total = 0.0
+    n_windows = n_distinct = 0
     for ep in evals:
         sample = EvalSet.of(dataclasses.replace(ep, docs=ep.docs[:4]))
+        items = []  # every cell's windows of this eval set's sample, as scoring packs them
         for pspec in specs:
             for mode in runner.suite.eval.modes:
                 t1 = time.perf_counter()
-                runner.plan_rows(sample, pspec, perts.get((pspec.id, pspec.severity)), runner.suite.seeds[0], mode)
+                rows = runner.plan_rows(sample, pspec, perts.get((pspec.id, pspec.severity)), runner.suite.seeds[0], mode)
                 total += (time.perf_counter() - t1) * len(ep.docs) / max(1, len(sample.part.docs))
-    return fit_s + total / max(1, min(usable_cpus(), len(specs) * len(runner.suite.eval.modes))), fit_s
+                items += [p.item for p in runner.plan_items(sample, mode, rows) if p is not None]
+        fw = flatten_windows(items)
+        n_windows += len(fw.flat)
+        n_distinct += len(fw.distinct)
+    kept = n_distinct / n_windows if n_windows and dedup_enabled() else 1.0
+    return fit_s + total / max(1, min(usable_cpus(), len(specs) * len(runner.suite.eval.modes))), fit_s, kept
 
 
 @contextlib.contextmanager

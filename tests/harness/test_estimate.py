@@ -28,6 +28,7 @@ encoders:
   - {name: bpe, vocab_size: 300}
 perturbations:
   - {name: case.upper, severity: 1.0}
+  - {name: unicode.strip_diacritics, severity: 1.0}   # ASCII text: the clean windows again
 eval: {max_docs: 5, target_bytes: 24, sample_docs: 1, batch_windows: 8}
 """
 
@@ -57,6 +58,11 @@ def test_dry_run_hands_out_each_line_as_it_is_known(tmp_path: Path) -> None:
     assert phases["training"] > 0 and phases["scoring"] > 0 and phases["compile"] == 0.0  # compile is off on CPU
     assert est["compile"]["on"] is False and est["dry_run_seconds"]["total"] > 0
     assert not (out / "models").exists()
+    # three cells of equal windows, one of them (strip_diacritics on ASCII) a repeat of clean's:
+    # at most 2/3 of the sampled windows are distinct, and scoring is estimated for those
+    kept = est["score_distinct_fraction"]
+    assert 0 < kept <= 2 / 3 + 1e-12
+    assert any(line.startswith("  (scoring: ") and "forwarded once" in line for line in lines)
 
 
 def test_private_compile_caches_are_temporary_and_restore_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
