@@ -10,7 +10,8 @@ GEMM ceiling *inside* its forwards while the same backbone, compiled, runs at 35
 host paces them. This scores the byte model (untrained weights: the speed does not depend on
 them) of the standard backbone (6 x 384, bf16 autocast, ``OutputHead`` as scoring runs it) on
 rolling 1 KB windows (stride 512) of ``--docs`` documents made of Python's own library sources,
-for each (compiled?, windows a forward) of ``--grid``, and prints wall seconds, the forwards'
+for each (compiled?, windows a forward) of ``--grid`` (``--vocab N``: a BPE model instead,
+merges fitted on the same documents), and prints wall seconds, the forwards'
 device span (``device_seconds``), MFU over the wall and over that span. ``--profile N`` then runs
 N batches of the last grid point under ``torch.profiler`` and prints the ops with the most host
 time and the most device time.
@@ -26,6 +27,8 @@ from pathlib import Path
 import torch
 
 from encoders.backbone import BackboneConfig
+from encoders.base import Encoder, FitContext
+from encoders.bpe import BpeConfig, BpeEncoder
 from encoders.byte_baseline import ByteConfig, ByteEncoder
 from harness.accel import compile_backbones, gemm_tflops, prefer_flash_attention
 from harness.score import ScoreItem, plan_full, score_items
@@ -45,6 +48,19 @@ def documents(n: int, size: int) -> list[bytes]:
     return out
 
 
+def build(args: argparse.Namespace, docs: list[bytes], dev: torch.device) -> Encoder:
+    """The byte model, or with ``--vocab`` a BPE model whose merges are fitted on ``docs`` (its
+    weights untrained either way: the speed does not depend on them)."""
+    torch.manual_seed(0)
+    bb = BackboneConfig(layers=args.layers, dim=args.dim, heads=args.heads)
+    if not args.vocab:
+        return ByteEncoder(ByteConfig(), bb).to(dev).eval()
+    enc = BpeEncoder(BpeConfig(vocab_size=args.vocab), bb)
+    enc.fit(FitContext(train_docs=lambda: iter(docs), train_bytes=sum(map(len, docs)), context_bytes=1024, seed=0,
+                       device=dev, train=lambda e, n: {"bytes": 0, "flops": 0.0, "seconds": 0.0}, log=lambda s: None))
+    return enc.to(dev).eval()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--device", default="cuda")
@@ -56,6 +72,8 @@ def main() -> None:
     ap.add_argument("--grid", nargs="+", default=["0:64", "1:64", "1:256"],
                     help="COMPILED:WINDOWS points (compiled 0/1, windows a forward)")
     ap.add_argument("--profile", type=int, default=0, help="batches to profile at the last grid point")
+    ap.add_argument("--vocab", type=int, default=0,
+                    help="a BPE model of this vocabulary (merges fitted on the documents first) instead of the byte model")
     args = ap.parse_args()
     dev = torch.device(args.device)
     if dev.type == "cuda":
@@ -64,16 +82,21 @@ def main() -> None:
     docs = documents(args.docs, args.doc_bytes)
     items: list[ScoreItem] = [plan_full(d, 1024, 512) for d in docs]
     n_win = sum(len(it.windows) for it in items)
-    print(f"device {dev}, torch {torch.__version__}; byte model {args.layers} x {args.dim}; {len(docs)} documents, "
+    model = f"BPE-{args.vocab} model" if args.vocab else "byte model"
+    print(f"device {dev}, torch {torch.__version__}; {model} {args.layers} x {args.dim}; {len(docs)} documents, "
           f"{n_win} windows; GEMM ceiling {ceiling or 0:.1f} TFLOP/s")
     print(f"{'compiled':>8} {'windows':>7} {'wall s':>7} {'device s':>8} {'busy':>5} {'MFU wall':>8} {'MFU dev':>8}")
-    enc = None
+    # one model for the whole grid (a BPE fit is paid once); compiling is in place, so eager
+    # points must come before compiled ones
+    enc = build(args, docs, dev)
+    was_compiled = False
     for point in args.grid:
         compiled, windows = (int(v) for v in point.split(":"))
-        torch.manual_seed(0)
-        enc = ByteEncoder(ByteConfig(), BackboneConfig(layers=args.layers, dim=args.dim, heads=args.heads)).to(dev).eval()
+        if was_compiled and not compiled:
+            raise SystemExit(f"--grid: the eager point {point} must come before every compiled one")
         if compiled:
             compile_backbones(enc)
+            was_compiled = True
         score_items(enc, items[:8], dev, windows, bf16=True)  # warm-up: compiles, autotunes
         if dev.type == "cuda":
             torch.cuda.synchronize()
