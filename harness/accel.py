@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import contextvars
 import math
-import multiprocessing
 import os
 import queue
 import sys
@@ -30,6 +29,18 @@ from typing import Any
 import torch
 from torch import nn
 
+# the forked pool's shared parts (WorkerDied, die_with_parent and usable_cpus are used from here too)
+from core.forkpool import (  # noqa: F401
+    WorkerDied,
+    die_with_parent,
+    send,
+    start_workers,
+    stop_workers,
+    usable_cpus,
+)
+from core.forkpool import can_fork as _can_fork
+from core.forkpool import pool_map as _pool_map
+from core.forkpool import receive as _core_receive
 from encoders.backbone import Backbone
 
 
@@ -221,145 +232,12 @@ def _from_wire(obj: Any) -> Any:
     return _map_tensors(obj, lambda w: torch.from_numpy(w.array), _Wire)
 
 
-def die_with_parent(parent: int) -> None:
-    """Initializer of forked worker processes: a worker ends when the process that forked it
-    dies, SIGKILL included, so a killed run leaves no idle workers behind holding its files
-    (Linux's PR_SET_PDEATHSIG; elsewhere only the check below)."""
-    if sys.platform.startswith("linux"):
-        import ctypes
-        import signal
-
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # 1 = PR_SET_PDEATHSIG
-    if os.getppid() != parent:  # the parent died before prctl took effect
-        os._exit(1)
-
-
-class WorkerDied(ChildProcessError):
-    """A pool worker ended (killed, out of memory, ``os._exit``) before sending its result.
-
-    An ``OSError`` (as ``TimeoutError``, the stall error, is): the CLI reports it on one line,
-    exit code 2, like a full disk — something outside the run's code stopped it, and the same
-    command resumes (``TOKBENCH_DEBUG=1`` shows the traceback)."""
-
-
-def _worker_main(conn: Any, fn: Callable[[Any], Any], parent: int, stage: str) -> None:
-    """A pool worker: ``(item,)`` in, ``(True, fn(item) as _Wire)`` or ``(False, error)`` out,
-    until ``None`` or the end of its pipe."""
-    import pickle
-    import signal
-    import traceback
-
-    die_with_parent(parent)
-    # Ctrl-C reaches the whole process group: the parent handles it and ends the workers
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    while True:
-        try:
-            msg = conn.recv()
-        except (EOFError, OSError):
-            return
-        if msg is None:
-            return
-        try:
-            out: tuple[bool, Any] = (True, _to_wire(fn(msg[0])))
-        except BaseException as e:  # handed to the parent, which re-raises it
-            if hasattr(e, "add_note"):  # Python >= 3.11: the worker's traceback goes along
-                e.add_note(f"(in {stage} worker pid {os.getpid()})\n{traceback.format_exc()}")
-            try:
-                pickle.dumps(e)
-            except Exception:
-                e = RuntimeError(f"{type(e).__name__}: {e}")
-            out = (False, e)
-        try:
-            conn.send(out)
-        except OSError:  # the parent closed the pipe: it no longer wants results
-            return
-
-
-def _died(stage: str, k: int, proc: Any, unit: str | None = None) -> WorkerDied:
-    """The one-line error for worker ``k``, dead (reaped here, so its exit code is known;
-    negative: the signal that killed it)."""
-    proc.join(timeout=1.0)
-    return WorkerDied(f"{stage}: worker {k} (pid {proc.pid}) died (exit code {proc.exitcode})"
-                      + (f" before sending its {unit}" if unit else ""))
-
-
-def _receive(conn: Any, proc: Any, k: int, limit: float, stage: str, unit: str) -> Any:
-    """The next result of worker ``k``, or a one-line error if it died or sent nothing for
-    ``limit`` seconds (a run must never hang silently)."""
-    t0 = time.monotonic()
-    while not conn.poll(1.0):
-        if not proc.is_alive() and not conn.poll(0):
-            # dead with nothing sent: say so now (a child of the worker may still hold the
-            # pipe open, so reading could wait for ever)
-            raise _died(stage, k, proc, unit)
-        if time.monotonic() - t0 > limit:
-            raise TimeoutError(_stalled(stage, k, proc, unit, limit))
-    try:
-        ok, val = conn.recv()
-    except (EOFError, OSError):
-        raise _died(stage, k, proc, unit) from None
-    if not ok:
-        raise val
-    return _from_wire(val)
-
-
-def _stalled(stage: str, k: int, proc: Any, unit: str, limit: float) -> str:
-    return (f"{stage}: worker {k} (pid {proc.pid}) sent no {unit} in {limit:.0f} s "
-            "(stalled; TOKBENCH_STALL_SECONDS)")
-
-
-def _send(conn: Any, proc: Any, k: int, item: Any, stage: str) -> None:
-    """Hand ``item`` to worker ``k`` (idle: it is waiting on its pipe), or a one-line error."""
-    try:
-        conn.send((item,))
-    except OSError:
-        raise _died(stage, k, proc) from None
-
-
 def _start_workers(fn: Callable[[Any], Any], processes: int, stage: str) -> list[tuple[Any, Any]]:
-    """``processes`` forked workers running ``fn``, each with a pipe of its own:
-    [(process, the parent's end of its pipe)]. Fork, not spawn: the workers inherit ``fn`` and
-    everything it reaches (fitted perturbations, texts, a tokenizer) without pickling it."""
+    """``core.forkpool.start_workers`` with results sent as ``_Wire`` (numpy arrays, not
+    shared-memory file descriptors)."""
     import torch.multiprocessing  # noqa: F401 - the reductions for the rare bfloat16 tensor
 
-    ctx = multiprocessing.get_context("fork")
-    workers: list[tuple[Any, Any]] = []
-    try:
-        for _ in range(processes):
-            mine, theirs = ctx.Pipe(duplex=True)
-            proc = ctx.Process(target=_worker_main, args=(theirs, fn, os.getpid(), stage), daemon=True)
-            proc.start()
-            theirs.close()  # only the worker holds its end: its death reads as end-of-file here
-            workers.append((proc, mine))
-    except BaseException:
-        _stop_workers(workers, finished=False)
-        raise
-    return workers
-
-
-def _stop_workers(workers: list[tuple[Any, Any]], finished: bool) -> None:
-    """End every worker. ``finished``: they are idle and leave on ``None``; otherwise (an early
-    stop, an error) their pending results are unwanted, so they are killed (nothing is shared
-    between workers, so a kill can leave nothing half-done)."""
-    for proc, conn in workers:
-        if finished:
-            try:
-                conn.send(None)
-            except OSError:
-                pass
-        else:
-            proc.kill()
-    for proc, conn in workers:
-        proc.join(timeout=5.0)
-        if proc.is_alive():
-            proc.kill()
-            proc.join()
-        conn.close()
-        proc.close()
-
-
-def _can_fork() -> bool:
-    return "fork" in multiprocessing.get_all_start_methods()
+    return start_workers(fn, processes, stage, encode=_to_wire)
 
 
 def ordered_pool_map(fn: Callable[[Any], Any], items: Iterator[Any], processes: int,
@@ -395,79 +273,30 @@ def ordered_pool_map(fn: Callable[[Any], Any], items: Iterator[Any], processes: 
             nxt = next(it, _DONE)
             if nxt is _DONE:
                 break
-            _send(workers[k][1], workers[k][0], k, nxt, stage)
+            send(workers[k][1], workers[k][0], k, nxt, stage)
             in_flight.append(k)
         while in_flight:
             k = in_flight.popleft()
-            out = _receive(workers[k][1], workers[k][0], k, limit, stage, unit)
+            out = _core_receive(workers[k][1], workers[k][0], k, limit, stage, unit, _from_wire)
             nxt = next(it, _DONE)
             if nxt is not _DONE:  # the worker is idle now: the next item overlaps the consumer
-                _send(workers[k][1], workers[k][0], k, nxt, stage)
+                send(workers[k][1], workers[k][0], k, nxt, stage)
                 in_flight.append(k)
             yield out
         finished = True
     finally:
-        _stop_workers(workers, finished)
+        stop_workers(workers, finished)
 
 
 def pool_map(fn: Callable[[Any], Any], tasks: Sequence[Any], processes: int, stage: str,
              unit: str = "result") -> list[Any]:
-    """``[fn(t) for t in tasks]``, computed by ``min(processes, len(tasks))`` forked worker
-    processes (the same workers, pipes and one-line errors as ``ordered_pool_map``); in this
-    process when that is 1 or less, or where fork is unavailable. ``fn`` must be deterministic
-    per task and pure CPU work: then where a task runs never changes its result.
-
-    A worker takes the next task as soon as it sent its last result, so tasks of uneven cost
-    (a perturbation per task) keep every worker busy; results are put back in task order. A
-    worker that dies is a ``WorkerDied`` naming it, its pid and exit code; one with no result
-    for ``stall_seconds()`` after it got its task, a ``TimeoutError``; an exception raised by
-    ``fn`` is re-raised here with its type (when several tasks fail, the first to arrive).
-    Either way the other workers are killed at once. Call it from the thread that lives as long
-    as the pool (workers die with their forking thread: PR_SET_PDEATHSIG).
-    """
-    n = min(processes, len(tasks))
-    if n <= 1 or not _can_fork():
-        return [fn(t) for t in tasks]
-    from multiprocessing.connection import wait
-
-    limit = stall_seconds()
-    out: list[Any] = [None] * len(tasks)
-    todo = iter(range(len(tasks)))
-    busy: dict[int, tuple[int, float]] = {}  # worker -> (its task's index, monotonic time it got it)
-    workers: list[tuple[Any, Any]] = []
-    finished = False
-
-    def give(k: int) -> None:
-        i = next(todo, None)
-        if i is not None:
-            _send(workers[k][1], workers[k][0], k, tasks[i], stage)
-            busy[k] = (i, time.monotonic())
-
-    try:
-        workers = _start_workers(fn, n, stage)
-        for k in range(n):
-            give(k)
-        while busy:
-            # a worker's pipe is readable on a result and at its end (the worker died); its
-            # sentinel too, in case a child of the worker still holds the pipe open
-            waiting = {h: k for k in busy for h in (workers[k][1], workers[k][0].sentinel)}
-            for k in sorted({waiting[h] for h in wait(list(waiting), timeout=1.0)}):
-                i, _ = busy.pop(k)
-                out[i] = _receive(workers[k][1], workers[k][0], k, limit, stage, unit)
-                give(k)
-            now = time.monotonic()
-            for k, (_, t0) in busy.items():
-                if now - t0 > limit:
-                    raise TimeoutError(_stalled(stage, k, workers[k][0], unit, limit))
-        finished = True
-        return out
-    finally:
-        _stop_workers(workers, finished)
-
-
-def usable_cpus() -> int:
-    """CPUs this process may run on (its affinity mask where the OS has one)."""
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    """``[fn(t) for t in tasks]`` in forked worker processes (``core.forkpool.pool_map``: the same
+    workers, pipes and one-line errors as ``ordered_pool_map``, results in task order), with
+    tensors crossing as ``_Wire`` and a worker with no result for ``stall_seconds()`` after it
+    got its task a ``TimeoutError``. ``fn`` must be pure CPU work (perturbation)."""
+    if min(processes, len(tasks)) > 1:
+        import torch.multiprocessing  # noqa: F401 - the reductions for the rare bfloat16 tensor
+    return _pool_map(fn, tasks, processes, stage, unit, limit=stall_seconds(), encode=_to_wire, decode=_from_wire)
 
 
 def collate_processes(device: torch.device) -> int:
