@@ -26,7 +26,6 @@ import statistics
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -103,16 +102,14 @@ def main() -> None:
                 torch.cuda.empty_cache()
 
 
-def _score_head(mode: str) -> Callable[[], Any]:
-    """A context that sets ``OutputHead``'s scoring mode (``encoders.backbone.SCORE_HEAD``)."""
-    @contextmanager
-    def ctx() -> Iterator[None]:
-        old, backbone_mod.SCORE_HEAD = backbone_mod.SCORE_HEAD, mode
-        try:
-            yield
-        finally:
-            backbone_mod.SCORE_HEAD = old
-    return ctx
+@contextmanager
+def score_head(mode: str) -> Iterator[None]:
+    """``OutputHead``'s scoring mode (``encoders.backbone.SCORE_HEAD``) for the duration."""
+    old, backbone_mod.SCORE_HEAD = backbone_mod.SCORE_HEAD, mode
+    try:
+        yield
+    finally:
+        backbone_mod.SCORE_HEAD = old
 
 
 def parts(bb: Backbone, vocab: int, n: int, windows: int, reps: int, dev: torch.device
@@ -153,7 +150,7 @@ def parts(bb: Backbone, vocab: int, n: int, windows: int, reps: int, dev: torch.
     ]
     out = []
     for part, fn, flops, mode in cases:
-        with _score_head(mode)():
+        with score_head(mode):
             out.append((part, timed(fn, reps, dev), flops))
     return out
 
