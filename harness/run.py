@@ -546,6 +546,10 @@ class Runner:
             atomic_write_json(self.rd.root / "run.json", self.run_json("running"))
         return models
 
+    def _add_time(self, key: str, t0: float) -> None:
+        """Add the seconds since ``t0`` (``time.perf_counter``) to ``self.timings[key]``."""
+        self.timings[key] = self.timings.get(key, 0.0) + time.perf_counter() - t0
+
     def fit_analyses(self, train: DataPart, models: dict[str, TrainedModel]) -> None:
         for spec in self.suite.analyses:
             a = spec.config
@@ -584,14 +588,18 @@ class Runner:
                 continue
             t0 = time.perf_counter()
             plans = self.plans(es, [(c[0], c[1]) for c in cells], perts, seed)
+            t1 = time.perf_counter()
             for a in (s.config for s in self.suite.analyses):  # text-only work, in CPU processes
                 if not a.datasets or es.part.name in a.datasets:
                     a.prepare([(p.doc, p.item.scored_bytes) for plan in plans.values() for p in plan if p is not None])
+            self._add_time("analyses_prepare_seconds", t1)
             self.timings["perturb_seconds"] += time.perf_counter() - t0  # perturbation and plan preparation
+            t0 = time.perf_counter()
             for pspec, mode, name, perm, k in base_todo:
                 cell = self.baseline_cell(name, perm, es, pspec, mode, seed, plans[(pspec.id, pspec.severity, mode)])
                 cell["row"]["fingerprint"] = fp
                 self.rd.save_cell(k, cell)
+            self._add_time("score_baselines_seconds", t0)
             for label, model in models.items():
                 if not any(label in c[3] for c in cells):
                     continue
@@ -603,6 +611,7 @@ class Runner:
                 needed = [label in c[3] for c, plan in zip(cells, plan_of) for p in plan if p is not None]
                 modes = [c[1] for c, plan in zip(cells, plan_of) for p in plan if p is not None]
                 n_windows = sum(len(it.windows) for it, nd in zip(items, needed) if nd)
+                t0 = time.perf_counter()
                 wbar = tqdm(total=n_windows, desc=f"score {label} {es.part.name}", unit="win", leave=False,
                             file=sys.stderr, mininterval=1.0,
                             disable=not self.opts.progress or n_windows < 1000)  # long documents: show progress
@@ -613,6 +622,8 @@ class Runner:
                                      permuter=permuter_for(model.spec.permutation, self.budget.context_bytes, seed),
                                      groups=modes)
                 wbar.close()
+                self._add_time("score_items_seconds", t0)
+                t0 = time.perf_counter()
                 k = 0
                 for (pspec, mode, ck, todo), plan in zip(cells, plan_of):
                     n = sum(p is not None for p in plan)
@@ -623,6 +634,10 @@ class Runner:
                         self.rd.save_cell(ck[label], cell)
                         bar.update(1)
                     k += n
+                self._add_time("score_cells_seconds", t0)
+                # run.json as each model's cells land: a run killed later (in another model's
+                # scoring, or in the report) still shows where scoring's time went
+                atomic_write_json(self.rd.root / "run.json", self.run_json("running"))
         bar.close()
         return keys
 
@@ -869,9 +884,14 @@ def phase_table(timings: dict[str, float], encoders: dict[str, Any]) -> str:
     """Where the wall time went: data, per-model fit / first step (cold compile) / training,
     perturbation, scoring forward, report."""
     lines = ["[time] phase                         seconds"]
-    for k in ("data_seconds", "perturb_seconds", "score_forward_seconds", "report_seconds"):
+    # (key, label): the indented rows are parts of the row above them
+    rows = [("data_seconds", "data"), ("perturb_fit_seconds", "perturb_fit"), ("perturb_seconds", "perturb"),
+            ("analyses_prepare_seconds", "  analyses' text work"), ("score_forward_seconds", "score_forward"),
+            ("score_items_seconds", "  packed jobs (forwards)"), ("score_cells_seconds", "  cells from scores"),
+            ("score_baselines_seconds", "  compressor baselines"), ("report_seconds", "report")]
+    for k, label in rows:
         if k in timings:
-            lines.append(f"[time] {k.removesuffix('_seconds'):<28} {timings[k]:8.1f}")
+            lines.append(f"[time] {label:<28} {timings[k]:8.1f}")
     for label, facts in encoders.items():
         for seed, meta in facts.get("seeds", {}).items():
             st, fit = meta["train"], meta["fit"]

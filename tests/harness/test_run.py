@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from harness.cli import main
+from harness.run import phase_table
 
 REQUIRED = ("encoder,seed,dataset,language,perturbation,perturbation_id,severity,mode,n_docs,n_bytes,"
             "n_bytes_clean,nll_nats,bpb,bpb_clean,byte_ppl,word_ppl,token_ppl,n_tokens,edit_rate").split(",")
@@ -249,4 +250,11 @@ def test_dry_run_then_run_reports_estimated_vs_actual(tmp_path: Path, capsys: py
     stats = run["encoders"]["bytes"]["seeds"]["0"]["train"]
     # causal attention counted at half: less than the full count, by the attention share
     assert 0 < stats["flops_causal_attn_half"] < stats["flops"]
-    assert {"perturb_seconds", "score_forward_seconds"} <= set(run["timings"])
+    t = run["timings"]
+    assert {"perturb_seconds", "score_forward_seconds"} <= set(t)
+    # scoring's parts: the packed jobs and the cells made from their scores lie inside it
+    assert {"score_items_seconds", "score_cells_seconds", "analyses_prepare_seconds"} <= set(t)
+    assert 0 < t["score_items_seconds"] + t["score_cells_seconds"] <= t["score_forward_seconds"] + 1e-6
+    assert t["analyses_prepare_seconds"] <= t["perturb_seconds"] + 1e-6
+    table = phase_table(t, run["encoders"])
+    assert "packed jobs (forwards)" in table and "cells from scores" in table
