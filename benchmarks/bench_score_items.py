@@ -70,7 +70,7 @@ def main() -> None:
     ap.add_argument("--docs", type=int, default=600, help="documents (each --doc-bytes long)")
     ap.add_argument("--doc-bytes", type=int, default=8192)
     ap.add_argument("--grid", nargs="+", default=["0:64", "1:64", "1:256"],
-                    help="COMPILED:WINDOWS points (compiled 0/1, windows a forward)")
+                    help="COMPILED:WINDOWS[:WORKERS] points (compiled 0/1, windows a forward, collate_workers: 0 = collate in the prefetch thread; default as a run picks)")
     ap.add_argument("--profile", type=int, default=0, help="batches to profile at the last grid point")
     ap.add_argument("--vocab", type=int, default=0,
                     help="a BPE model of this vocabulary (merges fitted on the documents first) instead of the byte model")
@@ -91,7 +91,8 @@ def main() -> None:
     enc = build(args, docs, dev)
     was_compiled = False
     for point in args.grid:
-        compiled, windows = (int(v) for v in point.split(":"))
+        compiled, windows, *rest = (int(v) for v in point.split(":"))
+        workers = rest[0] if rest else None  # collate_workers: None = as a run picks
         if was_compiled and not compiled:
             raise SystemExit(f"--grid: the eager point {point} must come before every compiled one")
         if compiled:
@@ -102,12 +103,12 @@ def main() -> None:
             torch.cuda.synchronize()
         st: dict = {}
         t0 = time.perf_counter()
-        score_items(enc, items, dev, windows, bf16=True, stats=st)
+        score_items(enc, items, dev, windows, bf16=True, stats=st, collate_workers=workers)
         wall = time.perf_counter() - t0
         dev_s = st.get("device_seconds", 0.0)
         mfu = (st["forward_flops"] / wall / 1e12 / ceiling) if ceiling else 0.0
         mfu_dev = (st["forward_flops"] / dev_s / 1e12 / ceiling) if ceiling and dev_s else 0.0
-        print(f"{compiled:>8} {windows:>7} {wall:7.2f} {dev_s:8.2f} {dev_s / wall:5.0%} {mfu:8.1%} {mfu_dev:8.1%}")
+        print(f"{compiled:>8} {windows:>7}{'' if workers is None else f' (collate_workers {workers})'} {wall:7.2f} {dev_s:8.2f} {dev_s / wall:5.0%} {mfu:8.1%} {mfu_dev:8.1%}")
     if args.profile and enc is not None:
         from torch.profiler import ProfilerActivity, profile
 

@@ -7,14 +7,16 @@ then LayerNorm and the projection to 384; no backbone: the backbone's cold compi
 inductor's, shared with the byte model) trains a few steps under bf16 autocast, in a fresh
 process per case:
 
-* ``cold``: an empty Triton cache — every autotune config of every kernel key compiles, then
-  the autotuner times them;
+* ``cold``: an empty Triton cache — every autotune config of every kernel key compiles (one at
+  a time: ``FUZZYTOK_PARALLEL_COMPILE=0``, as in the first three cases), then the autotuner
+  times them;
 * ``warm``: the same cache again in a new process — the compiled configs load from disk, the
   autotuner still times them (Triton keeps its choices in memory only);
 * ``cold, Triton's timer``: an empty cache with ``FUZZYTOK_TUNE_GRAPH=0`` (do_bench instead of
   the CUDA-graph timer);
-* ``cold, N compile threads``: an empty cache with ``FUZZYTOK_PARALLEL_COMPILE=N`` (``--threads``):
-  each new key's configs compiled in N threads before the autotuner times them.
+* ``cold, N compile threads``: an empty cache with ``FUZZYTOK_PARALLEL_COMPILE=N`` (``--threads``;
+  a run's default is min(8, CPUs)): each new key's configs compiled in N threads before the
+  autotuner times them.
 
 cold − warm is compile time; warm − a steady step is tuning time. Each case prints its step
 times and how many kernels its cache holds (compiled binaries: ``*.cubin``).
@@ -67,6 +69,8 @@ def main() -> None:
     ap.add_argument("--context", type=int, default=1024)
     ap.add_argument("--steps", type=int, default=3)
     ap.add_argument("--threads", type=int, default=8, help="FUZZYTOK_PARALLEL_COMPILE of the last case")
+    ap.add_argument("--cases", default="cold,warm,timer,threads",
+                    help="which cases to run, comma-separated, in this order: cold, warm (needs cold), timer, threads")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
@@ -75,8 +79,14 @@ def main() -> None:
     cmd = [sys.executable, __file__, "--child", "--windows", str(args.windows), "--context", str(args.context),
            "--steps", str(args.steps)]
     with tempfile.TemporaryDirectory() as a, tempfile.TemporaryDirectory() as b, tempfile.TemporaryDirectory() as c:
-        cases = [("cold", a, {}), ("warm", a, {}), ("cold, Triton's timer", b, {"FUZZYTOK_TUNE_GRAPH": "0"}),
-                 (f"cold, {args.threads} compile threads", c, {"FUZZYTOK_PARALLEL_COMPILE": str(args.threads)})]
+        serial = {"FUZZYTOK_PARALLEL_COMPILE": "0"}  # the compile-ahead threads are on by default
+        every = {"cold": ("cold", a, serial), "warm": ("warm", a, serial),
+                 "timer": ("cold, Triton's timer", b, {**serial, "FUZZYTOK_TUNE_GRAPH": "0"}),
+                 "threads": (f"cold, {args.threads} compile threads", c, {"FUZZYTOK_PARALLEL_COMPILE": str(args.threads)})}
+        picked = [k.strip() for k in args.cases.split(",") if k.strip()]
+        if unknown := [k for k in picked if k not in every]:
+            raise SystemExit(f"--cases: unknown case {unknown[0]!r} (one of {', '.join(every)})")
+        cases = [every[k] for k in picked]
         print(f"FuzzyTok front end (3 blocks x (1, 2, 4), C 256 -> 384), {args.windows} windows of "
               f"{args.context} bytes, bf16 autocast; a fresh process per case")
         for name, cache, env in cases:

@@ -26,7 +26,9 @@ def bytes_per_segment(n_bytes: float, n_segments: float) -> float:
 def check_tiling(segments: Sequence[int], n_scored: int, where: str = "") -> None:
     """Raise AssertionError (an encoder bug, not bad input — like ``UnitNLL.byte_nll``'s check)
     unless ``segments`` (byte lengths, each ≥ 1) sum to ``n_scored``."""
-    if any(int(s) < 1 for s in segments) or sum(int(s) for s in segments) != n_scored:
+    # map/min/sum run at C speed: this runs per scored window on the scoring loop's thread
+    lengths = list(map(int, segments))
+    if (lengths and min(lengths) < 1) or sum(lengths) != n_scored:
         raise AssertionError(f"segments{' of ' + where if where else ''} do not tile the "
-                         f"{n_scored} scored bytes: {len(segments)} segments summing to "
-                         f"{sum(int(s) for s in segments)} (lengths must be ≥ 1)")
+                         f"{n_scored} scored bytes: {len(lengths)} segments summing to "
+                         f"{sum(lengths)} (lengths must be ≥ 1)")

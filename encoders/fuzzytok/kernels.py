@@ -660,14 +660,29 @@ def _block_kernel(x_ptr, w_ptr, b_ptr, d_ptr, y_ptr, s_ptr, B, T, HALO,
 
 # FUZZYTOK_THIN=0 (or ``kernels.THIN = False``) sends every launch through the wrappers.
 THIN = os.environ.get("FUZZYTOK_THIN", "1") != "0"
-# FUZZYTOK_PARALLEL_COMPILE=N (N >= 2) compiles a new key's pruned configs in N threads before
-# the autotuner times them (Triton's ``AsyncCompileMode``; the autotuner then finds them
-# compiled). Why: a cold FuzzyTok first step on an H200 was 24.7 s of which ~23 s compiling 23
-# kernels one by one (BENCHMARKS.md, session 10), and Triton's compiler releases the GIL (2
-# threads compiled these configs ~1.7x faster on 2 cores: benchmarks/triton_parallel_compile.py).
-# Off by default until measured on a GPU (benchmarks/fuzzytok_cold.py has the case); any error
-# in it is skipped, and the autotuner compiles what is missing as before.
-PARALLEL_COMPILE = int(os.environ.get("FUZZYTOK_PARALLEL_COMPILE", "0") or "0")
+# FUZZYTOK_PARALLEL_COMPILE=N compiles a new key's pruned configs in N threads before the
+# autotuner times them (Triton's ``AsyncCompileMode``; the autotuner then finds them compiled).
+# Default: min(8, usable CPUs); 0 or 1 turns it off. Why: a cold FuzzyTok first step on an H200
+# was 24.7 s, ~23 s of it compiling 23 kernels one by one, and Triton's compiler releases the GIL.
+# Measured on an H200 (BENCHMARKS.md, session 11; benchmarks/fuzzytok_cold.py --cases
+# cold,threads): the standard front end's cold first step 23.3 -> 9.7 s with 8 threads, the same
+# 23 kernels compiled and the same loss to the last digit (the autotuner times the same configs);
+# in the standard suite's run FuzzyTok's first step went 30.3 -> 19.1 s. Any error in it is
+# skipped, and the autotuner compiles what is missing as before.
+def _parallel_compile_threads() -> int:
+    """FUZZYTOK_PARALLEL_COMPILE, else min(8, the CPUs this process may run on)."""
+    raw = os.environ.get("FUZZYTOK_PARALLEL_COMPILE", "").strip()
+    if raw:
+        try:
+            return int(raw)
+        except ValueError:
+            raise ValueError(f"FUZZYTOK_PARALLEL_COMPILE={raw!r} is not a whole number "
+                             "(compile threads; 0 turns them off)") from None
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return min(8, cpus)
+
+
+PARALLEL_COMPILE = _parallel_compile_threads()
 
 
 def _spec_backend(jit: object, device: int) -> object:

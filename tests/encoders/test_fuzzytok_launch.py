@@ -202,3 +202,17 @@ def test_parallel_compile_switch_changes_no_number(monkeypatch: pytest.MonkeyPat
     ahead = _out_and_grads(conv, x, w, b, dy)
     for name, a, c in zip(["y", "dx", "dW", "db"], plain, ahead):
         assert torch.equal(a, c), name
+
+
+def test_parallel_compile_threads_default_and_switch(monkeypatch: pytest.MonkeyPatch) -> None:
+    """On by default with min(8, usable CPUs) threads; FUZZYTOK_PARALLEL_COMPILE=N sets N (0 off);
+    a value that is no whole number is a one-line error naming the variable."""
+    monkeypatch.delenv("FUZZYTOK_PARALLEL_COMPILE", raising=False)
+    assert kn._parallel_compile_threads() == min(8, len(os.sched_getaffinity(0)))
+    monkeypatch.setenv("FUZZYTOK_PARALLEL_COMPILE", "0")
+    assert kn._parallel_compile_threads() == 0
+    monkeypatch.setenv("FUZZYTOK_PARALLEL_COMPILE", " 3 ")
+    assert kn._parallel_compile_threads() == 3
+    monkeypatch.setenv("FUZZYTOK_PARALLEL_COMPILE", "lots")
+    with pytest.raises(ValueError, match=r"FUZZYTOK_PARALLEL_COMPILE='lots' is not a whole number"):
+        kn._parallel_compile_threads()

@@ -231,3 +231,26 @@ def test_an_early_stop_of_the_pretokenized_bpe_feed_ends_its_workers() -> None:
     while children() - before and time.time() < deadline:
         time.sleep(0.05)
     assert not children() - before
+
+
+def test_wire_round_trip_keeps_structure_and_plain_lists() -> None:
+    """A batch crosses the pipe as numpy arrays (``_to_wire``) and comes back as tensors with the
+    same values; lists of plain values (a BPE batch's segments) are left as they are — the same
+    objects, not walked element by element — and tuples stay tuples."""
+    import pickle
+
+    from encoders.base import TensorBatch
+    from harness.accel import _from_wire, _to_wire
+
+    segs = [[3, 1, 2], [6], []]
+    batch = TensorBatch({"inputs": torch.arange(6).view(2, 3), "w": torch.tensor([0.5, 1.5])},
+                        meta={"segments": segs, "units": 6, "pair": (torch.ones(2), "x")})
+    wired = _to_wire(batch)
+    # each window's list holds nothing to map: passed on as it is, not walked
+    assert all(a is b for a, b in zip(wired.meta["segments"], segs, strict=True))
+    back = _from_wire(pickle.loads(pickle.dumps(wired)))
+    assert torch.equal(back["inputs"], torch.arange(6).view(2, 3)) and back["inputs"].dtype == torch.int64
+    assert torch.equal(back["w"], torch.tensor([0.5, 1.5]))
+    assert back.meta["segments"] == [[3, 1, 2], [6], []] and back.meta["units"] == 6
+    pair = back.meta["pair"]
+    assert isinstance(pair, tuple) and torch.equal(pair[0], torch.ones(2)) and pair[1] == "x"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import random
 
+import numpy as np
 import pytest
 import torch
 
@@ -70,8 +71,13 @@ def test_segments_that_do_not_tile_are_an_error() -> None:
 
 def test_one_definition_of_bytes_per_segment() -> None:
     check_tiling([3, 2], 5)
+    check_tiling(np.array([3, 2]), 5)  # lengths as numpy or torch integers too
+    check_tiling(torch.tensor([4, 1]), 5)
+    check_tiling([], 0)
     with pytest.raises(AssertionError):
         check_tiling([3, 0, 2], 5)
+    with pytest.raises(AssertionError, match="2 segments summing to 4"):
+        check_tiling([3, 1], 5)
     assert bytes_per_segment(10, 4) == 2.5
     assert bytes_per_segment(10, 0) != bytes_per_segment(10, 0)  # NaN
     t = CellTotals()
