@@ -244,7 +244,19 @@ def _start_workers(fn: Callable[[Any], Any], processes: int, stage: str) -> list
     shared-memory file descriptors)."""
     import torch.multiprocessing  # noqa: F401 - the reductions for the rare bfloat16 tensor
 
-    return start_workers(fn, processes, stage, encode=_to_wire)
+    return start_workers(fn, processes, stage, encode=_to_wire, setup=one_torch_thread)
+
+
+def one_torch_thread() -> None:
+    """A forked worker's setup: one intra-op torch thread, as torch's own DataLoader workers do.
+
+    Why: a forked worker inherits the parent's thread count (16 on the H200 host), so eight
+    collation workers could run up to 128 OpenMP threads for the torch ops above torch's parallel
+    grain (the byte model's training batch fills 256 x 1024 tensors) and contend for the cores the
+    training or scoring loop launches kernels from. Not measured on a GPU host (on the 2-core VM
+    it changes no timing); BPE's collation is numpy and unaffected. Collation does integer and
+    copy work only (BLT patches on the device), so no number changes."""
+    torch.set_num_threads(1)
 
 
 def ordered_pool_map(fn: Callable[[Any], Any], items: Iterator[Any], processes: int,
@@ -303,7 +315,8 @@ def pool_map(fn: Callable[[Any], Any], tasks: Sequence[Any], processes: int, sta
     got its task a ``TimeoutError``. ``fn`` must be pure CPU work (perturbation)."""
     if min(processes, len(tasks)) > 1:
         import torch.multiprocessing  # noqa: F401 - the reductions for the rare bfloat16 tensor
-    return _pool_map(fn, tasks, processes, stage, unit, limit=stall_seconds(), encode=_to_wire, decode=_from_wire)
+    return _pool_map(fn, tasks, processes, stage, unit, limit=stall_seconds(), encode=_to_wire, decode=_from_wire,
+                     setup=one_torch_thread)
 
 
 def collate_processes(device: torch.device) -> int:

@@ -254,3 +254,15 @@ def test_wire_round_trip_keeps_structure_and_plain_lists() -> None:
     assert back.meta["segments"] == [[3, 1, 2], [6], []] and back.meta["units"] == 6
     pair = back.meta["pair"]
     assert isinstance(pair, tuple) and torch.equal(pair[0], torch.ones(2)) and pair[1] == "x"
+
+
+def test_workers_run_one_torch_thread() -> None:
+    """Forked collation and perturbation workers use one intra-op thread (as DataLoader workers
+    do), whatever the parent's count; the parent keeps its own."""
+    from harness.accel import pool_map
+
+    before = torch.get_num_threads()
+    threads = list(ordered_pool_map(lambda _: torch.get_num_threads(), iter(range(3)), 2, stage="t"))
+    assert threads == [1, 1, 1]
+    assert pool_map(lambda _: torch.get_num_threads(), [0, 1, 2], 2, stage="t") == [1, 1, 1]
+    assert torch.get_num_threads() == before
