@@ -412,8 +412,8 @@ def _analysis_timing(runner: Runner, train: Any, sample: list[EvalSet],
                      tokenizers: dict[str, Any]) -> tuple[float, float, float]:
     """(fit seconds, first rows' seconds, seconds per document row of a cell) of the suite's analyses: ``fit`` on the
     whole training part, as the run does (with the BPE tokenizers the dry run fitted on its
-    sample: the morphology analysis borrows a BPE encoder's boundaries), then ``rows`` on the
-    sample documents, per mode (clean_target scores only ``eval.target_bytes``)."""
+    sample: the morphology analysis borrows a BPE encoder's boundaries), then ``cell_buckets`` of
+    the sample documents, per eval set and mode (clean_target scores only ``eval.target_bytes``)."""
     suite = runner.suite
     if not suite.analyses:
         return 0.0, 0.0, 0.0
@@ -427,13 +427,15 @@ def _analysis_timing(runner: Runner, train: Any, sample: list[EvalSet],
         n = 0
         for es in sample:
             for mode in suite.eval.modes:
+                spans = []
                 for doc in docs_of(es):
                     scored = doc.data if mode == "full" else doc.data[: suite.eval.target_bytes]
-                    for spec in suite.analyses:
-                        a = spec.config
-                        if not a.datasets or es.part.name in a.datasets:
-                            a.rows(doc, scored, np.zeros(len(scored)))
-                    n += 1
+                    spans.append((doc, scored, np.zeros(len(scored))))
+                for spec in suite.analyses:  # a cell's buckets at once, as the run sums them
+                    a = spec.config
+                    if not a.datasets or es.part.name in a.datasets:
+                        a.cell_buckets(spans)
+                n += len(spans)
         return n
 
     # The first rows of a language train its segmenter (lazily, in the run's first cell): a

@@ -799,7 +799,7 @@ class Runner:
         live = [p for p in plan if p is not None]
         totals = CellTotals()
         samples = []
-        buckets: dict[tuple[str, str], list[float]] = defaultdict(lambda: [0, 0, 0.0])
+        buckets: dict[tuple[str, str], list[float]] = {}
         keys = {"encoder": spec.label, "encoder_name": spec.name, "seed": seed, "dataset": es.part.name,
                 "language": es.language, "script": es.script or "", "perturbation": pspec.name,
                 "perturbation_id": pspec.id, "severity": pspec.severity, "mode": mode}
@@ -825,14 +825,12 @@ class Runner:
                 if cut < len(scored):
                     row["byte_nll_truncated"] = True
             samples.append(row)
-            for a in analyses:
-                if a.datasets and es.part.name not in a.datasets:
-                    continue
-                for r in a.rows(doc, scored, sc.byte_nll):
-                    b = buckets[(a.registry_name, r.bucket)]
-                    b[0] += r.n_words
-                    b[1] += r.n_bytes
-                    b[2] += r.nll_nats
+        spans = [(p.doc, p.item.scored_bytes, sc.byte_nll) for p, sc in zip(live, scores)]
+        for a in analyses:
+            if a.datasets and es.part.name not in a.datasets:
+                continue
+            for b, v in a.cell_buckets(spans).items():  # summed over the documents in plan order
+                buckets[(a.registry_name, b)] = list(v)
         m = cell_metrics(totals, es.script)
         row = {**keys, **m, "token_unit": enc.unit, "segment_unit": enc.segment, "kind": "model",
                "objective": getattr(enc, "objective", "ar"), **permutation_columns(spec.permutation)}

@@ -44,3 +44,18 @@ class Analysis:
         """Buckets for one scored span. scored: the exact bytes scored (clean text in clean_target
         mode; the perturbed text in full mode); byte_nll: (len(scored),) float64 nats per byte."""
         raise NotImplementedError
+
+    def cell_buckets(self, spans: Sequence[tuple[Document, bytes, np.ndarray]]) -> dict[str, tuple[int, int, float]]:
+        """One cell's buckets: {bucket: (words, bytes, NLL nats)} summed over ``spans`` (document,
+        scored bytes, per-byte NLL as in ``rows``) in their order — each document's ``rows`` added
+        one after another, so the NLL sums are the same floats whoever computes them. A bucket
+        is present when some document has words in it. Analyses may override this with a faster
+        computation of the same numbers (``MorphologyAnalysis`` does)."""
+        out: dict[str, list[Any]] = {}
+        for doc, scored, byte_nll in spans:
+            for r in self.rows(doc, scored, byte_nll):
+                b = out.setdefault(r.bucket, [0, 0, 0.0])
+                b[0] += r.n_words
+                b[1] += r.n_bytes
+                b[2] += r.nll_nats
+        return {k: (v[0], v[1], v[2]) for k, v in out.items()}

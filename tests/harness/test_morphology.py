@@ -156,6 +156,30 @@ def test_rows_equal_the_per_word_loop_to_the_last_bit() -> None:
     assert all(type(r.n_words) is int and type(r.nll_nats) is float for r in rows)
 
 
+def test_cell_buckets_equal_rows_added_document_by_document_to_the_last_bit() -> None:
+    # The run sums a cell's buckets with cell_buckets (one bincount over (document, bucket) bins);
+    # the reference is the base class's loop: each document's rows added in order, as the run
+    # did before. Documents of different lengths and buckets, one without words, one in a
+    # language without a segmenter, NLLs of many magnitudes (so summation order would show).
+    from harness.analyses.base import Analysis
+
+    a = _fitted([4, 7, 9, 15, 16, 19])
+    rng = np.random.default_rng(1)
+    texts = [b"walking, walked zebras", b"zebras walk walking " * 5, b"walked", b"12345 !!",
+             "東京 walked".encode(), b"walking " * 40, b"Xyzzy plugh walked"]
+    langs = ["en", "en", "en", "en", "en", "en", "qqq"]
+    spans = [(Document(id=f"d{i}", data=t, language=lg), t, rng.random(len(t)) * 10.0 ** rng.integers(-3, 4, len(t)))
+             for i, (t, lg) in enumerate(zip(texts, langs))]
+    fast = a.cell_buckets(spans)
+    ref = Analysis.cell_buckets(a, spans)
+    assert fast == ref and list(sorted(fast)) == sorted(ref)
+    assert all(type(v[0]) is int and type(v[1]) is int and type(v[2]) is float for v in fast.values())
+    assert "morphs:no-segmenter" in fast and fast["bpe:single"][0] > 0
+    assert a.cell_buckets([]) == {} and a.cell_buckets(spans[3:4]) == {}  # no words: no buckets
+    with pytest.raises(ValueError, match="NLL values"):
+        a.cell_buckets([(spans[0][0], spans[0][1], np.zeros(3))])
+
+
 def test_prepare_in_processes_gives_the_tables_rows_would_compute() -> None:
     texts = [b"walking, walked zebras", b"zebras walk walking " * 5, b"walked"]
     docs = [Document(id=f"d{i}", data=t, language="en") for i, t in enumerate(texts)]
