@@ -13,7 +13,6 @@ the same documents, so one draw of documents serves both — that is the paired 
 
 from __future__ import annotations
 
-import itertools
 import math
 from collections.abc import Callable, Sequence
 
@@ -31,6 +30,18 @@ def ratio_bpb(nll_nats: np.ndarray, n_bytes: np.ndarray) -> float:
     return float(np.sum(nll_nats)) / (LN2 * den) if den > 0 else math.nan
 
 
+# Document draws a bootstrap chunk takes at once (resamples × documents): a chunk's indices and
+# gathered values are 256 KB each. Four times that took 2-4× as long for the same work on the
+# 2-core VM (fresh pages for every array: benchmarks/results/report_stats_cpu_s12.log).
+_BOOT_CHUNK_CELLS = 1 << 15
+
+
+def _index_dtype(n: int) -> type[np.integer]:
+    """The smallest integer dtype ``rng.integers(0, n)`` can draw into: 16-bit draws take half the
+    generator's output of the default int64 ones (numpy's bounded draws are exact either way)."""
+    return np.uint16 if n <= 1 << 16 else np.int64
+
+
 def resample_sums(
     groups: Sequence[np.ndarray], n_boot: int, rng: np.random.Generator
 ) -> np.ndarray:
@@ -39,7 +50,13 @@ def resample_sums(
     groups: one ``(n_docs_s, K)`` float array per seed (its documents' per-document sums).
     With one group, documents are resampled with replacement; with S > 1 groups, each replicate
     draws S seeds with replacement and, for every drawn seed independently, its documents.
-    Returns ``(n_boot, K)``.
+    Returns ``(n_boot, K)`` float64, in the units of the columns.
+
+    Draws: for S > 1 first ``(n_boot, S)`` seed slots; then, per seed in order, the replicates
+    that drew it (a replicate that drew a seed twice gets two independent resamples), in chunks
+    of ``max(1, _BOOT_CHUNK_CELLS // n)`` resamples, each chunk one ``(rows, n)`` draw of document
+    indices. A resample's sums are its drawn documents' values gathered and summed column by
+    column: no BLAS, so no thread count can change a float (``processes`` gives the same tables).
     """
     groups = [np.asarray(g, dtype=float) for g in groups if len(g)]
     if not groups:
@@ -52,19 +69,24 @@ def resample_sums(
         slots = rng.integers(0, n_seeds, size=(n_boot, n_seeds))
     out = np.zeros((n_boot, k))
     for s, g in enumerate(groups):
-        rows, _ = np.nonzero(slots == s)
+        rows, _ = np.nonzero(slots == s)  # replicates that drew seed s, once per draw
         if len(rows) == 0:
             continue
         n = g.shape[0]
-        # Per replicate, how often each document is drawn (a resample of size n with
-        # replacement), built with one bincount per chunk; then counts @ g sums the columns.
-        chunk = max(1, 2_000_000 // n)  # bounded memory for large eval sets
+        cols = np.ascontiguousarray(g.T)  # (K, n): each column contiguous for its gather
+        chunk = max(1, _BOOT_CHUNK_CELLS // n)
+        sums = np.empty((len(rows), k))
         for c0 in range(0, len(rows), chunk):
-            r = rows[c0:c0 + chunk]
-            draws = rng.integers(0, n, size=(len(r), n))
-            flat = (draws + (np.arange(len(r)) * n)[:, None]).ravel()
-            counts = np.bincount(flat, minlength=len(r) * n).reshape(len(r), n)
-            np.add.at(out, r, counts @ g)
+            m = min(chunk, len(rows) - c0)
+            draws = rng.integers(0, n, size=(m, n), dtype=_index_dtype(n))  # (m, n) documents
+            draws = draws.astype(np.intp)  # once here, not inside take() once per column
+            for j in range(k):
+                # mode="clip": every index is in [0, n) already; skips take's bounds check
+                sums[c0:c0 + m, j] = cols[j].take(draws, mode="clip").sum(axis=1)
+        if n_seeds == 1:
+            out += sums  # every replicate drew the one seed once, in row order
+        else:
+            np.add.at(out, rows, sums)
     return out
 
 
@@ -108,11 +130,58 @@ def seed_mean_sd(per_seed_bpb: Sequence[float]) -> tuple[float, float]:
     return (float(x.mean()), float(x.std(ddof=1)) if len(x) > 1 else math.nan)
 
 
+# Sign patterns a Monte Carlo chunk draws at once: ≤ 4 MiB of pattern bytes per chunk (a test of
+# 600 documents draws its 10,000 patterns in one).
+_PERM_CHUNK_BYTES = 1 << 22
+
+
+def _byte_tables(c: np.ndarray) -> np.ndarray:
+    """Per 8-unit group, the statistic's part under each of the 256 sign patterns of its units.
+
+    c: ``(n,)`` contributions to T. Returns ``(ceil(n / 8), 256)``: ``[j, b]`` = Σ_k s_k(b) ·
+    c[8j + k], summed in order k = 0…7, with s_k(b) = −1 where bit k of b is set (the encoder
+    labels of that unit swapped), else +1; units past n count 0. Then a whole pattern's
+    T* = Σ_j table[j, byte_j]: one lookup per 8 units instead of 8 products. Built by doubling
+    (the entries with bit k set are those without it, minus c_k), elementwise in a fixed order
+    and without BLAS, so the floats never depend on threads.
+    """
+    n_bytes = -(-len(c) // 8)
+    c8 = np.zeros(n_bytes * 8)
+    c8[:len(c)] = c
+    c8 = c8.reshape(n_bytes, 8)
+    table = np.column_stack([c8[:, 0], -c8[:, 0]])  # (n_bytes, 2): bit 0 clear, set
+    for k in range(1, 8):
+        table = np.concatenate([table + c8[:, k, None], table - c8[:, k, None]], axis=1)
+    return table
+
+
+def _pattern_stats(table: np.ndarray, pattern_bytes: np.ndarray) -> np.ndarray:
+    """T* of sign patterns given as bytes: ``pattern_bytes`` ``(n_bytes, m)`` uint8, column i the
+    i-th pattern (bit k of row j: the sign of unit 8j + k); ``table`` from ``_byte_tables``.
+    Returns ``(m,)`` float64, summed over the byte groups in order (deterministic)."""
+    t = table[0].take(pattern_bytes[0])
+    part = np.empty_like(t)
+    for j in range(1, table.shape[0]):
+        t += table[j].take(pattern_bytes[j], out=part, mode="clip")  # a byte is always in range
+    return t
+
+
+def _random_bytes(rng: np.random.Generator, size: int) -> np.ndarray:
+    """``(size,)`` uint8 of fair random bits: the generator's raw 64-bit words (full-range
+    ``integers``: no rejection) as little-endian bytes, the same on every machine. ``rng.bytes``
+    (32-bit draws, then a copy to ``bytes``) took 7× as long on the VM."""
+    words = rng.integers(0, np.iinfo(np.uint64).max, size=-(-size // 8), dtype=np.uint64,
+                         endpoint=True)
+    return words.astype("<u8", copy=False).view(np.uint8)[:size]
+
+
 def paired_permutation_test(
     diff_bits: np.ndarray,
     weights: np.ndarray,
     n_perm: int = 10000,
     rng: np.random.Generator | None = None,
+    *,
+    exact_max_units: int = EXACT_PERMUTATION_MAX_UNITS,
 ) -> float:
     """Two-sided byte-weighted paired permutation (sign-flip) test of "no difference".
 
@@ -120,9 +189,15 @@ def paired_permutation_test(
     document; weights: (n,) its bytes. The statistic T = Σ w·d / Σ w is exactly the difference of
     the pooled ratios, so the test is about the quantity the report shows. Under H0 the encoder
     labels are exchangeable within a document, i.e. each d flips sign. Exact enumeration of all
-    2^n sign patterns for n ≤ EXACT_PERMUTATION_MAX_UNITS, else ``n_perm`` random patterns with
-    p = (1 + #{|T*| ≥ |T|}) / (1 + n_perm); when no random pattern reaches |T|, the Hoeffding
-    bound 2·exp(−T² / (2 Σ c²)) if it is smaller (a rigorous upper bound on the exact p).
+    2^n sign patterns for n ≤ ``exact_max_units`` (default EXACT_PERMUTATION_MAX_UNITS), else
+    ``n_perm`` random patterns with p = (1 + #{|T*| ≥ |T|}) / (1 + n_perm); when no random pattern
+    reaches |T|, the Hoeffding bound 2·exp(−T² / (2 Σ c²)) if it is smaller (a rigorous upper
+    bound on the exact p).
+
+    A random pattern is n fair random bits, one a unit (drawing one integer a sign cost most of
+    the test's time): chunks of m patterns as ``(ceil(n / 8), m)`` bytes from ``_random_bytes``,
+    column i the i-th pattern. Its T* is a sum of one table lookup per 8 units
+    (``_byte_tables``), with no BLAS, so the result is the same in any process and thread count.
     """
     d = np.asarray(diff_bits, dtype=float)
     w = np.asarray(weights, dtype=float)
@@ -136,19 +211,23 @@ def paired_permutation_test(
     if t_obs == 0:
         return 1.0
     tol = 1e-12 * max(1.0, t_obs)  # equal statistics must count as "as extreme"
-    if n <= EXACT_PERMUTATION_MAX_UNITS:
-        signs = np.array(list(itertools.product((1.0, -1.0), repeat=n)))  # (2^n, n)
-        t = np.abs(signs @ c)
+    table = _byte_tables(c)
+    if n <= exact_max_units:
+        # every pattern once: pattern i flips unit u where bit u of i is set
+        patterns = np.arange(2**n, dtype=np.uint64)
+        shifts = 8 * np.arange(table.shape[0], dtype=np.uint64)
+        pattern_bytes = ((patterns[None, :] >> shifts[:, None]) & 0xFF).astype(np.uint8)
+        t = np.abs(_pattern_stats(table, pattern_bytes))
         return float(np.mean(t >= t_obs - tol))
     rng = rng or np.random.default_rng(0)
+    n_bytes = table.shape[0]
+    chunk = max(1, _PERM_CHUNK_BYTES // n_bytes)  # bounded memory for very large n
     hits = 0
     done = 0
-    chunk = 2000  # bounded memory: chunk × n signs at a time
     while done < n_perm:
         m = min(chunk, n_perm - done)
-        flips = rng.integers(0, 2, size=(m, n), dtype=np.int8)  # 1 = swap labels in that unit
-        t = c.sum() - 2.0 * (flips @ c)  # Σ s·c with s = 1 − 2·flip
-        hits += int(np.sum(np.abs(t) >= t_obs - tol))
+        pattern_bytes = _random_bytes(rng, n_bytes * m).reshape(n_bytes, m)
+        hits += int(np.count_nonzero(np.abs(_pattern_stats(table, pattern_bytes)) >= t_obs - tol))
         done += m
     if hits == 0:
         # The Monte Carlo floor 1/(1 + n_perm) would cap every significant result and, after Holm

@@ -1,7 +1,9 @@
-"""Statistics against hand-computed values."""
+"""Statistics against hand-computed values, exact enumerations, scipy, and plain-loop references
+of the same random draws."""
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
@@ -9,6 +11,7 @@ import pytest
 from scipy import stats as sps
 
 from reports import stats
+from reports.pool import fork_map
 
 LN2 = math.log(2.0)
 
@@ -91,6 +94,146 @@ def test_permutation_monte_carlo_and_hoeffding_tail() -> None:
     p_mc = stats.paired_permutation_test(d, np.ones(40), n_perm=20000, rng=rng)
     z = abs(d.sum()) / math.sqrt(np.sum(d * d))
     assert p_mc == pytest.approx(math.erfc(z / math.sqrt(2)), abs=0.03)
+
+
+def _exact_p(d: np.ndarray, w: np.ndarray) -> float:
+    """Reference: the two-sided sign-flip p of T = Σ w·d / Σ w over all 2^n patterns, by brute
+    force with plain Python floats (no shared code with reports.stats)."""
+    c = [float(x) for x in d * w / w.sum()]
+    t_obs = abs(sum(c))
+    hits = sum(abs(sum(s * x for s, x in zip(signs, c))) >= t_obs - 1e-12
+               for signs in itertools.product((1.0, -1.0), repeat=len(c)))
+    return hits / 2 ** len(c)
+
+
+def _weak_effect(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """n per-document BPB differences with a small positive shift, on a grid of 1/64 bit, and
+    whole-byte log-normal weights: p-values spread over (0, 1), away from the ends where Monte
+    Carlo is trivially right; d·w·64 are whole numbers (exact float sums, real ties)."""
+    rng = np.random.default_rng(seed)
+    return np.round(rng.normal(0.25, 1.0, n) * 64) / 64, np.round(rng.lognormal(5.0, 0.8, n)) + 1.0
+
+
+@pytest.mark.parametrize("n", [10, 11, 12, 13, 14])
+def test_permutation_matches_full_enumeration_and_scipy(n: int) -> None:
+    """The exact path, scipy's exact sign-flip test and the Monte Carlo path (forced on the same
+    small n) against a brute-force enumeration of all 2^n patterns. Monte Carlo: 10,000 patterns,
+    so its p is within 4.5 binomial standard deviations (+ the 1/(1 + n_perm) offset) of the
+    exact one; n = 9…13 also exercise byte groups padded with units that do not exist."""
+    n_perm = 10000
+    for seed in range(3):
+        d, w = _weak_effect(n, 100 * n + seed)
+        exact = _exact_p(d, w)
+        assert stats.paired_permutation_test(d, w) == pytest.approx(exact, abs=1e-12)
+        # scipy: one sample, permutation_type="samples" flips signs; every pattern once (exact);
+        # its two-sided p (2 × the smaller tail) equals P(|T*| ≥ |T|) since T* is symmetric. It
+        # gets T·64·Σw (whole numbers): its tie tolerance is relative 1e-14, tighter than the
+        # rounding of the pattern that *is* the data when T is near 0, which it would miss.
+        ref = sps.permutation_test((d * 64 * w,), np.sum, permutation_type="samples", vectorized=True,
+                                   n_resamples=np.inf, alternative="two-sided", axis=-1).pvalue
+        assert exact == pytest.approx(ref, abs=1e-12)
+        p_mc = stats.paired_permutation_test(d, w, n_perm, np.random.default_rng(seed),
+                                             exact_max_units=0)
+        sd = math.sqrt(exact * (1 - exact) / n_perm)
+        assert abs(p_mc - exact) <= 4.5 * sd + 1 / (n_perm + 1), (seed, exact, p_mc)
+
+
+def test_permutation_monte_carlo_is_the_documented_bits() -> None:
+    """The Monte Carlo p equals a plain ±1 matrix product over the very patterns the docstring
+    describes: the generator's 64-bit words as bytes, (ceil(n / 8), n_perm) of them, pattern i in
+    column i, bit k of byte row j set = unit 8j + k flips sign (little-endian bits). Pins the
+    table lookups (``_byte_tables``) to the direct statistic and the stream to its description."""
+    n, n_perm = 203, 3000  # not a multiple of 8: the last byte's high bits are padding
+    d, w = _weak_effect(n, 7)
+    d = d * 0.4  # p of a few percent: hits in both tails, but not all patterns
+    p = stats.paired_permutation_test(d, w, n_perm, np.random.default_rng(11))
+    n_bytes = -(-n // 8)
+    words = np.random.default_rng(11).integers(0, 2**64 - 1, size=-(-n_bytes * n_perm // 8),
+                                               dtype=np.uint64, endpoint=True)
+    raw = words.astype("<u8").view(np.uint8)[:n_bytes * n_perm]
+    by_pattern = raw.reshape(n_bytes, n_perm).T  # (n_perm, n_bytes)
+    flips = np.unpackbits(by_pattern, axis=1, bitorder="little")[:, :n]  # (n_perm, n)
+    c = d * w / w.sum()
+    t = (1.0 - 2.0 * flips) @ c
+    hits = int(np.sum(np.abs(t) >= abs(c.sum()) - 1e-12))
+    assert 0 < hits < n_perm
+    assert p == (1 + hits) / (1 + n_perm)
+
+
+def test_permutation_and_bootstrap_same_in_any_process() -> None:
+    """Same generator seed, same numbers: on repeated calls and in forked workers (one BLAS
+    thread there, all of them here), bit for bit — the report's tables rely on it."""
+    d, w = _weak_effect(600, 3)
+    d = d - 0.2  # a shift of about one standard error: p neither ~0 nor ~1
+    g = np.column_stack([np.abs(d) * w, w, d * d * w])
+
+    def task(i: int) -> tuple[float, np.ndarray]:
+        return (stats.paired_permutation_test(d, w, 10000, np.random.default_rng(i % 2)),
+                stats.resample_sums([g[:250], g[250:]] if i >= 2 else [g], 500,
+                                    np.random.default_rng(5)))
+
+    serial = [task(i) for i in range(4)]
+    for got in (fork_map(task, 4, 2, "test"), [task(i) for i in range(4)]):
+        for (p1, s1), (p2, s2) in zip(serial, got):
+            assert p1 == p2 and np.array_equal(s1, s2)
+    assert serial[0][0] != serial[1][0]  # another generator: other patterns, another p
+
+
+def _resample_sums_loop(groups: list[np.ndarray], n_boot: int, rng: np.random.Generator
+                        ) -> np.ndarray:
+    """Reference: ``resample_sums``'s documented draws consumed one replicate at a time, each
+    resample's documents summed by a Python loop over rows (no gathers, no chunked sums)."""
+    k = groups[0].shape[1]
+    slots = (np.zeros((n_boot, 1), dtype=int) if len(groups) == 1
+             else rng.integers(0, len(groups), size=(n_boot, len(groups))))
+    out = np.zeros((n_boot, k))
+    for s, g in enumerate(groups):
+        rows = [r for r in range(n_boot) for slot in slots[r] if slot == s]
+        n = len(g)
+        chunk = max(1, stats._BOOT_CHUNK_CELLS // n)
+        for c0 in range(0, len(rows), chunk):
+            block = rows[c0:c0 + chunk]
+            draws = rng.integers(0, n, size=(len(block), n), dtype=np.uint16)
+            for r, idx in zip(block, draws):
+                for i in idx:
+                    out[r] += g[i]
+    return out
+
+
+@pytest.mark.parametrize("sizes", [[150], [40, 70, 55], [300]])
+def test_resample_sums_matches_a_plain_loop(sizes: list[int]) -> None:
+    """Same draws, summed one document at a time: the same sums (to rounding). [300]: several
+    chunks (2^15 // 300 = 109 resamples a chunk); three seeds: the hierarchical slots."""
+    rng = np.random.default_rng(sum(sizes))
+    groups = [np.column_stack([rng.gamma(2.0, 300.0, n), rng.integers(50, 900, n).astype(float),
+                               rng.normal(0.0, 5.0, n)]) for n in sizes]
+    n_boot = 400 if sizes != [300] else 250
+    got = stats.resample_sums(groups, n_boot, np.random.default_rng(9))
+    ref = _resample_sums_loop(groups, n_boot, np.random.default_rng(9))
+    np.testing.assert_allclose(got, ref, rtol=1e-12, atol=1e-9)
+    assert np.all(got[:, 1] == np.rint(got[:, 1]))  # whole bytes stay whole
+
+
+def test_bootstrap_matches_the_sampling_distribution_of_a_mean() -> None:
+    """With every document one byte, BPB is the mean of nll / ln 2: the bootstrap's spread must
+    be the plug-in standard error σ̂/√n (4,000 resamples: ±1.1 % sd of its estimate), and 95 %
+    percentile CIs of fresh samples must cover the true mean about 95 % of the time."""
+    rng = np.random.default_rng(21)
+    n = 200
+    x = rng.exponential(1.5, n)  # bits per document, skewed
+    g = np.column_stack([x * LN2, np.ones(n)])
+    vals = stats.ratio_stat()(stats.resample_sums([g], 4000, np.random.default_rng(1)))
+    assert vals.std() == pytest.approx(x.std() / math.sqrt(n), rel=0.05)
+    assert vals.mean() == pytest.approx(x.mean(), abs=0.2 * x.std() / math.sqrt(n))
+    covered = 0
+    trials = 300
+    for t in range(trials):
+        y = rng.normal(2.0, 1.0, 80)
+        lo, hi = stats.bootstrap_ci([np.column_stack([y * LN2, np.ones(80)])],
+                                    stats.ratio_stat(), 1000, np.random.default_rng(t))
+        covered += lo <= 2.0 <= hi
+    # binomial sd at 0.95 over 300 trials: 1.3 %; the percentile interval undercovers slightly
+    assert 0.90 <= covered / trials <= 0.99
 
 
 def test_holm_hand_computed() -> None:
