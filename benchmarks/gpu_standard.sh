@@ -7,7 +7,9 @@
 # Expects (docs/gpu.md): the data cache unpacked at $TOKBENCH_CACHE (default ../.gpu/cache) — or,
 # when $GPU_DIR/standard-data.tar.gz exists (`tokbench data pack standard --slim`), that archive,
 # unpacked into /tmp/tokbench-cache — and wheels of missing packages in $GPU_DIR/wheels.
-# Writes $OUT/{dry_run.log,run.log,run.json,results.csv,speed.log}.
+# Writes $OUT/{dry_run.log,run.log,run.json,results.csv,speed.log}. DRY_ONLY=1: the dry run alone
+# (and $OUT/estimate.json); ESTIMATE=FILE: skip nothing, but start the run directory with that
+# estimate.json (two device calls: the dry run and the run each take minutes).
 source "$(dirname "$0")/gpu_common.sh"
 gpu_unpack standard
 export TOKBENCH_CACHE=${TOKBENCH_CACHE:-$GPU_DIR/cache}
@@ -18,6 +20,13 @@ gpu_env_log
 SETS=(--set "seeds=[0]")
 for s in "$@"; do SETS+=(--set "$s"); done
 [ -n "$SKIP_DRY" ] || timeout ${DRY_TIMEOUT:-300} python3 -m harness.cli run standard "${SETS[@]}" --device cuda --no-prepare --dry-run --out "$RUN" 2>&1 | tee "$OUT/dry_run.log"
+if [ -n "$DRY_ONLY" ]; then  # the estimate alone: a later call can carry it back (ESTIMATE=...)
+  cp "$RUN/estimate.json" "$OUT/" 2>/dev/null
+  exit 0
+fi
+if [ -n "$ESTIMATE" ]; then  # an estimate.json from an earlier call's dry run (DRY_ONLY=1) of the same tree
+  mkdir -p "$RUN" && cp "$ESTIMATE" "$RUN/estimate.json"
+fi
 timeout ${RUN_TIMEOUT:-400} python3 -m harness.cli run standard "${SETS[@]}" --device cuda --no-prepare --quiet --out "$RUN" 2>&1 | tee "$OUT/run.log"
 cp "$RUN/run.json" "$RUN/results.csv" "$OUT/" 2>/dev/null
 python3 - "$RUN/run.json" <<'PY' | tee "$OUT/speed.log"

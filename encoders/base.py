@@ -249,6 +249,11 @@ class Encoder(nn.Module, metaclass=ABCMeta):
     Config: ClassVar[type]
     unit: ClassVar[str] = "byte"  # name of the prediction unit, for token perplexity: byte | token
     segment: ClassVar[str] = "byte"  # name of the segment the sequence model steps over
+    # fit() reads only the training text and touches no device (a tokenizer's merges), and
+    # get_extra_state() holds all it learned: the harness may then fit a copy in another CPU
+    # process while other models train and hand the result over with set_extra_state(); fit()
+    # must recognise learned state of the same key and not learn it again.
+    host_fit: ClassVar[bool] = False
 
     def __init__(self, config: Any, backbone: BackboneConfig | None) -> None:
         super().__init__()

@@ -24,11 +24,18 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
+from core.forkpool import usable_cpus
 from core.metrics import bpb
 from core.schema import BUCKET_COLUMNS, RESULT_COLUMNS
 from encoders.base import Encoder, config_to_dict
 from harness import plugins
-from harness.accel import compile_backbones, gemm_tflops, prefer_flash_attention, want_compile
+from harness.accel import (
+    compile_backbones,
+    gemm_tflops,
+    one_torch_thread,
+    prefer_flash_attention,
+    want_compile,
+)
 from harness.batchscore import CachedRow, PlanCache, code_hash, perturb_many
 from harness.data import DataPart, char_boundary, load_data, source_context, training_windows
 from harness.fragility import (
@@ -41,6 +48,7 @@ from harness.fragility import (
 from harness.metrics import CellTotals, cell_metrics, count_words
 from harness.permutation import Permutation, variant_label
 from harness.perturb import apply
+from harness.planahead import FitOnDemand, PlanAhead, plan_ahead_wanted
 from harness.provenance import git_sha, hardware, package_versions, tokbench_version
 from harness.results import (
     RunDir,
@@ -61,6 +69,7 @@ from harness.suite import SCHEMA_VERSION, EncoderSpec, PerturbationSpec, Suite
 from harness.train import Checkpointer, fit_context, train_encoder
 from perturbations.base import Perturbation
 from perturbations.measure import EXACT_LIMIT, WINDOW, edit_rate, edit_rate_method
+from perturbations.morphology import MorfessorSegmenter
 from sources.base import Document
 from sources.script import detect_script
 
@@ -188,6 +197,9 @@ class Runner:
     """One run of one suite. Public entry: ``run()``."""
 
     dp: Any = None  # harness.distributed.DataParallel when each model trains across ranks
+    ahead: PlanAhead | None = None  # the plan-ahead process while it runs (harness.planahead)
+    fits_ahead: PlanAhead | None = None  # host-only encoder fits running ahead (start_fits_ahead)
+    plan_processes: int | None = None  # processes perturbing in plans(); None: every usable CPU
     writes_models = True  # False on the ranks of a data-parallel job other than rank 0
 
     def __init__(self, suite: Suite, opts: RunOptions) -> None:
@@ -260,8 +272,13 @@ class Runner:
         ctx = fit_context(train.docs, self.budget, self.device, seed, log=self.log,
                           progress=lambda what, n: self._bar(f"{spec.label} ({what})", n),
                           permuter=permuter)
+        ahead = self.fit_ahead_state(spec, seed) if enc.host_fit else None
+        if ahead:
+            enc.set_extra_state(ahead)  # fitted in the fit-ahead process: fit() below finds it
         try:
             fit = enc.fit(ctx) or {}
+            if ahead:
+                fit["fitted_ahead"] = True
         except (Exception, SystemExit) as e:  # one line naming the encoder
             if isinstance(e, (OSError, MemoryError)):
                 raise  # disk full and friends keep their own messages
@@ -341,6 +358,99 @@ class Runner:
             }
         return out
 
+    def plan_cells(self) -> list[tuple[PerturbationSpec, str]]:
+        """Every (perturbation, mode) of an eval set, clean first, in results.csv order."""
+        return [(pspec, mode) for pspec in [CLEAN, *self.suite.perturbations] for mode in self.suite.eval.modes]
+
+    def start_plan_ahead(self, data: Any) -> tuple[Instances | FitOnDemand, list[EvalSet]]:
+        """The eval sets, and the perturbation instances fitted on demand; when plan-ahead is on
+        (``harness.planahead``), a forked process starts fitting the perturbations and writing
+        every seed's plans into the plan cache while the models train (``self.ahead``; None when
+        off, and the caller fits the perturbations itself)."""
+        self.data_facts.update(data.facts)
+        self.train_part = data.train
+        evals = [EvalSet.of(e) for e in data.evals]
+        perts = FitOnDemand([(s.id, s.severity) for s in self.suite.perturbations],
+                            lambda: self.perturbation_instances(data.train, data.evals))
+        self.ahead = None
+        if not plan_ahead_wanted(self.device.type, self.opts.plan_cache):
+            return perts, evals
+
+        def work() -> dict[str, Any]:
+            t0 = time.perf_counter()
+            fitted = perts.fitted()
+            self.try_perturbations(fitted, data.evals)  # a failing plugin: raised in the parent
+            t1 = time.perf_counter()
+            self.plan_processes = max(1, usable_cpus() // 2)  # the other half: training's collation
+            for seed in self.suite.seeds:
+                for es in evals:
+                    self.plans(es, self.plan_cells(), fitted, seed)
+            # Morfessor models trained for the perturbations: the morphology analysis trains the
+            # same ones in the main process otherwise (same types and seed)
+            return {"fit_seconds": t1 - t0, "plans_seconds": time.perf_counter() - t1,
+                    "segmenters": MorfessorSegmenter.trained_models()}
+
+        self.ahead = PlanAhead(work, setup=one_torch_thread)
+        self.start_fits_ahead(data.train)
+        return perts, evals
+
+    def start_fits_ahead(self, train: DataPart) -> None:
+        """Under plan-ahead, a second forked process fits every encoder whose fit is host work
+        (``Encoder.host_fit``: BPE's merges, 3-6 s each on the H200 host) for the first seed, one
+        process per encoder, while the first models train; ``get_model`` hands each result to
+        its encoder (``set_extra_state``), whose ``fit`` then finds it done. The same merges as a
+        fit here (the encoder checks the key); any failure over there and the encoder is
+        fitted here, as without it."""
+        seed = self.suite.seeds[0]
+        specs = [s for s in self.training_order()
+                 if getattr(plugins.resolve("encoder", s.name, search_paths=[self.ctx.base_dir]), "host_fit", False)]
+        self.fits_ahead = None
+        if not specs:
+            return
+
+        def fit_one(spec: EncoderSpec) -> dict[str, Any]:
+            enc = self.build(spec, seed)
+            ctx = fit_context(train.docs, self.budget, torch.device("cpu"), seed, log=lambda s: None,
+                              permuter=permuter_for(spec.permutation, self.budget.context_bytes, seed))
+            enc.fit(ctx)
+            return enc.get_extra_state()
+
+        def work() -> dict[str, Any]:
+            t0 = time.perf_counter()
+            states = perturb_many(specs, fit_one, len(specs), stage="fit-ahead")
+            return {"seconds": time.perf_counter() - t0, "states": dict(zip((s.label for s in specs), states))}
+
+        self.fits_ahead = PlanAhead(work, setup=one_torch_thread)
+
+    def fit_ahead_state(self, spec: EncoderSpec, seed: int) -> dict[str, Any] | None:
+        """The state the fit-ahead process learned for ``spec`` (waiting for it), or None: not
+        fitted ahead (another seed, not host work, plan-ahead off) or failed there."""
+        if self.fits_ahead is None or seed != self.suite.seeds[0]:
+            return None
+        t0 = time.perf_counter()
+        try:
+            got = self.fits_ahead.wait()
+        except Exception as e:  # noqa: BLE001 - only a speed-up: fit here, where errors are named
+            self.log(f"[fit] fitting ahead failed ({type(e).__name__}); fitting here")
+            self.fits_ahead = None
+            return None
+        finally:
+            self._add_time("fit_ahead_wait_seconds", t0)
+        self.timings["fit_ahead_seconds"] = got["seconds"]
+        return got["states"].get(spec.label)
+
+    def wait_plan_ahead(self) -> None:
+        """Before the first scoring: wait for the plan-ahead process (its exception re-raised
+        here) and record its own seconds and how long scoring waited for it."""
+        if self.ahead is None or "plan_ahead_plans_seconds" in self.timings:
+            return
+        t0 = time.perf_counter()
+        got = self.ahead.wait()
+        self.timings["plan_ahead_wait_seconds"] = time.perf_counter() - t0
+        self.timings["plan_ahead_fit_seconds"] = got["fit_seconds"]
+        self.timings["plan_ahead_plans_seconds"] = got["plans_seconds"]
+        MorfessorSegmenter.adopt(got["segmenters"])
+
     def try_perturbations(self, perts: Instances, evals: list[DataPart]) -> None:
         """Perturb the start of the first eval document with every perturbation before training,
         so a plugin that raises in ``perturb()`` fails in seconds, not after training."""
@@ -410,31 +520,41 @@ class Runner:
         self.timings["data_seconds"] = data.seconds
         self.train_part = data.train
         self.eval_bytes = sum(e.n_bytes for e in data.evals)
+        t0 = time.perf_counter()
+        perts, evals = self.start_plan_ahead(data)
         self.gemm_tflops = gemm_tflops(self.device)  # the MFU ceiling, measured in this process
         self.rd.root.mkdir(parents=True, exist_ok=True)
         atomic_write_json(self.rd.root / "run.json", self.run_json("running"))
-        t0 = time.perf_counter()
-        perts, evals = self.scoring_inputs(data)
-        self.try_perturbations(perts, data.evals)
+        if self.ahead is None:
+            perts, evals = self.scoring_inputs(data)
+            self.try_perturbations(perts, data.evals)
         self.timings["perturb_fit_seconds"] = time.perf_counter() - t0
         cell_keys: list[str] = []
         t_train = t_score = 0.0
         self.timings["perturb_seconds"] = 0.0
-        for seed in self.suite.seeds:
-            t0 = time.perf_counter()
-            models = self.train_models(seed, data.train)
-            t_train += time.perf_counter() - t0
-            t0 = time.perf_counter()
-            self.fit_analyses(data.train, models)
-            self.timings["analyses_seconds"] = self.timings.get("analyses_seconds", 0.0) + time.perf_counter() - t0
-            t0 = time.perf_counter()
-            cell_keys += self.score_seed(seed, evals, models, perts)
-            t_score += time.perf_counter() - t0
-            del models
+        try:
+            for seed in self.suite.seeds:
+                t0 = time.perf_counter()
+                models = self.train_models(seed, data.train)
+                t_train += time.perf_counter() - t0
+                t0 = time.perf_counter()
+                self.fit_analyses(data.train, models)
+                self.timings["analyses_seconds"] = self.timings.get("analyses_seconds", 0.0) + time.perf_counter() - t0
+                self.wait_plan_ahead()
+                t0 = time.perf_counter()
+                cell_keys += self.score_seed(seed, evals, models, perts)
+                t_score += time.perf_counter() - t0
+                del models
+        finally:  # an error before scoring: the processes are not wanted
+            for proc in (self.ahead, self.fits_ahead):
+                if proc is not None:
+                    proc.stop()
         self.timings.update({"train_seconds": t_train, "score_seconds": t_score,
                              "score_forward_seconds": t_score - self.timings["perturb_seconds"]})
+        t0 = time.perf_counter()
         self.assemble(cell_keys)
         self.record_bytes_per_segment()
+        self.timings["assemble_seconds"] = time.perf_counter() - t0
         self.timings["total_seconds"] = time.perf_counter() - t_start
         atomic_write_json(self.rd.root / "run.json", self.run_json("finished"))
         if self.opts.report:
@@ -540,6 +660,8 @@ class Runner:
             enc, meta = self.get_model(spec, seed, train, flops_target)
             if self.budget.match == "flops" and flops_target is None:
                 flops_target = float(meta["total_flops"])
+            if self.ahead is not None:  # a perturbation plugin that failed there: stop now
+                self.ahead.check()
             models[spec.label] = TrainedModel(enc, meta, spec)
             self.record_encoder_facts(spec.label, spec, seed, meta)
             # run.json as the models finish: a killed run still shows what was trained, how fast
@@ -558,7 +680,7 @@ class Runner:
             self.analysis_facts[a.registry_name] = describe() if callable(describe) else {}
 
     def score_seed(self, seed: int, evals: list[EvalSet], models: dict[str, TrainedModel],
-                   perts: Instances) -> list[str]:
+                   perts: Instances | FitOnDemand) -> list[str]:
         """Score every cell of one seed that is not on disk yet; returns all the seed's cell keys
         (in results.csv order). Per eval set: perturb once (plan cache, several processes), then
         each model scores all its cells of the set in one packed job."""
@@ -624,16 +746,27 @@ class Runner:
                 wbar.close()
                 self._add_time("score_items_seconds", t0)
                 t0 = time.perf_counter()
-                k = 0
+                tasks, k = [], 0
                 for (pspec, mode, ck, todo), plan in zip(cells, plan_of):
                     n = sum(p is not None for p in plan)
                     if label in todo:
-                        cell = self.score_cell(model, es, pspec, mode, seed, plan, scores[k : k + n])
-                        cell["row"]["fingerprint"] = fp
-                        cell["row"].update(model.meta.get("sweep") or {})  # scaling columns of a grid point
-                        self.rd.save_cell(ck[label], cell)
-                        bar.update(1)
+                        tasks.append((pspec, mode, ck[label], plan, k, n))
                     k += n
+
+                def cell_work(i: int, tasks: list[Any] = tasks, model: TrainedModel = model, es: EvalSet = es,
+                              fp: str = fp, scores: list[Any] = scores) -> None:
+                    pspec, mode, key, plan, k, n = tasks[i]  # the children have it (fork): only i is sent
+                    cell = self.score_cell(model, es, pspec, mode, seed, plan, scores[k : k + n])
+                    cell["row"]["fingerprint"] = fp
+                    cell["row"].update(model.meta.get("sweep") or {})  # scaling columns of a grid point
+                    self.rd.save_cell(key, cell)
+
+                # A cell is its documents' scores summed, its samples and its analysis buckets:
+                # pure CPU work on this process's memory (28 s a standard seed on the H200 host,
+                # one cell after another), so forked processes share it out; each writes its own
+                # cells (atomic files, distinct names) and the numbers do not depend on where.
+                perturb_many(range(len(tasks)), cell_work, stage="cells")  # type: ignore[arg-type]
+                bar.update(len(tasks))
                 self._add_time("score_cells_seconds", t0)
                 # run.json as each model's cells land: a run killed later (in another model's
                 # scoring, or in the report) still shows where scoring's time went
@@ -702,7 +835,7 @@ class Runner:
                "mode": mode, **m, "kind": "baseline", **permutation_columns(perm)}
         return {"row": row, "samples": [], "buckets": []}
 
-    def plans(self, es: EvalSet, cells: list[tuple[PerturbationSpec, str]], perts: Instances,
+    def plans(self, es: EvalSet, cells: list[tuple[PerturbationSpec, str]], perts: Instances | FitOnDemand,
               seed: int) -> dict[tuple[str, float, str], list[PlanRow | None]]:
         """Perturb and cut every document of an eval set once per (perturbation, mode); the plan
         is shared by all encoders, so they score exactly the same bytes. Perturbed texts come from
@@ -712,21 +845,23 @@ class Runner:
         cache = PlanCache(self.ctx.cache_dir / "perturbed" if self.opts.plan_cache else None)
         keys: dict[tuple[str, float, str], str] = {}
         for pspec, mode in cells:
-            insts = perts.get((pspec.id, pspec.severity))
             keys[(pspec.id, pspec.severity, mode)] = cache.key(
                 data=es.part.fingerprint, perturbation=pspec.name, id=pspec.id, severity=pspec.severity,
                 params=pspec.params, seed=seed, mode=mode, fraction=ev.context_fraction if mode != "full" else None,
                 # a fitted perturbation (e.g. morphology) learned from the training text
                 train=self.data_facts["train"]["fingerprint"], version=tokbench_version(),
-                code=code_hash(type(insts[None]) if insts else None))
+                # the instance's class (the suite's own object: no fit needed for the key)
+                code=code_hash(type(pspec.perturbation) if (pspec.id, pspec.severity) in perts else None))
         rows = {k: cache.get(key) for k, key in keys.items()}
         missing = list({(p.id, p.severity, m): (p, m) for p, m in cells if rows[(p.id, p.severity, m)] is None}.values())
+        if missing and isinstance(perts, FitOnDemand):
+            perts = perts.fitted()  # fit here, once, not in each forked process below
 
         def work(task: tuple[PerturbationSpec, str]) -> list[CachedRow]:
             pspec, mode = task
             return self.plan_rows(es, pspec, perts.get((pspec.id, pspec.severity)), seed, mode)
 
-        for (pspec, mode), r in zip(missing, perturb_many(missing, work)):
+        for (pspec, mode), r in zip(missing, perturb_many(missing, work, self.plan_processes)):
             k = (pspec.id, pspec.severity, mode)
             rows[k] = r
             cache.put(keys[k], r)
@@ -883,10 +1018,16 @@ def phase_table(timings: dict[str, float], encoders: dict[str, Any]) -> str:
     perturbation, scoring forward, report."""
     lines = ["[time] phase                         seconds"]
     # (key, label): the indented rows are parts of the row above them
-    rows = [("data_seconds", "data"), ("perturb_fit_seconds", "perturb_fit"), ("perturb_seconds", "perturb"),
+    rows = [("data_seconds", "data"), ("perturb_fit_seconds", "perturb_fit"),
+            ("plan_ahead_fit_seconds", "  ahead: fits (overlapped)"),
+            ("plan_ahead_plans_seconds", "  ahead: plans (overlapped)"),
+            ("plan_ahead_wait_seconds", "  ahead: scoring waited"),
+            ("fit_ahead_seconds", "  ahead: encoder fits (overlapped)"),
+            ("fit_ahead_wait_seconds", "  ahead: training waited"), ("perturb_seconds", "perturb"),
             ("analyses_prepare_seconds", "  analyses' text work"), ("score_forward_seconds", "score_forward"),
             ("score_items_seconds", "  packed jobs (forwards)"), ("score_cells_seconds", "  cells from scores"),
-            ("score_baselines_seconds", "  compressor baselines"), ("report_seconds", "report")]
+            ("score_baselines_seconds", "  compressor baselines"), ("assemble_seconds", "results files"),
+            ("report_seconds", "report")]
     for k, label in rows:
         if k in timings:
             lines.append(f"[time] {label:<28} {timings[k]:8.1f}")

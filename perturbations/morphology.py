@@ -145,6 +145,22 @@ class MorfessorSegmenter(Segmenter):
         cls._trained.move_to_end(key)
         return cls(model)
 
+    @classmethod
+    def trained_models(cls) -> dict[str, object]:
+        """The models trained (or adopted) in this process, {key: model}, oldest first: what a
+        process that trained them hands to another (``adopt``), so it need not train them again."""
+        return dict(cls._trained)
+
+    @classmethod
+    def adopt(cls, models: dict[str, object]) -> None:
+        """Keep ``models`` (from ``trained_models`` of another process) as if trained here: the
+        same key is the same types and seed, so the same model."""
+        for key, model in models.items():
+            cls._trained.setdefault(key, model)
+            cls._trained.move_to_end(key)
+        while len(cls._trained) > cls.TRAINED_KEPT:
+            cls._trained.popitem(last=False)
+
     @staticmethod
     def _train_model(types: list[str], seed: int) -> object:
         """A Morfessor Baseline model trained on ``types`` (each counted once), seeded."""

@@ -123,6 +123,7 @@ class BpeEncoder(MaskedDiffusion, Encoder):
     Config = BpeConfig
     unit = "token"
     segment = "token"
+    host_fit = True  # merges from the training text; fit() reuses merges of the same key
 
     def __init__(self, config: BpeConfig, backbone: BackboneConfig | None) -> None:
         super().__init__(config, backbone)

@@ -78,3 +78,26 @@ def test_private_compile_caches_are_temporary_and_restore_the_environment(monkey
     assert "TORCHINDUCTOR_CACHE_DIR" not in os.environ
     with _private_compile_caches(False):  # compile off: nothing changes
         assert "TORCHINDUCTOR_CACHE_DIR" not in os.environ
+
+
+@pytest.mark.parametrize("ahead", ["0", "1"])
+def test_plan_ahead_counts_only_what_outlasts_training(tmp_path: Path, ahead: str,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """Under plan-ahead the run perturbs while its models train (harness.planahead): the
+    estimate's perturbation is the part of the process's own seconds that outlasts the fits,
+    compile and training; without it, all of them."""
+    monkeypatch.setenv("TOKBENCH_PLAN_AHEAD", ahead)
+    (tmp_path / "corpus").mkdir()
+    (tmp_path / "corpus" / "a.txt").write_text("\n\n".join(
+        f"Paragraph {p}: the quick brown fox jumps over the lazy dog, again and again." for p in range(40)))
+    (tmp_path / "s.yaml").write_text(SUITE)
+    out = tmp_path / "o"
+    text = dry_run(load_suite(tmp_path / "s.yaml"), RunOptions(out=out, device="cpu", progress=False, log=lambda s: None))
+    est = json.loads((out / "estimate.json").read_text())
+    p, own = est["seconds_per_seed"], est["plan_ahead"]["perturbation_seconds"]
+    assert est["plan_ahead"]["on"] is (ahead == "1") and own > 0
+    if ahead == "1":
+        assert p["perturbation"] == pytest.approx(max(0.0, own - (p["fits"] + p["compile"] + p["training"])))
+        assert "while the models train" in text
+    else:
+        assert p["perturbation"] == own and "while the models train" not in text

@@ -77,13 +77,20 @@ def test_sys_exit_at_import_is_one_line(command: str, suite_with, tmp_path: Path
     ("BadFit", "plugin 'BadFit' (tb_rel_raises:BadFit) failed in fit(): KeyError"),
     ("Quits", "plugin 'Quits' (tb_rel_raises:Quits) failed in perturb() on document"),
 ])
-def test_plugin_raising_is_one_line(target: str, needle: str, suite_with, tmp_path: Path,  # type: ignore[no-untyped-def]
-                                    capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize("ahead", ["0", "1"])
+def test_plugin_raising_is_one_line(target: str, needle: str, ahead: str, suite_with, tmp_path: Path,  # type: ignore[no-untyped-def]
+                                    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same one line whether the perturbations are fitted and tried here or in the
+    plan-ahead process (``harness.planahead``), which hands its exception back with its type."""
+    monkeypatch.setenv("TOKBENCH_PLAN_AHEAD", ahead)
     suite = suite_with("tb_rel_raises", RAISES, target)
     capsys.readouterr()
     assert main(["run", str(suite), "--out", str(tmp_path / "o"), "--quiet", "--no-report"]) == 2
     assert needle in _one_line(capsys)
-    assert not list((tmp_path / "o").glob("models/*.pt"))  # caught before training (Runner.try_perturbations)
+    if ahead == "0":  # caught before training (Runner.try_perturbations)
+        assert not list((tmp_path / "o").glob("models/*.pt"))
+    else:  # caught at the latest when the first model is trained, before any scoring
+        assert not list((tmp_path / "o").glob("cells/*.json"))
 
 
 KILLED = HEADER + """\

@@ -1,0 +1,108 @@
+"""Perturbation while the models train: a forked process fits the perturbations and writes every
+perturbed text of the run into the plan cache, so scoring finds them there.
+
+Why: fitting the perturbations (Morfessor) and perturbing every eval document take 20-35 s of a
+standard seed on the H200 host (BENCHMARKS.md, session 12), all CPU work, while the GPU run's
+main process spends minutes training with its cores mostly idle. Run ahead, that work leaves the
+critical path; scoring then reads the plans from ``<cache>/perturbed`` (keyed by content, the same
+rows whoever computed them), and the main process never fits a perturbation unless a plan is
+missing (``FitOnDemand``).
+
+The process is forked before the models train and does pure Python string work (it never
+touches CUDA). An exception in it (a perturbation plugin that fails) is re-raised in the main
+process with its type at the next ``check`` (between two models) or at ``wait`` (before scoring):
+so under plan-ahead such an error surfaces when the model in training finishes, not before the
+first one starts. ``TOKBENCH_PLAN_AHEAD``: 1 on, 0 off; unset: on when the run trains on a GPU
+with the plan cache on and at least 4 CPUs (on a CPU run the cores are busy training).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
+
+from core.forkpool import can_fork, receive, send, start_workers, stop_workers, usable_cpus
+
+ENV = "TOKBENCH_PLAN_AHEAD"
+WHAT = "plan-ahead"
+
+
+def plan_ahead_wanted(device_type: str, plan_cache: bool) -> bool:
+    """Whether to perturb ahead of training (see the module docstring); a bad ``TOKBENCH_PLAN_AHEAD``
+    is a ``ValueError`` naming it (the CLI's one-line error)."""
+    raw = os.environ.get(ENV, "").strip()
+    if raw not in ("", "0", "1"):
+        raise ValueError(f"{ENV}={raw!r}: expected 0 or 1")
+    if not plan_cache or not can_fork():
+        return False
+    if raw:
+        return raw == "1"
+    return device_type == "cuda" and usable_cpus() >= 4
+
+
+class PlanAhead:
+    """One forked process running ``work()`` (returns a dict: seconds, what it made) while the caller
+    goes on. ``check`` re-raises its exception, if it has failed, without waiting; ``wait`` waits
+    for its result; ``stop`` ends it (killed when unfinished). Start it from the thread that
+    lives as long as it (it dies with its forking thread: PR_SET_PDEATHSIG)."""
+
+    def __init__(self, work: Callable[[], dict[str, Any]], setup: Callable[[], Any] | None = None) -> None:
+        self.workers = start_workers(lambda _: work(), 1, WHAT, setup=setup)
+        self.proc, self.conn = self.workers[0]
+        send(self.conn, self.proc, 0, 0, WHAT)
+        self.result: dict[str, Any] | None = None
+
+    def check(self) -> None:
+        """Re-raise the process's exception (or ``WorkerDied``) if it has ended badly; keep its
+        result if it has finished; return at once otherwise."""
+        if self.result is None and (self.conn.poll(0) or not self.proc.is_alive()):
+            self.wait()
+
+    def wait(self) -> dict[str, Any]:
+        """Its result (waiting for it); its exception re-raised here. Ends the process."""
+        if self.result is None:
+            try:
+                self.result = receive(self.conn, self.proc, 0, None, WHAT, "plans")
+            except BaseException:
+                self.stop(finished=False)
+                raise
+            self.stop(finished=True)
+        return self.result
+
+    def stop(self, finished: bool = False) -> None:
+        if self.workers:
+            stop_workers(self.workers, finished)
+            self.workers = []
+
+
+class FitOnDemand(Mapping[Any, Any]):
+    """The run's perturbation instances ({(id, severity): {language: instance}}), fitted only
+    when first read: under plan-ahead the main process needs them only for a plan missing from
+    the cache. Membership (``in``) and ``len`` answer from the keys without fitting."""
+
+    def __init__(self, keys: list[tuple[str, float]], fit: Callable[[], Mapping[Any, Any]]) -> None:
+        self._keys = set(keys)
+        self._fit = fit
+        self._got: Mapping[Any, Any] | None = None
+
+    def fitted(self) -> Mapping[Any, Any]:
+        if self._got is None:
+            self._got = self._fit()
+        return self._got
+
+    @property
+    def is_fitted(self) -> bool:
+        return self._got is not None
+
+    def __getitem__(self, key: Any) -> Any:
+        return self.fitted()[key]
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._keys
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self.fitted())
+
+    def __len__(self) -> int:
+        return len(self._keys)

@@ -1,0 +1,172 @@
+"""Perturbation ahead of training (``harness.planahead``): the forked process fits the
+perturbations and fills the plan cache while the models train; the run's numbers are the same
+as without it, the main process fits nothing when every plan is cached, and its failures reach
+the main process with their type."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from core.forkpool import WorkerDied, can_fork
+from harness.cli import main
+from harness.planahead import FitOnDemand, PlanAhead, plan_ahead_wanted
+
+pytestmark = pytest.mark.skipif(not can_fork(), reason="plan-ahead forks")
+
+PLUGIN = '''\
+from dataclasses import dataclass
+import os, random
+from pathlib import Path
+from perturbations.base import Perturbation
+
+
+@dataclass(kw_only=True)
+class Logged(Perturbation):
+    """Upper-cases a word in ten; fit() notes the pid that ran it in fits.log beside this file."""
+
+    def fit(self, texts):
+        with open(Path(__file__).with_name("fits.log"), "a") as f:
+            f.write(f"{os.getpid()}\\n")
+
+    def perturb(self, text: str, rng: random.Random) -> str:
+        return " ".join(w.upper() if rng.random() < 0.1 else w for w in text.split(" "))
+'''
+
+
+def make_suite(tmp: Path) -> Path:
+    from test_run import SUITE
+    from test_run import make_suite as tiny
+
+    path = tiny(tmp)
+    (tmp / "tb_ahead.py").write_text(PLUGIN)
+    path.write_text(SUITE.replace("  - {name: case.upper, severity: [0.5, 1.0]}",
+                                  "  - {name: case.upper, severity: [0.5, 1.0]}\n  - {name: 'tb_ahead:Logged', id: logged}")
+                    .replace("  - name: bytes\n", "  - name: bytes\n  - {name: bpe, vocab_size: 300}\n"))
+    return path
+
+
+def run(suite: Path, out: Path, ahead: str, cache: Path, monkeypatch: pytest.MonkeyPatch) -> dict:
+    monkeypatch.setenv("TOKBENCH_PLAN_AHEAD", ahead)
+    monkeypatch.setenv("TOKBENCH_CACHE", str(cache))
+    assert main(["run", str(suite), "--out", str(out), "--quiet", "--no-report"]) == 0
+    return json.loads((out / "run.json").read_text())
+
+
+def test_plan_ahead_gives_the_same_results_and_fits_only_in_its_process(tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    suite = make_suite(tmp_path)
+    try:
+        plain = run(suite, tmp_path / "plain", "0", tmp_path / "cache0", monkeypatch)
+        fits = tmp_path / "fits.log"
+        assert fits.read_text().split() == [str(os.getpid())]  # fitted here, once
+        fits.unlink()
+        ahead = run(suite, tmp_path / "ahead", "1", tmp_path / "cache1", monkeypatch)  # a cold plan cache
+    finally:
+        sys.modules.pop("tb_ahead", None)
+    pids = fits.read_text().split()
+    assert len(pids) == 1 and pids[0] != str(os.getpid())  # fitted in the plan-ahead process only
+    assert (tmp_path / "ahead" / "results.csv").read_text() == (tmp_path / "plain" / "results.csv").read_text()
+    assert (tmp_path / "ahead" / "samples.jsonl").read_text() == (tmp_path / "plain" / "samples.jsonl").read_text()
+    t = ahead["timings"]
+    assert t["plan_ahead_fit_seconds"] >= 0 and t["plan_ahead_plans_seconds"] > 0 and t["plan_ahead_wait_seconds"] >= 0
+    assert "plan_ahead_plans_seconds" not in plain["timings"]
+    # BPE's merges were learned in the fit-ahead process and handed over: the same merges
+    fit = ahead["encoders"]["bpe"]["seeds"]["0"]["fit"]
+    assert fit["fitted_ahead"] is True and fit["cached"] is True and t["fit_ahead_seconds"] > 0
+    assert "fitted_ahead" not in plain["encoders"]["bpe"]["seeds"]["0"]["fit"]
+    assert fit["bytes_per_token_train"] == plain["encoders"]["bpe"]["seeds"]["0"]["fit"]["bytes_per_token_train"]
+
+
+def test_wanted_by_default_on_a_gpu_only_and_env_checked(monkeypatch: pytest.MonkeyPatch) -> None:
+    import harness.planahead as pa
+
+    monkeypatch.delenv("TOKBENCH_PLAN_AHEAD", raising=False)
+    monkeypatch.setattr(pa, "usable_cpus", lambda: 16)
+    assert plan_ahead_wanted("cuda", True) and not plan_ahead_wanted("cpu", True)
+    assert not plan_ahead_wanted("cuda", False)  # nowhere to put the plans
+    monkeypatch.setattr(pa, "usable_cpus", lambda: 2)
+    assert not plan_ahead_wanted("cuda", True)  # too few CPUs to share
+    monkeypatch.setenv("TOKBENCH_PLAN_AHEAD", "1")
+    assert plan_ahead_wanted("cpu", True)
+    monkeypatch.setenv("TOKBENCH_PLAN_AHEAD", "yes")
+    with pytest.raises(ValueError, match=r"TOKBENCH_PLAN_AHEAD='yes': expected 0 or 1"):
+        plan_ahead_wanted("cuda", True)
+
+
+def test_bad_env_is_one_line_exit_2(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                    capsys: pytest.CaptureFixture[str]) -> None:
+    from test_run import make_suite as tiny
+
+    suite = tiny(tmp_path)
+    monkeypatch.setenv("TOKBENCH_PLAN_AHEAD", "on")
+    assert main(["run", str(suite), "--out", str(tmp_path / "o"), "--quiet", "--no-report"]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    assert [ln for ln in err.splitlines() if ln.startswith("tokbench: error:")] == [
+        "tokbench: error: TOKBENCH_PLAN_AHEAD='on': expected 0 or 1"]
+
+
+def test_process_result_error_and_death() -> None:
+    ok = PlanAhead(lambda: {"fit_seconds": 1.0, "plans_seconds": 2.0})
+    assert ok.wait() == {"fit_seconds": 1.0, "plans_seconds": 2.0}
+    ok.check()  # finished: nothing to raise
+
+    def fails() -> dict[str, float]:
+        raise KeyError("no such perturbation")
+
+    bad = PlanAhead(fails)
+    with pytest.raises(KeyError, match="no such perturbation"):
+        bad.wait()
+
+    dead = PlanAhead(lambda: os._exit(7))  # type: ignore[func-returns-value]
+    with pytest.raises(WorkerDied, match=r"plan-ahead: worker 0 \(pid \d+\) died \(exit code 7\)"):
+        dead.wait()
+
+
+def test_fit_on_demand_answers_membership_without_fitting() -> None:
+    calls = []
+
+    def fit() -> dict:
+        calls.append(1)
+        return {("a", 1.0): {None: "x"}}
+
+    lazy = FitOnDemand([("a", 1.0)], fit)
+    assert ("a", 1.0) in lazy and ("b", 1.0) not in lazy and len(lazy) == 1
+    assert not lazy.is_fitted and not calls
+    assert lazy.get(("a", 1.0)) == {None: "x"} and lazy[("a", 1.0)][None] == "x"
+    assert lazy.is_fitted and calls == [1]
+    lazy.fitted()
+    assert calls == [1]  # once
+
+
+def test_morfessor_models_travel_back(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The plan-ahead process trains Morfessor for the morphology perturbations; the main process
+    adopts those models, so the morphology analysis does not train the same ones again."""
+    from collections import OrderedDict
+
+    from perturbations.morphology import MorfessorSegmenter as M
+
+    pytest.importorskip("morfessor")
+    words = ["walking", "walked", "walks", "talking", "talked", "talks", "jumping", "jumped"] * 2
+    probe = ["walking", "talked", "jumps"]
+    monkeypatch.setattr(M, "_trained", OrderedDict())
+
+    def child() -> dict:
+        seg = M.train(words, seed=3)
+        return {"models": M.trained_models(), "segments": [seg.segment(w) for w in probe]}
+
+    got = PlanAhead(child).wait()
+    assert not M._trained  # trained over there only
+    M.adopt(got["models"])
+
+    def never(types: list[str], seed: int) -> object:
+        raise AssertionError("trained again")
+
+    monkeypatch.setattr(M, "_train_model", staticmethod(never))
+    assert [M.train(words, seed=3).segment(w) for w in probe] == got["segments"]
