@@ -98,6 +98,8 @@ def test_plan_ahead_counts_only_what_outlasts_training(tmp_path: Path, ahead: st
     assert est["plan_ahead"]["on"] is (ahead == "1") and own > 0
     if ahead == "1":
         assert p["perturbation"] == pytest.approx(max(0.0, own - (p["fits"] + p["compile"] + p["training"])))
+        assert est["plan_ahead"]["host_fit_seconds"] > 0  # BPE's merges: learned ahead, not in "fits"
         assert "while the models train" in text
     else:
         assert p["perturbation"] == own and "while the models train" not in text
+        assert est["plan_ahead"]["host_fit_seconds"] == 0.0
