@@ -31,8 +31,9 @@ def ratio_bpb(nll_nats: np.ndarray, n_bytes: np.ndarray) -> float:
 
 
 # Document draws a bootstrap chunk takes at once (resamples × documents): a chunk's indices and
-# gathered values are 256 KB each. Four times that took 2-4× as long for the same work on the
-# 2-core VM (fresh pages for every array: benchmarks/results/report_stats_cpu_s12.log).
+# gathered values are 256 KB each. In a sweep of this size on the 2-core VM (2^13 … 2^17), 2^17
+# took 2-4× as long as 2^15 for the same work (fresh pages for every array); 2^14 to 2^16 were
+# within the noise of each other.
 _BOOT_CHUNK_CELLS = 1 << 15
 
 
