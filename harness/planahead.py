@@ -18,6 +18,7 @@ with the plan cache on and at least 4 CPUs (on a CPU run the cores are busy trai
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
@@ -41,6 +42,15 @@ def plan_ahead_wanted(device_type: str, plan_cache: bool) -> bool:
     return device_type == "cuda" and usable_cpus() >= 4
 
 
+def allow_children() -> None:
+    """In a forked pool worker: let it fork workers of its own (``perturb_many``). Pool workers
+    are daemonic, and multiprocessing refuses children to a daemonic process ("daemonic
+    processes are not allowed to have children"), a rule meant for processes the parent cleans
+    up at exit; the grandchildren here die with their own parent (PR_SET_PDEATHSIG), which dies
+    with the run. Only this process's view of itself changes (the run still sees a daemon)."""
+    multiprocessing.current_process().daemon = False
+
+
 class PlanAhead:
     """One forked process running ``work()`` (returns a dict: seconds, what it made) while the caller
     goes on. ``check`` re-raises its exception, if it has failed, without waiting; ``wait`` waits
@@ -48,7 +58,12 @@ class PlanAhead:
     lives as long as it (it dies with its forking thread: PR_SET_PDEATHSIG)."""
 
     def __init__(self, work: Callable[[], dict[str, Any]], setup: Callable[[], Any] | None = None) -> None:
-        self.workers = start_workers(lambda _: work(), 1, WHAT, setup=setup)
+        def start() -> None:
+            allow_children()
+            if setup is not None:
+                setup()
+
+        self.workers = start_workers(lambda _: work(), 1, WHAT, setup=start)
         self.proc, self.conn = self.workers[0]
         send(self.conn, self.proc, 0, 0, WHAT)
         self.result: dict[str, Any] | None = None

@@ -45,7 +45,8 @@ def make_suite(tmp: Path) -> Path:
     (tmp / "tb_ahead.py").write_text(PLUGIN)
     path.write_text(SUITE.replace("  - {name: case.upper, severity: [0.5, 1.0]}",
                                   "  - {name: case.upper, severity: [0.5, 1.0]}\n  - {name: 'tb_ahead:Logged', id: logged}")
-                    .replace("  - name: bytes\n", "  - name: bytes\n  - {name: bpe, vocab_size: 300}\n"))
+                    .replace("  - name: bytes\n",
+                             "  - name: bytes\n  - {name: bpe, vocab_size: [300, 320]}\n"))
     return path
 
 
@@ -60,6 +61,13 @@ def test_plan_ahead_gives_the_same_results_and_fits_only_in_its_process(tmp_path
                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     import sys
 
+    import harness.batchscore
+    import harness.run
+
+    # several processes even on a 2-core machine: the plan-ahead process forks perturbation
+    # workers of its own, and the fit-ahead one a process per BPE model
+    monkeypatch.setattr(harness.run, "usable_cpus", lambda: 4)
+    monkeypatch.setattr(harness.batchscore, "usable_cpus", lambda: 4)
     suite = make_suite(tmp_path)
     try:
         plain = run(suite, tmp_path / "plain", "0", tmp_path / "cache0", monkeypatch)
@@ -77,10 +85,11 @@ def test_plan_ahead_gives_the_same_results_and_fits_only_in_its_process(tmp_path
     assert t["plan_ahead_fit_seconds"] >= 0 and t["plan_ahead_plans_seconds"] > 0 and t["plan_ahead_wait_seconds"] >= 0
     assert "plan_ahead_plans_seconds" not in plain["timings"]
     # BPE's merges were learned in the fit-ahead process and handed over: the same merges
-    fit = ahead["encoders"]["bpe"]["seeds"]["0"]["fit"]
+    fit = ahead["encoders"]["bpe-300"]["seeds"]["0"]["fit"]
     assert fit["fitted_ahead"] is True and fit["cached"] is True and t["fit_ahead_seconds"] > 0
-    assert "fitted_ahead" not in plain["encoders"]["bpe"]["seeds"]["0"]["fit"]
-    assert fit["bytes_per_token_train"] == plain["encoders"]["bpe"]["seeds"]["0"]["fit"]["bytes_per_token_train"]
+    assert ahead["encoders"]["bpe-320"]["seeds"]["0"]["fit"]["fitted_ahead"] is True
+    assert "fitted_ahead" not in plain["encoders"]["bpe-300"]["seeds"]["0"]["fit"]
+    assert fit["bytes_per_token_train"] == plain["encoders"]["bpe-300"]["seeds"]["0"]["fit"]["bytes_per_token_train"]
 
 
 def test_wanted_by_default_on_a_gpu_only_and_env_checked(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -123,6 +132,12 @@ def test_process_result_error_and_death() -> None:
     bad = PlanAhead(fails)
     with pytest.raises(KeyError, match="no such perturbation"):
         bad.wait()
+
+    from harness.batchscore import perturb_many
+
+    # it may fork workers of its own (its pool process is daemonic to multiprocessing)
+    kids = PlanAhead(lambda: {"pids": perturb_many([0, 1, 2], lambda _: os.getpid(), 3)})
+    assert len(set(kids.wait()["pids"])) == 3
 
     dead = PlanAhead(lambda: os._exit(7))  # type: ignore[func-returns-value]
     with pytest.raises(WorkerDied, match=r"plan-ahead: worker 0 \(pid \d+\) died \(exit code 7\)"):
