@@ -765,7 +765,10 @@ class Runner:
                 # pure CPU work on this process's memory (28 s a standard seed on the H200 host,
                 # one cell after another), so forked processes share it out; each writes its own
                 # cells (atomic files, distinct names) and the numbers do not depend on where.
-                perturb_many(range(len(tasks)), cell_work, stage="cells")  # type: ignore[arg-type]
+                # At most 4: forking this process (GBs of CUDA mappings) is not free — at 50
+                # documents a cell set the H200 host took 1.5 s a model with up to 16 workers,
+                # about what one process would (BENCHMARKS.md, session 12).
+                perturb_many(range(len(tasks)), cell_work, min(4, usable_cpus()), stage="cells")  # type: ignore[arg-type]
                 bar.update(len(tasks))
                 self._add_time("score_cells_seconds", t0)
                 # run.json as each model's cells land: a run killed later (in another model's
