@@ -144,7 +144,7 @@ def dry_run(suite: Suite, opts: RunOptions, emit: Callable[[str], None] | None =
                 raise DoesNotFit(
                     f"encoder '{spec.label}': predicted peak memory {peak / 2**30:.1f} GiB exceeds the device's "
                     f"{dev_mem / 2**30:.1f} GiB; set budget.micro_batch_bytes (e.g. {max(b.context_bytes, b.batch_bytes // 4)})")
-            t_score = (m["score_window_s"] * score_windows + m["score_doc_s"] * doc_cells
+            t_score = (m["score_window_s"] * score_windows + m["score_job_s"] * len(evals) + m["score_doc_s"] * doc_cells
                        + m["score_cell_s"] * n_cells_model + m["score_compile_s"])
             if ahead and m["host_fit"]:
                 fit_ahead_s += m["fit_s"]  # fitted in the fit-ahead process while others train
@@ -379,7 +379,9 @@ def _score_timing(runner: Runner, model: TrainedModel, sample: list[EvalSet],
                   dev: torch.device) -> dict[str, float]:
     """The run's scoring path on the clean cells of the sample: ``score_items`` on all their
     windows packed (twice: the first call holds the inference compile), then ``score_cell``.
-    Returns score_window_s, score_doc_s, score_cell_s (saving a cell) and score_compile_s."""
+    Returns score_window_s (the cost of one more window), score_job_s (a packed job's fixed
+    cost: the run packs one job per eval set), score_doc_s, score_cell_s (saving a cell) and
+    score_compile_s."""
     suite = runner.suite
     seed = suite.seeds[0]
     bw = _score_batch(suite.eval.batch_windows, dev)
@@ -392,13 +394,24 @@ def _score_timing(runner: Runner, model: TrainedModel, sample: list[EvalSet],
     items = [p.item for _, _, plan in cells for p in plan if p is not None]
     n_win = sum(len(it.windows) for it in items)
     if not n_win:
-        return {"score_window_s": 0.0, "score_doc_s": 0.0, "score_cell_s": 0.0, "score_compile_s": 0.0}
+        return {"score_window_s": 0.0, "score_job_s": 0.0, "score_doc_s": 0.0, "score_cell_s": 0.0,
+                "score_compile_s": 0.0}
     walls = []
-    for _ in range(2):
+    # the sample's windows once (the first call holds the compile), once more, then twice over:
+    # a packed job has a fixed cost (collation workers forked, the pipeline filled) that a
+    # sample of a few hundred windows would otherwise spread over every window of the run — on
+    # an H200 that made the scoring estimate 2.5-4x the measured (BENCHMARKS.md, session 12)
+    for rep in (1, 1, 2):
         t0 = time.perf_counter()
-        scores = score_items(model.enc, items, dev, bw, bf16, stats={})
+        scores = score_items(model.enc, items * rep, dev, bw, bf16, stats={}, dedup=False)
         _sync(dev)
         walls.append(time.perf_counter() - t0)
+    scores = scores[: len(items)]
+    per_window = max(0.0, walls[2] - walls[1]) / n_win  # the extra n_win windows' cost
+    if per_window <= 0.0:  # noise larger than the sample: no fixed part
+        per_window, job_s = walls[1] / n_win, 0.0
+    else:
+        job_s = max(0.0, walls[1] - per_window * n_win)
     # a cell's rows, samples and metrics; the analyses' buckets are timed with their fit
     full, runner.suite = runner.suite, dataclasses.replace(runner.suite, analyses=())
     made = []
@@ -421,7 +434,7 @@ def _score_timing(runner: Runner, model: TrainedModel, sample: list[EvalSet],
         for i, cell in enumerate(made):
             rd.save_cell(f"dry{i}", cell)
         cell_s = (time.perf_counter() - t0) / max(1, len(made))
-    return {"score_window_s": walls[1] / n_win, "score_doc_s": doc_s, "score_cell_s": cell_s,
+    return {"score_window_s": per_window, "score_job_s": job_s, "score_doc_s": doc_s, "score_cell_s": cell_s,
             "score_compile_s": max(0.0, walls[0] - walls[1]) if want_compile(suite.budget.compile, dev) else 0.0}
 
 
