@@ -24,7 +24,7 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from core.forkpool import usable_cpus
+from core.forkpool import WorkerDied, usable_cpus
 from core.metrics import bpb
 from core.schema import BUCKET_COLUMNS, RESULT_COLUMNS
 from encoders.base import Encoder, config_to_dict
@@ -439,14 +439,32 @@ class Runner:
         self.timings["fit_ahead_seconds"] = got["seconds"]
         return got["states"].get(spec.label)
 
+    def plan_ahead_result(self, wait: bool) -> dict[str, Any] | None:
+        """The plan-ahead process's result (None while it runs, with ``wait`` False). Its
+        exception is re-raised here (a perturbation plugin that failed: the run's one-line
+        error); if the process itself died (killed, out of memory), the run goes on without it
+        — the perturbations are fitted and the missing plans made here, as with plan-ahead off."""
+        assert self.ahead is not None
+        try:
+            if wait:
+                return self.ahead.wait()
+            self.ahead.check()
+            return self.ahead.result
+        except WorkerDied as e:
+            self.log(f"[perturb] {e}; perturbing in this process instead")
+            self.ahead = None
+            return None
+
     def wait_plan_ahead(self) -> None:
         """Before the first scoring: wait for the plan-ahead process (its exception re-raised
         here) and record its own seconds and how long scoring waited for it."""
         if self.ahead is None or "plan_ahead_plans_seconds" in self.timings:
             return
         t0 = time.perf_counter()
-        got = self.ahead.wait()
+        got = self.plan_ahead_result(wait=True)
         self.timings["plan_ahead_wait_seconds"] = time.perf_counter() - t0
+        if got is None:
+            return
         self.timings["plan_ahead_fit_seconds"] = got["fit_seconds"]
         self.timings["plan_ahead_plans_seconds"] = got["plans_seconds"]
         MorfessorSegmenter.adopt(got["segmenters"])
@@ -661,7 +679,7 @@ class Runner:
             if self.budget.match == "flops" and flops_target is None:
                 flops_target = float(meta["total_flops"])
             if self.ahead is not None:  # a perturbation plugin that failed there: stop now
-                self.ahead.check()
+                self.plan_ahead_result(wait=False)
             models[spec.label] = TrainedModel(enc, meta, spec)
             self.record_encoder_facts(spec.label, spec, seed, meta)
             # run.json as the models finish: a killed run still shows what was trained, how fast

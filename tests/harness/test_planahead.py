@@ -185,3 +185,47 @@ def test_morfessor_models_travel_back(monkeypatch: pytest.MonkeyPatch) -> None:
 
     monkeypatch.setattr(M, "_train_model", staticmethod(never))
     assert [M.train(words, seed=3).segment(w) for w in probe] == got["segments"]
+
+
+DIES = '''\
+from dataclasses import dataclass
+import os, random
+from perturbations.base import Perturbation
+
+MAIN = os.getpid()  # imported by the run itself
+
+
+@dataclass(kw_only=True)
+class DiesAway(Perturbation):
+    """Its fit kills any process but the run's own (as the out-of-memory killer might)."""
+
+    def fit(self, texts):
+        if os.getpid() != MAIN:
+            os._exit(9)
+
+    def perturb(self, text: str, rng: random.Random) -> str:
+        return text[::-1]
+'''
+
+
+def test_a_killed_plan_ahead_process_is_replaced_by_this_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    """The process dying (not a plugin raising) costs the run its head start, not its result."""
+    import sys
+
+    from test_run import SUITE
+    from test_run import make_suite as tiny
+
+    suite = tiny(tmp_path)
+    (tmp_path / "tb_dies.py").write_text(DIES)
+    suite.write_text(SUITE.replace("  - {name: case.upper, severity: [0.5, 1.0]}",
+                                   "  - {name: 'tb_dies:DiesAway', id: dies}"))
+    try:
+        plain = run(suite, tmp_path / "plain", "0", tmp_path / "cache0", monkeypatch)
+        ahead = run(suite, tmp_path / "ahead", "1", tmp_path / "cache1", monkeypatch)
+    finally:
+        sys.modules.pop("tb_dies", None)
+    err = capsys.readouterr().err
+    assert "[perturb] plan-ahead: worker 0" in err and "perturbing in this process instead" in err
+    assert (tmp_path / "ahead" / "results.csv").read_text() == (tmp_path / "plain" / "results.csv").read_text()
+    assert "plan_ahead_plans_seconds" not in ahead["timings"] and plain["status"] == ahead["status"] == "finished"
