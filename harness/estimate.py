@@ -45,7 +45,6 @@ import dataclasses
 import gc
 import itertools
 import math
-import multiprocessing
 import os
 import resource
 import shutil
@@ -58,10 +57,11 @@ from typing import Any
 import numpy as np
 import torch
 
+from core.forkpool import can_fork
 from encoders.base import Encoder
-from harness.accel import die_with_parent, usable_cpus, want_compile
+from harness.accel import usable_cpus, want_compile
 from harness.data import load_data, rolling_windows, training_windows
-from harness.planahead import plan_ahead_wanted
+from harness.planahead import PlanAhead, plan_ahead_processes, plan_ahead_wanted
 from harness.results import RunDir, atomic_write_json
 from harness.run import CLEAN, ESTIMATE_FILE, EvalSet, Runner, RunOptions, TrainedModel
 from harness.score import dedup_enabled, flatten_windows, score_items
@@ -112,7 +112,11 @@ def dry_run(suite: Suite, opts: RunOptions, emit: Callable[[str], None] | None =
     stride = ev.stride_bytes or max(1, b.context_bytes // 2)
     # On CUDA the perturbation timing (pure CPU work) runs in a process forked now, before CUDA
     # is initialised, while the GPU measures the models; on CPU it would compete for the cores.
-    pert = _perturb_timing(runner, train, evals, stride, background=not cpu)
+    # under plan-ahead the run perturbs on half the CPUs, while its models fit, compile and
+    # train: only what outlasts them counts below
+    ahead = plan_ahead_wanted(dev.type, opts.plan_cache)
+    pert = _perturb_timing(runner, train, evals, stride, background=not cpu,
+                           processes=plan_ahead_processes() if ahead else usable_cpus())
     n_cells_p = 1 + len(suite.perturbations)
     # windows of one cell set (clean text; perturbations move lengths a little)
     win_full = sum(len(rolling_windows(d.data, b.context_bytes, stride)) for e in evals for d in e.docs)
@@ -129,7 +133,6 @@ def dry_run(suite: Suite, opts: RunOptions, emit: Callable[[str], None] | None =
         f"{'fit':>7} {'compile':>8} {'train':>8} {'score':>8}")
     sample = _score_sample(evals, b.context_bytes, stride, 2 * _score_batch(ev.batch_windows, dev))
     fit_s = train_s = compile_s = score_s = score_compile_s = fit_ahead_s = 0.0
-    ahead = plan_ahead_wanted(dev.type, opts.plan_cache)  # perturbation and host fits overlap training
     window_s = 0.0  # the models' per-window forward time over every window of every cell
     measuring: dict[str, float] = {}
     tokenizers: dict[str, Any] = {}
@@ -486,41 +489,22 @@ class _Tokenized:
     registry_name: str = "bpe"
 
 
-def _perturb_timing(runner: Runner, train: Any, evals: list[Any], stride: int,
-                    background: bool) -> Callable[[], tuple[float, float, float]]:
+def _perturb_timing(runner: Runner, train: Any, evals: list[Any], stride: int, background: bool,
+                    processes: int) -> Callable[[], tuple[float, float, float]]:
     """Start ``_perturb_time``; returns a function giving its result (seconds per seed, of which
-    fitting). background: in a forked process (call this before CUDA is initialised)."""
-    if not background or "fork" not in multiprocessing.get_all_start_methods():
-        return lambda: _perturb_time(runner, train, evals, stride)
-    ctx = multiprocessing.get_context("fork")
-    recv, send = ctx.Pipe(duplex=False)
-    parent = os.getpid()
-
-    def child() -> None:
-        die_with_parent(parent)
-        try:
-            send.send(_perturb_time(runner, train, evals, stride))
-        except BaseException as e:  # handed to the parent, which re-raises it
-            send.send(e)
-
-    proc = ctx.Process(target=child, daemon=True)
-    proc.start()
-    send.close()
-
-    def result() -> tuple[float, float, float]:
-        got = recv.recv()
-        proc.join()
-        if isinstance(got, BaseException):
-            raise got
-        return got
-
-    return result
+    fitting). background: in a forked process (``harness.planahead.PlanAhead``; call this before
+    CUDA is initialised)."""
+    if not background or not can_fork():
+        return lambda: _perturb_time(runner, train, evals, stride, processes)
+    proc = PlanAhead(lambda: {"result": _perturb_time(runner, train, evals, stride, processes)})
+    return lambda: proc.wait()["result"]
 
 
-def _perturb_time(runner: Runner, train: Any, evals: list[Any], stride: int) -> tuple[float, float, float]:
+def _perturb_time(runner: Runner, train: Any, evals: list[Any], stride: int,
+                  processes: int) -> tuple[float, float, float]:
     """Seconds to perturb and plan every cell of one seed: ``plan_rows`` on up to 4 documents
-    per eval set, perturbation and mode, scaled to all documents, divided by the processes
-    ``perturb_many`` uses; plus fitting the perturbations once. Returns (total, fitting, the
+    per eval set, perturbation and mode, scaled to all documents, divided by the ``processes``
+    the run perturbs in (at most one per task); plus fitting the perturbations once. Returns (total, fitting, the
     fraction of the sampled windows that are distinct): scoring forwards each distinct window
     of an eval set's cells once (``score_items``), and the sample's planned cells say how many
     that is — a perturbation that leaves a document as it was repeats its clean windows."""
@@ -543,12 +527,7 @@ def _perturb_time(runner: Runner, train: Any, evals: list[Any], stride: int) -> 
         n_windows += len(fw.flat)
         n_distinct += len(fw.distinct)
     kept = n_distinct / n_windows if n_windows and dedup_enabled() else 1.0
-    tasks = len(specs) * len(runner.suite.eval.modes)
-    if plan_ahead_wanted(runner.device.type, runner.opts.plan_cache):
-        # the run perturbs in its plan-ahead process, on half the CPUs: report that process's
-        # seconds per seed; the caller keeps only what outlasts the training (harness.planahead)
-        return fit_s + total / max(1, min(max(1, usable_cpus() // 2), tasks)), fit_s, kept
-    return fit_s + total / max(1, min(usable_cpus(), tasks)), fit_s, kept
+    return fit_s + total / max(1, min(processes, len(specs) * len(runner.suite.eval.modes))), fit_s, kept
 
 
 @contextlib.contextmanager

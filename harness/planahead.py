@@ -1,8 +1,8 @@
 """Perturbation while the models train: a forked process fits the perturbations and writes every
 perturbed text of the run into the plan cache, so scoring finds them there.
 
-Why: fitting the perturbations (Morfessor) and perturbing every eval document take 20-35 s of a
-standard seed on the H200 host (BENCHMARKS.md, session 12), all CPU work, while the GPU run's
+Why: fitting the perturbations (Morfessor) and perturbing every eval document took ≈ 20 s of a
+standard seed on the H200 host (11.0 s of fits, ≈ 9 s of plans: BENCHMARKS.md, session 12), CPU work, while the GPU run's
 main process spends minutes training with its cores mostly idle. Run ahead, that work leaves the
 critical path; scoring then reads the plans from ``<cache>/perturbed`` (keyed by content, the same
 rows whoever computed them), and the main process never fits a perturbation unless a plan is
@@ -40,6 +40,12 @@ def plan_ahead_wanted(device_type: str, plan_cache: bool) -> bool:
     if raw:
         return raw == "1"
     return device_type == "cuda" and usable_cpus() >= 4
+
+
+def plan_ahead_processes() -> int:
+    """Perturbation processes of the plan-ahead process: half the CPUs (the other half collate
+    the training batches)."""
+    return max(1, usable_cpus() // 2)
 
 
 def allow_children() -> None:

@@ -48,7 +48,7 @@ from harness.fragility import (
 from harness.metrics import CellTotals, cell_metrics, count_words
 from harness.permutation import Permutation, variant_label
 from harness.perturb import apply
-from harness.planahead import FitOnDemand, PlanAhead, plan_ahead_wanted
+from harness.planahead import FitOnDemand, PlanAhead, plan_ahead_processes, plan_ahead_wanted
 from harness.provenance import git_sha, hardware, package_versions, tokbench_version
 from harness.results import (
     RunDir,
@@ -381,7 +381,7 @@ class Runner:
             fitted = perts.fitted()
             self.try_perturbations(fitted, data.evals)  # a failing plugin: raised in the parent
             t1 = time.perf_counter()
-            self.plan_processes = max(1, usable_cpus() // 2)  # the other half: training's collation
+            self.plan_processes = plan_ahead_processes()
             for seed in self.suite.seeds:
                 for es in evals:
                     self.plans(es, self.plan_cells(), fitted, seed)
@@ -785,7 +785,7 @@ class Runner:
                 # cells (atomic files, distinct names) and the numbers do not depend on where.
                 # At most 4: forking this process (GBs of CUDA mappings) is not free — at 50
                 # documents a cell set the H200 host took 1.5 s a model with up to 16 workers,
-                # about what one process would (BENCHMARKS.md, session 12).
+                # where session 11's serial rate gives ≈ 1.1 s (BENCHMARKS.md, session 12).
                 perturb_many(range(len(tasks)), cell_work, min(4, usable_cpus()), stage="cells")  # type: ignore[arg-type]
                 bar.update(len(tasks))
                 self._add_time("score_cells_seconds", t0)
