@@ -94,6 +94,32 @@ def compile_backbones(model: nn.Module) -> int:
     return n
 
 
+def compile_clock() -> dict[str, float]:
+    """Cumulative wall seconds this process has spent so far compiling: ``graph`` — torch.compile
+    (Dynamo, AOTAutograd, Inductor, their Triton kernels; lazily compiled backward graphs
+    included), ``kernels`` — FuzzyTok's autotuned Triton kernels (a new key's configs compiled and
+    timed). Differences of two readings say how much of a stretch of time was compiling (a cold
+    first step, a first scoring job). Private torch counters: 0.0 when unavailable."""
+    graph = 0.0
+    try:
+        from torch._dynamo.utils import calculate_time_spent
+
+        graph = float(calculate_time_spent().get("total_wall_time", 0.0))
+    except Exception:  # noqa: BLE001 - a measurement only; torch may rename its counters
+        pass
+    kernels = 0.0
+    mod = sys.modules.get("encoders.fuzzytok.kernels")  # loaded only when a FuzzyTok model ran
+    if mod is not None and hasattr(mod, "tune_seconds"):
+        kernels = float(mod.tune_seconds())
+    return {"graph": graph, "kernels": kernels}
+
+
+def compile_since(start: dict[str, float]) -> dict[str, float]:
+    """``compile_clock()`` now minus ``start``: seconds compiled since that reading."""
+    now = compile_clock()
+    return {k: max(0.0, now[k] - start.get(k, 0.0)) for k in now}
+
+
 _DONE = object()
 
 

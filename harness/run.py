@@ -31,6 +31,8 @@ from encoders.base import Encoder, config_to_dict
 from harness import plugins
 from harness.accel import (
     compile_backbones,
+    compile_clock,
+    compile_since,
     gemm_tflops,
     one_torch_thread,
     prefer_flash_attention,
@@ -752,6 +754,7 @@ class Runner:
                 modes = [c[1] for c, plan in zip(cells, plan_of) for p in plan if p is not None]
                 n_windows = sum(len(it.windows) for it, nd in zip(items, needed) if nd)
                 t0 = time.perf_counter()
+                clock0 = compile_clock()
                 wbar = tqdm(total=n_windows, desc=f"score {label} {es.part.name}", unit="win", leave=False,
                             file=sys.stderr, mininterval=1.0,
                             disable=not self.opts.progress or n_windows < 1000)  # long documents: show progress
@@ -763,6 +766,9 @@ class Runner:
                                      groups=modes)
                 wbar.close()
                 self._add_time("score_items_seconds", t0)
+                # of which compiling: inference-mode graphs and kernel keys new to scoring
+                self.timings["score_compile_seconds"] = (self.timings.get("score_compile_seconds", 0.0)
+                                                         + sum(compile_since(clock0).values()))
                 t0 = time.perf_counter()
                 tasks, k = [], 0
                 for (pspec, mode, ck, todo), plan in zip(cells, plan_of):
@@ -1046,7 +1052,8 @@ def phase_table(timings: dict[str, float], encoders: dict[str, Any]) -> str:
             ("fit_ahead_seconds", "  ahead: encoder fits (overlapped)"),
             ("fit_ahead_wait_seconds", "  ahead: training waited"), ("perturb_seconds", "perturb"),
             ("analyses_prepare_seconds", "  analyses' text work"), ("score_forward_seconds", "score_forward"),
-            ("score_items_seconds", "  packed jobs (forwards)"), ("score_cells_seconds", "  cells from scores"),
+            ("score_items_seconds", "  packed jobs (forwards)"),
+            ("score_compile_seconds", "    of which compiling"), ("score_cells_seconds", "  cells from scores"),
             ("score_baselines_seconds", "  compressor baselines"), ("assemble_seconds", "results files"),
             ("report_seconds", "report")]
     for k, label in rows:
@@ -1055,8 +1062,10 @@ def phase_table(timings: dict[str, float], encoders: dict[str, Any]) -> str:
     for label, facts in encoders.items():
         for seed, meta in facts.get("seeds", {}).items():
             st, fit = meta["train"], meta["fit"]
+            comp = st.get("compile_graph_seconds", 0.0) + st.get("compile_kernels_seconds", 0.0)
             lines.append(f"[time] {label + ' s' + seed:<20} fit {fit.get('wall_seconds', 0.0):6.1f}  "
-                         f"first step {st.get('first_step_seconds', 0.0):6.1f}  train {st['seconds']:7.1f}")
+                         f"first step {st.get('first_step_seconds', 0.0):6.1f}  train {st['seconds']:7.1f}"
+                         + (f"  (compiling {comp:5.1f})" if comp else ""))
     if "total_seconds" in timings:
         lines.append(f"[time] {'total':<28} {timings['total_seconds']:8.1f}")
     return "\n".join(lines)

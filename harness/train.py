@@ -32,6 +32,8 @@ from harness.accel import (
     Prefetcher,
     collate_processes,
     compile_backbones,
+    compile_clock,
+    compile_since,
     ordered_pool_map,
     pin,
     want_compile,
@@ -252,6 +254,7 @@ def train_encoder(
                 for i, chunk in enumerate(batched(windows, per_step)) if i >= skip)
         collated = ordered_pool_map(collate, todo, collate_processes(device))
     feed = Prefetcher(collated, prepare, depth=4, name="training batches")
+    clock0 = compile_clock()
     idle = IdleMeter(device, os.environ.get("TOKBENCH_IDLE_STEPS"))
     step_here = 0  # steps run by this call (a resumed run starts at 0 again)
     t0 = time.perf_counter() - elapsed
@@ -349,6 +352,8 @@ def train_encoder(
         "first_step_seconds": first_step_s or 0.0,
         "host_wait_seconds": feed.wait_seconds,
         "compiled_modules": compiled,
+        # of ``seconds``: torch.compile's graphs and FuzzyTok's kernel tuning (cold start costs)
+        **{f"compile_{k}_seconds": v for k, v in compile_since(clock0).items()},
         **({"gpu_idle": idle.result} if idle.result is not None else {}),
         "bytes_per_s": seen / seconds if seconds > 0 else math.nan,
         "peak_mem_bytes": peak_memory(device),

@@ -52,6 +52,7 @@ from __future__ import annotations
 
 import functools
 import os
+import time
 
 import torch
 
@@ -724,6 +725,7 @@ class ThinLauncher:
         self.entries: dict[tuple, tuple] = {}
         self.tuned_calls = 0  # calls that went through the wrappers (tests and benchmarks read them)
         self.direct_calls = 0
+        self.tune_seconds = 0.0  # wall time of those calls: compiling configs and timing them
 
     def clear(self) -> None:
         """Forget every entry and the autotuner's choices (the next call of each key re-tunes)."""
@@ -808,6 +810,13 @@ class ThinLauncher:
         return len(configs)
 
     def _tune(self, key: tuple | None, grid, make_args, consts: dict) -> None:  # noqa: ANN001
+        t0 = time.perf_counter()
+        try:
+            self._tune_key(key, grid, make_args, consts)
+        finally:
+            self.tune_seconds += time.perf_counter() - t0
+
+    def _tune_key(self, key: tuple | None, grid, make_args, consts: dict) -> None:  # noqa: ANN001
         if PARALLEL_COMPILE >= 2:
             try:
                 self._precompile(grid, make_args, consts, PARALLEL_COMPILE)
@@ -862,6 +871,13 @@ _CONV = ThinLauncher(_conv_kernel)
 _CONV_TMA = ThinLauncher(_conv_tma_kernel, first_spec_arg=3)  # after the three descriptors
 _CONV_DW = ThinLauncher(_conv_dw_kernel)
 LAUNCHERS = {"conv": _CONV, "conv_tma": _CONV_TMA, "dw": _CONV_DW}
+
+
+def tune_seconds() -> float:
+    """Wall seconds this process spent in first calls of new kernel keys (compiling autotune
+    configs and timing them), summed over the launchers: a model's cold-start cost that
+    ``torch.compile``'s own clock does not see."""
+    return sum(launcher.tune_seconds for launcher in LAUNCHERS.values())
 
 
 def clear_tuning() -> None:

@@ -85,8 +85,10 @@ def test_new_key_goes_back_through_the_autotuner() -> None:
         return kn.launch_conv(x, w, None, 2, **kw)
 
     def tuned_after(fn) -> int:  # noqa: ANN001
-        n = la.tuned_calls
+        n, clock = la.tuned_calls, kn.tune_seconds()
         fn()
+        # the tuning clock runs in tuned calls only (a direct launch adds nothing to it)
+        assert (kn.tune_seconds() > clock) == (la.tuned_calls > n)
         return la.tuned_calls - n
 
     # (The interpreter's tiles are 32 rows high: T = 96 and 160 give 3 and 5 column-sum rows, no

@@ -7,13 +7,14 @@ crashed the first BPE model of an H200 run); benchmarks/compile_reuse.py measure
 from __future__ import annotations
 
 import shutil
+import time
 
 import pytest
 import torch
 
 from encoders import backbone
 from encoders.backbone import Backbone, BackboneConfig, attention_in_graph
-from harness.accel import compile_backbones
+from harness.accel import compile_backbones, compile_clock, compile_since
 
 
 def test_compile_backbones_sets_dynamic_shapes_and_the_switch_keeps_static(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -54,6 +55,7 @@ def test_compiled_blocks_train_at_a_length_other_than_the_first(monkeypatch: pyt
     compiled = Backbone(cfg)
     compiled.load_state_dict(eager.state_dict())
     assert compile_backbones(torch.nn.Sequential(compiled)) == 2
+    clock0, t0 = compile_clock(), time.perf_counter()
     for n in (64, 40, 48, 64):
         x = torch.randn(2, n, 64)
         grads = []
@@ -62,6 +64,10 @@ def test_compiled_blocks_train_at_a_length_other_than_the_first(monkeypatch: pyt
             m(xi).square().mean().backward()
             grads.append(xi.grad)
         torch.testing.assert_close(grads[1], grads[0], rtol=1e-4, atol=1e-5)
+    # the compile clock saw the compiles, and no more time than passed (caches warm or cold)
+    spent = compile_since(clock0)
+    assert 0.0 < spent["graph"] <= time.perf_counter() - t0
+    assert spent["kernels"] == 0.0  # no FuzzyTok kernel here
 
 
 def test_attention_leaves_the_graph_only_when_training_at_another_length(monkeypatch: pytest.MonkeyPatch) -> None:
