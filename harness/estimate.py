@@ -62,23 +62,35 @@ from encoders.base import Encoder
 from harness.accel import usable_cpus, want_compile
 from harness.data import load_data, rolling_windows, training_windows
 from harness.planahead import PlanAhead, plan_ahead_processes, plan_ahead_wanted
-from harness.results import RunDir, atomic_write_json
-from harness.run import CLEAN, ESTIMATE_FILE, EvalSet, Runner, RunOptions, TrainedModel
+from harness.results import RunDir, atomic_write_json, dumps
+from harness.run import (
+    CLEAN,
+    ESTIMATE_FILE,
+    EvalSet,
+    Runner,
+    RunOptions,
+    TrainedModel,
+    cell_processes,
+)
 from harness.score import dedup_enabled, flatten_windows, score_items
 from harness.suite import Suite
 from harness.train import autocast_for, fit_context, make_optimizer, train_encoder, train_step
 
 FIT_SAMPLE = 1_000_000  # bytes the quick fit learns from
-# CUDA: steps of the warm-up call (compiles), then the two timed calls; both timed calls hold at
-# least one whole pretokenized block (harness.pretokenize: 8 steps), so their difference is the
-# pipelined pace
-GPU_STEPS = (3, 8, 24)
+# CUDA: steps of two warm-up calls (the first compiles; the second meets the shapes a first call
+# leaves out, like the last partial batch's, and compiles again: on an H200 its 3 s made the
+# short call slower than the long one and the step time 0 — BENCHMARKS.md, session 13), then the
+# two timed calls; both hold whole pretokenized blocks (harness.pretokenize: 8 steps), so their
+# difference is the pipelined pace. Each call's compile clock is taken out of its wall.
+GPU_STEPS = (3, 8, 16, 40)
 # CPU: the timed steps hold 2 windows, then as many as CPU_POSITIONS bytes of windows (at least 3,
 # at most a real (micro-)batch): a wide span keeps the line's slope out of the noise, and the cap
 # keeps memory down (a 1 KB window of the standard backbone holds ~0.3 GB of float32 activations;
 # its dry run must stay under 2 GB RSS, so it times 2 and 3 windows)
 CPU_POSITIONS = 3072
 SCORE_DOCS = 64  # at most this many eval documents per set in the scoring sample
+SCORE_EXTRA_S = 1.0  # the scoring sample is repeated until the repeats add this many seconds
+SCORE_MAX_REPEAT = 64  # ... or it is scored this many times over
 
 
 class DoesNotFit(ValueError):
@@ -123,6 +135,11 @@ def dry_run(suite: Suite, opts: RunOptions, emit: Callable[[str], None] | None =
     win_target = sum(len(e.docs) for e in evals)
     score_windows = n_cells_p * ((win_full if "full" in ev.modes else 0) + (win_target if "clean_target" in ev.modes else 0))
     doc_cells = n_cells_p * len(ev.modes) * sum(len(e.docs) for e in evals)  # (cell, document) rows per model
+    # bytes those rows score (the analyses' buckets cost per byte)
+    cell_bytes = n_cells_p * sum((len(d.data) if "full" in ev.modes else 0)
+                                 + (min(len(d.data), ev.target_bytes) if "clean_target" in ev.modes else 0)
+                                 for e in evals for d in e.docs)
+    cell_procs = cell_processes()
     n_cells_model = n_cells_p * len(ev.modes) * len(evals)  # cells per model
     compile_on = want_compile(b.compile, dev)
     say(f"suite '{suite.name}': {len(suite.seeds)} seed(s) x {len(suite.encoders)} encoder(s) on {dev}; "
@@ -132,7 +149,7 @@ def dry_run(suite: Suite, opts: RunOptions, emit: Callable[[str], None] | None =
     say(f"{'model':<16} {'params':>11} {'fwd FLOP/B':>10} {'train FLOPs':>11} {'peak mem':>9} "
         f"{'fit':>7} {'compile':>8} {'train':>8} {'score':>8}")
     sample = _score_sample(evals, b.context_bytes, stride, 2 * _score_batch(ev.batch_windows, dev))
-    fit_s = train_s = compile_s = score_s = score_compile_s = fit_ahead_s = 0.0
+    fit_s = train_s = compile_s = score_s = score_compile_s = fit_ahead_s = results_s = 0.0
     window_s = 0.0  # the models' per-window forward time over every window of every cell
     measuring: dict[str, float] = {}
     tokenizers: dict[str, Any] = {}
@@ -147,8 +164,11 @@ def dry_run(suite: Suite, opts: RunOptions, emit: Callable[[str], None] | None =
                 raise DoesNotFit(
                     f"encoder '{spec.label}': predicted peak memory {peak / 2**30:.1f} GiB exceeds the device's "
                     f"{dev_mem / 2**30:.1f} GiB; set budget.micro_batch_bytes (e.g. {max(b.context_bytes, b.batch_bytes // 4)})")
-            t_score = (m["score_window_s"] * score_windows + m["score_job_s"] * len(evals) + m["score_doc_s"] * doc_cells
-                       + m["score_cell_s"] * n_cells_model + m["score_compile_s"])
+            # the cells are made from the scores in up to cell_processes() forked processes
+            cell_work = (m["score_doc_s"] * doc_cells + m["score_cell_s"] * n_cells_model
+                         + m["score_sample_row_s"] * n_cells_model * ev.sample_docs)
+            t_score = (m["score_window_s"] * score_windows + m["score_job_s"] * len(evals)
+                       + cell_work / cell_procs + m["score_compile_s"])
             if ahead and m["host_fit"]:
                 fit_ahead_s += m["fit_s"]  # fitted in the fit-ahead process while others train
             else:
@@ -158,6 +178,8 @@ def dry_run(suite: Suite, opts: RunOptions, emit: Callable[[str], None] | None =
             score_s += t_score
             window_s += m["score_window_s"] * score_windows
             score_compile_s += m["score_compile_s"]
+            # the results files (results.csv, samples.jsonl, buckets.csv from every cell)
+            results_s += m["assemble_row_s"] * doc_cells + m["assemble_sample_s"] * n_cells_model * ev.sample_docs
             mem = f"{peak / 2**30:.1f} GiB" if peak is not None else "-"
             say(f"{spec.label:<16} {m['params']:>11,} {m['fpb']:>10.3g} {3 * m['fpb'] * b.train_bytes:>11.3g} {mem:>9} "
                 f"{_fmt(m['fit_s']):>7} {_fmt(m['compile_s'] + m['score_compile_s']):>8} {_fmt(m['train_s']):>8} "
@@ -167,10 +189,12 @@ def dry_run(suite: Suite, opts: RunOptions, emit: Callable[[str], None] | None =
             _release_memory()
             measuring[spec.label] = time.perf_counter() - t_model
     t_an = time.perf_counter()
-    an_fit, an_first, an_doc = _analysis_timing(runner, train, sample, tokenizers)
+    an_fit, an_first, an_byte, an_tables = _analysis_timing(runner, train, sample, tokenizers)
     an_s = an_fit
-    # the analyses' buckets of every cell are made in scoring, and so is their lazy first use
-    score_s += an_first + an_doc * doc_cells * len(order)
+    # the analyses' buckets of every cell are made in scoring (in the cell processes); their word
+    # tables of every distinct text before it, in "perturbation" (the analyses' text work, on all
+    # CPUs; the first rows train the segmenters there)
+    score_s += an_byte * cell_bytes * len(order) / cell_procs
     measuring["analyses"] = time.perf_counter() - t_an
     t_wait = time.perf_counter()
     t_pert, pert_fit, kept = pert()
@@ -186,20 +210,23 @@ def dry_run(suite: Suite, opts: RunOptions, emit: Callable[[str], None] | None =
         # train; only what outlasts them is on the critical path
         n = len(suite.seeds)
         t_pert = max(0.0, t_pert * n - (fit_s + compile_s + train_s)) / n
-    per_seed = t_data + fit_s + compile_s + train_s + t_pert + an_s + score_s
+    an_text = an_first + an_tables * cell_bytes * kept / max(1, usable_cpus())
+    t_pert += an_text
+    per_seed = t_data + fit_s + compile_s + train_s + t_pert + an_s + score_s + results_s
     say()
     say(f"cells to score: {cells} ({len(evals)} eval set(s), {n_docs} docs, "
         f"{n_cells_p} perturbation cells incl. '{CLEAN.id}', modes {', '.join(ev.modes)}); "
         f"{score_windows:,} windows per model and seed")
     say(f"estimate per seed: data {_fmt(t_data)}, fits {_fmt(fit_s)}, compile {_fmt(compile_s)}, "
-        f"training {_fmt(train_s)}, perturbation {_fmt(t_pert)}, analyses {_fmt(an_s)}, scoring {_fmt(score_s)}: "
-        f"{_fmt(per_seed)}")
+        f"training {_fmt(train_s)}, perturbation {_fmt(t_pert)}, analyses {_fmt(an_s)}, scoring {_fmt(score_s)}, "
+        f"results files {_fmt(results_s)}: {_fmt(per_seed)}")
     if compile_on:
         say(f"  (compile: training {_fmt(compile_s)} above, scoring {_fmt(score_compile_s)} inside scoring; "
             "sub-models' inside fits)")
     if suite.analyses:
-        say(f"  (analyses: fitting {_fmt(an_fit)} per seed; in scoring, not in the model lines: their first use "
-            f"{_fmt(an_first)}, their buckets {_fmt(an_doc * doc_cells)} per model)")
+        say(f"  (analyses: fitting {_fmt(an_fit)} per seed; their text work {_fmt(an_text)} in perturbation "
+            f"(first use {_fmt(an_first)}); in scoring, not in the model lines: their buckets "
+            f"{_fmt(an_byte * cell_bytes / cell_procs)} per model in {cell_procs} process(es))")
     if dup_s > 0:
         say(f"  (scoring: {1 - kept:.1%} of the sampled cells' windows repeat another and are forwarded once: "
             f"{_fmt(dup_s)} less than the model lines add up to)")
@@ -213,7 +240,8 @@ def dry_run(suite: Suite, opts: RunOptions, emit: Callable[[str], None] | None =
         say(f"compressor baseline cells: {suite.n_baseline_cells()} "
             f"({', '.join(suite.baselines.compressors)} x {1 + len(suite.permutations)} stream(s))")
     phases = {"data": t_data, "fits": fit_s, "compile": compile_s, "training": train_s,
-              "perturbation": t_pert, "analyses": an_s, "scoring": score_s, "per_seed": per_seed}
+              "perturbation": t_pert, "analyses": an_s, "scoring": score_s, "results": results_s,
+              "per_seed": per_seed}
     # The run in this directory reads it back and writes estimated vs actual into run.json.
     runner.rd.root.mkdir(parents=True, exist_ok=True)
     atomic_write_json(runner.rd.root / ESTIMATE_FILE, {
@@ -295,7 +323,8 @@ def _train_timing(enc: Any, docs: Any, b: Any, dev: torch.device, seed: int, n_b
 
 
 def _train_timing_cuda(enc: Any, docs: Any, b: Any, dev: torch.device, seed: int, steps: int) -> dict[str, Any]:
-    """``train_encoder`` itself on real batches: wall seconds of ``GPU_STEPS`` steps."""
+    """``train_encoder`` itself on real batches: calls of ``GPU_STEPS`` steps, fitted by
+    ``_fit_train_calls``; plus peak_bytes."""
     step_bytes = b.windows_per_step * b.context_bytes
     walls = []
     peak = 0
@@ -311,14 +340,27 @@ def _train_timing_cuda(enc: Any, docs: Any, b: Any, dev: torch.device, seed: int
         except torch.cuda.OutOfMemoryError as e:
             raise DoesNotFit(f"{type(enc).__name__}: one training step does not fit the device ({e}); "
                              "set budget.micro_batch_bytes") from None
-        walls.append(st["seconds"])
+        walls.append((st["seconds"], st["steps"],
+                      st.get("compile_graph_seconds", 0.0) + st.get("compile_kernels_seconds", 0.0)))
         peak = max(peak, st["peak_mem_bytes"])
-    t_warm, t_short, t_long = walls
-    n_warm, n_short, n_long = GPU_STEPS
-    step_s = max(0.0, (t_long - t_short) / (n_long - n_short))
-    startup = max(0.0, t_short - n_short * step_s)
-    compile_s = max(0.0, t_warm - startup - n_warm * step_s)
-    return {"step_s": step_s, "train_s": startup + step_s * steps, "compile_s": compile_s, "peak_bytes": peak}
+    return {**_fit_train_calls(walls, steps), "peak_bytes": peak}
+
+
+def _fit_train_calls(calls: list[tuple[float, int, float]], steps: int) -> dict[str, float]:
+    """Seconds of a run's training from the timed ``train_encoder`` calls, each (wall seconds,
+    steps it ran, seconds of it compiling by ``compile_clock``), in ``GPU_STEPS`` order: the
+    last two calls' compile-free walls give a step's time (their difference) and the start-up
+    (what is left of the shorter one); the earlier calls' compile clocks and whatever they took
+    beyond start-up and steps (first launches, allocator growth) are the cold compile.
+    Returns step_s, train_s (start-up + ``steps`` steps, compile excluded), compile_s."""
+    free = [(w - c, n) for w, n, c in calls]
+    (w_short, n_short), (w_long, n_long) = free[-2], free[-1]
+    step_s = (w_long - w_short) / (n_long - n_short) if n_long > n_short else 0.0
+    if step_s <= 0.0:  # noise (or a compile the clock missed) in the short call: the long call's mean
+        step_s = w_long / max(1, n_long)
+    startup = max(0.0, w_short - n_short * step_s)
+    compile_s = sum(c for _, _, c in calls) + sum(max(0.0, w - startup - n * step_s) for w, n in free[:-2])
+    return {"step_s": step_s, "train_s": startup + step_s * steps, "compile_s": compile_s}
 
 
 def _train_timing_cpu(enc: Any, docs: Any, b: Any, dev: torch.device, seed: int, steps: int) -> dict[str, Any]:
@@ -381,10 +423,12 @@ def _score_sample(evals: list[Any], context: int, stride: int, want_windows: int
 def _score_timing(runner: Runner, model: TrainedModel, sample: list[EvalSet],
                   dev: torch.device) -> dict[str, float]:
     """The run's scoring path on the clean cells of the sample: ``score_items`` on all their
-    windows packed (twice: the first call holds the inference compile), then ``score_cell``.
+    windows packed (the first call holds the inference compile; then once and repeated, see
+    below), then ``score_cell`` with and without the per-byte sample rows.
     Returns score_window_s (the cost of one more window), score_job_s (a packed job's fixed
-    cost: the run packs one job per eval set), score_doc_s, score_cell_s (saving a cell) and
-    score_compile_s."""
+    cost: the run packs one job per eval set), score_doc_s (a document row of a cell),
+    score_sample_row_s (the extra of a row that keeps its per-byte NLL: ``eval.sample_docs`` a
+    cell), score_cell_s (saving a cell) and score_compile_s."""
     suite = runner.suite
     seed = suite.seeds[0]
     bw = _score_batch(suite.eval.batch_windows, dev)
@@ -397,38 +441,63 @@ def _score_timing(runner: Runner, model: TrainedModel, sample: list[EvalSet],
     items = [p.item for _, _, plan in cells for p in plan if p is not None]
     n_win = sum(len(it.windows) for it in items)
     if not n_win:
-        return {"score_window_s": 0.0, "score_job_s": 0.0, "score_doc_s": 0.0, "score_cell_s": 0.0,
-                "score_compile_s": 0.0}
-    walls = []
-    # the sample's windows once (the first call holds the compile), once more, then twice over:
-    # a packed job has a fixed cost (collation workers forked, the pipeline filled) that a
-    # sample of a few hundred windows would otherwise spread over every window of the run — on
-    # an H200 that made the scoring estimate 2.5-4x the measured (BENCHMARKS.md, session 12)
-    for rep in (1, 1, 2):
+        return {"score_window_s": 0.0, "score_job_s": 0.0, "score_doc_s": 0.0, "score_sample_row_s": 0.0,
+                "score_cell_s": 0.0, "score_compile_s": 0.0, "assemble_row_s": 0.0, "assemble_sample_s": 0.0}
+    def job(rep: int) -> tuple[float, list[Any]]:
         t0 = time.perf_counter()
-        scores = score_items(model.enc, items * rep, dev, bw, bf16, stats={}, dedup=False)
+        out = score_items(model.enc, items * rep, dev, bw, bf16, stats={}, dedup=False)
         _sync(dev)
-        walls.append(time.perf_counter() - t0)
+        return time.perf_counter() - t0, out
+
+    first, scores = job(1)  # holds the inference compile
+    one = job(1)[0]
+    if dev.type == "cuda":
+        one = min(one, job(1)[0])
+    # A packed job has a fixed cost (collation workers forked, the pipeline filled) that a sample
+    # of a few hundred windows would spread over every window of the run, and on a GPU those
+    # windows take ~20 ms in all, less than that cost's noise: the sample is repeated, doubling,
+    # until the repeats add SCORE_EXTRA_S, and a window's cost is that difference (the larger job
+    # timed twice, the faster kept: its first call may meet a new last-batch shape). On an H200
+    # a sample scored once and twice over made the scoring estimate 4-6x the run (session 13).
+    # (on CPU a window costs milliseconds: twice over is enough, and the sample is not re-timed)
+    cuda = dev.type == "cuda"
+    rep, big = 2, job(2)[0]
+    while cuda and big - one < SCORE_EXTRA_S and rep < SCORE_MAX_REPEAT:
+        rep *= 2
+        big = job(rep)[0]
+    if cuda:
+        big = min(big, job(rep)[0])
     scores = scores[: len(items)]
-    per_window = max(0.0, walls[2] - walls[1]) / n_win  # the extra n_win windows' cost
-    if per_window <= 0.0:  # noise larger than the sample: no fixed part
-        per_window, job_s = walls[1] / n_win, 0.0
+    per_window = max(0.0, big - one) / ((rep - 1) * n_win)
+    if per_window <= 0.0:  # noise larger than the repeats: no fixed part
+        per_window, job_s = one / n_win, 0.0
     else:
-        job_s = max(0.0, walls[1] - per_window * n_win)
-    # a cell's rows, samples and metrics; the analyses' buckets are timed with their fit
-    full, runner.suite = runner.suite, dataclasses.replace(runner.suite, analyses=())
-    made = []
+        job_s = max(0.0, one - per_window * n_win)
+    # a cell's rows, samples and metrics; the analyses' buckets are timed with their fit. Twice:
+    # with the suite's per-byte sample rows and without, as a cell of hundreds of documents has
+    # eval.sample_docs of them and the sample's cells of a few documents nearly only those.
+    full = runner.suite
+    made: list[Any] = []
+    plain: list[Any] = []  # the same cells without per-byte sample rows
+    spent = []
     try:
-        t0 = time.perf_counter()
-        k, rows = 0, 0
-        for es, mode, plan in cells:
-            n = sum(p is not None for p in plan)
-            made.append(runner.score_cell(model, es, CLEAN, mode, seed, plan, scores[k : k + n]))
-            k += n
-            rows += n
-        doc_s = (time.perf_counter() - t0) / max(1, rows)
+        for first_pass, keep in ((True, suite.eval.sample_docs), (False, 0)):
+            runner.suite = dataclasses.replace(full, analyses=(),
+                                               eval=dataclasses.replace(full.eval, sample_docs=keep))
+            t0 = time.perf_counter()
+            k, rows, kept = 0, 0, 0
+            for es, mode, plan in cells:
+                n = sum(p is not None for p in plan)
+                cell = runner.score_cell(model, es, CLEAN, mode, seed, plan, scores[k : k + n])
+                (made if first_pass else plain).append(cell)
+                k += n
+                rows += n
+                kept += min(n, keep)
+            spent.append((time.perf_counter() - t0, kept))
     finally:
         runner.suite = full
+    doc_s = spent[1][0] / max(1, rows)
+    sample_row_s = max(0.0, spent[0][0] - spent[1][0]) / max(1, spent[0][1])
     # saving a cell (sealed, fsync'd): into a throwaway directory, never the run's (the run
     # would take them for finished cells)
     with tempfile.TemporaryDirectory(prefix="tokbench-dry-cells-") as tmp:
@@ -437,48 +506,74 @@ def _score_timing(runner: Runner, model: TrainedModel, sample: list[EvalSet],
         for i, cell in enumerate(made):
             rd.save_cell(f"dry{i}", cell)
         cell_s = (time.perf_counter() - t0) / max(1, len(made))
-    return {"score_window_s": per_window, "score_job_s": job_s, "score_doc_s": doc_s, "score_cell_s": cell_s,
-            "score_compile_s": max(0.0, walls[0] - walls[1]) if want_compile(suite.budget.compile, dev) else 0.0}
+        # the results files: each cell loaded back and its rows written out (harness.run.assemble),
+        # per plain row and per sample row's extra
+        assembled = []
+        for group, name in ((made, "dry"), (plain, "plain")):
+            for i, cell in enumerate(group):
+                rd.save_cell(f"{name}{i}", cell)
+            t0 = time.perf_counter()
+            for i in range(len(group)):
+                c = rd.load_cell(f"{name}{i}")
+                _ = "".join(dumps(r) + "\n" for r in c["samples"]) if c is not None else ""
+            assembled.append(time.perf_counter() - t0)
+    assemble_row_s = assembled[1] / max(1, rows)
+    assemble_sample_s = max(0.0, assembled[0] - assembled[1]) / max(1, spent[0][1])
+    return {"score_window_s": per_window, "score_job_s": job_s, "score_doc_s": doc_s,
+            "score_sample_row_s": sample_row_s, "score_cell_s": cell_s,
+            "assemble_row_s": assemble_row_s, "assemble_sample_s": assemble_sample_s,
+            "score_compile_s": max(0.0, first - one) if want_compile(suite.budget.compile, dev) else 0.0}
 
 
 def _analysis_timing(runner: Runner, train: Any, sample: list[EvalSet],
-                     tokenizers: dict[str, Any]) -> tuple[float, float, float]:
-    """(fit seconds, first rows' seconds, seconds per document row of a cell) of the suite's analyses: ``fit`` on the
+                     tokenizers: dict[str, Any]) -> tuple[float, float, float, float]:
+    """(fit seconds, first rows' extra seconds, seconds per scored byte of a cell's buckets,
+    seconds per scored byte of word tables, serially) of the suite's analyses: ``fit`` on the
     whole training part, as the run does (with the BPE tokenizers the dry run fitted on its
     sample: the morphology analysis borrows a BPE encoder's boundaries), then ``cell_buckets`` of
     the sample documents, per eval set and mode (clean_target scores only ``eval.target_bytes``)."""
     suite = runner.suite
     if not suite.analyses:
-        return 0.0, 0.0, 0.0
+        return 0.0, 0.0, 0.0, 0.0
     encs = {label: _Tokenized(tok) for label, tok in tokenizers.items() if tok is not None}
     t0 = time.perf_counter()
     for spec in suite.analyses:
         spec.config.fit(train.docs, encs)
     fit_s = time.perf_counter() - t0
 
-    def rows(docs_of: Callable[[EvalSet], list[Any]]) -> int:
+    def rows(part: int | None) -> int:
+        """Buckets of the sample's cells (``part``: every other document from that one on);
+        returns the bytes they scored."""
         n = 0
         for es in sample:
+            docs = es.part.docs if part is None else es.part.docs[part::2]
             for mode in suite.eval.modes:
                 spans = []
-                for doc in docs_of(es):
+                for doc in docs:
                     scored = doc.data if mode == "full" else doc.data[: suite.eval.target_bytes]
                     spans.append((doc, scored, np.zeros(len(scored))))
                 for spec in suite.analyses:  # a cell's buckets at once, as the run sums them
                     a = spec.config
                     if not a.datasets or es.part.name in a.datasets:
                         a.cell_buckets(spans)
-                n += len(spans)
+                n += sum(len(sp[1]) for sp in spans)
         return n
 
-    # The first rows of a language train its segmenter (lazily, in the run's first cell): a
-    # once-per-run cost, counted with the fit, not per row.
-    t0 = time.perf_counter()
-    rows(lambda es: es.part.docs[:1])
-    first_s = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    n = rows(lambda es: es.part.docs)
-    return fit_s, first_s, (time.perf_counter() - t0) / max(1, n)
+    def timed(part: int | None) -> tuple[float, int]:
+        t0 = time.perf_counter()
+        n = rows(part)
+        return time.perf_counter() - t0, n
+
+    # Three passes: every other document (the first rows of each language train its segmenter,
+    # lazily: a once-per-run cost), the other half (word tables of new text with trained
+    # segmenters: the run makes them for every distinct text up front, in its "analyses' text
+    # work", then buckets), then all again (buckets of cached tables: the cells' pace). Per
+    # scored byte: the sample's documents are no typical length.
+    (t_a, n_a), (t_b, n_b), (t_c, n_c) = timed(0), timed(1), timed(None)
+    bucket_b = t_c / max(1, n_c)
+    tables_b = max(0.0, t_b / max(1, n_b) - bucket_b)
+    first_s = max(0.0, t_a - n_a * (tables_b + bucket_b))
+    return fit_s, first_s, bucket_b, tables_b
 
 
 @dataclasses.dataclass

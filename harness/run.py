@@ -109,6 +109,13 @@ def cache_budget(budget: Any) -> dict[str, Any]:
     return out
 
 
+def cell_processes() -> int:
+    """Forked processes that make a model's cells from its scores (rows, samples, buckets;
+    CPU work): at most 4 — on an H200 host 16 made 50-document cells no faster (BENCHMARKS.md,
+    session 12)."""
+    return min(4, usable_cpus())
+
+
 def pick_device(name: str) -> torch.device:
     if name == "auto":
         name = "cuda" if torch.cuda.is_available() else "cpu"
@@ -602,6 +609,7 @@ class Runner:
         actual = {"data": t.get("data_seconds", 0.0), "fits": fits / n, "training": (t.get("train_seconds", 0.0) - fits) / n,
                   "perturbation": t.get("perturb_fit_seconds", 0.0) / n + t.get("perturb_seconds", 0.0) / n,
                   "analyses": t.get("analyses_seconds", 0.0) / n, "scoring": t.get("score_forward_seconds", 0.0) / n,
+                  "results": t.get("assemble_seconds", 0.0) / n,
                   "per_seed": (t["total_seconds"] - t.get("report_seconds", 0.0)) / n}
         # the run's training time holds each model's cold compile (its first step)
         e = {**est["seconds_per_seed"]}
@@ -792,7 +800,7 @@ class Runner:
                 # At most 4: forking this process (GBs of CUDA mappings) is not free — at 50
                 # documents a cell set the H200 host took 1.5 s a model with up to 16 workers,
                 # where session 11's serial rate gives ≈ 1.1 s (BENCHMARKS.md, session 12).
-                perturb_many(range(len(tasks)), cell_work, min(4, usable_cpus()), stage="cells")  # type: ignore[arg-type]
+                perturb_many(range(len(tasks)), cell_work, cell_processes(), stage="cells")  # type: ignore[arg-type]
                 bar.update(len(tasks))
                 self._add_time("score_cells_seconds", t0)
                 # run.json as each model's cells land: a run killed later (in another model's

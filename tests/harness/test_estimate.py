@@ -53,7 +53,9 @@ def test_dry_run_hands_out_each_line_as_it_is_known(tmp_path: Path) -> None:
     assert lines[-1].startswith("dry run: ") and "max RSS" in lines[-1]
     est = json.loads((out / "estimate.json").read_text())
     phases = est["seconds_per_seed"]
-    assert {"data", "fits", "compile", "training", "perturbation", "analyses", "scoring", "per_seed"} <= set(phases)
+    assert {"data", "fits", "compile", "training", "perturbation", "analyses", "scoring", "results",
+            "per_seed"} <= set(phases)
+    assert phases["results"] > 0  # the results files: every cell loaded back and written out
     assert phases["per_seed"] == pytest.approx(sum(v for k, v in phases.items() if k != "per_seed"))
     assert phases["training"] > 0 and phases["scoring"] > 0 and phases["compile"] == 0.0  # compile is off on CPU
     assert est["compile"]["on"] is False and est["dry_run_seconds"]["total"] > 0
@@ -103,3 +105,25 @@ def test_plan_ahead_counts_only_what_outlasts_training(tmp_path: Path, ahead: st
     else:
         assert p["perturbation"] == own and "while the models train" not in text
         assert est["plan_ahead"]["host_fit_seconds"] == 0.0
+
+
+def test_training_fit_takes_each_calls_compile_out_of_its_wall() -> None:
+    """The bytes model's calls as an H200 timed them (session 13, benchmarks/dry_train_probe.py):
+    (wall s, steps, compile-clock s) of 3, 8, 24 and 64 steps. The 8-step call compiled 3 s more
+    (a shape the first call left out), so its wall exceeded the 24-step call's and the old fit's
+    step time came out 0; with each call's compile taken out, the step is the last two calls'
+    difference (the run's steps took 81-83 ms there)."""
+    from harness.estimate import _fit_train_calls
+
+    calls = [(23.76, 4, 21.51), (4.062, 9, 3.0), (2.17, 25, 0.0), (5.48, 65, 0.0)]
+    got = _fit_train_calls(calls, 246)
+    step = (5.48 - 2.17) / 40
+    startup = 2.17 - 25 * step
+    assert got["step_s"] == pytest.approx(step)
+    assert got["train_s"] == pytest.approx(startup + 246 * step)
+    # the clocks' 24.51 s, plus what the two warm-up calls took beyond start-up and their steps
+    extra = (23.76 - 21.51 - startup - 4 * step) + (4.062 - 3.0 - startup - 9 * step)
+    assert got["compile_s"] == pytest.approx(24.51 + extra)
+    # a long call faster than the short one (noise): its mean step, never a step of 0
+    noisy = _fit_train_calls([(10.0, 4, 9.0), (2.0, 9, 0.0), (3.0, 25, 0.0), (2.9, 65, 0.0)], 100)
+    assert noisy["step_s"] == pytest.approx(2.9 / 65) and noisy["train_s"] > 0
