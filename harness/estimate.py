@@ -153,6 +153,7 @@ def dry_run(suite: Suite, opts: RunOptions, emit: Callable[[str], None] | None =
     window_s = 0.0  # the models' per-window forward time over every window of every cell
     measuring: dict[str, float] = {}
     tokenizers: dict[str, Any] = {}
+    per_model: dict[str, dict[str, float]] = {}
     order = runner.training_order()  # the run's order: compiled code one model leaves, the next reuses
     with _private_compile_caches(compile_on):
         for spec in order:
@@ -185,6 +186,9 @@ def dry_run(suite: Suite, opts: RunOptions, emit: Callable[[str], None] | None =
                 f"{_fmt(m['fit_s']):>7} {_fmt(m['compile_s'] + m['score_compile_s']):>8} {_fmt(m['train_s']):>8} "
                 f"{_fmt(t_score):>8}")
             tokenizers[spec.label] = m["tokenizer"]
+            # what was measured, for reading an estimate against a run (estimate.json "models")
+            per_model[spec.label] = {k: v for k, v in m.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+            per_model[spec.label]["score_s"] = t_score
             del m
             _release_memory()
             measuring[spec.label] = time.perf_counter() - t_model
@@ -249,6 +253,9 @@ def dry_run(suite: Suite, opts: RunOptions, emit: Callable[[str], None] | None =
         "compile": {"on": compile_on, "training_seconds": compile_s, "scoring_seconds": score_compile_s},
         "perturbation_fit_seconds": pert_fit, "score_distinct_fraction": kept,
         "plan_ahead": {"on": ahead, "perturbation_seconds": t_pert_all, "host_fit_seconds": fit_ahead_s},
+        "analyses_timing": {"fit_seconds": an_fit, "first_use_seconds": an_first, "bucket_seconds_per_byte": an_byte,
+                            "table_seconds_per_byte": an_tables, "cell_bytes": cell_bytes, "cell_processes": cell_procs},
+        "models": per_model,
         "dry_run_seconds": {"total": time.perf_counter() - t_start, "data": t_data, **measuring}})
     say(f"(written to {runner.rd.root / ESTIMATE_FILE}; a run into that directory reports estimated vs actual)")
     say(f"dry run: {_fmt(time.perf_counter() - t_start)} (data {_fmt(t_data)}; "

@@ -56,6 +56,9 @@ def test_dry_run_hands_out_each_line_as_it_is_known(tmp_path: Path) -> None:
     assert {"data", "fits", "compile", "training", "perturbation", "analyses", "scoring", "results",
             "per_seed"} <= set(phases)
     assert phases["results"] > 0  # the results files: every cell loaded back and written out
+    # what each model's line was made of, kept for reading an estimate against a run
+    assert set(est["models"]) == {"bytes", "bpe"}
+    assert all(m["score_window_s"] > 0 and m["train_s"] > 0 for m in est["models"].values())
     assert phases["per_seed"] == pytest.approx(sum(v for k, v in phases.items() if k != "per_seed"))
     assert phases["training"] > 0 and phases["scoring"] > 0 and phases["compile"] == 0.0  # compile is off on CPU
     assert est["compile"]["on"] is False and est["dry_run_seconds"]["total"] > 0
