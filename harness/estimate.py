@@ -168,6 +168,10 @@ def dry_run(suite: Suite, opts: RunOptions, emit: Callable[[str], None] | None =
             # the cells are made from the scores in up to cell_processes() forked processes
             cell_work = (m["score_doc_s"] * doc_cells + m["score_cell_s"] * n_cells_model
                          + m["score_sample_row_s"] * n_cells_model * ev.sample_docs)
+            # behind (harness.run.CellsBehind, on CUDA): made while the next model scores; only
+            # the last job, the last model's cells of the last eval set, is waited for
+            if runner.cells_behind:
+                cell_work = cell_work / len(evals) if spec is order[-1] else 0.0
             t_score = (m["score_window_s"] * score_windows + m["score_job_s"] * len(evals)
                        + cell_work / cell_procs + m["score_compile_s"])
             if ahead and m["host_fit"]:
@@ -198,7 +202,7 @@ def dry_run(suite: Suite, opts: RunOptions, emit: Callable[[str], None] | None =
     # the analyses' buckets of every cell are made in scoring (in the cell processes); their word
     # tables of every distinct text before it, in "perturbation" (the analyses' text work, on all
     # CPUs; the first rows train the segmenters there)
-    score_s += an_byte * cell_bytes * len(order) / cell_procs
+    score_s += an_byte * cell_bytes * (1 / len(evals) if runner.cells_behind else len(order)) / cell_procs
     measuring["analyses"] = time.perf_counter() - t_an
     t_wait = time.perf_counter()
     t_pert, pert_fit, kept = pert()

@@ -25,7 +25,7 @@ import json
 import math
 import re
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -110,10 +110,6 @@ def write_csv(path: Path, rows: Sequence[dict[str, Any]], columns: Sequence[str]
     for r in rows:
         w.writerow({k: ("" if isinstance(v, float) and not math.isfinite(v) else v) for k, v in r.items()})
     atomic_write_text(path, out.getvalue())
-
-
-def write_jsonl(path: Path, rows: Iterable[dict[str, Any]]) -> None:
-    atomic_write_text(path, "".join(dumps(r) + "\n" for r in rows))
 
 
 class RunDir:

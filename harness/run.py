@@ -11,7 +11,9 @@ from __future__ import annotations
 import errno
 import json
 import math
+import os
 import sys
+import threading
 import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
@@ -55,9 +57,10 @@ from harness.provenance import git_sha, hardware, package_versions, tokbench_ver
 from harness.results import (
     RunDir,
     atomic_write_json,
+    atomic_write_text,
+    dumps,
     stable_hash,
     write_csv,
-    write_jsonl,
 )
 from harness.score import (
     PlanRow,
@@ -114,6 +117,75 @@ def cell_processes() -> int:
     CPU work): at most 4 — on an H200 host 16 made 50-document cells no faster (BENCHMARKS.md,
     session 12)."""
     return min(4, usable_cpus())
+
+
+def cells_behind_wanted(device_type: str) -> bool:
+    """``TOKBENCH_CELLS_BEHIND``: make a model's cells in the background while the next model
+    scores (1) or in turn (0). Default: on CUDA only — on a CPU the cell processes and the
+    scoring forwards would share the same cores. Any other value is a ``ValueError`` naming it
+    (the CLI's one-line error)."""
+    raw = os.environ.get("TOKBENCH_CELLS_BEHIND", "").strip()
+    if raw not in ("", "0", "1"):
+        raise ValueError(f"TOKBENCH_CELLS_BEHIND={raw!r}: expected 0 or 1")
+    return device_type == "cuda" if raw == "" else raw == "1"
+
+
+class CellsBehind:
+    """At most one job in a background thread: ``submit(job, landed)`` waits for the job before
+    (re-raising its error, else calling its ``landed`` here, in the caller's thread), then starts
+    ``job``; ``join`` waits for the last. Disabled, ``submit`` runs both at once, in turn. The
+    caller's thread keeps the run's bookkeeping (run.json, the progress bar): the job only makes
+    and writes cell files. ``wait_seconds``: how long the caller waited for jobs."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
+        self.wait_seconds = 0.0
+        self._thread: threading.Thread | None = None
+        self._landed: Callable[[], None] | None = None
+        self._error: BaseException | None = None
+
+    def submit(self, job: Callable[[], None], landed: Callable[[], None]) -> None:
+        self.join()
+        if not self.enabled:
+            job()
+            landed()
+            return
+
+        def run() -> None:
+            try:
+                job()
+            except BaseException as e:  # noqa: BLE001 - re-raised in the caller's thread
+                self._error = e
+
+        self._landed = landed
+        # The job's worker processes are forked from this thread and die with it
+        # (PR_SET_PDEATHSIG): it lives until they are done.
+        self._thread = threading.Thread(target=run, name="tokbench-cells", daemon=True)
+        self._thread.start()
+
+    def join(self, quiet: bool = False) -> None:
+        """Wait for the job under way; re-raise its error (``quiet``: drop it and land nothing),
+        else call its ``landed``."""
+        if self._thread is None:
+            return
+        t0 = time.perf_counter()
+        self._thread.join()
+        self.wait_seconds += time.perf_counter() - t0
+        self._thread = None
+        error, self._error = self._error, None
+        landed, self._landed = self._landed, None
+        if quiet:
+            return
+        if error is not None:
+            raise error
+        if landed is not None:
+            landed()
+
+
+def assemble_processes(n_cells: int) -> int:
+    """Forked processes that read the cells back for the results files: up to 8 (each reads a
+    contiguous run of cells), none for a handful of cells (forking costs more than it saves)."""
+    return min(8, usable_cpus()) if n_cells >= 64 else 1
 
 
 def pick_device(name: str) -> torch.device:
@@ -216,6 +288,7 @@ class Runner:
         self.opts = opts
         self.log = opts.log
         self.device = pick_device(opts.device)
+        self.cells_behind = cells_behind_wanted(self.device.type)  # a bad setting fails here, not after training
         self.rd = RunDir(opts.out or Path("runs") / suite.name, log=self.log)
         self.ctx = source_context(suite, opts.cache_dir, self.log)
         self.budget = suite.budget
@@ -715,6 +788,21 @@ class Runner:
         bar = tqdm(total=self.suite.n_cells(per_seed=True), desc=f"score seed {seed}", unit="cell",
                    leave=False, file=sys.stderr, disable=not self.opts.progress, mininterval=1.0)
         keys: list[str] = []
+        behind = CellsBehind(self.cells_behind)
+        for key in ("score_cells_seconds", "score_cells_wait_seconds"):
+            self.timings.setdefault(key, 0.0)  # written from the cells' thread: no new key mid-read
+        try:
+            self._score_sets(seed, evals, models, perts, bar, keys, behind)
+            behind.join()
+        finally:
+            behind.join(quiet=True)  # an error elsewhere: the cells under way finish (their files are whole)
+        self.timings["score_cells_wait_seconds"] += behind.wait_seconds
+        bar.close()
+        return keys
+
+    def _score_sets(self, seed: int, evals: list[EvalSet], models: dict[str, TrainedModel],
+                    perts: Instances | FitOnDemand, bar: Any, keys: list[str], behind: CellsBehind) -> None:
+        """``score_seed``'s work, eval set by eval set (``keys`` filled in place)."""
         for es in evals:
             fp = es.part.fingerprint
             cells: list[tuple[PerturbationSpec, str, dict[str, str], list[str]]] = []
@@ -777,7 +865,6 @@ class Runner:
                 # of which compiling: inference-mode graphs and kernel keys new to scoring
                 self.timings["score_compile_seconds"] = (self.timings.get("score_compile_seconds", 0.0)
                                                          + sum(compile_since(clock0).values()))
-                t0 = time.perf_counter()
                 tasks, k = [], 0
                 for (pspec, mode, ck, todo), plan in zip(cells, plan_of):
                     n = sum(p is not None for p in plan)
@@ -800,14 +887,19 @@ class Runner:
                 # At most 4: forking this process (GBs of CUDA mappings) is not free — at 50
                 # documents a cell set the H200 host took 1.5 s a model with up to 16 workers,
                 # where session 11's serial rate gives ≈ 1.1 s (BENCHMARKS.md, session 12).
-                perturb_many(range(len(tasks)), cell_work, cell_processes(), stage="cells")  # type: ignore[arg-type]
-                bar.update(len(tasks))
-                self._add_time("score_cells_seconds", t0)
-                # run.json as each model's cells land: a run killed later (in another model's
-                # scoring, or in the report) still shows where scoring's time went
-                atomic_write_json(self.rd.root / "run.json", self.run_json("running"))
-        bar.close()
-        return keys
+                # On a GPU they are made while the next model scores (``CellsBehind``).
+                def cells_job(tasks: list[Any] = tasks, cell_work: Callable[[int], None] = cell_work) -> None:
+                    t0 = time.perf_counter()
+                    perturb_many(range(len(tasks)), cell_work, cell_processes(), stage="cells")  # type: ignore[arg-type]
+                    self._add_time("score_cells_seconds", t0)
+
+                def landed(n: int = len(tasks)) -> None:
+                    bar.update(n)
+                    # run.json as each model's cells land: a run killed later (in another model's
+                    # scoring, or in the report) still shows where scoring's time went
+                    atomic_write_json(self.rd.root / "run.json", self.run_json("running"))
+
+                behind.submit(cells_job, landed)
 
     def record_bytes_per_segment(self) -> None:
         """bytes per token / patch / byte on each clean eval set (BPE's "multilingual inequity")."""
@@ -1009,22 +1101,34 @@ class Runner:
         return {"row": row, "samples": samples, "buckets": brows}
 
     def assemble(self, cell_keys: list[str]) -> None:
-        """results.csv / samples.jsonl / buckets.csv from this suite's cells, in a stable order."""
-        rows, samples, buckets = [], [], []
-        seen: set[str] = set()
-        for k in cell_keys:
-            if k in seen:
-                continue
-            seen.add(k)
-            cell = self.rd.load_cell(k)
-            if cell is None:
-                raise RuntimeError(f"cell {k} is missing after scoring")
-            rows.append(cell["row"])
-            samples.extend(cell["samples"])
-            buckets.extend(cell.get("buckets", []))
-        self.windowed_docs = sum(1 for s in samples if s.get("edit_rate_method") == "windowed")
+        """results.csv / samples.jsonl / buckets.csv from this suite's cells, in a stable order.
+        The cells are read back (checksums, JSON) and their sample rows turned into JSON lines in
+        forked processes (``assemble_processes``), a contiguous run of cells each, put together
+        here in cell order: the files are the same bytes as one process makes."""
+        keys = list(dict.fromkeys(cell_keys))  # first occurrence of each, in order
+        procs = assemble_processes(len(keys))
+        size = max(1, -(-len(keys) // (4 * procs)))  # a few tasks a process: uneven cells even out
+        chunks = [keys[i : i + size] for i in range(0, len(keys), size)]
+        rd = self.rd
+
+        def load(chunk: list[str]) -> tuple[list[dict[str, Any]], str, list[dict[str, Any]], int]:
+            rows, lines, buckets, windowed = [], [], [], 0
+            for k in chunk:
+                cell = rd.load_cell(k)
+                if cell is None:
+                    raise RuntimeError(f"cell {k} is missing after scoring")
+                rows.append(cell["row"])
+                lines.extend(dumps(r) + "\n" for r in cell["samples"])
+                windowed += sum(1 for r in cell["samples"] if r.get("edit_rate_method") == "windowed")
+                buckets.extend(cell.get("buckets", []))
+            return rows, "".join(lines), buckets, windowed
+
+        parts = perturb_many(chunks, load, procs, stage="results files")  # type: ignore[arg-type]
+        rows = [r for part in parts for r in part[0]]
+        buckets = [b for part in parts for b in part[2]]
+        self.windowed_docs = sum(part[3] for part in parts)
         write_csv(self.rd.root / "results.csv", rows, RESULT_COLUMNS)
-        write_jsonl(self.rd.root / "samples.jsonl", samples)
+        atomic_write_text(self.rd.root / "samples.jsonl", "".join(part[1] for part in parts))
         if buckets:
             write_csv(self.rd.root / "buckets.csv", buckets, BUCKET_COLUMNS)
         self.rows = rows
@@ -1062,6 +1166,7 @@ def phase_table(timings: dict[str, float], encoders: dict[str, Any]) -> str:
             ("analyses_prepare_seconds", "  analyses' text work"), ("score_forward_seconds", "score_forward"),
             ("score_items_seconds", "  packed jobs (forwards)"),
             ("score_compile_seconds", "    of which compiling"), ("score_cells_seconds", "  cells from scores"),
+            ("score_cells_wait_seconds", "    scoring waited for them"),
             ("score_baselines_seconds", "  compressor baselines"), ("assemble_seconds", "results files"),
             ("report_seconds", "report")]
     for k, label in rows:

@@ -1,0 +1,115 @@
+"""A model's cells made in the background while the next model scores (``CellsBehind``,
+``TOKBENCH_CELLS_BEHIND``) and the results files read back in several processes
+(``assemble``): the same files, to the byte, as one cell after another in one process; a
+cell job's error reaches the run with its type; a bad setting is a one-line error."""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+
+import pytest
+
+from core.forkpool import can_fork
+from harness.cli import main
+from harness.run import CellsBehind, cells_behind_wanted
+
+
+def test_cells_behind_runs_one_job_at_a_time_and_lands_each_in_the_callers_thread() -> None:
+    order: list[str] = []
+    gate = threading.Event()
+    behind = CellsBehind(True)
+
+    def job(name: str, wait: bool = False) -> None:
+        if wait:
+            assert gate.wait(10)
+        order.append(f"job {name} in {threading.current_thread().name}")
+
+    def landed(name: str) -> None:
+        order.append(f"landed {name} in {threading.current_thread().name}")
+
+    behind.submit(lambda: job("a", wait=True), lambda: landed("a"))
+    order.append("caller goes on")  # while job a waits
+    gate.set()
+    behind.submit(lambda: job("b"), lambda: landed("b"))  # waits for a, lands it here, starts b
+    behind.join()
+    main_name = threading.current_thread().name
+    assert order == ["caller goes on", "job a in tokbench-cells", f"landed a in {main_name}",
+                     "job b in tokbench-cells", f"landed b in {main_name}"]
+    assert behind.wait_seconds >= 0.0
+
+    # off: each job and its landing at once, in the caller's thread
+    order.clear()
+    off = CellsBehind(False)
+    off.submit(lambda: job("c"), lambda: landed("c"))
+    assert order == [f"job c in {main_name}", f"landed c in {main_name}"]
+
+
+def test_a_failed_cell_job_is_raised_in_the_caller_with_its_type_and_never_lands() -> None:
+    landed: list[int] = []
+    behind = CellsBehind(True)
+
+    def boom() -> None:
+        raise KeyError("cell 3")
+
+    behind.submit(boom, lambda: landed.append(1))
+    with pytest.raises(KeyError, match="cell 3"):
+        behind.submit(lambda: None, lambda: landed.append(2))  # the next submit meets it first
+    assert landed == []
+    behind.submit(boom, lambda: landed.append(3))
+    behind.join(quiet=True)  # an error elsewhere already: dropped
+    behind.join()  # nothing under way
+    assert landed == []
+
+
+def test_wanted_on_a_gpu_by_default_and_env_checked(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("TOKBENCH_CELLS_BEHIND", raising=False)
+    assert cells_behind_wanted("cuda") and not cells_behind_wanted("cpu")
+    monkeypatch.setenv("TOKBENCH_CELLS_BEHIND", "1")
+    assert cells_behind_wanted("cpu")
+    monkeypatch.setenv("TOKBENCH_CELLS_BEHIND", "0")
+    assert not cells_behind_wanted("cuda")
+    monkeypatch.setenv("TOKBENCH_CELLS_BEHIND", "yes")
+    with pytest.raises(ValueError, match=r"TOKBENCH_CELLS_BEHIND='yes': expected 0 or 1"):
+        cells_behind_wanted("cuda")
+
+
+def test_bad_env_is_one_line_exit_2_before_any_training(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    from test_run import make_suite
+
+    suite = make_suite(tmp_path)
+    monkeypatch.setenv("TOKBENCH_CELLS_BEHIND", "on")
+    assert main(["run", str(suite), "--out", str(tmp_path / "o"), "--quiet", "--no-report"]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    assert [ln for ln in err.splitlines() if ln.startswith("tokbench: error:")] == [
+        "tokbench: error: TOKBENCH_CELLS_BEHIND='on': expected 0 or 1"]
+    assert not (tmp_path / "o" / "models").exists() or not any((tmp_path / "o" / "models").iterdir())
+
+
+@pytest.mark.skipif(not can_fork(), reason="cells and results files are made in forked processes")
+def test_cells_behind_and_results_files_in_processes_give_the_same_bytes(tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    from test_run import SUITE, make_suite
+
+    import harness.run
+
+    suite = make_suite(tmp_path)
+    # two models, so a model's cells are made while the next one scores
+    suite.write_text(SUITE.replace("  - name: bytes\n", "  - name: bytes\n  - {name: bpe, vocab_size: 300}\n"))
+    monkeypatch.setattr(harness.run, "usable_cpus", lambda: 4)  # cell processes even on 2 cores
+    runs = {}
+    for name, behind, procs in (("plain", "0", 1), ("behind", "1", 3)):
+        monkeypatch.setenv("TOKBENCH_CELLS_BEHIND", behind)
+        monkeypatch.setattr(harness.run, "assemble_processes", lambda n, procs=procs: procs)
+        out = tmp_path / name
+        assert main(["run", str(suite), "--out", str(out), "--quiet", "--no-report"]) == 0
+        runs[name] = json.loads((out / "run.json").read_text())
+    for f in ("results.csv", "samples.jsonl"):
+        assert (tmp_path / "behind" / f).read_bytes() == (tmp_path / "plain" / f).read_bytes(), f
+    rows = (tmp_path / "plain" / "results.csv").read_text().splitlines()
+    assert len(rows) == 1 + 2 * 2 * 3 * 2  # header; 2 models x 2 eval sets x 3 perturbation cells x 2 modes
+    t = runs["behind"]["timings"]
+    assert t["score_cells_seconds"] > 0 and t["score_cells_wait_seconds"] >= 0
