@@ -48,6 +48,14 @@ for label, f in r.get("encoders", {}).items():
         if gi:
             print(f"gpu idle {label} s{seed}: {gi['idle_fraction']:.1%} of steps {gi['steps']} "
                   f"(wall {gi['wall_seconds']:.2f} s, device busy {gi['device_busy_seconds']:.2f} s)")
+for label, f in r.get("encoders", {}).items():
+    for seed, m in f.get("seeds", {}).items():
+        t = m["train"]
+        print(f"compile {label} s{seed}: graphs {t.get('compile_graph_seconds', 0):.1f} s kernels "
+              f"{t.get('compile_kernels_seconds', 0):.1f} s first step {t['first_step_seconds']:.1f} s "
+              f"cache {t.get('compile_cache')}")
+print("score_compile_cache", r.get("score_compile_cache"))
+print("compile_ahead", json.dumps(r.get("compile_ahead"), indent=1))
 print("timings", json.dumps(r.get("timings"), indent=1))
 print("estimate_vs_actual", json.dumps(r.get("estimate_vs_actual"), indent=1))
 PY

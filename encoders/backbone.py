@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -137,6 +137,9 @@ def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.T
 
 # The length at which compiled blocks were first trained in this process (see ``_sdpa``).
 _FIRST_TRAINED_LENGTH: list[int] = []
+# Called with that length once it is known (the harness's compile-ahead process needs it: its
+# graphs follow the same rule, so they must know the same first length).
+FIRST_LENGTH_LISTENERS: list[Callable[[int], None]] = []
 
 
 def attention_in_graph(n: int) -> bool:
@@ -148,6 +151,8 @@ def attention_in_graph(n: int) -> bool:
         return True
     if not _FIRST_TRAINED_LENGTH:
         _FIRST_TRAINED_LENGTH.append(n)
+        for listener in FIRST_LENGTH_LISTENERS:
+            listener(n)
     return n == _FIRST_TRAINED_LENGTH[0]
 
 

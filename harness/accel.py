@@ -114,6 +114,27 @@ def compile_clock() -> dict[str, float]:
     return {"graph": graph, "kernels": kernels}
 
 
+CACHE_COUNTERS = (("inductor", "fxgraph_cache_hit"), ("inductor", "fxgraph_cache_miss"),
+                  ("aot_autograd", "autograd_cache_hit"), ("aot_autograd", "autograd_cache_miss"))
+
+
+def cache_counts() -> dict[str, int]:
+    """How many compiled graphs this process has so far taken from torch.compile's on-disk
+    caches (``*_hit``) and compiled anew (``*_miss``): inductor's FX-graph cache and
+    AOTAutograd's. Differences of two readings say whether a stretch compiled from a warm cache
+    (``harness.compileahead``). Private torch counters: zeros when unavailable."""
+    try:
+        from torch._dynamo.utils import counters
+    except Exception:  # noqa: BLE001 - a measurement only
+        return {name: 0 for _, name in CACHE_COUNTERS}
+    return {name: int(counters[group][name]) for group, name in CACHE_COUNTERS}
+
+
+def cache_counts_since(start: dict[str, int]) -> dict[str, int]:
+    """``cache_counts()`` now minus ``start``."""
+    return {k: v - start.get(k, 0) for k, v in cache_counts().items()}
+
+
 def compile_since(start: dict[str, float]) -> dict[str, float]:
     """``compile_clock()`` now minus ``start``: seconds compiled since that reading."""
     now = compile_clock()

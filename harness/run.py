@@ -30,8 +30,10 @@ from core.forkpool import WorkerDied, usable_cpus
 from core.metrics import bpb
 from core.schema import BUCKET_COLUMNS, RESULT_COLUMNS
 from encoders.base import Encoder, config_to_dict
-from harness import plugins
+from harness import compileahead, plugins
 from harness.accel import (
+    cache_counts,
+    cache_counts_since,
     compile_backbones,
     compile_clock,
     compile_since,
@@ -280,6 +282,7 @@ class Runner:
     dp: Any = None  # harness.distributed.DataParallel when each model trains across ranks
     ahead: PlanAhead | None = None  # the plan-ahead process while it runs (harness.planahead)
     fits_ahead: PlanAhead | None = None  # host-only encoder fits running ahead (start_fits_ahead)
+    compile_ahead: compileahead.CompileAhead | None = None  # the compile-ahead process (harness.compileahead)
     plan_processes: int | None = None  # processes perturbing in plans(); None: every usable CPU
     writes_models = True  # False on the ranks of a data-parallel job other than rank 0
 
@@ -289,6 +292,7 @@ class Runner:
         self.log = opts.log
         self.device = pick_device(opts.device)
         self.cells_behind = cells_behind_wanted(self.device.type)  # a bad setting fails here, not after training
+        compileahead.compile_ahead_wanted(self.device.type, False, 0)  # likewise a bad TOKBENCH_COMPILE_AHEAD
         self.rd = RunDir(opts.out or Path("runs") / suite.name, log=self.log)
         self.ctx = source_context(suite, opts.cache_dir, self.log)
         self.budget = suite.budget
@@ -300,6 +304,7 @@ class Runner:
         self.windowed_docs = 0  # samples whose edit rate is windowed (counted in assemble)
         self.report_path: Path | None = None  # set only once a report was written in full
         self.score_facts: dict[str, dict[str, float]] = {}
+        self.score_compile_cache: dict[str, int] = {}  # scoring's graphs from the disk cache / anew
         self.gemm_tflops: float | None = None
         self.scaling_facts: dict[str, Any] = {}  # refused grid points of a scaling sweep
         self.train_part: DataPart | None = None  # set by run(); primes the compressor baselines
@@ -587,6 +592,8 @@ class Runner:
                           "windowed_documents": self.windowed_docs},
             "speed": self.speed_facts(),
             "estimate_vs_actual": self.estimate_vs_actual(),
+            "compile_ahead": self.compile_ahead.facts() if self.compile_ahead is not None else {"on": False},
+            "score_compile_cache": self.score_compile_cache,
             **({"scaling": self.scaling_facts} if self.suite.scaling is not None else {}),
             **(extra or {}),
         }
@@ -622,6 +629,7 @@ class Runner:
         self.eval_bytes = sum(e.n_bytes for e in data.evals)
         t0 = time.perf_counter()
         perts, evals = self.start_plan_ahead(data)
+        self.compile_ahead = compileahead.start(self, data.train, data.evals)
         self.gemm_tflops = gemm_tflops(self.device)  # the MFU ceiling, measured in this process
         self.rd.root.mkdir(parents=True, exist_ok=True)
         atomic_write_json(self.rd.root / "run.json", self.run_json("running"))
@@ -646,9 +654,11 @@ class Runner:
                 t_score += time.perf_counter() - t0
                 del models
         finally:  # an error before scoring: the processes are not wanted
-            for proc in (self.ahead, self.fits_ahead):
+            for proc in (self.ahead, self.fits_ahead, self.compile_ahead):
                 if proc is not None:
                     proc.stop()
+            if self.compile_ahead is not None and self.compile_ahead.finished is not None:
+                self.timings["compile_ahead_seconds"] = self.compile_ahead.finished["seconds"]
         self.timings.update({"train_seconds": t_train, "score_seconds": t_score,
                              "score_forward_seconds": t_score - self.timings["perturb_seconds"]})
         t0 = time.perf_counter()
@@ -758,6 +768,8 @@ class Runner:
         models: dict[str, TrainedModel] = {}
         flops_target = None
         for spec in self.training_order():
+            if self.compile_ahead is not None and seed == self.suite.seeds[0]:
+                self.compile_ahead.mark_training(spec.label)  # were its graphs compiled ahead by now?
             enc, meta = self.get_model(spec, seed, train, flops_target)
             if self.budget.match == "flops" and flops_target is None:
                 flops_target = float(meta["total_flops"])
@@ -849,8 +861,10 @@ class Runner:
                 needed = [label in c[3] for c, plan in zip(cells, plan_of) for p in plan if p is not None]
                 modes = [c[1] for c, plan in zip(cells, plan_of) for p in plan if p is not None]
                 n_windows = sum(len(it.windows) for it, nd in zip(items, needed) if nd)
+                if self.compile_ahead is not None:
+                    self.compile_ahead.ready(label, "score")  # waits only under TOKBENCH_COMPILE_AHEAD_WAIT=1
                 t0 = time.perf_counter()
-                clock0 = compile_clock()
+                clock0, cache0 = compile_clock(), cache_counts()
                 wbar = tqdm(total=n_windows, desc=f"score {label} {es.part.name}", unit="win", leave=False,
                             file=sys.stderr, mininterval=1.0,
                             disable=not self.opts.progress or n_windows < 1000)  # long documents: show progress
@@ -865,6 +879,8 @@ class Runner:
                 # of which compiling: inference-mode graphs and kernel keys new to scoring
                 self.timings["score_compile_seconds"] = (self.timings.get("score_compile_seconds", 0.0)
                                                          + sum(compile_since(clock0).values()))
+                for k, v in cache_counts_since(cache0).items():
+                    self.score_compile_cache[k] = self.score_compile_cache.get(k, 0) + v
                 tasks, k = [], 0
                 for (pspec, mode, ck, todo), plan in zip(cells, plan_of):
                     n = sum(p is not None for p in plan)
@@ -1162,7 +1178,8 @@ def phase_table(timings: dict[str, float], encoders: dict[str, Any]) -> str:
             ("plan_ahead_plans_seconds", "  ahead: plans (overlapped)"),
             ("plan_ahead_wait_seconds", "  ahead: scoring waited"),
             ("fit_ahead_seconds", "  ahead: encoder fits (overlapped)"),
-            ("fit_ahead_wait_seconds", "  ahead: training waited"), ("perturb_seconds", "perturb"),
+            ("fit_ahead_wait_seconds", "  ahead: training waited"),
+            ("compile_ahead_seconds", "  ahead: compiling (overlapped)"), ("perturb_seconds", "perturb"),
             ("analyses_prepare_seconds", "  analyses' text work"), ("score_forward_seconds", "score_forward"),
             ("score_items_seconds", "  packed jobs (forwards)"),
             ("score_compile_seconds", "    of which compiling"), ("score_cells_seconds", "  cells from scores"),

@@ -30,6 +30,8 @@ from encoders.base import Encoder, FitContext, TensorBatch
 from harness.accel import (
     IdleMeter,
     Prefetcher,
+    cache_counts,
+    cache_counts_since,
     collate_processes,
     compile_backbones,
     compile_clock,
@@ -255,6 +257,7 @@ def train_encoder(
         collated = ordered_pool_map(collate, todo, collate_processes(device))
     feed = Prefetcher(collated, prepare, depth=4, name="training batches")
     clock0 = compile_clock()
+    cache0 = cache_counts()
     idle = IdleMeter(device, os.environ.get("TOKBENCH_IDLE_STEPS"))
     step_here = 0  # steps run by this call (a resumed run starts at 0 again)
     t0 = time.perf_counter() - elapsed
@@ -354,6 +357,7 @@ def train_encoder(
         "compiled_modules": compiled,
         # of ``seconds``: torch.compile's graphs and FuzzyTok's kernel tuning (cold start costs)
         **{f"compile_{k}_seconds": v for k, v in compile_since(clock0).items()},
+        "compile_cache": cache_counts_since(cache0),  # graphs from the disk cache / compiled anew
         **({"gpu_idle": idle.result} if idle.result is not None else {}),
         "bytes_per_s": seen / seconds if seconds > 0 else math.nan,
         "peak_mem_bytes": peak_memory(device),

@@ -1,0 +1,361 @@
+"""Compiling while the models train: a spawned process runs every model's first training steps
+and first scoring forwards on small batches, so ``torch.compile``'s on-disk caches (inductor's
+FX-graph and AOTAutograd caches, Triton's kernel cache) already hold each model's graphs when
+the run reaches it. The run then compiles from the cache, not from scratch.
+
+Why: cold compiles were 77.5 s of a 462 s standard seed on an H200 (63.4 s of training's first
+steps, 14.1 s of scoring's; BENCHMARKS.md, session 13), paid one model after another on the
+critical path while the host's other cores sat idle. A warm cache cut a small backbone's compile
+of one training and one inference step from 35.4 s to 3.4 s on the 2-core VM (BENCHMARKS.md,
+session 14). The process works ahead of the run by up to a model's training time.
+
+What it changes: nothing the run computes. A cache hit hands back the code a fresh compile of
+that graph would make (the caches are keyed by the graph, the input layouts and the compiler's
+settings), so numbers are the same (tests/harness/test_compile_ahead.py). The process trains on
+at most ``WARM_WINDOWS`` windows a step, so its memory is small and its GPU time a few seconds:
+batch and length are symbolic in the compiled blocks (``Backbone.dynamic_shapes``), so the graphs
+do not depend on the batch. It waits for the length at which the run's first model trains
+(``encoders.backbone.attention_in_graph``'s rule depends on it) before training anything. It
+never blocks the run: the run never waits for it (unless ``TOKBENCH_COMPILE_AHEAD_WAIT=1``, for
+measurement and tests), a failure over there is a line in the log and the run compiles as
+before, and the run stops it when scoring is done.
+
+``TOKBENCH_COMPILE_AHEAD``: 1 on, 0 off; unset: on when the run compiles on a GPU with at least 4
+CPUs (spawned, not forked: the run's process may have touched CUDA already).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import gc
+import multiprocessing
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ENV = "TOKBENCH_COMPILE_AHEAD"
+WAIT_ENV = "TOKBENCH_COMPILE_AHEAD_WAIT"
+WARM_WINDOWS = 8  # windows a training step in the process (the run's, if fewer)
+WINDOWS_ENV = "TOKBENCH_COMPILE_AHEAD_WINDOWS"  # another count; 0: the run's own (micro-)batch
+WARM_CALLS = (3, 8)  # training calls of this many steps: the dry run's two warm-up calls
+FIT_SAMPLE = 1_000_000  # bytes of training text the process's quick fits read
+
+
+def _flag(name: str) -> str:
+    raw = os.environ.get(name, "").strip()
+    if raw not in ("", "0", "1"):
+        raise ValueError(f"{name}={raw!r}: expected 0 or 1")
+    return raw
+
+
+def compile_ahead_wanted(device_type: str, compiling: bool, cpus: int) -> bool:
+    """Whether to compile ahead (module docstring). A bad ``TOKBENCH_COMPILE_AHEAD`` or
+    ``TOKBENCH_COMPILE_AHEAD_WAIT`` is a ``ValueError`` naming it (the CLI's one-line error)."""
+    raw = _flag(ENV)
+    _flag(WAIT_ENV)
+    warm_windows(1)
+    if not compiling:
+        return False
+    if raw:
+        return raw == "1"
+    return device_type == "cuda" and cpus >= 4
+
+
+def warm_windows(run_windows: int) -> int:
+    """Windows a training step of the compile-ahead process: ``WARM_WINDOWS`` (or
+    ``TOKBENCH_COMPILE_AHEAD_WINDOWS``; 0 = the run's), never more than the run's ``run_windows``."""
+    raw = os.environ.get(WINDOWS_ENV, "").strip()
+    if not raw:
+        return min(WARM_WINDOWS, run_windows)
+    if not raw.isdigit():
+        raise ValueError(f"{WINDOWS_ENV}={raw!r}: expected a whole number of windows (0: the run's batch)")
+    n = int(raw)
+    return run_windows if n == 0 else min(n, run_windows)
+
+
+class CompileAhead:
+    """The compile-ahead process, seen from the run. ``first_length(n)`` tells it the length the
+    run's first compiled training step ran at; ``poll()`` reads what it has warmed so far;
+    ``ready(label, part)`` says whether ``part`` ("train" or "score") of a model is warmed
+    (waiting for it under ``TOKBENCH_COMPILE_AHEAD_WAIT=1``); ``stop()`` ends it; ``facts()`` is
+    run.json's ``compile_ahead``."""
+
+    def __init__(self, job: dict[str, Any], log: Any) -> None:
+        ctx = multiprocessing.get_context("spawn")
+        self.conn, child = ctx.Pipe()
+        self.log = log
+        self.wait = os.environ.get(WAIT_ENV, "").strip() == "1"
+        self.t0 = time.perf_counter()
+        self.warmed: dict[str, dict[str, Any]] = {}  # label -> {"train": {...}, "score": {...}}
+        self.seen_ready: dict[str, bool] = {}  # label -> training warmed before the run trained it
+        self.error: str | None = None
+        self.finished: dict[str, Any] | None = None
+        self.proc = ctx.Process(target=_child, args=(child, job, os.getpid()), name="tokbench-compile-ahead",
+                                daemon=True)
+        self.proc.start()
+        child.close()
+        self._sent_length = False
+
+    def first_length(self, n: int) -> None:
+        if self._sent_length or self.proc is None:
+            return
+        self._sent_length = True
+        with contextlib.suppress(OSError, ValueError):  # it ended: nothing to tell
+            self.conn.send(("first_length", int(n)))
+
+    def poll(self, timeout: float = 0.0) -> None:
+        """Read its messages (waiting up to ``timeout`` s for the first one)."""
+        if self.proc is None:
+            return
+        try:
+            while self.conn.poll(timeout):
+                timeout = 0.0
+                msg = self.conn.recv()
+                if msg[0] == "warmed":
+                    _, label, part, info = msg
+                    self.warmed.setdefault(label, {})[part] = info
+                elif msg[0] == "error":
+                    self.error = msg[1]
+                    self.log(f"[compile] compiling ahead stopped ({msg[1]}); the run compiles as before")
+                elif msg[0] == "done":
+                    self.finished = msg[1]
+        except (EOFError, OSError):
+            if self.error is None and self.finished is None:
+                code = self.proc.exitcode
+                self.error = f"the process ended (exit code {code})"
+                self.log(f"[compile] compiling ahead stopped ({self.error}); the run compiles as before")
+            self._end()
+
+    def ready(self, label: str, part: str) -> bool:
+        """Whether ``part`` of model ``label`` is warmed; under ``TOKBENCH_COMPILE_AHEAD_WAIT=1``
+        waits for it (or for the process to end)."""
+        self.poll()
+        # training graphs need the run's first length, sent once the run has trained: before
+        # that there is nothing to wait for
+        may_wait = self.wait and (part == "score" or self._sent_length)
+        while may_wait and self.proc is not None and part not in self.warmed.get(label, {}):
+            self.poll(timeout=1.0)
+        return part in self.warmed.get(label, {})
+
+    def mark_training(self, label: str) -> None:
+        """The run starts training ``label``: note whether its graphs were warmed by then."""
+        self.seen_ready.setdefault(label, self.ready(label, "train"))
+
+    def stop(self) -> None:
+        from encoders import backbone
+
+        self.poll()
+        self._end()
+        with contextlib.suppress(ValueError):
+            backbone.FIRST_LENGTH_LISTENERS.remove(self.first_length)
+
+    def _end(self) -> None:
+        if self.proc is None:
+            return
+        with contextlib.suppress(OSError, ValueError):
+            self.conn.send(("stop",))
+        self.proc.join(timeout=5.0)
+        if self.proc.is_alive():
+            self.proc.kill()
+            self.proc.join(timeout=5.0)
+        with contextlib.suppress(OSError):
+            self.conn.close()
+        self.proc = None
+        self.seconds = time.perf_counter() - self.t0
+
+    def facts(self) -> dict[str, Any]:
+        return {"on": True, "models": self.warmed, "ready_when_trained": self.seen_ready,
+                "error": self.error, **({"finished": self.finished} if self.finished is not None else {})}
+
+
+def start(runner: Any, train: Any, evals: list[Any]) -> CompileAhead | None:
+    """The compile-ahead process for ``runner``'s first seed, or None when not wanted (module
+    docstring). ``train``: the training part; ``evals``: the eval parts (``DataPart``; a few
+    documents of each are scored over there)."""
+    from core.forkpool import usable_cpus
+    from encoders import backbone
+    from harness.accel import want_compile
+
+    b = runner.budget
+    compiling = want_compile(b.compile, runner.device)
+    if not compile_ahead_wanted(runner.device.type, compiling, usable_cpus()):
+        return None
+    if runner.suite.scaling is not None or runner.dp is not None:
+        return None  # a sweep trains hundreds of shapes; data parallel compiles on every rank
+    from harness.estimate import _score_sample
+
+    stride = runner.suite.eval.stride_bytes or max(1, b.context_bytes // 2)
+    fit_docs, n = [], 0
+    for d in train.docs:  # the quick fits' sample (BPE merges, BLT's entropy model)
+        if n >= FIT_SAMPLE:
+            break
+        fit_docs.append(d)
+        n += len(d.data)
+    job = {
+        "suite": runner.suite, "device": str(runner.device), "cache_dir": runner.opts.cache_dir,
+        "specs": runner.training_order(), "seed": runner.suite.seeds[0],
+        "fit_docs": fit_docs, "train_docs": _window_docs(train.docs, b),
+        "sample": _score_sample(evals, b.context_bytes, stride, 2 * runner.suite.eval.batch_windows),
+    }
+    ahead = CompileAhead(job, runner.log)
+    if backbone._FIRST_TRAINED_LENGTH:  # this process trained a compiled model before (an earlier run)
+        ahead.first_length(backbone._FIRST_TRAINED_LENGTH[0])
+    else:
+        backbone.FIRST_LENGTH_LISTENERS.append(ahead.first_length)
+    return ahead
+
+
+def _window_docs(docs: list[Any], b: Any) -> list[Any]:
+    """The first documents of the training text, enough for the process's training calls (the
+    run's window stream starts with them)."""
+    need = (sum(WARM_CALLS) + 1) * warm_windows(b.windows_per_micro_batch) * b.context_bytes * 4
+    out, n = [], 0
+    for d in docs:
+        out.append(d)
+        n += len(d.data)
+        if n >= need:
+            break
+    return out
+
+
+# -- the spawned process ----------------------------------------------------------------------
+
+def _child(conn: Any, job: dict[str, Any], parent: int) -> None:
+    """The process's work (module docstring): models in the run's order, training graphs first
+    (the run needs them first), then every model's scoring graphs. Sends ("warmed", label, part,
+    facts) as each part is done, ("error", line) if anything fails, then ("done", facts)."""
+    from core.forkpool import die_with_parent
+
+    die_with_parent(parent)
+    # its compiler warnings would repeat the run's own in the run's log
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 1)
+    os.dup2(devnull, 2)
+    t0 = time.perf_counter()
+    try:
+        with tempfile.TemporaryDirectory(prefix="tokbench-compile-ahead-") as tmp:
+            _warm_all(conn, job, Path(tmp))
+        conn.send(("done", {"seconds": time.perf_counter() - t0}))
+    except _Stopped:
+        pass
+    except BaseException as e:  # noqa: BLE001 - reported to the run, which compiles as before
+        with contextlib.suppress(OSError, ValueError):
+            conn.send(("error", f"{type(e).__name__}: {e}".splitlines()[0][:300]))
+    finally:
+        conn.close()
+        sys.stdout.flush()
+        os._exit(0)  # no atexit handlers of the parent's modules, no lingering threads
+
+
+class _Stopped(Exception):
+    """The run said stop."""
+
+
+def _messages(conn: Any, state: dict[str, Any], block: bool) -> None:
+    """Read the run's messages into ``state`` (waiting for one when ``block``)."""
+    while conn.poll(None if block else 0):
+        block = False
+        msg = conn.recv()
+        if msg[0] == "stop":
+            raise _Stopped
+        if msg[0] == "first_length":
+            state["first_length"] = msg[1]
+
+
+def _warm_all(conn: Any, job: dict[str, Any], tmp: Path) -> None:
+    import torch
+
+    from encoders import backbone
+    from harness.accel import compile_backbones, compile_clock, compile_since, want_compile
+    from harness.data import training_windows
+    from harness.fragility import permuter_for
+    from harness.run import Runner, RunOptions, TrainedModel
+    from harness.train import fit_context, train_encoder
+
+    suite = job["suite"]
+    seed = job["seed"]
+    runner = Runner(suite, RunOptions(out=tmp / "run", device=job["device"], prepare=False, report=False,
+                                      progress=False, cache_dir=job["cache_dir"], plan_cache=False,
+                                      log=lambda s: None))
+    dev = runner.device
+    b = suite.budget
+    per = warm_windows(b.windows_per_micro_batch)
+    small = dataclasses.replace(b, batch_bytes=per * b.context_bytes, micro_batch_bytes=0,
+                                warmup_bytes=0)
+    state: dict[str, Any] = {}
+    models: list[tuple[Any, Any]] = []
+    for spec in job["specs"]:
+        _messages(conn, state, block=False)
+        t1 = time.perf_counter()
+        clock = compile_clock()
+        enc = runner.build(spec, seed).to(dev)
+        if want_compile(b.compile, dev):
+            compile_backbones(enc)
+        # quick fit on a sample: the shapes need the vocabulary, not its merges; a sub-model
+        # (BLT's entropy model, never compiled) trains a step or two
+        ctx = fit_context(job["fit_docs"], small, dev, seed, sub_bytes_cap=2 * small.batch_bytes,
+                          log=lambda s: None, permuter=permuter_for(spec.permutation, b.context_bytes, seed))
+        enc.fit(ctx)
+        enc.to(dev)
+        if not state.get("first_length"):
+            _messages(conn, state, block=True)  # the run's first training forward tells it
+        if not backbone._FIRST_TRAINED_LENGTH:
+            backbone._FIRST_TRAINED_LENGTH.append(state["first_length"])
+        permuter = permuter_for(spec.permutation, b.context_bytes, seed)
+        offset = 0
+        for k in WARM_CALLS:  # the stream's next windows each call, as the dry run's calls
+            wins = training_windows(job["train_docs"], (offset + k) * small.batch_bytes, b.context_bytes, seed)
+            for _ in range(offset * per):
+                next(wins, None)
+            offset += k
+            train_encoder(enc, wins, k * small.batch_bytes, small, dev, permuter=permuter)
+        enc.eval()
+        enc.zero_grad(set_to_none=True)
+        _sync(dev)
+        conn.send(("warmed", spec.label, "train", {"seconds": time.perf_counter() - t1,
+                                                  **{f"compile_{k}_seconds": v for k, v in compile_since(clock).items()}}))
+        models.append((spec, enc))
+    for spec, enc in models:
+        _messages(conn, state, block=False)
+        t1 = time.perf_counter()
+        clock = compile_clock()
+        _score(runner, TrainedModel(enc, {"key": ""}, spec), job["sample"], seed)
+        conn.send(("warmed", spec.label, "score", {"seconds": time.perf_counter() - t1,
+                                                  **{f"compile_{k}_seconds": v for k, v in compile_since(clock).items()}}))
+    del models
+    gc.collect()
+    if dev.type == "cuda":
+        torch.cuda.empty_cache()
+
+
+def _score(runner: Any, model: Any, sample: list[Any], seed: int) -> None:
+    """The run's scoring call (``score_items``) on the clean cells of the sample, every mode."""
+    from harness.fragility import permuter_for
+    from harness.run import CLEAN
+    from harness.score import score_items
+
+    suite = runner.suite
+    items, groups = [], []
+    for es in sample:
+        for mode in suite.eval.modes:
+            plan = runner.plan_items(es, mode, runner.plan_rows(es, CLEAN, None, seed, mode))
+            for p in plan:
+                if p is not None:
+                    items.append(p.item)
+                    groups.append(mode)
+    if items:
+        score_items(model.enc, items, runner.device, suite.eval.batch_windows, suite.budget.dtype == "bfloat16",
+                    stats={}, mc_samples=suite.eval.mc_samples,
+                    permuter=permuter_for(model.spec.permutation, suite.budget.context_bytes, seed), groups=groups)
+    _sync(runner.device)
+
+
+def _sync(dev: Any) -> None:
+    import torch
+
+    if dev.type == "cuda":
+        torch.cuda.synchronize(dev)

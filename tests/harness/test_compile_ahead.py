@@ -1,0 +1,105 @@
+"""Compiling ahead (``harness.compileahead``): a spawned process warms torch.compile's disk caches
+with every model's training and scoring graphs, so the run compiles them from the cache; the
+run's numbers are the same as without it, and its failures never fail the run.
+
+The run-level test compiles on the CPU (inductor's C++ backend, as tests/harness/
+test_compile_shapes.py does) with private, empty caches: about a minute on 2 cores."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness.compileahead import compile_ahead_wanted
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_wanted_default_and_switch(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("TOKBENCH_COMPILE_AHEAD", raising=False)
+    monkeypatch.delenv("TOKBENCH_COMPILE_AHEAD_WAIT", raising=False)
+    assert compile_ahead_wanted("cuda", True, 16)
+    assert not compile_ahead_wanted("cuda", True, 2)  # too few CPUs to compile beside the run
+    assert not compile_ahead_wanted("cpu", True, 16)  # a CPU run's cores are busy training
+    assert not compile_ahead_wanted("cuda", False, 16)  # nothing compiled, nothing to warm
+    monkeypatch.setenv("TOKBENCH_COMPILE_AHEAD", "1")
+    assert compile_ahead_wanted("cpu", True, 2)
+    assert not compile_ahead_wanted("cpu", False, 2)
+    monkeypatch.setenv("TOKBENCH_COMPILE_AHEAD", "0")
+    assert not compile_ahead_wanted("cuda", True, 16)
+
+
+@pytest.mark.parametrize("name", ["TOKBENCH_COMPILE_AHEAD", "TOKBENCH_COMPILE_AHEAD_WAIT"])
+def test_bad_setting_is_one_line_naming_it(tmp_path: Path, name: str) -> None:
+    from test_run import make_suite
+
+    suite = make_suite(tmp_path)
+    env = {**os.environ, name: "yes", "PYTHONPATH": str(ROOT)}
+    p = subprocess.run([sys.executable, "-m", "harness.cli", "run", str(suite), "--out", str(tmp_path / "r"),
+                        "--quiet", "--no-report", "--device", "cpu"], env=env, capture_output=True, text=True,
+                       cwd=tmp_path, timeout=300)
+    assert p.returncode == 2
+    assert p.stderr.strip().splitlines()[-1] == f"tokbench: error: {name}='yes': expected 0 or 1"
+    assert "Traceback" not in p.stderr
+
+
+SUITE_EDIT = (("  - name: bytes\n", "  - name: bytes\n  - {name: bpe, vocab_size: 300}\n"),
+              ("budget: {", "budget: {compile: true, "),
+              ("eval: {max_docs: 5", "eval: {modes: [full], max_docs: 3"))
+
+
+def _run(suite: Path, out: Path, cache: Path, ahead: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "TOKBENCH_CACHE": str(cache.parent / "data"),
+           "TORCHINDUCTOR_CACHE_DIR": str(cache / "inductor"), "TRITON_CACHE_DIR": str(cache / "triton"),
+           "TOKBENCH_COMPILE_AHEAD": ahead, "TOKBENCH_COMPILE_AHEAD_WAIT": ahead}
+    return subprocess.run([sys.executable, "-m", "harness.cli", "run", str(suite), "--out", str(out), "--quiet",
+                           "--no-report", "--device", "cpu"], env=env, capture_output=True, text=True,
+                          cwd=suite.parent, timeout=1500)
+
+
+def _rows(run: Path) -> list[dict[str, str]]:
+    with open(run / "results.csv", newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def test_compile_ahead_warms_the_caches_and_changes_no_number(tmp_path: Path) -> None:
+    """Two compiled CPU runs from empty caches: without compile-ahead, and with it (the run
+    waiting for each model's warm-up, so the order is fixed on a slow machine). With it, the
+    second model trains and every model scores from the cache (hits, no misses), and the
+    results are the same to the last digit."""
+    from test_run import SUITE, make_suite
+
+    suite = make_suite(tmp_path)
+    text = SUITE
+    for a, b in SUITE_EDIT:
+        text = text.replace(a, b)
+    suite.write_text(text)
+    plain = _run(suite, tmp_path / "plain", tmp_path / "c0", "0")
+    assert plain.returncode == 0, plain.stderr[-2000:]
+    ahead = _run(suite, tmp_path / "ahead", tmp_path / "c1", "1")
+    assert ahead.returncode == 0, ahead.stderr[-2000:]
+    assert _rows(tmp_path / "plain") == _rows(tmp_path / "ahead")
+    rj = json.loads((tmp_path / "ahead" / "run.json").read_text())
+    facts = rj["compile_ahead"]
+    assert facts["on"] and facts["error"] is None
+    assert set(facts["models"]) == {"bytes", "bpe"}
+    assert all(set(parts) == {"train", "score"} for parts in facts["models"].values())
+    # the first model trains while the process waits for its first length; the second was warmed
+    assert facts["ready_when_trained"] == {"bytes": False, "bpe": True}
+    assert rj["timings"]["compile_ahead_seconds"] > 0
+    train = {label: f["seeds"]["0"]["train"] for label, f in rj["encoders"].items()}
+    cache = {label: t["compile_cache"] for label, t in train.items()}
+    assert cache["bpe"]["fxgraph_cache_hit"] > 0 and cache["bpe"]["fxgraph_cache_miss"] == 0
+    assert cache["bytes"]["fxgraph_cache_miss"] > 0  # compiled here, cold
+    plain_rj = json.loads((tmp_path / "plain" / "run.json").read_text())
+    assert plain_rj["compile_ahead"] == {"on": False}
+    assert plain_rj["encoders"]["bpe"]["seeds"]["0"]["train"]["compile_cache"]["fxgraph_cache_miss"] > 0
+    # scoring's inference graphs: all from the cache with it
+    assert rj["score_compile_cache"]["fxgraph_cache_miss"] == 0
+    assert rj["score_compile_cache"]["fxgraph_cache_hit"] > 0
