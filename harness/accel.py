@@ -115,7 +115,8 @@ def compile_clock() -> dict[str, float]:
 
 
 CACHE_COUNTERS = (("inductor", "fxgraph_cache_hit"), ("inductor", "fxgraph_cache_miss"),
-                  ("aot_autograd", "autograd_cache_hit"), ("aot_autograd", "autograd_cache_miss"))
+                  ("inductor", "fxgraph_cache_bypass"), ("aot_autograd", "autograd_cache_hit"),
+                  ("aot_autograd", "autograd_cache_miss"), ("aot_autograd", "autograd_cache_bypass"))
 
 
 def cache_counts() -> dict[str, int]:

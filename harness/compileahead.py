@@ -231,6 +231,11 @@ def _child(conn: Any, job: dict[str, Any], parent: int) -> None:
     from core.forkpool import die_with_parent
 
     die_with_parent(parent)
+    # a daemon (the run ends it at exit) that still forks collation workers of its own: they
+    # die with it (PR_SET_PDEATHSIG); on the H200 the refusal stopped it before its first model
+    from harness.planahead import allow_children
+
+    allow_children()
     # its compiler warnings would repeat the run's own in the run's log
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, 1)
