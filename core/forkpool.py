@@ -104,6 +104,25 @@ def send(conn: Any, proc: Any, k: int, item: Any, what: str) -> None:
         raise died(what, k, proc) from None
 
 
+FORK_RETRIES = 200  # tries of a fork refused while another thread holds a file lock (below)
+
+
+def start_process(proc: Any) -> None:
+    """``proc.start()``, tried again (up to ``FORK_RETRIES`` times, 10 ms apart) while the
+    ``filelock`` package refuses the fork: it does so while another thread of this process is
+    inside one of its locks' short critical sections (torch.compile's caches take them while the
+    main thread compiles: on an H200 a scoring job's collation workers were refused once, the run
+    died). The refusal comes before any process exists, so trying again is safe."""
+    for attempt in range(FORK_RETRIES + 1):
+        try:
+            proc.start()
+            return
+        except RuntimeError as e:
+            if "fork is unsafe" not in str(e) or attempt == FORK_RETRIES:
+                raise
+            time.sleep(0.01)
+
+
 def start_workers(fn: Callable[[Any], Any], processes: int, what: str, encode: Callable[[Any], Any] | None = None,
                   setup: Callable[[], Any] | None = None) -> list[tuple[Any, Any]]:
     """``processes`` forked workers running ``fn``, each with a pipe of its own:
@@ -115,7 +134,7 @@ def start_workers(fn: Callable[[Any], Any], processes: int, what: str, encode: C
         for _ in range(processes):
             mine, theirs = ctx.Pipe(duplex=True)
             proc = ctx.Process(target=_worker_main, args=(theirs, fn, os.getpid(), what, encode, setup), daemon=True)
-            proc.start()
+            start_process(proc)
             theirs.close()  # only the worker holds its end: its death reads as end-of-file here
             workers.append((proc, mine))
     except BaseException:

@@ -11,10 +11,11 @@ session 14). The process works ahead of the run by up to a model's training time
 
 What it changes: nothing the run computes. A cache hit hands back the code a fresh compile of
 that graph would make (the caches are keyed by the graph, the input layouts and the compiler's
-settings), so numbers are the same (tests/harness/test_compile_ahead.py). The process trains on
-at most ``WARM_WINDOWS`` windows a step, so its memory is small and its GPU time a few seconds:
-batch and length are symbolic in the compiled blocks (``Backbone.dynamic_shapes``), so the graphs
-do not depend on the batch. It waits for the length at which the run's first model trains
+settings), so numbers are the same (tests/harness/test_compile_ahead.py). The process trains
+on the run's own batch on a GPU of 100 GiB or more and on ``WARM_WINDOWS`` windows a step on a
+smaller one (``warm_windows``): batch and length are symbolic in the compiled blocks
+(``Backbone.dynamic_shapes``), but graphs made from a small batch did not all serve the run's.
+It waits for the length at which the run's first model trains
 (``encoders.backbone.attention_in_graph``'s rule depends on it) before training anything. It
 never blocks the run: the run never waits for it (unless ``TOKBENCH_COMPILE_AHEAD_WAIT=1``, for
 measurement and tests), a failure over there is a line in the log and the run compiles as
@@ -39,8 +40,9 @@ from typing import Any
 
 ENV = "TOKBENCH_COMPILE_AHEAD"
 WAIT_ENV = "TOKBENCH_COMPILE_AHEAD_WAIT"
-WARM_WINDOWS = 8  # windows a training step in the process (the run's, if fewer)
+WARM_WINDOWS = 8  # windows a training step in the process on a smaller GPU (the run's, if fewer)
 WINDOWS_ENV = "TOKBENCH_COMPILE_AHEAD_WINDOWS"  # another count; 0: the run's own (micro-)batch
+BIG_GPU_BYTES = 100 * 2**30  # from this much device memory on, the run's own batch by default
 WARM_CALLS = (3, 8)  # training calls of this many steps: the dry run's two warm-up calls
 FIT_SAMPLE = 1_000_000  # bytes of training text the process's quick fits read
 
@@ -57,7 +59,7 @@ def compile_ahead_wanted(device_type: str, compiling: bool, cpus: int) -> bool:
     ``TOKBENCH_COMPILE_AHEAD_WAIT`` is a ``ValueError`` naming it (the CLI's one-line error)."""
     raw = _flag(ENV)
     _flag(WAIT_ENV)
-    warm_windows(1)
+    warm_windows(1)  # a bad TOKBENCH_COMPILE_AHEAD_WINDOWS fails here too
     if not compiling:
         return False
     if raw:
@@ -65,12 +67,20 @@ def compile_ahead_wanted(device_type: str, compiling: bool, cpus: int) -> bool:
     return device_type == "cuda" and cpus >= 4
 
 
-def warm_windows(run_windows: int) -> int:
-    """Windows a training step of the compile-ahead process: ``WARM_WINDOWS`` (or
-    ``TOKBENCH_COMPILE_AHEAD_WINDOWS``; 0 = the run's), never more than the run's ``run_windows``."""
+def warm_windows(run_windows: int, device_bytes: int | None = None) -> int:
+    """Windows a training step of the compile-ahead process (never more than the run's
+    ``run_windows``): ``TOKBENCH_COMPILE_AHEAD_WINDOWS`` (0 = the run's); unset, the run's own on
+    a GPU of ``BIG_GPU_BYTES`` or more, else ``WARM_WINDOWS``.
+
+    Why the run's batch where memory allows: the graphs are symbolic in the batch, but not every
+    graph inductor makes from a small batch is taken for the run's (on an H200, 8 windows left BLT
+    4 of 16 graphs to compile again, 19.6 s of compiling; its own batch none, 3.9 s: BENCHMARKS.md,
+    session 14). The price is a second model's training memory on the device while the run
+    trains (up to 31.6 GiB for the standard suite's BLT), hence the small batch on smaller GPUs."""
     raw = os.environ.get(WINDOWS_ENV, "").strip()
     if not raw:
-        return min(WARM_WINDOWS, run_windows)
+        big = device_bytes is not None and device_bytes >= BIG_GPU_BYTES
+        return run_windows if big else min(WARM_WINDOWS, run_windows)
     if not raw.isdigit():
         raise ValueError(f"{WINDOWS_ENV}={raw!r}: expected a whole number of windows (0: the run's batch)")
     n = int(raw)
@@ -85,6 +95,8 @@ class CompileAhead:
     run.json's ``compile_ahead``."""
 
     def __init__(self, job: dict[str, Any], log: Any) -> None:
+        from core.forkpool import start_process
+
         ctx = multiprocessing.get_context("spawn")
         self.conn, child = ctx.Pipe()
         self.log = log
@@ -96,7 +108,7 @@ class CompileAhead:
         self.finished: dict[str, Any] | None = None
         self.proc = ctx.Process(target=_child, args=(child, job, os.getpid()), name="tokbench-compile-ahead",
                                 daemon=True)
-        self.proc.start()
+        start_process(self.proc)  # a fork refused under a file lock is tried again (core.forkpool)
         child.close()
         self._sent_length = False
 
@@ -189,6 +201,12 @@ def start(runner: Any, train: Any, evals: list[Any]) -> CompileAhead | None:
     from harness.estimate import _score_sample
 
     stride = runner.suite.eval.stride_bytes or max(1, b.context_bytes // 2)
+    dev_bytes = None
+    if runner.device.type == "cuda":
+        import torch
+
+        dev_bytes = int(torch.cuda.get_device_properties(runner.device).total_memory)
+    windows = warm_windows(b.windows_per_micro_batch, dev_bytes)
     fit_docs, n = [], 0
     for d in train.docs:  # the quick fits' sample (BPE merges, BLT's entropy model)
         if n >= FIT_SAMPLE:
@@ -198,7 +216,7 @@ def start(runner: Any, train: Any, evals: list[Any]) -> CompileAhead | None:
     job = {
         "suite": runner.suite, "device": str(runner.device), "cache_dir": runner.opts.cache_dir,
         "specs": runner.training_order(), "seed": runner.suite.seeds[0],
-        "fit_docs": fit_docs, "train_docs": _window_docs(train.docs, b),
+        "fit_docs": fit_docs, "train_docs": _window_docs(train.docs, b, windows), "windows": windows,
         "sample": _score_sample(evals, b.context_bytes, stride, 2 * runner.suite.eval.batch_windows),
     }
     ahead = CompileAhead(job, runner.log)
@@ -209,10 +227,10 @@ def start(runner: Any, train: Any, evals: list[Any]) -> CompileAhead | None:
     return ahead
 
 
-def _window_docs(docs: list[Any], b: Any) -> list[Any]:
-    """The first documents of the training text, enough for the process's training calls (the
-    run's window stream starts with them)."""
-    need = (sum(WARM_CALLS) + 1) * warm_windows(b.windows_per_micro_batch) * b.context_bytes * 4
+def _window_docs(docs: list[Any], b: Any, windows: int) -> list[Any]:
+    """The first documents of the training text, enough for the process's training calls of
+    ``windows`` windows a step (the run's window stream starts with them)."""
+    need = (sum(WARM_CALLS) + 1) * windows * b.context_bytes * 4
     out, n = [], 0
     for d in docs:
         out.append(d)
@@ -288,7 +306,7 @@ def _warm_all(conn: Any, job: dict[str, Any], tmp: Path) -> None:
                                       log=lambda s: None))
     dev = runner.device
     b = suite.budget
-    per = warm_windows(b.windows_per_micro_batch)
+    per = job["windows"]
     small = dataclasses.replace(b, batch_bytes=per * b.context_bytes, micro_batch_bytes=0,
                                 warmup_bytes=0)
     state: dict[str, Any] = {}

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.compileahead import compile_ahead_wanted
+from harness.compileahead import BIG_GPU_BYTES, WARM_WINDOWS, compile_ahead_wanted, warm_windows
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -33,6 +33,21 @@ def test_wanted_default_and_switch(monkeypatch: pytest.MonkeyPatch) -> None:
     assert not compile_ahead_wanted("cpu", False, 2)
     monkeypatch.setenv("TOKBENCH_COMPILE_AHEAD", "0")
     assert not compile_ahead_wanted("cuda", True, 16)
+
+
+def test_warm_windows(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("TOKBENCH_COMPILE_AHEAD_WINDOWS", raising=False)
+    assert warm_windows(256, BIG_GPU_BYTES) == 256  # a large GPU: the run's own batch
+    assert warm_windows(256, BIG_GPU_BYTES - 1) == WARM_WINDOWS
+    assert warm_windows(256, None) == WARM_WINDOWS  # the CPU
+    assert warm_windows(4, None) == 4  # never more than the run's
+    monkeypatch.setenv("TOKBENCH_COMPILE_AHEAD_WINDOWS", "0")
+    assert warm_windows(256, None) == 256
+    monkeypatch.setenv("TOKBENCH_COMPILE_AHEAD_WINDOWS", "32")
+    assert warm_windows(256, BIG_GPU_BYTES) == 32 and warm_windows(16, None) == 16
+    monkeypatch.setenv("TOKBENCH_COMPILE_AHEAD_WINDOWS", "-3")
+    with pytest.raises(ValueError, match="TOKBENCH_COMPILE_AHEAD_WINDOWS='-3'"):
+        warm_windows(256, None)
 
 
 @pytest.mark.parametrize("name", ["TOKBENCH_COMPILE_AHEAD", "TOKBENCH_COMPILE_AHEAD_WAIT"])
