@@ -1,0 +1,58 @@
+"""How much of a compile torch.compile's disk caches save: the same small backbone compiled in
+two fresh processes, the first with empty caches, the second with the caches the first left
+(what ``harness.compileahead`` relies on). One training step and one inference forward each;
+``--batch A B`` trains the first process at batch A and the second at B (the graphs are
+symbolic in the batch).
+
+    PYTHONPATH=. python benchmarks/compile_cache_probe.py [--batch 4 4]
+
+Prints, per process: wall seconds, seconds compiling, and the cache hit / miss counters.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+
+def child(batch: int) -> None:
+    import torch
+
+    from encoders.backbone import Backbone, BackboneConfig
+    from harness.accel import cache_counts, compile_backbones, compile_clock
+
+    torch.manual_seed(0)
+    bb = Backbone(BackboneConfig(layers=2, dim=64, heads=4))
+    compile_backbones(bb)
+    t0 = time.perf_counter()
+    bb(torch.randn(batch, 128, 64, requires_grad=True)).sum().backward()  # (B, N, C)
+    with torch.inference_mode():
+        bb(torch.randn(3, 100, 64))
+    print(json.dumps({"batch": batch, "wall_s": round(time.perf_counter() - t0, 2),
+                      "compile_s": round(compile_clock()["graph"], 2), **cache_counts()}))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--batch", type=int, nargs=2, default=[4, 4], metavar=("FIRST", "SECOND"))
+    ap.add_argument("--child", type=int, help=argparse.SUPPRESS)
+    a = ap.parse_args()
+    if a.child is not None:
+        child(a.child)
+        return
+    with tempfile.TemporaryDirectory(prefix="tokbench-cache-probe-") as tmp:
+        env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": os.path.join(tmp, "inductor"),
+               "TRITON_CACHE_DIR": os.path.join(tmp, "triton")}
+        for label, b in zip(("empty caches", "warm caches"), a.batch):
+            out = subprocess.run([sys.executable, __file__, "--child", str(b)], env=env, check=True,
+                                 capture_output=True, text=True).stdout.strip().splitlines()[-1]
+            print(f"{label}: {out}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
