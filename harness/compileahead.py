@@ -7,7 +7,7 @@ Why: cold compiles were 77.5 s of a 462 s standard seed on an H200 (63.4 s of tr
 steps, 14.1 s of scoring's; BENCHMARKS.md, session 13), paid one model after another on the
 critical path while the host's other cores sat idle. A warm cache cut a small backbone's compile
 of one training and one inference step from 35.4 s to 3.4 s on the 2-core VM (BENCHMARKS.md,
-session 14). The process works ahead of the run by up to a model's training time.
+session 14). It skips the first model's training graphs (the run compiles those itself at the same moment), so it is a model ahead of the run.
 
 What it changes: nothing the run computes. A cache hit hands back the code a fresh compile of
 that graph would make (the caches are keyed by the graph, the input layouts and the compiler's
@@ -32,6 +32,7 @@ import dataclasses
 import gc
 import multiprocessing
 import os
+import pickle
 import sys
 import tempfile
 import time
@@ -98,6 +99,14 @@ class CompileAhead:
         from core.forkpool import start_process
 
         ctx = multiprocessing.get_context("spawn")
+        # The job (up to the whole training text) goes through a private file, not the spawn
+        # pipe: the parent writes a spawned process's arguments into a pipe the child drains
+        # only while it unpickles them, importing torch and the harness on the way, so a large
+        # job held the run ~7 s at its start on the H200 (BENCHMARKS.md, session 14), and a
+        # child that died while starting left it blocked on that pipe.
+        fd, self.job_path = tempfile.mkstemp(prefix="tokbench-compile-ahead-", suffix=".pickle")
+        with os.fdopen(fd, "wb") as f:
+            pickle.dump(job, f, protocol=pickle.HIGHEST_PROTOCOL)
         self.conn, child = ctx.Pipe()
         self.log = log
         self.wait = os.environ.get(WAIT_ENV, "").strip() == "1"
@@ -106,7 +115,7 @@ class CompileAhead:
         self.seen_ready: dict[str, bool] = {}  # label -> training warmed before the run trained it
         self.error: str | None = None
         self.finished: dict[str, Any] | None = None
-        self.proc = ctx.Process(target=_child, args=(child, job, os.getpid()), name="tokbench-compile-ahead",
+        self.proc = ctx.Process(target=_child, args=(child, self.job_path, os.getpid()), name="tokbench-compile-ahead",
                                 daemon=True)
         start_process(self.proc)  # a fork refused under a file lock is tried again (core.forkpool)
         child.close()
@@ -176,6 +185,7 @@ class CompileAhead:
             self.proc.join(timeout=5.0)
         with contextlib.suppress(OSError):
             self.conn.close()
+            os.unlink(self.job_path)  # the process removes it once read; not if it died before
         self.proc = None
         self.seconds = time.perf_counter() - self.t0
 
@@ -242,7 +252,7 @@ def _window_docs(docs: list[Any], b: Any, windows: int) -> list[Any]:
 
 # -- the spawned process ----------------------------------------------------------------------
 
-def _child(conn: Any, job: dict[str, Any], parent: int) -> None:
+def _child(conn: Any, job_path: str, parent: int) -> None:
     """The process's work (module docstring): models in the run's order, training graphs first
     (the run needs them first), then every model's scoring graphs. Sends ("warmed", label, part,
     facts) as each part is done, ("error", line) if anything fails, then ("done", facts)."""
@@ -260,6 +270,9 @@ def _child(conn: Any, job: dict[str, Any], parent: int) -> None:
     os.dup2(devnull, 2)
     t0 = time.perf_counter()
     try:
+        with open(job_path, "rb") as f:
+            job = pickle.load(f)  # written by this run's process, private to it (mkstemp)
+        os.unlink(job_path)
         with tempfile.TemporaryDirectory(prefix="tokbench-compile-ahead-") as tmp:
             _warm_all(conn, job, Path(tmp))
         conn.send(("done", {"seconds": time.perf_counter() - t0}))
@@ -311,7 +324,7 @@ def _warm_all(conn: Any, job: dict[str, Any], tmp: Path) -> None:
                                 warmup_bytes=0)
     state: dict[str, Any] = {}
     models: list[tuple[Any, Any]] = []
-    for spec in job["specs"]:
+    for i, spec in enumerate(job["specs"]):
         _messages(conn, state, block=False)
         t1 = time.perf_counter()
         clock = compile_clock()
@@ -324,6 +337,12 @@ def _warm_all(conn: Any, job: dict[str, Any], tmp: Path) -> None:
                           log=lambda s: None, permuter=permuter_for(spec.permutation, b.context_bytes, seed))
         enc.fit(ctx)
         enc.to(dev)
+        models.append((spec, enc))
+        if i == 0:
+            # the run compiles its first model's training graphs itself, at this moment: warming
+            # them too would only put this process a model behind (on the H200 its 27-30 s there
+            # made it reach the second model after the run did: BENCHMARKS.md, session 14)
+            continue
         if not state.get("first_length"):
             _messages(conn, state, block=True)  # the run's first training forward tells it
         if not backbone._FIRST_TRAINED_LENGTH:
@@ -341,7 +360,6 @@ def _warm_all(conn: Any, job: dict[str, Any], tmp: Path) -> None:
         _sync(dev)
         conn.send(("warmed", spec.label, "train", {"seconds": time.perf_counter() - t1,
                                                   **{f"compile_{k}_seconds": v for k, v in compile_since(clock).items()}}))
-        models.append((spec, enc))
     for spec, enc in models:
         _messages(conn, state, block=False)
         t1 = time.perf_counter()
