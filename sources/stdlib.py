@@ -8,6 +8,7 @@ order, id ``module.py:line``. The text depends on the Python version; run.json r
 from __future__ import annotations
 
 import ast
+import collections
 import io
 import sys
 import sysconfig
@@ -40,10 +41,10 @@ class StdlibSource(Source):
     def documents(self, ctx: SourceContext) -> Iterator[Document]:
         root = Path(sysconfig.get_paths()["stdlib"])
         total = 0
-        for path in _modules(root):
+        for path, blocks in _module_blocks(_modules(root), self.kinds, parallel=self.max_bytes is None):
             rel = path.relative_to(root).as_posix()
             used: set[str] = set()
-            for line, text in _blocks(path, self.kinds):
+            for line, text in blocks:
                 data = text.encode("utf-8", "surrogateescape")
                 if len(data) < self.min_bytes:
                     continue
@@ -73,6 +74,48 @@ def _modules(root: Path) -> list[Path]:
     return out
 
 
+PARALLEL_CHUNK = 16  # modules a task, when the modules are parsed in forked processes
+
+
+def _module_blocks(paths: list[Path], kinds: tuple[str, ...], parallel: bool) -> Iterator[tuple[Path, list[tuple[int, str]]]]:
+    """(path, ``_blocks(path)``) in ``paths`` order. ``parallel``: parsed in forked processes (one
+    per usable CPU, ``core.forkpool.pool_map``), for a source read whole; else one module at a
+    time here, so a ``max_bytes`` cut parses no more than it keeps. The same blocks either way:
+    each module is parsed on its own. Why: parsing and tokenizing ~560 modules was 15 of the
+    standard suite's 19 s of data loading on the 2-core VM (BENCHMARKS.md, session 14), and
+    every run pays it."""
+    from core.forkpool import pool_map, usable_cpus
+
+    if not parallel or usable_cpus() < 2:
+        for p in paths:
+            yield p, _blocks(p, kinds)
+        return
+    chunks = [paths[i : i + PARALLEL_CHUNK] for i in range(0, len(paths), PARALLEL_CHUNK)]
+    done = pool_map(lambda ps: [_blocks(p, kinds) for p in ps], chunks, usable_cpus(), "stdlib source",
+                    unit="parsed modules")
+    for ps, bl in zip(chunks, done):
+        yield from zip(ps, bl)
+
+
+_BLOCKS = (ast.stmt, ast.excepthandler, ast.match_case)
+
+
+def _statements(tree: ast.AST) -> Iterator[ast.AST]:
+    """The module, its statements, except handlers and match cases, in ``ast.walk``'s order
+    (breadth first, children in field order) without the expressions: only statements can hold a
+    definition (and so a docstring), and every ancestor of a statement is one of these, so the
+    order among them is ``ast.walk``'s (tests/sources/test_stdlib_blocks.py). ``ast.walk`` spent
+    most of its time on expression nodes."""
+    todo = collections.deque([tree])
+    while todo:
+        node = todo.popleft()
+        yield node
+        for name in node._fields:
+            v = getattr(node, name, None)
+            if isinstance(v, list):
+                todo.extend(x for x in v if isinstance(x, _BLOCKS))
+
+
 def _blocks(path: Path, kinds: tuple[str, ...]) -> list[tuple[int, str]]:
     """(line, text) of docstrings and comment runs of one module, in line order."""
     try:
@@ -86,7 +129,7 @@ def _blocks(path: Path, kinds: tuple[str, ...]) -> list[tuple[int, str]]:
         except (SyntaxError, ValueError):
             tree = None
         if tree is not None:
-            for node in ast.walk(tree):
+            for node in _statements(tree):
                 if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
                     doc = ast.get_docstring(node, clean=True)
                     if doc:
