@@ -121,3 +121,27 @@ def test_compile_ahead_warms_the_caches_and_changes_no_number(tmp_path: Path) ->
     # scoring's inference graphs: all from the cache with it
     assert rj["score_compile_cache"]["fxgraph_cache_miss"] == 0
     assert rj["score_compile_cache"]["fxgraph_cache_hit"] > 0
+
+
+def test_a_failure_over_there_is_one_log_line_and_the_run_goes_on(tmp_path: Path) -> None:
+    """The process fails (here: it is told to use a CUDA device this machine lacks): the run's
+    side logs one line, keeps the error for run.json, waits for nothing and stops cleanly."""
+    from test_run import make_suite
+
+    from harness.compileahead import CompileAhead
+    from harness.config import load_suite
+
+    suite = load_suite(make_suite(tmp_path), ())
+    lines: list[str] = []
+    ahead = CompileAhead({"suite": suite, "device": "cuda", "cache_dir": None, "specs": list(suite.encoders),
+                          "seed": 0, "fit_docs": [], "train_docs": [], "sample": [], "windows": 2}, lines.append)
+    for _ in range(120):  # the process imports torch first: up to a minute on a busy machine
+        ahead.poll(timeout=1.0)
+        if ahead.error is not None:
+            break
+    assert ahead.error is not None and "no CUDA device" in ahead.error
+    assert lines == [f"[compile] compiling ahead stopped ({ahead.error}); the run compiles as before"]
+    assert not ahead.ready(suite.encoders[0].label, "train")
+    ahead.stop()
+    assert ahead.facts()["error"] == ahead.error and ahead.facts()["models"] == {}
+    assert not os.path.exists(ahead.job_path)
