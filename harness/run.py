@@ -9,6 +9,7 @@ re-run of the same command skips them (a killed run resumes; new perturbations d
 from __future__ import annotations
 
 import errno
+import inspect
 import json
 import math
 import os
@@ -305,6 +306,7 @@ class Runner:
         self.report_path: Path | None = None  # set only once a report was written in full
         self.score_facts: dict[str, dict[str, float]] = {}
         self.score_compile_cache: dict[str, int] = {}  # scoring's graphs from the disk cache / anew
+        self.analyses_ahead: dict[str, Any] = {}  # analyses prepared in the plan-ahead process, by name
         self.gemm_tflops: float | None = None
         self.scaling_facts: dict[str, Any] = {}  # refused grid points of a scaling sweep
         self.train_part: DataPart | None = None  # set by run(); primes the compressor baselines
@@ -469,17 +471,59 @@ class Runner:
             self.try_perturbations(fitted, data.evals)  # a failing plugin: raised in the parent
             t1 = time.perf_counter()
             self.plan_processes = plan_ahead_processes()
+            first: list[tuple[EvalSet, dict[Any, Any]]] = []
             for seed in self.suite.seeds:
                 for es in evals:
-                    self.plans(es, self.plan_cells(), fitted, seed)
+                    plans = self.plans(es, self.plan_cells(), fitted, seed)
+                    if seed == self.suite.seeds[0]:
+                        first.append((es, plans))
+            t2 = time.perf_counter()
+            prepared = self.prepare_analyses_ahead(data.train, first)
             # Morfessor models trained for the perturbations: the morphology analysis trains the
             # same ones in the main process otherwise (same types and seed)
-            return {"fit_seconds": t1 - t0, "plans_seconds": time.perf_counter() - t1,
-                    "segmenters": MorfessorSegmenter.trained_models()}
+            return {"fit_seconds": t1 - t0, "plans_seconds": t2 - t1, "analyses_seconds": time.perf_counter() - t2,
+                    "segmenters": MorfessorSegmenter.trained_models(), "analyses": prepared}
 
         self.ahead = PlanAhead(work, setup=one_torch_thread)
         self.start_fits_ahead(data.train)
         return perts, evals
+
+    def prepare_analyses_ahead(self, train: DataPart, first: list[tuple[EvalSet, dict[Any, Any]]]) -> dict[str, Any]:
+        """In the plan-ahead process: each analysis fitted as the run will fit it for the first
+        seed — with only the encoders whose fit it reads (``Analysis.fit_encoders``: the BPE
+        merges the morphology analysis takes its boundaries from), fitted here — and prepared on
+        the first seed's plans; {analysis name: ``export_prepared()``}. The run adopts each after
+        its own fit if it was made under the same fit (``adopt_prepared``), so its text work
+        before scoring (≈ 10 s of a standard seed on the H200 host: BENCHMARKS.md, session 14)
+        is done here while the models train. Anything that fails here is left to the run."""
+        seed = self.suite.seeds[0]
+        out: dict[str, Any] = {}
+        specs = {s.label: s for s in self.suite.encoders}
+        for aspec in self.suite.analyses:
+            a = aspec.config
+            try:
+                encs = {}
+                for label in a.fit_encoders([(s.label, s.name) for s in self.suite.encoders]):
+                    enc = self.build(specs[label], seed)
+                    if not getattr(enc, "host_fit", False):
+                        raise ValueError(f"{label}: its fit needs the device")
+                    enc.fit(fit_context(train.docs, self.budget, torch.device("cpu"), seed, log=lambda s: None,
+                                        permuter=permuter_for(specs[label].permutation, self.budget.context_bytes,
+                                                              seed)))
+                    encs[label] = enc
+                a.fit(train.docs, encs)
+                # on the plan-ahead process's share of the CPUs, where the analysis takes a count
+                kw = {"processes": self.plan_processes} if "processes" in inspect.signature(a.prepare).parameters else {}
+                for es, plans in first:
+                    if not a.datasets or es.part.name in a.datasets:
+                        a.prepare([(p.doc, p.item.scored_bytes) for plan in plans.values() for p in plan if p is not None],
+                                  **kw)
+                got = a.export_prepared()
+            except Exception:  # noqa: BLE001 - only a head start: the run prepares as before
+                got = None
+            if got is not None:
+                out[a.registry_name] = got
+        return out
 
     def start_fits_ahead(self, train: DataPart) -> None:
         """Under plan-ahead, a second forked process fits every encoder whose fit is host work
@@ -554,7 +598,9 @@ class Runner:
             return
         self.timings["plan_ahead_fit_seconds"] = got["fit_seconds"]
         self.timings["plan_ahead_plans_seconds"] = got["plans_seconds"]
+        self.timings["plan_ahead_analyses_seconds"] = got.get("analyses_seconds", 0.0)
         MorfessorSegmenter.adopt(got["segmenters"])
+        self.analyses_ahead = got.get("analyses", {})
 
     def try_perturbations(self, perts: Instances, evals: list[DataPart]) -> None:
         """Perturb the start of the first eval document with every perturbation before training,
@@ -645,10 +691,10 @@ class Runner:
                 t0 = time.perf_counter()
                 models = self.train_models(seed, data.train)
                 t_train += time.perf_counter() - t0
+                self.wait_plan_ahead()  # first: it may hand the analyses their prepared text work
                 t0 = time.perf_counter()
-                self.fit_analyses(data.train, models)
+                self.fit_analyses(data.train, models, seed)
                 self.timings["analyses_seconds"] = self.timings.get("analyses_seconds", 0.0) + time.perf_counter() - t0
-                self.wait_plan_ahead()
                 t0 = time.perf_counter()
                 cell_keys += self.score_seed(seed, evals, models, perts)
                 t_score += time.perf_counter() - t0
@@ -785,12 +831,16 @@ class Runner:
         """Add the seconds since ``t0`` (``time.perf_counter``) to ``self.timings[key]``."""
         self.timings[key] = self.timings.get(key, 0.0) + time.perf_counter() - t0
 
-    def fit_analyses(self, train: DataPart, models: dict[str, TrainedModel]) -> None:
+    def fit_analyses(self, train: DataPart, models: dict[str, TrainedModel], seed: int | None = None) -> None:
         for spec in self.suite.analyses:
             a = spec.config
             a.fit(train.docs, {label: m.enc for label, m in models.items()})
+            # prepared in the plan-ahead process under the same fit: its text work is done
+            ahead = self.analyses_ahead.pop(a.registry_name, None) if seed == self.suite.seeds[0] else None
+            adopted = a.adopt_prepared(ahead) if ahead is not None else False
             describe = getattr(a, "describe", None)
-            self.analysis_facts[a.registry_name] = describe() if callable(describe) else {}
+            self.analysis_facts[a.registry_name] = {**(describe() if callable(describe) else {}),
+                                                    **({"prepared_ahead": adopted} if ahead is not None else {})}
 
     def score_seed(self, seed: int, evals: list[EvalSet], models: dict[str, TrainedModel],
                    perts: Instances | FitOnDemand) -> list[str]:

@@ -40,6 +40,23 @@ class Analysis:
         """Called before the models score an eval set with every (document, scored bytes) that
         ``rows`` will see: precompute what depends on the text only (optional)."""
 
+    def fit_encoders(self, labels: Sequence[tuple[str, str]]) -> list[str]:
+        """Of the suite's encoders ((label, registered name) pairs), the labels whose *fit* state
+        ``fit`` reads (a tokenizer, not trained weights): with those fitted alone, ``fit`` and
+        ``prepare`` can run ahead of training (``harness.run``'s plan-ahead process). Default:
+        none."""
+        return []
+
+    def export_prepared(self) -> Any:
+        """What ``prepare`` computed, tagged with what it depends on, for ``adopt_prepared`` in
+        another process (None: nothing to hand over; the default)."""
+        return None
+
+    def adopt_prepared(self, prepared: Any) -> bool:
+        """Take ``export_prepared``'s result from a process that fitted this analysis the same
+        way; False (and nothing taken) when it was made under another fit. Default: False."""
+        return False
+
     def rows(self, doc: Document, scored: bytes, byte_nll: np.ndarray) -> list[BucketRow]:
         """Buckets for one scored span. scored: the exact bytes scored (clean text in clean_target
         mode; the perturbed text in full mode); byte_nll: (len(scored),) float64 nats per byte."""

@@ -267,6 +267,48 @@ class MorphologyAnalysis(Analysis):
                 st["bpe"] = _OwnBpe(sample, self.bpe_vocab)
                 st["bpe_source"] = f"tokenizers-bpe-{self.bpe_vocab}"
 
+    def fit_encoders(self, labels: Sequence[tuple[str, str]]) -> list[str]:
+        """The BPE encoder ``fit`` would take its boundaries from (``_find_bpe``'s choice)."""
+        if "bpe" not in self.families:
+            return []
+        for lab, name in sorted(labels):
+            if (lab == self.bpe_encoder) if self.bpe_encoder is not None else (name == "bpe" or lab.startswith("bpe")):
+                return [lab]
+        return []
+
+    def _fit_fingerprint(self) -> str:
+        """What the word tables depend on besides the text: this config (seed, sizes, families), the
+        training vocabulary and the BPE boundaries' merges."""
+        st = self._state
+        bpe = st.get("bpe")
+        if bpe is None:
+            tok = None
+        elif callable(getattr(bpe, "state", None)):  # encoders.bpe.BpeTokenizer
+            tok = repr(sorted(bpe.state().items(), key=lambda kv: kv[0]))
+        elif isinstance(bpe, _OwnBpe):
+            tok = bpe.tok.to_str()
+        else:
+            return ""  # a tokenizer of unknown make: never handed over
+        return hashlib.sha256(repr((repr(self), st.get("vocab_key"), st.get("bpe_source"), tok))
+                              .encode("utf-8", "surrogateescape")).hexdigest()
+
+    def export_prepared(self) -> Any:
+        fp = self._fit_fingerprint()
+        if not fp or not self._state.get("arrays"):
+            return None
+        return {"fingerprint": fp, "arrays": self._state["arrays"]}
+
+    def adopt_prepared(self, prepared: Any) -> bool:
+        """The word tables of a process that fitted this analysis on the same vocabulary, seed and
+        BPE merges (the same tables: they depend on the text, the segmenters and the merges
+        only); the segmenters are trained here as before when first used."""
+        if not prepared or prepared.get("fingerprint") != self._fit_fingerprint() or not prepared["fingerprint"]:
+            return False
+        for key, arr in prepared["arrays"].items():
+            if key not in self._state.setdefault("arrays", {}):
+                self._keep(key, arr)
+        return True
+
     def set_segmenter(self, lang: str, segmenter: Segmenter | None) -> None:
         """Use ``segmenter`` for documents of ``lang`` (tests; or a custom segmenter)."""
         self._state.setdefault("segmenters", {})[lang] = segmenter

@@ -229,3 +229,58 @@ def test_a_killed_plan_ahead_process_is_replaced_by_this_one(tmp_path: Path, mon
     assert "[perturb] plan-ahead: worker 0" in err and "perturbing in this process instead" in err
     assert (tmp_path / "ahead" / "results.csv").read_text() == (tmp_path / "plain" / "results.csv").read_text()
     assert "plan_ahead_plans_seconds" not in ahead["timings"] and plain["status"] == ahead["status"] == "finished"
+
+
+def test_analyses_prepared_ahead_give_the_same_buckets_and_no_text_work_here(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The morphology analysis fitted (with the BPE merges it reads, learned there) and prepared
+    in the plan-ahead process: the run adopts its word tables after its own fit, computes none
+    of them itself, and buckets.csv and results.csv are the same as without plan-ahead."""
+    import harness.batchscore
+    import harness.run
+    from harness.analyses import morphology
+
+    monkeypatch.setattr(harness.run, "usable_cpus", lambda: 4)
+    monkeypatch.setattr(harness.batchscore, "usable_cpus", lambda: 4)
+    from test_run import SUITE
+    from test_run import make_suite as tiny
+
+    suite = tiny(tmp_path)
+    suite.write_text(SUITE.replace("  - name: bytes\n", "  - name: bytes\n  - {name: bpe, vocab_size: 300}\n")
+                     + "analyses:\n  - name: morphology\n")
+    made: list[int] = []  # word tables computed in this process
+    real = morphology.MorphologyAnalysis._arrays
+
+    def counted(self, lang, scored):  # noqa: ANN001, ANN202
+        if os.getpid() == me:
+            made.append(1)
+        return real(self, lang, scored)
+
+    me = os.getpid()
+    monkeypatch.setattr(morphology.MorphologyAnalysis, "_arrays", counted)
+    plain = run(suite, tmp_path / "plain", "0", tmp_path / "cache0", monkeypatch)
+    assert made and "prepared_ahead" not in plain["analyses"]["morphology"]
+    made.clear()
+    ahead = run(suite, tmp_path / "ahead", "1", tmp_path / "cache1", monkeypatch)
+    assert ahead["analyses"]["morphology"]["prepared_ahead"] is True
+    assert made == []  # every word table came from the plan-ahead process
+    assert ahead["timings"]["plan_ahead_analyses_seconds"] > 0
+    for f in ("buckets.csv", "results.csv"):
+        assert (tmp_path / "ahead" / f).read_text() == (tmp_path / "plain" / f).read_text(), f
+
+
+def test_prepared_tables_are_refused_under_another_fit() -> None:
+    from harness.analyses.morphology import MorphologyAnalysis
+    from sources.base import Document
+
+    docs = [Document(id=f"d{i}", data=f"walking talks {i} unbelievably kindness".encode(), language="en")
+            for i in range(30)]
+    a, b = MorphologyAnalysis(families=("seen", "morphs")), MorphologyAnalysis(families=("seen", "morphs"))
+    a.fit(docs, {})
+    a.prepare([(docs[0], docs[0].data)])
+    got = a.export_prepared()
+    assert got is not None and len(got["arrays"]) == 1
+    b.fit(docs[:10], {})  # another training vocabulary
+    assert not b.adopt_prepared(got) and not b._state["arrays"]
+    b.fit(docs, {})
+    assert b.adopt_prepared(got) and b.word_arrays("en", docs[0].data) is got["arrays"][next(iter(got["arrays"]))]

@@ -6,31 +6,31 @@ from __future__ import annotations
 
 import ast
 import sysconfig
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from sources import stdlib
 from sources.base import SourceContext
 
 
-def _walk_docs(src: str) -> list[tuple[int, str]]:
-    """The docstrings as the source found them before: every node of ``ast.walk``."""
+def _docs(src: str, walk: Callable[[ast.AST], Iterable[ast.AST]]) -> list[tuple[int, str]]:
+    """(line, docstring) of every definition ``walk`` reaches, in its order."""
     out = []
-    for node in ast.walk(ast.parse(src)):
+    for node in walk(ast.parse(src)):
         if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
             doc = ast.get_docstring(node, clean=True)
             if doc:
                 out.append((getattr(node, "lineno", 1), doc))
     return out
+
+
+def _walk_docs(src: str) -> list[tuple[int, str]]:
+    """The docstrings as the source found them before: every node of ``ast.walk``."""
+    return _docs(src, ast.walk)
 
 
 def _stmt_docs(src: str) -> list[tuple[int, str]]:
-    out = []
-    for node in stdlib._statements(ast.parse(src)):
-        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
-            doc = ast.get_docstring(node, clean=True)
-            if doc:
-                out.append((getattr(node, "lineno", 1), doc))
-    return out
+    return _docs(src, stdlib._statements)
 
 
 NESTED = '''\
