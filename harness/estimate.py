@@ -213,13 +213,23 @@ def dry_run(suite: Suite, opts: RunOptions, emit: Callable[[str], None] | None =
     n_docs = sum(len(e.docs) for e in evals)
     cells = suite.n_cells()
     t_pert_all = t_pert  # the perturbation's own seconds per seed, overlapped or not
+    an_text = an_first + an_tables * cell_bytes * kept / max(1, usable_cpus())
+    movable = False  # the first seed's analyses' text work done in the plan-ahead process
     if ahead:
         # fitted and planned (every seed's plans) while the first seed's models fit, compile and
-        # train; only what outlasts them is on the critical path
+        # train; only what outlasts them is on the critical path. The analyses that can hand
+        # their preparation over (``Analysis.export_prepared``) do the first seed's text work
+        # there too, after the plans, on the process's share of the CPUs (harness.run
+        # ``prepare_analyses_ahead``); later seeds do theirs in the run.
+        from harness.analyses.base import Analysis
+
         n = len(suite.seeds)
-        t_pert = max(0.0, t_pert * n - (fit_s + compile_s + train_s)) / n
-    an_text = an_first + an_tables * cell_bytes * kept / max(1, usable_cpus())
-    t_pert += an_text
+        movable = any(type(a.config).export_prepared is not Analysis.export_prepared for a in suite.analyses)
+        first = (an_first + an_tables * cell_bytes * kept / max(1, plan_ahead_processes())) if movable else 0.0
+        t_pert = max(0.0, t_pert * n + first - (fit_s + compile_s + train_s)) / n
+        t_pert += an_text * (n - 1) / n if movable else an_text
+    else:
+        t_pert += an_text
     per_seed = t_data + fit_s + compile_s + train_s + t_pert + an_s + score_s + results_s
     say()
     say(f"cells to score: {cells} ({len(evals)} eval set(s), {n_docs} docs, "
@@ -232,7 +242,9 @@ def dry_run(suite: Suite, opts: RunOptions, emit: Callable[[str], None] | None =
         say(f"  (compile: training {_fmt(compile_s)} above, scoring {_fmt(score_compile_s)} inside scoring; "
             "sub-models' inside fits)")
     if suite.analyses:
-        say(f"  (analyses: fitting {_fmt(an_fit)} per seed; their text work {_fmt(an_text)} in perturbation "
+        where = ("in perturbation; the first seed's in the plan-ahead process"
+                 if ahead and movable else "in perturbation")
+        say(f"  (analyses: fitting {_fmt(an_fit)} per seed; their text work {_fmt(an_text)} {where} "
             f"(first use {_fmt(an_first)}); in scoring, not in the model lines: their buckets "
             f"{_fmt(an_byte * cell_bytes / cell_procs)} per model in {cell_procs} process(es))")
     if dup_s > 0:

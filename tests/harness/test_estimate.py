@@ -130,3 +130,27 @@ def test_training_fit_takes_each_calls_compile_out_of_its_wall() -> None:
     # a long call faster than the short one (noise): its mean step, never a step of 0
     noisy = _fit_train_calls([(10.0, 4, 9.0), (2.0, 9, 0.0), (3.0, 25, 0.0), (2.9, 65, 0.0)], 100)
     assert noisy["step_s"] == pytest.approx(2.9 / 65) and noisy["train_s"] > 0
+
+
+def test_plan_ahead_takes_the_first_seeds_analysis_text_work(tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """With an analysis that hands its preparation over (morphology), the first seed's text work
+    is done in the plan-ahead process after its plans, on its share of the CPUs: it joins the
+    part that overlaps training, and only what outlasts training counts."""
+    from harness.accel import usable_cpus
+    from harness.planahead import plan_ahead_processes
+
+    monkeypatch.setenv("TOKBENCH_PLAN_AHEAD", "1")
+    (tmp_path / "corpus").mkdir()
+    (tmp_path / "corpus" / "a.txt").write_text("\n\n".join(
+        f"Paragraph {p}: the quick brown fox jumps over the lazy dog, again and again." for p in range(40)))
+    (tmp_path / "s.yaml").write_text(SUITE + "analyses:\n  - name: morphology\n")
+    out = tmp_path / "o"
+    text = dry_run(load_suite(tmp_path / "s.yaml"), RunOptions(out=out, device="cpu", progress=False, log=lambda s: None))
+    est = json.loads((out / "estimate.json").read_text())
+    p, own, an = est["seconds_per_seed"], est["plan_ahead"]["perturbation_seconds"], est["analyses_timing"]
+    kept = est["score_distinct_fraction"]
+    first = an["first_use_seconds"] + an["table_seconds_per_byte"] * an["cell_bytes"] * kept / plan_ahead_processes()
+    assert first > 0 and usable_cpus() >= 1
+    assert p["perturbation"] == pytest.approx(max(0.0, own + first - (p["fits"] + p["compile"] + p["training"])))
+    assert "the first seed's in the plan-ahead process" in text
