@@ -44,8 +44,6 @@ WAIT_ENV = "TOKBENCH_COMPILE_AHEAD_WAIT"
 WARM_WINDOWS = 8  # windows a training step in the process on a smaller GPU (the run's, if fewer)
 WINDOWS_ENV = "TOKBENCH_COMPILE_AHEAD_WINDOWS"  # another count; 0: the run's own (micro-)batch
 BIG_GPU_BYTES = 100 * 2**30  # from this much device memory on, the run's own batch by default
-WARM_CALLS = (3, 8)  # training calls of this many steps: the dry run's two warm-up calls
-FIT_SAMPLE = 1_000_000  # bytes of training text the process's quick fits read
 
 
 def _flag(name: str) -> str:
@@ -110,7 +108,6 @@ class CompileAhead:
         self.conn, child = ctx.Pipe()
         self.log = log
         self.wait = os.environ.get(WAIT_ENV, "").strip() == "1"
-        self.t0 = time.perf_counter()
         self.warmed: dict[str, dict[str, Any]] = {}  # label -> {"train": {...}, "score": {...}}
         self.seen_ready: dict[str, bool] = {}  # label -> training warmed before the run trained it
         self.error: str | None = None
@@ -187,7 +184,6 @@ class CompileAhead:
             self.conn.close()
             os.unlink(self.job_path)  # the process removes it once read; not if it died before
         self.proc = None
-        self.seconds = time.perf_counter() - self.t0
 
     def facts(self) -> dict[str, Any]:
         return {"on": True, "models": self.warmed, "ready_when_trained": self.seen_ready,
@@ -208,7 +204,7 @@ def start(runner: Any, train: Any, evals: list[Any]) -> CompileAhead | None:
         return None
     if runner.suite.scaling is not None or runner.dp is not None:
         return None  # a sweep trains hundreds of shapes; data parallel compiles on every rank
-    from harness.estimate import _score_sample
+    from harness.estimate import _score_sample, fit_sample
 
     stride = runner.suite.eval.stride_bytes or max(1, b.context_bytes // 2)
     dev_bytes = None
@@ -217,16 +213,10 @@ def start(runner: Any, train: Any, evals: list[Any]) -> CompileAhead | None:
 
         dev_bytes = int(torch.cuda.get_device_properties(runner.device).total_memory)
     windows = warm_windows(b.windows_per_micro_batch, dev_bytes)
-    fit_docs, n = [], 0
-    for d in train.docs:  # the quick fits' sample (BPE merges, BLT's entropy model)
-        if n >= FIT_SAMPLE:
-            break
-        fit_docs.append(d)
-        n += len(d.data)
     job = {
         "suite": runner.suite, "device": str(runner.device), "cache_dir": runner.opts.cache_dir,
         "specs": runner.training_order(), "seed": runner.suite.seeds[0],
-        "fit_docs": fit_docs, "train_docs": _window_docs(train.docs, b, windows), "windows": windows,
+        "fit_docs": fit_sample(train.docs), "train_docs": _window_docs(train.docs, b, windows), "windows": windows,
         "sample": _score_sample(evals, b.context_bytes, stride, 2 * runner.suite.eval.batch_windows),
     }
     ahead = CompileAhead(job, runner.log)
@@ -240,7 +230,9 @@ def start(runner: Any, train: Any, evals: list[Any]) -> CompileAhead | None:
 def _window_docs(docs: list[Any], b: Any, windows: int) -> list[Any]:
     """The first documents of the training text, enough for the process's training calls of
     ``windows`` windows a step (the run's window stream starts with them)."""
-    need = (sum(WARM_CALLS) + 1) * windows * b.context_bytes * 4
+    from harness.estimate import WARMUP_CALLS
+
+    need = (sum(WARMUP_CALLS) + 1) * windows * b.context_bytes * 4
     out, n = [], 0
     for d in docs:
         out.append(d)
@@ -308,6 +300,7 @@ def _warm_all(conn: Any, job: dict[str, Any], tmp: Path) -> None:
     from encoders import backbone
     from harness.accel import compile_backbones, compile_clock, compile_since, want_compile
     from harness.data import training_windows
+    from harness.estimate import WARMUP_CALLS, _sync
     from harness.fragility import permuter_for
     from harness.run import Runner, RunOptions, TrainedModel
     from harness.train import fit_context, train_encoder
@@ -349,7 +342,7 @@ def _warm_all(conn: Any, job: dict[str, Any], tmp: Path) -> None:
             backbone._FIRST_TRAINED_LENGTH.append(state["first_length"])
         permuter = permuter_for(spec.permutation, b.context_bytes, seed)
         offset = 0
-        for k in WARM_CALLS:  # the stream's next windows each call, as the dry run's calls
+        for k in WARMUP_CALLS:  # the stream's next windows each call, as the dry run's warm-ups
             wins = training_windows(job["train_docs"], (offset + k) * small.batch_bytes, b.context_bytes, seed)
             for _ in range(offset * per):
                 next(wins, None)
@@ -375,28 +368,15 @@ def _warm_all(conn: Any, job: dict[str, Any], tmp: Path) -> None:
 
 def _score(runner: Any, model: Any, sample: list[Any], seed: int) -> None:
     """The run's scoring call (``score_items``) on the clean cells of the sample, every mode."""
+    from harness.estimate import _sync, clean_cells
     from harness.fragility import permuter_for
-    from harness.run import CLEAN
     from harness.score import score_items
 
     suite = runner.suite
-    items, groups = [], []
-    for es in sample:
-        for mode in suite.eval.modes:
-            plan = runner.plan_items(es, mode, runner.plan_rows(es, CLEAN, None, seed, mode))
-            for p in plan:
-                if p is not None:
-                    items.append(p.item)
-                    groups.append(mode)
+    rows = [(p.item, mode) for _, mode, plan in clean_cells(runner, sample, seed) for p in plan if p is not None]
+    items, groups = [r[0] for r in rows], [r[1] for r in rows]
     if items:
         score_items(model.enc, items, runner.device, suite.eval.batch_windows, suite.budget.dtype == "bfloat16",
                     stats={}, mc_samples=suite.eval.mc_samples,
                     permuter=permuter_for(model.spec.permutation, suite.budget.context_bytes, seed), groups=groups)
     _sync(runner.device)
-
-
-def _sync(dev: Any) -> None:
-    import torch
-
-    if dev.type == "cuda":
-        torch.cuda.synchronize(dev)

@@ -83,6 +83,7 @@ FIT_SAMPLE = 1_000_000  # bytes the quick fit learns from
 # two timed calls; both hold whole pretokenized blocks (harness.pretokenize: 8 steps), so their
 # difference is the pipelined pace. Each call's compile clock is taken out of its wall.
 GPU_STEPS = (3, 8, 16, 40)
+WARMUP_CALLS = GPU_STEPS[:2]  # the two warm-up calls (also harness.compileahead's training calls)
 # CPU: the timed steps hold 2 windows, then as many as CPU_POSITIONS bytes of windows (at least 3,
 # at most a real (micro-)batch): a wide span keeps the line's slope out of the noise, and the cap
 # keeps memory down (a 1 KB window of the standard backbone holds ~0.3 GB of float32 activations;
@@ -307,12 +308,8 @@ def _measure_model(runner: Runner, spec: Any, train: Any, sample: list[EvalSet],
 
     # The fit sees the real budget (a sub-model's bytes derive from it) but only the first
     # documents of the training text, about FIT_SAMPLE bytes.
-    fit_docs, fit_bytes = [], 0
-    for d in train.docs:
-        if fit_bytes >= FIT_SAMPLE:
-            break
-        fit_docs.append(d)
-        fit_bytes += len(d.data)
+    fit_docs = fit_sample(train.docs)
+    fit_bytes = sum(len(d.data) for d in fit_docs)
     ctx = fit_context(fit_docs, b, dev, seed, log=lambda s: None)
     ctx.train = sub_train
     holder.append(ctx)
@@ -334,6 +331,25 @@ def _measure_model(runner: Runner, spec: Any, train: Any, sample: list[EvalSet],
     return {"fit_s": fit_s, "compile_s": est["compile_s"], "train_s": est["train_s"],
             "peak_bytes": est.get("peak_bytes"), "params": sum(p.numel() for p in enc.parameters()),
             "fpb": fpb, "tokenizer": tok, "host_fit": bool(getattr(enc, "host_fit", False)), **sc}
+
+
+def fit_sample(docs: Any) -> list[Any]:
+    """The first documents of the training text, about ``FIT_SAMPLE`` bytes: what a quick fit
+    reads (here, and in the compile-ahead process)."""
+    out, n = [], 0
+    for d in docs:
+        if n >= FIT_SAMPLE:
+            break
+        out.append(d)
+        n += len(d.data)
+    return out
+
+
+def clean_cells(runner: Runner, sample: list[EvalSet], seed: int) -> list[tuple[EvalSet, str, list[Any]]]:
+    """(eval set, mode, plan) of the clean cells of ``sample``, every mode: the scoring the dry
+    run times and the compile-ahead process warms."""
+    return [(es, mode, runner.plan_items(es, mode, runner.plan_rows(es, CLEAN, None, seed, mode)))
+            for es in sample for mode in runner.suite.eval.modes]
 
 
 def _train_timing(enc: Any, docs: Any, b: Any, dev: torch.device, seed: int, n_bytes: int) -> dict[str, Any]:
@@ -456,11 +472,7 @@ def _score_timing(runner: Runner, model: TrainedModel, sample: list[EvalSet],
     seed = suite.seeds[0]
     bw = _score_batch(suite.eval.batch_windows, dev)
     bf16 = suite.budget.dtype == "bfloat16"
-    cells = []
-    for es in sample:
-        for mode in suite.eval.modes:
-            plan = runner.plan_items(es, mode, runner.plan_rows(es, CLEAN, None, seed, mode))
-            cells.append((es, mode, plan))
+    cells = clean_cells(runner, sample, seed)
     items = [p.item for _, _, plan in cells for p in plan if p is not None]
     n_win = sum(len(it.windows) for it in items)
     if not n_win:

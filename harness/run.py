@@ -504,13 +504,10 @@ class Runner:
             try:
                 encs = {}
                 for label in a.fit_encoders([(s.label, s.name) for s in self.suite.encoders]):
-                    enc = self.build(specs[label], seed)
-                    if not getattr(enc, "host_fit", False):
+                    cls = plugins.resolve("encoder", specs[label].name, search_paths=[self.ctx.base_dir])
+                    if not getattr(cls, "host_fit", False):
                         raise ValueError(f"{label}: its fit needs the device")
-                    enc.fit(fit_context(train.docs, self.budget, torch.device("cpu"), seed, log=lambda s: None,
-                                        permuter=permuter_for(specs[label].permutation, self.budget.context_bytes,
-                                                              seed)))
-                    encs[label] = enc
+                    encs[label] = self.fit_on_host(specs[label], seed, train)
                 a.fit(train.docs, encs)
                 # on the plan-ahead process's share of the CPUs, where the analysis takes a count
                 kw = {"processes": self.plan_processes} if "processes" in inspect.signature(a.prepare).parameters else {}
@@ -524,6 +521,14 @@ class Runner:
             if got is not None:
                 out[a.registry_name] = got
         return out
+
+    def fit_on_host(self, spec: EncoderSpec, seed: int, train: DataPart) -> Encoder:
+        """A fresh encoder for ``spec`` with its ``fit`` run on the CPU, as the run fits it (the
+        fit of a ``host_fit`` encoder: BPE's merges), in a process working ahead of training."""
+        enc = self.build(spec, seed)
+        enc.fit(fit_context(train.docs, self.budget, torch.device("cpu"), seed, log=lambda s: None,
+                            permuter=permuter_for(spec.permutation, self.budget.context_bytes, seed)))
+        return enc
 
     def start_fits_ahead(self, train: DataPart) -> None:
         """Under plan-ahead, a second forked process fits every encoder whose fit is host work
@@ -540,11 +545,7 @@ class Runner:
             return
 
         def fit_one(spec: EncoderSpec) -> dict[str, Any]:
-            enc = self.build(spec, seed)
-            ctx = fit_context(train.docs, self.budget, torch.device("cpu"), seed, log=lambda s: None,
-                              permuter=permuter_for(spec.permutation, self.budget.context_bytes, seed))
-            enc.fit(ctx)
-            return enc.get_extra_state()
+            return self.fit_on_host(spec, seed, train).get_extra_state()
 
         def work() -> dict[str, Any]:
             t0 = time.perf_counter()

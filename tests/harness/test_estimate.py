@@ -137,7 +137,6 @@ def test_plan_ahead_takes_the_first_seeds_analysis_text_work(tmp_path: Path,
     """With an analysis that hands its preparation over (morphology), the first seed's text work
     is done in the plan-ahead process after its plans, on its share of the CPUs: it joins the
     part that overlaps training, and only what outlasts training counts."""
-    from harness.accel import usable_cpus
     from harness.planahead import plan_ahead_processes
 
     monkeypatch.setenv("TOKBENCH_PLAN_AHEAD", "1")
@@ -151,6 +150,6 @@ def test_plan_ahead_takes_the_first_seeds_analysis_text_work(tmp_path: Path,
     p, own, an = est["seconds_per_seed"], est["plan_ahead"]["perturbation_seconds"], est["analyses_timing"]
     kept = est["score_distinct_fraction"]
     first = an["first_use_seconds"] + an["table_seconds_per_byte"] * an["cell_bytes"] * kept / plan_ahead_processes()
-    assert first > 0 and usable_cpus() >= 1
+    assert first > 0
     assert p["perturbation"] == pytest.approx(max(0.0, own + first - (p["fits"] + p["compile"] + p["training"])))
     assert "the first seed's in the plan-ahead process" in text
