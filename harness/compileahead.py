@@ -6,7 +6,7 @@ the run reaches it. The run then compiles from the cache, not from scratch.
 Why: cold compiles were 77.5 s of a 462 s standard seed on an H200 (63.4 s of training's first
 steps, 14.1 s of scoring's; BENCHMARKS.md, session 13), paid one model after another on the
 critical path while the host's other cores sat idle. A warm cache cut a small backbone's compile
-of one training and one inference step from 35.4 s to 3.4 s on the 2-core VM (BENCHMARKS.md,
+of one training and one inference step from 31.3 s to 3.7 s on the 2-core VM (BENCHMARKS.md,
 session 14). It skips the first model's training graphs (the run compiles those itself at the same moment), so it is a model ahead of the run.
 
 What it changes: nothing the run computes. A cache hit hands back the code a fresh compile of
