@@ -32,7 +32,7 @@ import torch.nn.functional as F
 
 import encoders.backbone as backbone_mod
 from encoders.backbone import Backbone, BackboneConfig, OutputHead, causal_attention_cost
-from harness.accel import compile_backbones, prefer_flash_attention
+from harness.accel import attention_backends, compile_backbones
 
 
 def timed(fn: Callable[[], object], reps: int, device: torch.device) -> float:
@@ -79,7 +79,7 @@ def main() -> None:
     dev = torch.device(args.device)
     torch.manual_seed(0)
     if dev.type == "cuda":
-        prefer_flash_attention()  # as the run does: SDPA without cuDNN
+        attention_backends()  # as the run chooses them
     cfg = BackboneConfig(layers=args.layers, dim=args.dim, heads=args.heads)
     ceiling = gemm_rate(dev, args.gemm)
     print(f"device {dev} ({torch.cuda.get_device_name(dev) if dev.type == 'cuda' else 'cpu'}), "

@@ -30,7 +30,7 @@ from encoders.backbone import BackboneConfig
 from encoders.base import Encoder, FitContext
 from encoders.bpe import BpeConfig, BpeEncoder
 from encoders.byte_baseline import ByteConfig, ByteEncoder
-from harness.accel import compile_backbones, gemm_tflops, prefer_flash_attention
+from harness.accel import attention_backends, compile_backbones, gemm_tflops
 from harness.score import ScoreItem, plan_full, score_items
 
 
@@ -77,7 +77,7 @@ def main() -> None:
     args = ap.parse_args()
     dev = torch.device(args.device)
     if dev.type == "cuda":
-        prefer_flash_attention()
+        attention_backends()
     ceiling = gemm_tflops(dev) if dev.type == "cuda" else None
     docs = documents(args.docs, args.doc_bytes)
     items: list[ScoreItem] = [plan_full(d, 1024, 512) for d in docs]

@@ -50,6 +50,14 @@ for label, f in r.get("encoders", {}).items():
                   f"(wall {gi['wall_seconds']:.2f} s, device busy {gi['device_busy_seconds']:.2f} s)")
 for label, f in r.get("encoders", {}).items():
     for seed, m in f.get("seeds", {}).items():
+        sc = m["train"].get("step_clock")
+        if sc:
+            print(f"steps {label} s{seed}: {sc['steps']} on the device: first {sc['first_ms'] / 1e3:.1f} s, median "
+                  f"{sc['median_ms']:.1f} ms, p90 {sc['p90_ms']:.1f}, max {sc['max_ms']:.1f}; beyond the median "
+                  f"{sc['excess_over_median_ms'] / 1e3:.2f} s; host median {sc['host_median_ms']:.1f} ms; feed close "
+                  f"{sc.get('close_seconds', 0):.2f} s; slowest [step, device ms, host ms] {sc['slowest'][:5]}")
+for label, f in r.get("encoders", {}).items():
+    for seed, m in f.get("seeds", {}).items():
         t = m["train"]
         print(f"compile {label} s{seed}: graphs {t.get('compile_graph_seconds', 0):.1f} s kernels "
               f"{t.get('compile_kernels_seconds', 0):.1f} s first step {t['first_step_seconds']:.1f} s "

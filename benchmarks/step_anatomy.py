@@ -35,7 +35,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from harness.accel import gemm_tflops, prefer_flash_attention  # noqa: E402
+from harness.accel import attention_backends, gemm_tflops  # noqa: E402
 from harness.config.build import load_suite  # noqa: E402
 from harness.data import default_cache_dir, load_data, source_context, training_windows  # noqa: E402
 from harness.run import build_encoder, pick_device  # noqa: E402
@@ -94,6 +94,37 @@ def sdpa_ms(windows: int, heads: int, n: int, hd: int, backend: object,
     return t_f, t_fb, host
 
 
+def sdpa_agreement(windows: int, heads: int, n: int, hd: int, g: torch.Generator) -> None:
+    """How far flash and cuDNN causal attention (output and q/k/v gradients, bf16) are from a
+    float32 math-backend reference, on the backbone's own layout: q, k, v as (B, H, N, hd)
+    views of a position-major (B, N, 3, H, hd) tensor (``CausalSelfAttention``)."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    dev = torch.device("cuda")
+    base = torch.randn(windows, n, 3, heads, hd, device=dev, generator=g)
+    dy = torch.randn(windows, heads, n, hd, device=dev, generator=g)
+    results = {}
+    for label, be, dt in (("math fp32", SDPBackend.MATH, torch.float32), ("flash", SDPBackend.FLASH_ATTENTION, torch.bfloat16),
+                          ("cudnn", SDPBackend.CUDNN_ATTENTION, torch.bfloat16)):
+        qkv = base.to(dt).requires_grad_()
+        q, k, v = (qkv[:, :, i].transpose(1, 2) for i in range(3))
+        try:
+            with sdpa_kernel([be]):
+                y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+                y.backward(dy.to(dt))
+        except RuntimeError as e:
+            print(f"agreement {label}: not available ({str(e).splitlines()[0][:100]})")
+            continue
+        results[label] = (y.float(), qkv.grad.float())
+    ref_y, ref_g = results["math fp32"]
+    for label in ("flash", "cudnn"):
+        if label in results:
+            y, gr = results[label]
+            print(f"agreement {label:<5} vs fp32 math ({windows} x {n}, the backbone's layout): output max |diff| "
+                  f"{(y - ref_y).abs().max().item():.2e} (max |y| {ref_y.abs().max().item():.2f}), grads max |diff| "
+                  f"{(gr - ref_g).abs().max().item():.2e} (max |grad| {ref_g.abs().max().item():.2f})")
+
+
 def ops_part(windows: int, n: int, dim: int, heads: int, mlp: int, peak: float) -> None:
     """Rates of one layer's ops at (windows, n, dim); prints each and the layer's floor."""
     from torch.nn.attention import SDPBackend
@@ -127,6 +158,7 @@ def ops_part(windows: int, n: int, dim: int, heads: int, mlp: int, peak: float) 
               f"host {host:.2f} ms a fwd+bwd (back-to-back)")
         if best_att is None or t_fb < best_att[1]:
             best_att = (label, t_fb)
+    sdpa_agreement(8, heads, n, dim // heads, g)
     x = torch.randn(m, dim, device=dev, dtype=torch.bfloat16, generator=g)
     wn = torch.ones(dim, device=dev, dtype=torch.bfloat16)
 
@@ -136,7 +168,7 @@ def ops_part(windows: int, n: int, dim: int, heads: int, mlp: int, peak: float) 
 
     t_e, t_c = cuda_ms(rms), cuda_ms(torch.compile(rms))
     moved = 2 * m * dim * 2  # read + write, bf16
-    print(f"rmsnorm ({m} x {dim}) eager {t_e:.3f} ms, compiled {t_c:.3f} ms = {moved / t_c / 1e9:.0f} GB/s")
+    print(f"rmsnorm ({m} x {dim}) eager {t_e:.3f} ms, compiled {t_c:.3f} ms = {moved / t_c / 1e9:.2f} TB/s")
     if best_att is not None:
         layer_ms += best_att[1]
         layer_flops += 3.5 * f_att
@@ -221,7 +253,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("suite")
     ap.add_argument("--set", action="append", default=[], dest="sets")
-    ap.add_argument("--parts", default="ops,steps")
+    ap.add_argument("--parts", default="ops,steps", help="ops, ops320 (the ops at BPE-1024's length too), steps")
     ap.add_argument("--encoders", default="", help="comma-separated labels (default: all)")
     ap.add_argument("--steps", type=int, default=6, help="profiled steps per encoder")
     ap.add_argument("--warm", type=int, default=8, help="warm-up steps per encoder (compile)")
@@ -232,7 +264,7 @@ def main() -> None:
     device = pick_device(a.device)
     parts = set(a.parts.split(","))
     if device.type == "cuda":
-        prefer_flash_attention()  # as the run does
+        attention_backends()  # as the run chooses them
         peak = gemm_tflops(device) or float("nan")
         print(f"gemm bf16 8192^3: {peak:.1f} TFLOP/s; torch {torch.__version__}, {torch.cuda.get_device_name()}")
         if "ops" in parts:
@@ -240,7 +272,8 @@ def main() -> None:
             bb, bu = suite.backbone, suite.budget
             ops_part(bu.windows_per_step, bu.context_bytes, bb.dim, bb.heads, bb.mlp_ratio, peak)
             # BPE-1024's shape: ~3 bytes a token (its training windows are shorter in positions)
-            ops_part(bu.windows_per_step, 320, bb.dim, bb.heads, bb.mlp_ratio, peak)
+            if "ops320" in parts:
+                ops_part(bu.windows_per_step, 320, bb.dim, bb.heads, bb.mlp_ratio, peak)
     if "steps" in parts:
         steps_part(a.suite, a.sets, [s for s in a.encoders.split(",") if s], a.steps, a.warm, device,
                    a.cache, a.top)

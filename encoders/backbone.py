@@ -122,8 +122,10 @@ def rope_cache(n: int, head_dim: int, base: float, device: torch.device) -> tupl
 
 
 def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """Rotate pairs of channels (2j, 2j+1) of x (..., N, hd), e.g. (B, H, N, hd) or q and k at
-    once as (2, B, H, N, hd); cos/sin (N, hd) from ``rope_cache``. Returns x's shape.
+    """Rotate pairs of channels (2j, 2j+1) of x (..., N, hd), e.g. (B, H, N, hd), with cos/sin
+    (N, hd) from ``rope_cache``; or of any layout whose position axis the tables broadcast
+    along, e.g. q and k at once as (B, N, 2, H, hd) with cos/sin viewed (N, 1, 1, hd), as
+    ``CausalSelfAttention`` calls it. Returns x's shape.
 
     x·cos + swap(x)·sin, swap exchanging the two channels of each pair: channel 2j gets
     x₂ⱼ·cos θ + x₂ⱼ₊₁·(-sin θ) and 2j+1 gets x₂ⱼ₊₁·cos θ + x₂ⱼ·sin θ — the products and sums
@@ -175,6 +177,22 @@ def _sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor 
 
 _sdpa_eager = torch.compiler.disable(_sdpa)
 
+# Whether compiled training steps at the fixed first length ask for cuDNN attention first (set
+# by the harness on CUDA, ``harness.accel.attention_backends``; False: torch's own choice).
+CUDNN_FIXED = False
+
+
+def _sdpa_cudnn_first(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None,
+                      causal: bool, dropout_p: float) -> torch.Tensor:
+    """``_sdpa`` with cuDNN attention first in the backends' priority (flash, memory-efficient
+    and math after it, for inputs cuDNN refuses); traced into the compiled graph (no break)."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    order = [SDPBackend.CUDNN_ATTENTION, SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION,
+             SDPBackend.MATH]
+    with sdpa_kernel(order, set_priority=True):
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal, dropout_p=dropout_p)
+
 
 class CausalSelfAttention(nn.Module):
     """Multi-head self-attention through SDPA (flash / memory-efficient kernels on GPU); causal
@@ -191,22 +209,30 @@ class CausalSelfAttention(nn.Module):
         self.dropout = cfg.dropout
 
     def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
-                valid: torch.Tensor | None = None, in_graph: bool = True) -> torch.Tensor:
+                valid: torch.Tensor | None = None, in_graph: bool | str = True) -> torch.Tensor:
         """x (B, N, C); valid (B, N) bool or None: keys that may be attended to (bidirectional
         only — a causal model never sees the padding after a window, so it needs no mask).
-        in_graph: False runs SDPA outside a compiled graph (``_sdpa_eager``); eager, the same call."""
+        in_graph: False runs SDPA outside a compiled graph (``_sdpa_eager``); "cudnn" inside it
+        with cuDNN first (``_sdpa_cudnn_first``); eager, the same call."""
         B, N, C = x.shape
-        # One linear for q, k and v, viewed (no copy) as (3, B, H, N, hd): q and k are rotated in
-        # one call (half the RoPE ops of one call each, forward and backward); the rotation writes
-        # them contiguous (B, H, N, hd) and v stays a view, the layouts SDPA got before, so the
-        # numbers are bit-identical (tests/encoders/test_backbone.py).
-        qkv = self.qkv(x).view(B, N, 3, self.heads, C // self.heads).permute(2, 0, 3, 1, 4)
-        q, k = apply_rope(qkv[:2], cos, sin).unbind(0)
-        v = qkv[2]
+        # One linear for q, k and v, viewed (no copy) as (B, N, 3, H, hd); q and k are rotated in
+        # one call, in that position-major layout, into a new (B, N, 2, H, hd) tensor; SDPA gets
+        # (B, H, N, hd) views of it and of v (strided, last axis contiguous). Why this layout: in
+        # the head-major one (q, k rotated into (2, B, H, N, hd)) the rotation's backward wrote
+        # the qkv gradient transposed, and the attention output needed a copy before ``proj``
+        # — on an H200 those passes ran at a fifth of the memory bandwidth, 10 % of the byte
+        # model's training step (BENCHMARKS.md, session 15). Flash and cuDNN allocate their
+        # output (and the q/k/v gradients) position-major for such views, so ``y.transpose``
+        # below is free. Same products and sums either way (tests/encoders/test_backbone.py).
+        qkv = self.qkv(x).view(B, N, 3, self.heads, C // self.heads)
+        qk = apply_rope(qkv[:, :, :2], cos[:, None, None, :], sin[:, None, None, :])  # (B, N, 2, H, hd)
+        q, k = qk[:, :, 0].transpose(1, 2), qk[:, :, 1].transpose(1, 2)  # (B, H, N, hd) views
+        v = qkv[:, :, 2].transpose(1, 2)
         # (B, 1, 1, N) key mask: padded slots of a shorter window must not be seen, or a
         # bidirectional prediction would depend on what else is in the batch.
         mask = None if self.causal or valid is None else valid[:, None, None, :]
-        y = (_sdpa if in_graph else _sdpa_eager)(q, k, v, mask, self.causal, self.dropout if self.training else 0.0)
+        sdpa = _sdpa_cudnn_first if in_graph == "cudnn" else _sdpa if in_graph else _sdpa_eager
+        y = sdpa(q, k, v, mask, self.causal, self.dropout if self.training else 0.0)
         return self.proj(y.transpose(1, 2).reshape(B, N, C))
 
 
@@ -223,7 +249,7 @@ class Block(nn.Module):
         self.out = nn.Linear(hidden, cfg.dim, bias=False)
 
     def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
-                valid: torch.Tensor | None = None, in_graph: bool = True) -> torch.Tensor:
+                valid: torch.Tensor | None = None, in_graph: bool | str = True) -> torch.Tensor:
         x = x + self.attn(self.norm1(x), cos, sin, valid, in_graph)
         return x + self.out(F.gelu(self.fc(self.norm2(x))))
 
@@ -267,8 +293,12 @@ class Backbone(nn.Module):
             for t, dims in ((x, (0, 1)), (cos, (0,)), (sin, (0,)), (valid, (0, 1))):
                 for d in dims if t is not None else ():
                     torch._dynamo.maybe_mark_dynamic(t, d)
-        # compiled: one graph variant per value (a guarded Python bool); eager: no difference
-        in_graph = not self.dynamic_shapes or attention_in_graph(x.shape[1])
+        # compiled: one graph variant per value (a guarded Python value); eager: no difference.
+        # A compiled training step at the first length (the byte-level models' fixed windows)
+        # asks for cuDNN attention first where the harness says so (CUDNN_FIXED).
+        in_graph: bool | str = not self.dynamic_shapes or attention_in_graph(x.shape[1])
+        if in_graph and self.dynamic_shapes and CUDNN_FIXED and x.is_cuda and torch.is_grad_enabled():
+            in_graph = "cudnn"
         for blk in self.blocks:
             x = blk(x, cos, sin, valid, in_graph)
         return self.norm(x)

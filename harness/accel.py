@@ -44,16 +44,27 @@ from core.forkpool import receive as _core_receive
 from encoders.backbone import Backbone
 
 
-def prefer_flash_attention() -> bool:
-    """Take cuDNN out of ``scaled_dot_product_attention``'s backends on CUDA (flash, then
-    memory-efficient, then math remain). Profiled on an H200 (BENCHMARKS.md, profile run): the
-    cuDNN backend spent 0.3 ms of host time per call at a fixed length and 7.6 ms at BPE's
-    per-batch token lengths (an execution plan built per shape), so a small model's step waited
-    on the host. ``TOKBENCH_CUDNN_SDPA=1`` keeps cuDNN. Returns whether cuDNN is now off."""
-    if os.environ.get("TOKBENCH_CUDNN_SDPA") == "1":
-        return False
-    torch.backends.cuda.enable_cudnn_sdp(False)
-    return True
+def attention_backends() -> str:
+    """Choose ``scaled_dot_product_attention``'s backends on CUDA (``TOKBENCH_CUDNN_SDPA``);
+    returns the mode chosen:
+
+    * ``fixed`` (default) — cuDNN is asked for first only in compiled training steps at a fixed
+      length (``encoders.backbone.CUDNN_FIXED``: the byte-level models' 1 KB windows) and keeps
+      torch's own priority, last, everywhere else, where flash then memory-efficient run. Why:
+      on an H200 cuDNN's causal forward + backward at the standard suite's training shape took
+      3.10 ms against flash's 4.68 (BENCHMARKS.md, session 15), but the cuDNN backend built a
+      host-side execution plan per shape, 7.6 ms a call at BPE's per-batch token lengths (a
+      small model's step then waited on the host), so lengths that vary stay on flash;
+    * ``0`` — cuDNN off everywhere (before session 15: flash, memory-efficient, math);
+    * ``1`` — torch's own choice everywhere (in torch 2.11 and 2.13 cuDNN comes last)."""
+    import encoders.backbone as backbone
+
+    mode = os.environ.get("TOKBENCH_CUDNN_SDPA", "fixed")
+    if mode not in ("fixed", "0", "1"):
+        raise ValueError(f"TOKBENCH_CUDNN_SDPA={mode!r} is not one of fixed, 0, 1")
+    backbone.CUDNN_FIXED = mode == "fixed"
+    torch.backends.cuda.enable_cudnn_sdp(mode != "0")
+    return mode
 
 
 def want_compile(setting: Any, device: torch.device) -> bool:
@@ -414,6 +425,53 @@ def union_length(spans: Iterator[tuple[float, float]] | list[tuple[float, float]
             total += b - max(a, end)
             end = b
     return total
+
+
+class StepClock:
+    """Where a training loop's wall time goes between its steps, without a host sync: a CUDA event
+    recorded at the start of every step (the GPU reaches it when it has finished the steps
+    before), read once at the end. ``summary()`` gives the device-side step times (ms between
+    consecutive markers: the steady pace, the slow steps and what they add over the median),
+    the host's own step-to-step times, and how long closing the batch feed took at the end.
+    Off on CPU (``summary()`` is then None); costs one event record a step."""
+
+    def __init__(self, device: torch.device) -> None:
+        self.on = device.type == "cuda"
+        self.events: list[Any] = []
+        self.host: list[float] = []
+
+    def mark(self) -> None:
+        """Call at the start of each step, and once after the last one (before its final sync)."""
+        if not self.on:
+            return
+        e = torch.cuda.Event(enable_timing=True)
+        e.record()
+        self.events.append(e)
+        self.host.append(time.perf_counter())
+
+    def summary(self, close_seconds: float | None = None) -> dict[str, Any] | None:
+        """Call after a synchronisation. Step i's time is marker i → i+1 on the device."""
+        if not self.on or len(self.events) < 3:
+            return None
+        dev = [a.elapsed_time(b) for a, b in zip(self.events, self.events[1:])]
+        host = [1e3 * (b - a) for a, b in zip(self.host, self.host[1:])]
+        steady = sorted(dev[1:])  # the first step holds the cold compile
+        med = steady[len(steady) // 2]
+        p90 = steady[min(len(steady) - 1, int(0.9 * len(steady)))]
+        slow = sorted(range(1, len(dev)), key=lambda i: -dev[i])[:8]
+        return {
+            "steps": len(dev),
+            "first_ms": dev[0],
+            "median_ms": med,
+            "p90_ms": p90,
+            "max_ms": steady[-1],
+            "sum_ms": sum(dev),
+            # what the steps after the first took beyond the median pace, in all
+            "excess_over_median_ms": sum(max(0.0, d - med) for d in dev[1:]),
+            "slowest": [[i, round(dev[i], 2), round(host[i], 2)] for i in slow],  # step, device ms, host ms
+            "host_median_ms": sorted(host[1:])[len(host[1:]) // 2] if len(host) > 1 else None,
+            **({"close_seconds": close_seconds} if close_seconds is not None else {}),
+        }
 
 
 class IdleMeter:

@@ -33,6 +33,7 @@ from core.schema import BUCKET_COLUMNS, RESULT_COLUMNS
 from encoders.base import Encoder, config_to_dict
 from harness import compileahead, plugins
 from harness.accel import (
+    attention_backends,
     cache_counts,
     cache_counts_since,
     compile_backbones,
@@ -40,7 +41,6 @@ from harness.accel import (
     compile_since,
     gemm_tflops,
     one_torch_thread,
-    prefer_flash_attention,
     want_compile,
 )
 from harness.batchscore import CachedRow, PlanCache, code_hash, perturb_many
@@ -198,7 +198,7 @@ def pick_device(name: str) -> torch.device:
         raise ValueError("--device cuda: no CUDA device is available")
     device = torch.device(name)
     if device.type == "cuda":
-        prefer_flash_attention()
+        attention_backends()
     return device
 
 

@@ -30,6 +30,7 @@ from encoders.base import Encoder, FitContext, TensorBatch
 from harness.accel import (
     IdleMeter,
     Prefetcher,
+    StepClock,
     cache_counts,
     cache_counts_since,
     collate_processes,
@@ -259,6 +260,7 @@ def train_encoder(
     clock0 = compile_clock()
     cache0 = cache_counts()
     idle = IdleMeter(device, os.environ.get("TOKBENCH_IDLE_STEPS"))
+    clock = StepClock(device)
     step_here = 0  # steps run by this call (a resumed run starts at 0 again)
     t0 = time.perf_counter() - elapsed
     last_ckpt = time.perf_counter()
@@ -293,6 +295,7 @@ def train_encoder(
             if (flops >= max_flops) if max_flops is not None else (seen >= n_bytes):
                 break
             idle.step(step_here)
+            clock.mark()
             step_here += 1
             step_bytes = sum(p[0].scored_bytes for p in parts)
             lr = lr_at(budget, seen, n_bytes)
@@ -335,13 +338,16 @@ def train_encoder(
                      "elapsed": time.perf_counter() - t0, "curve": curve},
                 )
                 last_ckpt = time.perf_counter()
+        clock.mark()
         flush()
         idle.finish()
     finally:
+        t_close = time.perf_counter()
         feed.close()
     if device.type == "cuda":
         torch.cuda.synchronize(device)
     seconds = time.perf_counter() - t0
+    step_clock = clock.summary(time.perf_counter() - t_close)
     encoder.eval()
     if writer and checkpoint is not None and checkpoint.path.exists():
         os.unlink(checkpoint.path)
@@ -359,6 +365,8 @@ def train_encoder(
         **{f"compile_{k}_seconds": v for k, v in compile_since(clock0).items()},
         "compile_cache": cache_counts_since(cache0),  # graphs from the disk cache / compiled anew
         **({"gpu_idle": idle.result} if idle.result is not None else {}),
+        # device-side step times from events (no sync): the steady pace, the slow steps, the feed's close
+        **({"step_clock": step_clock} if step_clock is not None else {}),
         "bytes_per_s": seen / seconds if seconds > 0 else math.nan,
         "peak_mem_bytes": peak_memory(device),
         "peak_mem_kind": "cuda_allocated" if device.type == "cuda" else "process_max_rss",

@@ -141,3 +141,37 @@ def test_rope_tables_are_made_once_and_sliced_for_shorter_lengths() -> None:
     x = torch.randn(1, 40, 32, requires_grad=True)
     m(x).sum().backward()
     assert x.grad is not None and bool(torch.isfinite(x.grad).all())
+
+
+def test_cudnn_first_attention_is_the_same_call_and_traces_without_a_break() -> None:
+    """``_sdpa_cudnn_first`` only reorders the backends: where cuDNN cannot run (here: CPU) the
+    same math kernel gives the same numbers, and the priority context stays inside one graph."""
+    from encoders.backbone import _sdpa, _sdpa_cudnn_first
+
+    g = torch.Generator().manual_seed(5)
+    qkv = torch.randn(2, 24, 3, 2, 8, generator=g)
+    q, k, v = (qkv[:, :, i].transpose(1, 2) for i in range(3))  # the backbone's layout
+    assert torch.equal(_sdpa_cudnn_first(q, k, v, None, True, 0.0), _sdpa(q, k, v, None, True, 0.0))
+    ex = torch._dynamo.explain(_sdpa_cudnn_first)(q, k, v, None, True, 0.0)
+    assert ex.graph_count == 1 and ex.graph_break_count == 0
+
+
+def test_the_backbone_asks_for_cudnn_only_in_compiled_training_on_cuda(monkeypatch: pytest.MonkeyPatch) -> None:
+    import encoders.backbone as backbone
+
+    seen: list[object] = []
+    real = backbone.CausalSelfAttention.forward
+
+    def spy(self, x, cos, sin, valid=None, in_graph=True):  # type: ignore[no-untyped-def]
+        seen.append(in_graph)
+        return real(self, x, cos, sin, valid, in_graph)
+
+    monkeypatch.setattr(backbone.CausalSelfAttention, "forward", spy)
+    monkeypatch.setattr(backbone, "CUDNN_FIXED", True)
+    monkeypatch.setattr(backbone, "_FIRST_TRAINED_LENGTH", [])  # this test's first length stays its own
+    monkeypatch.setattr(backbone, "FIRST_LENGTH_LISTENERS", [])
+    m = Backbone(BackboneConfig(layers=1, dim=16, heads=2))
+    m(torch.randn(1, 4, 16))
+    m.dynamic_shapes = True  # as compile_backbones marks it; on CPU the tensors are not CUDA
+    m(torch.randn(1, 4, 16))
+    assert seen == [True, True]  # never "cudnn" off CUDA

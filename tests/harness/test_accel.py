@@ -171,3 +171,55 @@ def test_forked_workers_die_with_a_killed_parent(tmp_path: Path) -> None:
     while any(alive(p) for p in pids) and time.time() < deadline:
         time.sleep(0.1)
     assert not any(alive(p) for p in pids)
+
+
+class _FakeEvent:
+    """A CUDA event's timing interface with a given device time stamp (ms)."""
+
+    def __init__(self, t: float) -> None:
+        self.t = t
+
+    def elapsed_time(self, other: _FakeEvent) -> float:
+        return other.t - self.t
+
+
+def test_step_clock_reads_device_step_times_between_markers() -> None:
+    from harness.accel import StepClock
+
+    off = StepClock(CPU)
+    off.mark()
+    off.mark()
+    assert off.summary() is None and off.events == []  # no events on CPU
+    clock = StepClock(CPU)
+    clock.on = True
+    # markers at device times 0, 1000 (a cold first step), then steps of 10, 10, 30, 10, 12 ms
+    stamps = [0.0, 1000.0, 1010.0, 1020.0, 1050.0, 1060.0, 1072.0]
+    clock.events = [_FakeEvent(t) for t in stamps]
+    clock.host = [t / 1e3 for t in [0.0, 0.5, 0.51, 0.52, 0.53, 0.54, 0.55]]
+    s = clock.summary(close_seconds=0.25)
+    assert s is not None
+    assert s["steps"] == 6 and s["first_ms"] == 1000.0 and s["sum_ms"] == 1072.0
+    assert s["median_ms"] == 10.0 and s["max_ms"] == 30.0  # sorted [10, 10, 10, 12, 30]: middle 10
+    assert s["excess_over_median_ms"] == pytest.approx(20.0 + 2.0)
+    assert s["slowest"][0][:2] == [3, 30.0]  # step 3 (0-based), 30 ms on the device
+    assert s["close_seconds"] == 0.25
+
+
+def test_attention_backends_mode_is_checked_and_sets_the_backbone_switch(monkeypatch: pytest.MonkeyPatch) -> None:
+    import encoders.backbone as backbone
+    from harness.accel import attention_backends
+
+    was = (torch.backends.cuda.cudnn_sdp_enabled(), backbone.CUDNN_FIXED)
+    try:
+        monkeypatch.setenv("TOKBENCH_CUDNN_SDPA", "0")
+        assert attention_backends() == "0" and not torch.backends.cuda.cudnn_sdp_enabled()
+        assert backbone.CUDNN_FIXED is False
+        monkeypatch.delenv("TOKBENCH_CUDNN_SDPA")
+        assert attention_backends() == "fixed" and torch.backends.cuda.cudnn_sdp_enabled()
+        assert backbone.CUDNN_FIXED is True
+        monkeypatch.setenv("TOKBENCH_CUDNN_SDPA", "yes")
+        with pytest.raises(ValueError, match="TOKBENCH_CUDNN_SDPA='yes'"):
+            attention_backends()
+    finally:
+        torch.backends.cuda.enable_cudnn_sdp(was[0])
+        backbone.CUDNN_FIXED = was[1]
