@@ -55,7 +55,8 @@ for label, f in r.get("encoders", {}).items():
             print(f"steps {label} s{seed}: {sc['steps']} on the device: first {sc['first_ms'] / 1e3:.1f} s, median "
                   f"{sc['median_ms']:.1f} ms, p90 {sc['p90_ms']:.1f}, max {sc['max_ms']:.1f}; beyond the median "
                   f"{sc['excess_over_median_ms'] / 1e3:.2f} s; host median {sc['host_median_ms']:.1f} ms; feed close "
-                  f"{sc.get('close_seconds', 0):.2f} s; slowest [step, device ms, host ms] {sc['slowest'][:5]}")
+                  f"{sc.get('close_seconds', 0):.2f} s; quarters {[round(q, 1) for q in sc.get('quarter_medians_ms', [])]} ms; "
+                  f"slowest [step, device ms, host ms] {sc['slowest'][:5]}")
 for label, f in r.get("encoders", {}).items():
     for seed, m in f.get("seeds", {}).items():
         t = m["train"]

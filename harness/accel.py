@@ -427,6 +427,13 @@ def union_length(spans: Iterator[tuple[float, float]] | list[tuple[float, float]
     return total
 
 
+def _quarters(xs: list[float]) -> list[list[float]]:
+    """xs in four consecutive, nearly equal, non-empty parts (fewer when xs has < 4 items)."""
+    n = len(xs)
+    cuts = [round(i * n / 4) for i in range(5)]
+    return [xs[a:b] for a, b in zip(cuts, cuts[1:]) if b > a]
+
+
 class StepClock:
     """Where a training loop's wall time goes between its steps, without a host sync: a CUDA event
     recorded at the start of every step (the GPU reaches it when it has finished the steps
@@ -469,6 +476,9 @@ class StepClock:
             # what the steps after the first took beyond the median pace, in all
             "excess_over_median_ms": sum(max(0.0, d - med) for d in dev[1:]),
             "slowest": [[i, round(dev[i], 2), round(host[i], 2)] for i in slow],  # step, device ms, host ms
+            # the median step of each quarter of the run after the first step: a drift (clocks,
+            # memory) shows as a trend, a cold start as a slow first quarter
+            "quarter_medians_ms": [sorted(q)[len(q) // 2] for q in _quarters(dev[1:])],
             "host_median_ms": sorted(host[1:])[len(host[1:]) // 2] if len(host) > 1 else None,
             **({"close_seconds": close_seconds} if close_seconds is not None else {}),
         }

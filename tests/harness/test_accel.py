@@ -203,6 +203,7 @@ def test_step_clock_reads_device_step_times_between_markers() -> None:
     assert s["excess_over_median_ms"] == pytest.approx(20.0 + 2.0)
     assert s["slowest"][0][:2] == [3, 30.0]  # step 3 (0-based), 30 ms on the device
     assert s["close_seconds"] == 0.25
+    assert s["quarter_medians_ms"] == [10.0, 10.0, 30.0, 12.0]  # quarters [10], [10], [30, 10], [12]; upper middle
 
 
 def test_attention_backends_mode_is_checked_and_sets_the_backbone_switch(monkeypatch: pytest.MonkeyPatch) -> None:
