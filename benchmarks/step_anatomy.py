@@ -253,7 +253,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("suite")
     ap.add_argument("--set", action="append", default=[], dest="sets")
-    ap.add_argument("--parts", default="ops,steps", help="ops, ops320 (the ops at BPE-1024's length too), steps")
+    ap.add_argument("--parts", default="ops,steps", help="ops, ops320 (the ops at BPE-1024's length too), steps, agree (flash and cuDNN against fp32 alone)")
     ap.add_argument("--encoders", default="", help="comma-separated labels (default: all)")
     ap.add_argument("--steps", type=int, default=6, help="profiled steps per encoder")
     ap.add_argument("--warm", type=int, default=8, help="warm-up steps per encoder (compile)")
@@ -267,6 +267,10 @@ def main() -> None:
         attention_backends()  # as the run chooses them
         peak = gemm_tflops(device) or float("nan")
         print(f"gemm bf16 8192^3: {peak:.1f} TFLOP/s; torch {torch.__version__}, {torch.cuda.get_device_name()}")
+        if "agree" in parts and "ops" not in parts:  # the agreement check alone (ops runs it too)
+            suite = load_suite(a.suite, a.sets)
+            bb, bu = suite.backbone, suite.budget
+            sdpa_agreement(8, bb.heads, bu.context_bytes, bb.dim // bb.heads, torch.Generator(device=device).manual_seed(0))
         if "ops" in parts:
             suite = load_suite(a.suite, a.sets)
             bb, bu = suite.backbone, suite.budget
