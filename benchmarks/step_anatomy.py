@@ -106,7 +106,7 @@ def sdpa_agreement(windows: int, heads: int, n: int, hd: int, g: torch.Generator
     results = {}
     for label, be, dt in (("math fp32", SDPBackend.MATH, torch.float32), ("flash", SDPBackend.FLASH_ATTENTION, torch.bfloat16),
                           ("cudnn", SDPBackend.CUDNN_ATTENTION, torch.bfloat16)):
-        qkv = base.to(dt).requires_grad_()
+        qkv = base.to(dt).detach().requires_grad_()  # a leaf of its own for each backend
         q, k, v = (qkv[:, :, i].transpose(1, 2) for i in range(3))
         try:
             with sdpa_kernel([be]):
