@@ -11,6 +11,7 @@ list of tasks; ``harness.accel.ordered_pool_map`` builds a streaming one from th
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import os
 import sys
@@ -159,9 +160,14 @@ def stop_workers(workers: list[tuple[Any, Any]], finished: bool) -> None:
         proc.join(timeout=5.0)
         if proc.is_alive():
             proc.kill()
-            proc.join()
+            proc.join(timeout=5.0)
         conn.close()
-        proc.close()
+        # close() only frees the Process object's resources, and it refuses (ValueError) while
+        # the child looks alive: a child that another thread's Process.start() reaped first
+        # (multiprocessing polls every child there) reads as alive to this thread until that
+        # thread has stored its exit code — on an H200 that killed a finished run at its end
+        with contextlib.suppress(ValueError):
+            proc.close()
 
 
 def stalled(what: str, k: int, proc: Any, unit: str, limit: float) -> str:

@@ -69,3 +69,20 @@ def test_workers_start_through_it(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(forkpool, "start_process", once)
     assert forkpool.pool_map(lambda x: x * 2, [1, 2, 3], 2, "test") == [2, 4, 6]
     assert len(seen) == 2
+
+
+def test_stopping_a_worker_another_thread_reaped_first_is_not_an_error() -> None:
+    """multiprocessing's Process.start() polls every child of the process, so another thread
+    can reap a worker before this one stores its exit code: waitpid then fails (ECHILD), and
+    the worker reads as alive here. Stopping the pool must still finish (it once raised
+    "Cannot close a process while it is still running" at the end of a run)."""
+    import os
+
+    from core.forkpool import start_workers, stop_workers
+
+    workers = start_workers(abs, 1, "test")
+    proc, conn = workers[0]
+    conn.send(None)  # the worker leaves
+    os.waitpid(proc.pid, 0)  # reaped behind the Process object's back, as another thread would
+    assert proc.is_alive()  # what this thread now sees
+    stop_workers(workers, finished=True)  # no ValueError
