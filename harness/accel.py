@@ -499,6 +499,10 @@ class IdleMeter:
         self._prof: Any = None
         self._t0 = 0.0
         self.result: dict[str, float] | None = None
+        # wall seconds spent stopping the profiler and reading its events (3-8 s a model on an
+        # H200, BENCHMARKS.md session 15): the measurement's cost, which the loop leaves out of
+        # its training seconds
+        self.overhead_seconds = 0.0
 
     def step(self, i: int) -> None:
         """Call at the start of step ``i`` (0-based, counting this run's steps)."""
@@ -518,10 +522,12 @@ class IdleMeter:
         if self._prof is None:
             return
         torch.cuda.synchronize(self.device)
-        wall = time.perf_counter() - self._t0
+        t_end = time.perf_counter()
+        wall = t_end - self._t0
         self._prof.__exit__(None, None, None)
         busy_us = union_length((e.time_range.start, e.time_range.end) for e in self._prof.events()
                                if "CUDA" in str(getattr(e, "device_type", "")))
+        self.overhead_seconds += time.perf_counter() - t_end
         steps = self.range[1] - self.range[0] if self.range else 1
         self.result = {"steps": steps, "wall_seconds": wall, "device_busy_seconds": busy_us / 1e6,
                        "idle_fraction": max(0.0, 1.0 - busy_us / 1e6 / wall) if wall > 0 else float("nan")}
