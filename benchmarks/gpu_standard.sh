@@ -9,7 +9,8 @@
 # unpacked into /tmp/tokbench-cache — and wheels of missing packages in $GPU_DIR/wheels.
 # Writes $OUT/{dry_run.log,run.log,run.json,results.csv,speed.log}. DRY_ONLY=1: the dry run alone
 # (and $OUT/estimate.json); ESTIMATE=FILE: skip nothing, but start the run directory with that
-# estimate.json (two device calls: the dry run and the run each take minutes).
+# estimate.json (two device calls: the dry run and the run each take minutes). RUN_ARGS: more
+# arguments of the run itself (e.g. --no-report).
 source "$(dirname "$0")/gpu_common.sh"
 gpu_unpack standard
 export TOKBENCH_CACHE=${TOKBENCH_CACHE:-$GPU_DIR/cache}
@@ -27,7 +28,7 @@ fi
 if [ -n "$ESTIMATE" ]; then  # an estimate.json from an earlier call's dry run (DRY_ONLY=1) of the same tree
   mkdir -p "$RUN" && cp "$ESTIMATE" "$RUN/estimate.json"
 fi
-timeout ${RUN_TIMEOUT:-400} python3 -m harness.cli run standard "${SETS[@]}" --device cuda --no-prepare --quiet --out "$RUN" 2>&1 | tee "$OUT/run.log"
+timeout ${RUN_TIMEOUT:-400} python3 -m harness.cli run standard "${SETS[@]}" --device cuda --no-prepare --quiet $RUN_ARGS --out "$RUN" 2>&1 | tee "$OUT/run.log"
 cp "$RUN/run.json" "$RUN/results.csv" "$OUT/" 2>/dev/null
 python3 - "$RUN/run.json" <<'PY' | tee "$OUT/speed.log"
 import json, sys
