@@ -215,19 +215,28 @@ class CausalSelfAttention(nn.Module):
         in_graph: False runs SDPA outside a compiled graph (``_sdpa_eager``); "cudnn" inside it
         with cuDNN first (``_sdpa_cudnn_first``); eager, the same call."""
         B, N, C = x.shape
-        # One linear for q, k and v, viewed (no copy) as (B, N, 3, H, hd); q and k are rotated in
-        # one call, in that position-major layout, into a new (B, N, 2, H, hd) tensor; SDPA gets
-        # (B, H, N, hd) views of it and of v (strided, last axis contiguous). Why this layout: in
-        # the head-major one (q, k rotated into (2, B, H, N, hd)) the rotation's backward wrote
-        # the qkv gradient transposed, and the attention output needed a copy before ``proj``
-        # — on an H200 those passes ran at a fifth of the memory bandwidth, 10 % of the byte
-        # model's training step (BENCHMARKS.md, session 15). Flash and cuDNN allocate their
-        # output (and the q/k/v gradients) position-major for such views, so ``y.transpose``
-        # below is free. Same products and sums either way (tests/encoders/test_backbone.py).
-        qkv = self.qkv(x).view(B, N, 3, self.heads, C // self.heads)
-        qk = apply_rope(qkv[:, :, :2], cos[:, None, None, :], sin[:, None, None, :])  # (B, N, 2, H, hd)
-        q, k = qk[:, :, 0].transpose(1, 2), qk[:, :, 1].transpose(1, 2)  # (B, H, N, hd) views
-        v = qkv[:, :, 2].transpose(1, 2)
+        qkv = self.qkv(x).view(B, N, 3, self.heads, C // self.heads)  # one linear for q, k and v
+        if in_graph is False:
+            # Attention out of the compiled graph (BPE's and BLT's varying lengths): head-major,
+            # q and k rotated into a contiguous (2, B, H, N, hd), v a view. On strided views the
+            # eager flash backward added 25 device copies and 36 fills a step (BPE-1024 on an
+            # H200: +0.9 ms a step, BENCHMARKS.md session 15).
+            qkv_h = qkv.permute(2, 0, 3, 1, 4)
+            q, k = apply_rope(qkv_h[:2], cos, sin).unbind(0)
+            v = qkv_h[2]
+        else:
+            # Inside the graph (and eager): position-major. q and k are rotated together into a
+            # new (B, N, 2, H, hd) tensor and SDPA gets (B, H, N, hd) views of it and of v
+            # (strided, last axis contiguous). In the head-major layout the rotation's backward
+            # wrote the qkv gradient transposed and the attention output needed a copy before
+            # ``proj`` — passes at a fraction of the memory bandwidth; for the byte model this
+            # layout cut 80.6 to 68.9 ms of kernels a training step on an H200, with cuDNN
+            # attention (BENCHMARKS.md, session 15). Flash and cuDNN allocate their output (and
+            # the q/k/v gradients) position-major for such views, so ``y.transpose`` below is
+            # free. Same products and sums in either layout (tests/encoders/test_backbone.py).
+            qk = apply_rope(qkv[:, :, :2], cos[:, None, None, :], sin[:, None, None, :])  # (B, N, 2, H, hd)
+            q, k = qk[:, :, 0].transpose(1, 2), qk[:, :, 1].transpose(1, 2)  # (B, H, N, hd) views
+            v = qkv[:, :, 2].transpose(1, 2)
         # (B, 1, 1, N) key mask: padded slots of a shorter window must not be seen, or a
         # bidirectional prediction would depend on what else is in the batch.
         mask = None if self.causal or valid is None else valid[:, None, None, :]

@@ -175,3 +175,30 @@ def test_the_backbone_asks_for_cudnn_only_in_compiled_training_on_cuda(monkeypat
     m.dynamic_shapes = True  # as compile_backbones marks it; on CPU the tensors are not CUDA
     m(torch.randn(1, 4, 16))
     assert seen == [True, True]  # never "cudnn" off CUDA
+
+
+@pytest.mark.parametrize("causal", [True, False])
+def test_both_attention_layouts_give_the_same_numbers(causal: bool) -> None:
+    """Out of the graph (in_graph=False) attention runs head-major, in it position-major: the
+    same products and sums, so the same output and gradients bit for bit (eager, CPU)."""
+    from encoders.backbone import CausalSelfAttention
+
+    torch.manual_seed(3)
+    attn = CausalSelfAttention(BackboneConfig(dim=48, heads=3), causal=causal)
+    m = Backbone(BackboneConfig(dim=48, heads=3))
+    cos, sin = m.rope(37, torch.device("cpu"))
+    g = torch.Generator().manual_seed(9)
+    x = torch.randn(3, 37, 48, generator=g)
+    valid = torch.ones(3, 37, dtype=torch.bool)
+    valid[1, 30:] = False
+    grad = torch.randn(3, 37, 48, generator=g)
+    runs = []
+    for in_graph in (True, False):
+        attn.zero_grad(set_to_none=True)
+        xi = x.clone().requires_grad_()
+        y = attn(xi, cos, sin, None if causal else valid, in_graph)
+        y.backward(grad)
+        runs.append((y, xi.grad, [p.grad for p in attn.parameters()]))
+    (y0, gx0, gp0), (y1, gx1, gp1) = runs
+    assert torch.equal(y0, y1) and torch.equal(gx0, gx1)
+    assert all(torch.equal(a, b) for a, b in zip(gp0, gp1))
