@@ -194,6 +194,31 @@ def _sdpa_cudnn_first(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: t
         return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal, dropout_p=dropout_p)
 
 
+def split_qkv(qkv: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
+              position_major: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """qkv (B, N, 3, H, hd), one linear's output viewed -> q, k (rotated) and v, (B, H, N, hd)
+    each, in one of two memory layouts with the same products and sums (bit for bit:
+    tests/encoders/test_backbone.py):
+
+    * position-major — q and k rotated together into a new (B, N, 2, H, hd) tensor, q, k and v
+      (B, H, N, hd) views (strided, last axis contiguous). For attention inside a compiled
+      graph: in the head-major layout the rotation's backward wrote the qkv gradient transposed
+      and the attention output needed a copy before ``proj``, passes at a fraction of the memory
+      bandwidth; flash and cuDNN allocate their output (and q/k/v gradients) position-major for
+      such views, so the output's transpose is free. The byte model's training step on an H200:
+      80.6 -> 68.9 ms of kernels, with cuDNN attention (BENCHMARKS.md, session 15).
+    * head-major — q and k rotated into a contiguous (2, B, H, N, hd), v a view. Eager attention
+      (out of the graph: BPE's and BLT's varying lengths; runs without compile): on strided
+      views the eager flash backward added 25 device copies and 36 fills a step (BPE-1024 on an
+      H200: +0.9 ms a step, session 15)."""
+    if position_major:
+        qk = apply_rope(qkv[:, :, :2], cos[:, None, None, :], sin[:, None, None, :])  # (B, N, 2, H, hd)
+        return qk[:, :, 0].transpose(1, 2), qk[:, :, 1].transpose(1, 2), qkv[:, :, 2].transpose(1, 2)
+    qkv_h = qkv.permute(2, 0, 3, 1, 4)  # (3, B, H, N, hd) view
+    q, k = apply_rope(qkv_h[:2], cos, sin).unbind(0)
+    return q, k, qkv_h[2]
+
+
 class CausalSelfAttention(nn.Module):
     """Multi-head self-attention through SDPA (flash / memory-efficient kernels on GPU); causal
     unless built with ``causal=False``."""
@@ -216,27 +241,8 @@ class CausalSelfAttention(nn.Module):
         with cuDNN first (``_sdpa_cudnn_first``); eager, the same call."""
         B, N, C = x.shape
         qkv = self.qkv(x).view(B, N, 3, self.heads, C // self.heads)  # one linear for q, k and v
-        if in_graph is False:
-            # Attention out of the compiled graph (BPE's and BLT's varying lengths): head-major,
-            # q and k rotated into a contiguous (2, B, H, N, hd), v a view. On strided views the
-            # eager flash backward added 25 device copies and 36 fills a step (BPE-1024 on an
-            # H200: +0.9 ms a step, BENCHMARKS.md session 15).
-            qkv_h = qkv.permute(2, 0, 3, 1, 4)
-            q, k = apply_rope(qkv_h[:2], cos, sin).unbind(0)
-            v = qkv_h[2]
-        else:
-            # Inside the graph (and eager): position-major. q and k are rotated together into a
-            # new (B, N, 2, H, hd) tensor and SDPA gets (B, H, N, hd) views of it and of v
-            # (strided, last axis contiguous). In the head-major layout the rotation's backward
-            # wrote the qkv gradient transposed and the attention output needed a copy before
-            # ``proj`` — passes at a fraction of the memory bandwidth; for the byte model this
-            # layout cut 80.6 to 68.9 ms of kernels a training step on an H200, with cuDNN
-            # attention (BENCHMARKS.md, session 15). Flash and cuDNN allocate their output (and
-            # the q/k/v gradients) position-major for such views, so ``y.transpose`` below is
-            # free. Same products and sums in either layout (tests/encoders/test_backbone.py).
-            qk = apply_rope(qkv[:, :, :2], cos[:, None, None, :], sin[:, None, None, :])  # (B, N, 2, H, hd)
-            q, k = qk[:, :, 0].transpose(1, 2), qk[:, :, 1].transpose(1, 2)  # (B, H, N, hd) views
-            v = qkv[:, :, 2].transpose(1, 2)
+        # position-major only where inductor traces the attention into the graph (see split_qkv)
+        q, k, v = split_qkv(qkv, cos, sin, position_major=in_graph is not False and torch.compiler.is_compiling())
         # (B, 1, 1, N) key mask: padded slots of a shorter window must not be seen, or a
         # bidirectional prediction would depend on what else is in the batch.
         mask = None if self.causal or valid is None else valid[:, None, None, :]
