@@ -208,9 +208,9 @@ def split_qkv(qkv: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
       such views, so the output's transpose is free. The byte model's training step on an H200:
       80.6 -> 68.9 ms of kernels, with cuDNN attention (BENCHMARKS.md, session 15).
     * head-major — q and k rotated into a contiguous (2, B, H, N, hd), v a view. Eager attention
-      (out of the graph: BPE's and BLT's varying lengths; runs without compile): on strided
-      views the eager flash backward added 25 device copies and 36 fills a step (BPE-1024 on an
-      H200: +0.9 ms a step, session 15)."""
+      (out of the graph: BPE's and BLT's varying lengths; runs without compile): with strided
+      views BPE-1024's training step on an H200 ran 25 device copies and 36 fills (2.6 + 2.4 ms)
+      and took 0.9 ms more kernel time than in this layout (session 15)."""
     if position_major:
         qk = apply_rope(qkv[:, :, :2], cos[:, None, None, :], sin[:, None, None, :])  # (B, N, 2, H, hd)
         return qk[:, :, 0].transpose(1, 2), qk[:, :, 1].transpose(1, 2), qkv[:, :, 2].transpose(1, 2)

@@ -29,6 +29,8 @@ from typing import Any
 import torch
 from torch import nn
 
+import encoders.backbone as backbone
+
 # the forked pool's shared parts (WorkerDied, die_with_parent and usable_cpus are used from here too)
 from core.forkpool import (  # noqa: F401
     WorkerDied,
@@ -57,12 +59,10 @@ def attention_backends() -> str:
       small model's step then waited on the host), so lengths that vary stay on flash;
     * ``0`` — cuDNN off everywhere (before session 15: flash, memory-efficient, math);
     * ``1`` — torch's own choice everywhere (in torch 2.11 and 2.13 cuDNN comes last)."""
-    import encoders.backbone as backbone
-
     mode = os.environ.get("TOKBENCH_CUDNN_SDPA", "fixed")
     if mode not in ("fixed", "0", "1"):
         raise ValueError(f"TOKBENCH_CUDNN_SDPA={mode!r} is not one of fixed, 0, 1")
-    backbone.CUDNN_FIXED = mode == "fixed"
+    backbone.CUDNN_FIXED = mode == "fixed"  # read by every Backbone.forward
     torch.backends.cuda.enable_cudnn_sdp(mode != "0")
     return mode
 
@@ -427,6 +427,11 @@ def union_length(spans: Iterator[tuple[float, float]] | list[tuple[float, float]
     return total
 
 
+def _upper_median(xs: list[float]) -> float:
+    """The middle item of xs sorted (the upper one of the two middles for an even count)."""
+    return sorted(xs)[len(xs) // 2]
+
+
 def _quarters(xs: list[float]) -> list[list[float]]:
     """xs in four consecutive, nearly equal, non-empty parts (fewer when xs has < 4 items)."""
     n = len(xs)
@@ -463,7 +468,7 @@ class StepClock:
         dev = [a.elapsed_time(b) for a, b in zip(self.events, self.events[1:])]
         host = [1e3 * (b - a) for a, b in zip(self.host, self.host[1:])]
         steady = sorted(dev[1:])  # the first step holds the cold compile
-        med = steady[len(steady) // 2]
+        med = _upper_median(steady)
         p90 = steady[min(len(steady) - 1, int(0.9 * len(steady)))]
         slow = sorted(range(1, len(dev)), key=lambda i: -dev[i])[:8]
         return {
@@ -478,8 +483,8 @@ class StepClock:
             "slowest": [[i, round(dev[i], 2), round(host[i], 2)] for i in slow],  # step, device ms, host ms
             # the median step of each quarter of the run after the first step: a drift (clocks,
             # memory) shows as a trend, a cold start as a slow first quarter
-            "quarter_medians_ms": [sorted(q)[len(q) // 2] for q in _quarters(dev[1:])],
-            "host_median_ms": sorted(host[1:])[len(host[1:]) // 2] if len(host) > 1 else None,
+            "quarter_medians_ms": [_upper_median(q) for q in _quarters(dev[1:])],
+            "host_median_ms": _upper_median(host[1:]),
             **({"close_seconds": close_seconds} if close_seconds is not None else {}),
         }
 
@@ -530,5 +535,6 @@ class IdleMeter:
         self.overhead_seconds += time.perf_counter() - t_end
         steps = self.range[1] - self.range[0] if self.range else 1
         self.result = {"steps": steps, "wall_seconds": wall, "device_busy_seconds": busy_us / 1e6,
-                       "idle_fraction": max(0.0, 1.0 - busy_us / 1e6 / wall) if wall > 0 else float("nan")}
+                       "idle_fraction": max(0.0, 1.0 - busy_us / 1e6 / wall) if wall > 0 else float("nan"),
+                       "meter_overhead_seconds": self.overhead_seconds}
         self._prof = None

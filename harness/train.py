@@ -365,8 +365,7 @@ def train_encoder(
         # of ``seconds``: torch.compile's graphs and FuzzyTok's kernel tuning (cold start costs)
         **{f"compile_{k}_seconds": v for k, v in compile_since(clock0).items()},
         "compile_cache": cache_counts_since(cache0),  # graphs from the disk cache / compiled anew
-        **({"gpu_idle": {**idle.result, "meter_overhead_seconds": idle.overhead_seconds}}
-           if idle.result is not None else {}),
+        **({"gpu_idle": idle.result} if idle.result is not None else {}),
         # device-side step times from events (no sync): the steady pace, the slow steps, the feed's close
         **({"step_clock": step_clock} if step_clock is not None else {}),
         "bytes_per_s": seen / seconds if seconds > 0 else math.nan,
