@@ -115,7 +115,7 @@ def score_head(mode: str) -> Iterator[None]:
 def parts(bb: Backbone, vocab: int, n: int, windows: int, reps: int, dev: torch.device
           ) -> list[tuple[str, float, float]]:
     """(part, median seconds, FLOPs) of the cumulative parts of one family's forward: the
-    backbone, + the head in each scoring mode (OutputHead's fp32 / mixed / bf16, and an fp32
+    backbone, + the head in each scoring mode (OutputHead's fp32 / split / mixed / bf16, and an fp32
     head through TF32 tensor cores), + the fp32 head and the per-token NLL."""
     dim = bb.cfg.dim
     head = OutputHead(dim, vocab).to(dev)
@@ -142,10 +142,12 @@ def parts(bb: Backbone, vocab: int, n: int, windows: int, reps: int, dev: torch.
     cases: list[tuple[str, Callable[[], object], float, str]] = [
         ("backbone", lambda: bb(x), f_bb, "fp32"),
         ("+ head, fp32 (OutputHead fp32)", lambda: head(bb(x)), f_all, "fp32"),  # no grad + autocast
+        ("+ head, split (OutputHead split)", lambda: head(bb(x)), f_all, "split"),
         ("+ head, mixed (OutputHead mixed)", lambda: head(bb(x)), f_all, "mixed"),
         ("+ head, fp32 via TF32", tf32_head, f_all, "fp32"),
         ("+ head, bf16 (autocast)", lambda: head(bb(x)), f_all, "bf16"),
         ("+ head fp32 + NLL", with_nll, f_all, "fp32"),
+        ("+ head split + NLL", with_nll, f_all, "split"),
         ("+ head mixed + NLL", with_nll, f_all, "mixed"),
     ]
     out = []

@@ -53,26 +53,54 @@ class RMSNorm(nn.Module):
 
 
 # How OutputHead computes scoring logits under autocast (env TOKBENCH_SCORE_HEAD, read at import;
-# benchmarks set ``SCORE_HEAD`` directly): "fp32" — float32 inputs, weights and product; "mixed"
-# — bf16-rounded inputs and weights, float32 accumulation and float32 logits (one bf16 GEMM with
-# a float32 output on CUDA); "bf16" — the autocast matmul, as training runs it (bf16 logits).
-SCORE_HEADS = ("fp32", "mixed", "bf16")
-SCORE_HEAD = os.environ.get("TOKBENCH_SCORE_HEAD", "fp32")
+# benchmarks set ``SCORE_HEAD`` directly): "split" (the default) — float32 logits from three bf16
+# tensor-core products of each operand's high and low bf16 parts, about 16 significant bits per
+# operand (``_split_bf16_product_fp32``); "fp32" — float32 inputs, weights and product (SIMT on a
+# GPU); "mixed" — bf16-rounded inputs and weights, float32 accumulation and float32 logits (one
+# bf16 GEMM with a float32 output on CUDA); "bf16" — the autocast matmul, as training runs it
+# (bf16 logits).
+SCORE_HEADS = ("split", "fp32", "mixed", "bf16")
+SCORE_HEAD = os.environ.get("TOKBENCH_SCORE_HEAD", "split")
 
 
-def _bf16_product_fp32(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
-    """x (M, K) @ weight (N, K)^T -> (M, N) float32 from bf16-rounded operands, accumulated and
-    returned in float32 — what a bf16 tensor-core GEMM computes before it rounds its output.
-    On CUDA one GEMM (``torch.mm(..., out_dtype=float32)``, bf16 speed); elsewhere the same
-    numbers from the rounded operands in float32 (products of two bf16 values are exact in
-    float32, so only the order of the sums can differ)."""
-    a, b = x.to(torch.bfloat16), weight.to(torch.bfloat16)
-    if x.is_cuda:
+def _mm_fp32_out(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """a (M, K) bf16 @ b (N, K)^T -> (M, N) float32, summed and returned in float32: on CUDA one
+    tensor-core GEMM (``torch.mm(..., out_dtype=float32)``); elsewhere (or a torch without mm's
+    ``out_dtype``) the same products in float32 — a product of two bf16 values is exact in
+    float32, so only the order of the sums can differ."""
+    if a.is_cuda:
         try:
             return torch.mm(a, b.t(), out_dtype=torch.float32)
         except (RuntimeError, TypeError, NotImplementedError):  # a torch without mm's out_dtype
             pass
     return a.float() @ b.float().t()
+
+
+def _bf16_product_fp32(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    """x (M, K) @ weight (N, K)^T -> (M, N) float32 from bf16-rounded operands, accumulated and
+    returned in float32 — what a bf16 tensor-core GEMM computes before it rounds its output."""
+    return _mm_fp32_out(x.to(torch.bfloat16), weight.to(torch.bfloat16))
+
+
+def _split_bf16(t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """t (float32) -> (hi, lo) bf16 with hi = bf16(t), lo = bf16(t - hi): hi + lo holds t to about
+    2^-17 of |t| (16 significant bits), against 2^-9 for hi alone."""
+    hi = t.to(torch.bfloat16)
+    return hi, (t.float() - hi.float()).to(torch.bfloat16)
+
+
+def _split_bf16_product_fp32(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    """x (M, K) @ weight (N, K)^T -> (M, N) float32 to about 16 significant bits per operand, at
+    tensor-core speed: with x = xh + xl and w = wh + wl split into bf16 parts (``_split_bf16``),
+    x·w ≈ xh·wh + xl·wh + xh·wl (the dropped xl·wl is ~2^-18 of |x||w|), summed in float32 as one
+    bf16 GEMM over the concatenated K axis: [xh | xl | xh] (M, 3K) @ [wh | wh | wl] (N, 3K)^T.
+    Each product's error is ~1e-5 relative (float32's is 6e-8; "mixed" rounding is 4e-3): three
+    times a bf16 GEMM's work, on an H200 a few times faster than one float32 (SIMT) GEMM, and it
+    needs no process-wide TF32 switch (BLT's entropy model runs float32 matmuls at the same time
+    in the scoring prefetch thread, BENCHMARKS.md session 10)."""
+    xh, xl = _split_bf16(x)
+    wh, wl = _split_bf16(weight)
+    return _mm_fp32_out(torch.cat((xh, xl, xh), dim=1), torch.cat((wh, wh, wl), dim=1))
 
 
 class OutputHead(nn.Linear):
@@ -86,12 +114,15 @@ class OutputHead(nn.Linear):
     this does not touch. Training keeps the autocast matmul
     (its gradient noise dwarfs the rounding, and the head is the largest GEMM of a small model).
 
-    Scoring, under ``torch.inference_mode``, computes the logits as ``SCORE_HEAD`` says: "fp32"
-    (one float32 GEMM of tokens x dim x n_out: on an H200 2.5x the whole backbone's time for a
-    16,384-token vocabulary, BENCHMARKS.md session 9), "mixed" (the same GEMM at bf16 speed: the
-    operands rounded to bf16 as the backbone's own matmuls round theirs, the logits not rounded)
-    or "bf16" (training's autocast matmul). Without autocast (CPU, fp32 runs) this is
-    ``nn.Linear`` exactly, whatever the mode."""
+    Scoring, under ``torch.inference_mode``, computes the logits as ``SCORE_HEAD`` says: "split"
+    (the default: float32 logits from three bf16 tensor-core GEMMs of the operands' high and low
+    bf16 parts, ≈ 1e-5 relative error a product; BENCHMARKS.md session 16 holds its per-cell
+    agreement with the fp32 head), "fp32" (one float32 GEMM of tokens x dim x n_out: on an H200
+    2.5x the whole backbone's time for a 16,384-token vocabulary, BENCHMARKS.md session 9), "mixed"
+    (the same GEMM at bf16 speed: the operands rounded to bf16 as the backbone's own matmuls round
+    theirs, the logits not rounded; failed the 2e-4 bound, session 10) or "bf16" (training's
+    autocast matmul). Without autocast (CPU, fp32 runs) this is ``nn.Linear`` exactly, whatever
+    the mode."""
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         dev = x.device.type
@@ -99,8 +130,9 @@ class OutputHead(nn.Linear):
             return super().forward(x)
         with torch.autocast(dev, enabled=False):
             bias = None if self.bias is None else self.bias.float()
-            if SCORE_HEAD == "mixed":
-                y = _bf16_product_fp32(x.reshape(-1, x.shape[-1]), self.weight)
+            product = {"split": _split_bf16_product_fp32, "mixed": _bf16_product_fp32}.get(SCORE_HEAD)
+            if product is not None:
+                y = product(x.reshape(-1, x.shape[-1]).float(), self.weight)
                 y = y.view(*x.shape[:-1], y.shape[-1])
                 return y if bias is None else y + bias
             if SCORE_HEAD != "fp32":

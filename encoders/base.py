@@ -311,6 +311,16 @@ class Encoder(nn.Module, metaclass=ABCMeta):
         (e.g. inside a BPE token) are left out of the result."""
         raise NotImplementedError
 
+    def score_windows_per_batch(self, batch_windows: int) -> int:
+        """Windows per scoring forward for a suite's ``eval.batch_windows``, which counts the
+        windows of a model that steps over every byte. An encoder whose sequence is several times
+        shorter than its windows' bytes (BPE tokens) may take more windows a forward, so that a
+        forward holds about as many positions as a byte model's: its forwards are otherwise too
+        small to keep a GPU busy. A window's numbers do not depend on its batch (beyond float
+        rounding), and the answer must be the same in a fresh and a resumed run. Default:
+        ``batch_windows``."""
+        return batch_windows
+
     # -- static permutations (harness.permutation; context-fragility study) ------------------
     def unit_lengths(self, window: bytes) -> list[int]:
         """Byte lengths of the prediction units ``window`` is cut into, in order; a permutation

@@ -190,8 +190,8 @@ def score_items(
     collate_workers: int | None = None,
 ) -> list[DocScore | None]:
     """Score documents: windows of all items — of many cells, when the caller packs them — are
-    batched together (``batch_windows`` per forward, longest first so padded encoders waste
-    little), per-unit NLL is spread onto bytes (``UnitNLL.byte_nll``, which also checks that
+    batched together (``encoder.score_windows_per_batch(batch_windows)`` per forward: BPE takes
+    4x the windows of a byte model; longest first so padded encoders waste little), per-unit NLL is spread onto bytes (``UnitNLL.byte_nll``, which also checks that
     units tile the scored bytes exactly once) and summed per document.
 
     A window's numbers do not depend on which other windows share its batch (padding sits after
@@ -232,6 +232,9 @@ def score_items(
     labels share batches, so their time cannot be measured apart).
     """
     encoder.eval()
+    # ``batch_windows`` counts a byte model's windows; token models take more (their sequences
+    # are shorter), the same in every call for this encoder
+    batch_windows = encoder.score_windows_per_batch(batch_windows)
     if mc_samples is not None and hasattr(encoder, "mc_samples"):
         encoder.mc_samples = mc_samples
     # Dedup holds under a permuter too: ``WindowPermuter.collate`` permutes a window by its bytes

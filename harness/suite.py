@@ -154,7 +154,8 @@ class EvalConfig:
     target_bytes: clean_target scores this many bytes of the clean continuation.
     min_doc_bytes: eval documents shorter than this (in bytes) are skipped.
     sample_docs: documents per cell whose per-byte NLL is stored in samples.jsonl.
-    batch_windows: windows per scoring batch.
+    batch_windows: windows per scoring batch of a byte-level model (an autoregressive BPE model
+    takes 4x: its windows hold fewer positions).
     keep_texts: store every document's original and perturbed text in samples.jsonl (once per
     cell and document, on the first encoder's row: the texts are the same for every encoder).
     mc_samples: Monte Carlo samples per window for encoders whose score is an estimate (masked

@@ -408,6 +408,18 @@ class BpeEncoder(MaskedDiffusion, Encoder):
             segments=batch.meta.get("segments"),
         )
 
+    # BPE's windows hold 2.9-4 bytes a token in the standard suite (BENCHMARKS.md), so a scoring
+    # forward of ``eval.batch_windows`` windows had a quarter of a byte model's positions: on an
+    # H200 its forwards were short enough for the host to pace them (the GPU 60-80 % busy in
+    # BPE's scoring, session 15). A constant, not the fitted bytes per token: batches must be the
+    # same in a resumed run, whose model comes from its checkpoint.
+    SCORE_BATCH_FACTOR = 4
+
+    def score_windows_per_batch(self, batch_windows: int) -> int:
+        """``SCORE_BATCH_FACTOR`` times the suite's windows a forward for the autoregressive
+        objective; masked diffusion's rows multiply by its Monte Carlo samples already."""
+        return batch_windows * self.SCORE_BATCH_FACTOR if self.objective == "ar" else batch_windows
+
     def flops(self, batch: TensorBatch) -> float:
         """Head 2·U·dim·V on the U scored tokens + backbone on (B, N); the lookup is free."""
         if self.objective == "mdm":

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -17,8 +19,11 @@ def _head() -> tuple[OutputHead, torch.Tensor]:
     return head, x
 
 
-def test_scoring_under_autocast_is_float32_exactly() -> None:
+def test_scoring_under_autocast_is_float32_exactly(monkeypatch) -> None:  # noqa: ANN001
+    import encoders.backbone as bb
+
     head, x = _head()
+    monkeypatch.setattr(bb, "SCORE_HEAD", "fp32")
     with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16):
         y = head(x)
     assert y.dtype == torch.float32
@@ -83,3 +88,46 @@ def test_bf16_and_unknown_score_heads(monkeypatch) -> None:  # noqa: ANN001
         head(x)
     with torch.inference_mode():  # no autocast: nn.Linear whatever the mode
         assert torch.equal(head(x), F.linear(x, head.weight))
+
+
+def test_split_head_is_the_default_and_near_float32(monkeypatch) -> None:  # noqa: ANN001
+    """"split": three bf16 products of the operands' high and low parts, summed in float32 — about
+    16 significant bits per operand: ~100x closer to the exact product than "mixed" rounding."""
+    import encoders.backbone as bb
+
+    if "TOKBENCH_SCORE_HEAD" not in os.environ:
+        assert bb.SCORE_HEAD == "split"
+    head, x = _head()
+    w = head.weight.detach()
+    exact = x.double() @ w.double().t()  # float64: the reference
+    errs = {}
+    for mode in ("split", "mixed", "fp32"):
+        monkeypatch.setattr(bb, "SCORE_HEAD", mode)
+        with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16):
+            y = head(x)
+        assert y.dtype == torch.float32 and y.shape == (3, 5, 256)
+        errs[mode] = float((y.double() - exact).abs().max())
+    scale = float(exact.abs().max())
+    # hand bound: each product's operands carry <= 2^-17 relative error each, the dropped lo·lo
+    # term <= 2^-18 — summed over 64 terms of |x||w| <= 64 · max|x| · max|w|
+    bound = 64 * float(x.abs().max() * w.abs().max()) * (2**-17 + 2**-17 + 2**-18)
+    assert errs["split"] <= bound
+    assert errs["split"] < errs["mixed"] / 50  # mixed keeps 8 bits, split about 16
+    assert errs["split"] < 1e-5 * scale
+    assert errs["fp32"] <= errs["split"]
+
+
+def test_split_parts_hold_the_value_to_16_bits() -> None:
+    from encoders.backbone import _split_bf16, _split_bf16_product_fp32
+
+    torch.manual_seed(1)
+    t = torch.randn(1000) * torch.logspace(-3, 3, 1000)
+    hi, lo = _split_bf16(t)
+    assert hi.dtype == lo.dtype == torch.bfloat16
+    assert torch.equal(hi, t.bfloat16())
+    rel = ((hi.double() + lo.double()) - t.double()).abs() / t.double().abs()
+    assert float(rel.max()) <= 2.0**-16
+    assert float(((hi.double() - t.double()).abs() / t.double().abs()).max()) > 2.0**-12  # hi alone is coarse
+    # the product of exactly-representable operands (lo parts zero) is the float32 product
+    a, b = torch.randn(4, 8).bfloat16().float(), torch.randn(3, 8).bfloat16().float()
+    assert torch.allclose(_split_bf16_product_fp32(a, b), a @ b.t(), rtol=0, atol=1e-6)

@@ -79,6 +79,38 @@ def test_needed_skips_batches_but_keeps_the_others_numbers() -> None:
             assert p is None
 
 
+def test_bpe_takes_four_times_the_windows_a_forward(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``eval.batch_windows`` counts a byte model's windows; an AR BPE model forwards 4x as many
+    (its sequences are a third to a quarter as long), with the numbers of smaller batches."""
+    from encoders.byte_baseline import ByteConfig, ByteEncoder
+
+    items = [plan_full(t, 96, 48) for t in TEXTS]
+    n_windows = sum(len(it.windows) for it in items)  # all distinct: every document differs
+    sizes: dict[str, list[int]] = {}
+    torch.manual_seed(0)
+    byte_model = ByteEncoder(ByteConfig(), BackboneConfig(layers=1, dim=16, heads=2)).eval()
+    for name, enc in (("bytes", byte_model), ("bpe", bpe())):
+        forward = type(enc).forward
+
+        def counted(self, batch, _name=name, _fwd=forward):  # noqa: ANN001, ANN202
+            sizes.setdefault(_name, []).append(int(batch.tensors["inputs"].shape[0]))
+            return _fwd(self, batch)
+
+        monkeypatch.setattr(type(enc), "forward", counted)
+        score_items(enc, items, CPU, batch_windows=3, dedup=False)
+    assert sum(sizes["bytes"]) == sum(sizes["bpe"]) == n_windows
+    assert max(sizes["bytes"]) == 3 and max(sizes["bpe"]) == 12
+    assert len(sizes["bpe"]) == -(-n_windows // 12)
+    # and the numbers are those of batches of 3 windows, to float rounding
+    enc = bpe()
+    big = score_items(enc, items, CPU, batch_windows=3)
+    monkeypatch.setattr(BpeEncoder, "SCORE_BATCH_FACTOR", 1)
+    small = score_items(enc, items, CPU, batch_windows=3)
+    for x, y in zip(big, small):
+        assert x is not None and y is not None and x.n_units == y.n_units
+        np.testing.assert_allclose(x.byte_nll, y.byte_nll, rtol=1e-5, atol=1e-6)
+
+
 def test_plan_cache_round_trip_and_corruption(tmp_path: Path) -> None:
     cache = PlanCache(tmp_path)
     key = cache.key(data="fp", id="typo", seed=0)
