@@ -304,6 +304,7 @@ class Runner:
         self.eval_bytes = 0  # UTF-8 bytes of all eval sets (disk-space estimate)
         self.windowed_docs = 0  # samples whose edit rate is windowed (counted in assemble)
         self.report_path: Path | None = None  # set only once a report was written in full
+        self.report_figure_seconds: dict[str, float] = {}  # each figure's seconds in the last report
         self.score_facts: dict[str, dict[str, float]] = {}
         self.score_compile_cache: dict[str, int] = {}  # scoring's graphs from the disk cache / anew
         self.analyses_ahead: dict[str, Any] = {}  # analyses prepared in the plan-ahead process, by name
@@ -345,6 +346,7 @@ class Runner:
         key = self.model_key(spec, seed, train.fingerprint, extra or None)
         permuter = permuter_for(spec.permutation, self.budget.context_bytes, seed)
         path = self.rd.model_path(key)
+        t_build = time.perf_counter()
         enc = self.build(spec, seed)
         cached = self.rd.load_model(key)
         if cached is not None:
@@ -357,6 +359,7 @@ class Runner:
             return enc, meta
         self.log(f"[model] {spec.label} seed {seed}: fit + train on {self.budget.train_bytes:,} bytes ({self.device})")
         enc.to(self.device)
+        self._add_time("model_build_seconds", t_build)
         t0 = time.perf_counter()
         ctx = fit_context(train.docs, self.budget, self.device, seed, log=self.log,
                           progress=lambda what, n: self._bar(f"{spec.label} ({what})", n),
@@ -390,6 +393,8 @@ class Runner:
             checkpoint=Checkpointer(self.rd.partial_path(key), self.opts.checkpoint_seconds, log=self.log),
             progress=self._bar(f"train {spec.label} s{seed}", n_bytes), permuter=permuter, dp=self.dp,
         )
+        self.timings["model_fit_train_seconds"] = (self.timings.get("model_fit_train_seconds", 0.0)
+                                                   + fit["wall_seconds"] + stats["seconds"])
         total = sum(p.numel() for p in enc.parameters())
         emb = enc.embedding_parameters()
         meta = {
@@ -405,7 +410,9 @@ class Runner:
             "describe": enc.describe(),
         }
         if self.writes_models:  # one writer per model (data parallel: rank 0)
+            t0 = time.perf_counter()
             self.rd.save_model(key, enc.state_dict(), meta)
+            self._add_time("model_save_seconds", t0)
         self.log(
             f"[model] {spec.label} seed {seed}: {stats['bytes']:,} bytes in {stats['seconds']:.1f}s, "
             f"final loss {stats['final_loss_bpb']:.3f} bpb"
@@ -641,6 +648,7 @@ class Runner:
             "estimate_vs_actual": self.estimate_vs_actual(),
             "compile_ahead": self.compile_ahead.facts() if self.compile_ahead is not None else {"on": False},
             "score_compile_cache": self.score_compile_cache,
+            **({"report_figure_seconds": self.report_figure_seconds} if self.report_figure_seconds else {}),
             **({"scaling": self.scaling_facts} if self.suite.scaling is not None else {}),
             **(extra or {}),
         }
@@ -708,6 +716,7 @@ class Runner:
                 self.timings["compile_ahead_seconds"] = self.compile_ahead.finished["seconds"]
         self.timings.update({"train_seconds": t_train, "score_seconds": t_score,
                              "score_forward_seconds": t_score - self.timings["perturb_seconds"]})
+        self.timings["model_other_seconds"] = max(0.0, t_train - self.models_accounted())
         t0 = time.perf_counter()
         self.assemble(cell_keys)
         self.record_bytes_per_segment()
@@ -827,6 +836,14 @@ class Runner:
             # run.json as the models finish: a killed run still shows what was trained, how fast
             atomic_write_json(self.rd.root / "run.json", self.run_json("running"))
         return models
+
+    def models_accounted(self) -> float:
+        """Seconds of the models' phase that run.json accounts for: the fit walls and training
+        seconds of the models trained in this process, and the building and saving of models
+        (the rest of that phase — loading cached models, the loop's set-up and tear-down beyond
+        its clock, run.json — is ``model_other_seconds``)."""
+        return sum(self.timings.get(k, 0.0) for k in ("model_fit_train_seconds", "model_build_seconds",
+                                                       "model_save_seconds"))
 
     def _add_time(self, key: str, t0: float) -> None:
         """Add the seconds since ``t0`` (``time.perf_counter``) to ``self.timings[key]``."""
@@ -1205,6 +1222,10 @@ class Runner:
 
         try:
             path = render_run(self.rd.root)
+            from reports.render import LAST_TIMINGS as t  # loaded by render_run
+            self.timings.update({f"report_{k}_seconds": float(t[k]) for k in ("load", "tables", "figures", "page")
+                                 if k in t})
+            self.report_figure_seconds = dict(t.get("figure_seconds", {}))
         except OSError as e:
             if e.errno == errno.ENOSPC:
                 raise  # disk full is the user's to fix: one line from the CLI, then resume
@@ -1230,13 +1251,18 @@ def phase_table(timings: dict[str, float], encoders: dict[str, Any]) -> str:
             ("plan_ahead_wait_seconds", "  ahead: scoring waited"),
             ("fit_ahead_seconds", "  ahead: encoder fits (overlapped)"),
             ("fit_ahead_wait_seconds", "  ahead: training waited"),
-            ("compile_ahead_seconds", "  ahead: compiling (overlapped)"), ("perturb_seconds", "perturb"),
+            ("compile_ahead_seconds", "  ahead: compiling (overlapped)"),
+            ("train_seconds", "models (fits, training, below)"), ("model_build_seconds", "  building them"),
+            ("model_save_seconds", "  saving them"), ("model_other_seconds", "  the rest between them"),
+            ("perturb_seconds", "perturb"),
             ("analyses_prepare_seconds", "  analyses' text work"), ("score_forward_seconds", "score_forward"),
             ("score_items_seconds", "  packed jobs (forwards)"),
             ("score_compile_seconds", "    of which compiling"), ("score_cells_seconds", "  cells from scores"),
             ("score_cells_wait_seconds", "    scoring waited for them"),
             ("score_baselines_seconds", "  compressor baselines"), ("assemble_seconds", "results files"),
-            ("report_seconds", "report")]
+            ("report_seconds", "report"), ("report_load_seconds", "  reading the results"),
+            ("report_tables_seconds", "  statistics"), ("report_figures_seconds", "  figures"),
+            ("report_page_seconds", "  the page")]
     for k, label in rows:
         if k in timings:
             lines.append(f"[time] {label:<28} {timings[k]:8.1f}")

@@ -175,39 +175,158 @@ def dominant_script(text: str, max_chars: int = 4000) -> str:
     return top
 
 
-def _read_samples(path: Path) -> tuple[pd.DataFrame, list[dict[str, Any]]]:
-    rows: list[dict[str, Any]] = []
+# samples.jsonl is parsed in forked processes from this size on, a task per PARSE_CHUNK_BYTES
+# (at least): a standard seed's 295 MB (252,000 rows, per-byte lists in the displayed ones) took
+# 5.8 s of JSON parsing on one core of the H200 host, a quarter of its report (BENCHMARKS.md,
+# session 16); a small file is not worth a fork.
+PARALLEL_PARSE_BYTES = 32 * 2**20
+PARSE_CHUNK_BYTES = 16 * 2**20
+
+
+class _BadLine(ValueError):
+    """A bad samples.jsonl line: "PATH: line N: WHAT", with N and WHAT kept apart (a forked
+    parser numbers lines within its chunk; the parent renumbers them for the whole file)."""
+
+    def __init__(self, path: Path, lineno: int, what: str) -> None:
+        super().__init__(f"{path}: line {lineno}: {what}")
+        self.lineno, self.what = lineno, what
+
+
+class _Parsed:
+    """One chunk of samples.jsonl, parsed: ``columns`` (``SAMPLE_SCALARS`` of each line, a list
+    per column; equal strings are one object, so a chunk crosses a pipe as references, not
+    copies), texts (the lines with ``scored_text`` and ``byte_nll``, whole), lines read, and the
+    rows whose script comes from their document's text (mixed sets): ``pending`` (row index,
+    text index or -1, document key, the row's own script) and ``firsts`` (per document key, the
+    script of its first row in the chunk). ``_resolve`` fills those scripts in with each
+    document's first row in the whole file, as one pass over the file would."""
+
+    def __init__(self) -> None:
+        self.columns: dict[str, list[Any]] = {k: [] for k in SAMPLE_SCALARS}
+        self.n_rows = 0
+        self.texts: list[dict[str, Any]] = []
+        self.n_lines = 0
+        self.pending: list[tuple[int, int, tuple, str]] = []
+        self.firsts: dict[tuple, str] = {}
+
+
+def _parse_sample_lines(lines: Any, path: Path) -> _Parsed:
+    """Parse an iterable of samples.jsonl lines (numbered from 1 in errors: a bad line is a
+    ``_BadLine`` naming the file and its line)."""
+    out = _Parsed()
+    strings: dict[str, str] = {}
+    cols = [out.columns[k] for k in SAMPLE_SCALARS]
+    for n, line in enumerate(lines, 1):
+        out.n_lines = n
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise _BadLine(path, n, f"invalid JSON ({e.msg})") from e
+        if not isinstance(obj, dict):
+            raise _BadLine(path, n, "expected a JSON object")
+        missing = [k for k in ("encoder", "seed", "perturbation_id", "doc_id", "nll_nats",
+                               "n_bytes", "mode") if k not in obj]
+        if missing:
+            raise _BadLine(path, n, f"missing key(s) {', '.join(missing)}")
+        row = {k: obj.get(k) for k in SAMPLE_SCALARS}
+        has_text = obj.get("scored_text") is not None and obj.get("byte_nll") is not None
+        # Per-document script: the harness records the eval set's script (Mixd for mixed
+        # sets); a document's own script comes from doc_script or, for mixed sets, from the text
+        # of the document's first row (``_resolve``).
+        if obj.get("doc_script"):
+            row["script"] = obj["doc_script"]
+        elif (row.get("script") or "") in ("", "Mixd", "Zyyy"):
+            key = (obj.get("dataset"), obj.get("doc_id"))
+            if key not in out.firsts:
+                out.firsts[key] = dominant_script(str(obj.get("text") or obj.get("scored_text") or ""))
+            out.pending.append((out.n_rows, len(out.texts) if has_text else -1, key, row.get("script") or ""))
+        for col, v in zip(cols, row.values()):  # row's keys are SAMPLE_SCALARS, in order
+            col.append(strings.setdefault(v, v) if type(v) is str else v)
+        out.n_rows += 1
+        if has_text:
+            out.texts.append({**obj, "script": row["script"]})
+    return out
+
+
+def _resolve(parts: list[_Parsed]) -> tuple[dict[str, list[Any]], list[dict[str, Any]]]:
+    """The columns and texts of ``parts`` (chunks in file order), pending scripts filled in from
+    each document's first row in the file."""
+    first: dict[tuple, str] = {}
+    for part in parts:
+        for key, script in part.firsts.items():
+            first.setdefault(key, script)
+    columns: dict[str, list[Any]] = {k: [] for k in SAMPLE_SCALARS}
     texts: list[dict[str, Any]] = []
-    doc_scripts: dict[tuple, str] = {}
-    with path.open(encoding="utf-8", errors="surrogateescape") as f:
-        for lineno, line in enumerate(f, 1):
-            if not line.strip():
-                continue
+    for part in parts:
+        scripts = part.columns["script"]
+        for i, t, key, own in part.pending:
+            scripts[i] = first[key] or own
+            if t >= 0:
+                part.texts[t]["script"] = scripts[i]
+        for k in SAMPLE_SCALARS:
+            columns[k].extend(part.columns[k])
+        texts.extend(part.texts)
+    return columns, texts
+
+
+def _line_chunks(path: Path, size: int, chunk: int) -> list[tuple[int, int]]:
+    """Byte ranges [a, b) that cover the file, each starting at a line's start (after a b"\n")
+    and about ``chunk`` bytes long."""
+    bounds = [0]
+    with path.open("rb") as f:
+        while bounds[-1] + chunk < size:
+            f.seek(bounds[-1] + chunk)
+            f.readline()  # to the end of the line the cut fell in
+            if f.tell() >= size:
+                break
+            bounds.append(f.tell())
+    bounds.append(size)
+    return list(zip(bounds, bounds[1:]))
+
+
+def _read_samples(path: Path, processes: int | None = None) -> tuple[pd.DataFrame, list[dict[str, Any]]]:
+    """samples.jsonl as (rows, texts); in forked processes (``reports.pool.fork_map``, one task
+    per line-aligned chunk, results put back in file order) when the file is at least
+    ``PARALLEL_PARSE_BYTES`` and ``processes`` (default ``report_processes()``) is above 1 — the
+    same rows, texts and errors as one process (tests/reports/test_report_load.py)."""
+    import io
+
+    size = path.stat().st_size
+    if processes is None:
+        from reports.pool import report_processes
+
+        processes = report_processes()
+    if processes <= 1 or size < PARALLEL_PARSE_BYTES:
+        with path.open(encoding="utf-8", errors="surrogateescape") as f:
+            columns, texts = _resolve([_parse_sample_lines(f, path)])
+    else:
+        from reports.pool import fork_map
+
+        chunks = _line_chunks(path, size, max(PARSE_CHUNK_BYTES, -(-size // (4 * processes))))
+
+        def parse(i: int) -> _Parsed | tuple[int, str]:
+            a, b = chunks[i]
+            with path.open("rb") as f:
+                f.seek(a)
+                raw = f.read(b - a)
+            # text mode as the serial reader's (universal newlines): the same lines, so the same
+            # numbers; a chunk starts after a b"\n", which ends a line in text mode too
+            lines = io.TextIOWrapper(io.BytesIO(raw), encoding="utf-8", errors="surrogateescape")
             try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise ValueError(f"{path}: line {lineno}: invalid JSON ({e.msg})") from e
-            if not isinstance(obj, dict):
-                raise ValueError(f"{path}: line {lineno}: expected a JSON object")
-            missing = [k for k in ("encoder", "seed", "perturbation_id", "doc_id", "nll_nats",
-                                   "n_bytes", "mode") if k not in obj]
-            if missing:
-                raise ValueError(f"{path}: line {lineno}: missing key(s) {', '.join(missing)}")
-            row = {k: obj.get(k) for k in SAMPLE_SCALARS}
-            # Per-document script: the harness records the eval set's script (Mixd for mixed
-            # sets); a document's own script comes from doc_script or, for mixed sets, its text.
-            if obj.get("doc_script"):
-                row["script"] = obj["doc_script"]
-            elif (row.get("script") or "") in ("", "Mixd", "Zyyy"):
-                key = (obj.get("dataset"), obj.get("doc_id"))
-                if key not in doc_scripts:
-                    doc_scripts[key] = dominant_script(str(obj.get("text") or
-                                                           obj.get("scored_text") or ""))
-                row["script"] = doc_scripts[key] or row.get("script") or ""
-            rows.append(row)
-            if obj.get("scored_text") is not None and obj.get("byte_nll") is not None:
-                texts.append({**obj, "script": row["script"]})
-    df = pd.DataFrame(rows, columns=SAMPLE_SCALARS)
+                return _parse_sample_lines(lines, path)
+            except _BadLine as e:  # numbered within the chunk: the parent renumbers it
+                return e.lineno, e.what
+
+        parts = fork_map(parse, len(chunks), processes, what="samples.jsonl parsing")
+        before = 0
+        for part in parts:
+            if isinstance(part, tuple):  # the file's first bad line, numbered in the whole file
+                raise _BadLine(path, before + part[0], part[1])
+            before += part.n_lines
+        columns, texts = _resolve(parts)  # type: ignore[arg-type]  # no error among them
+    df = pd.DataFrame(columns, columns=SAMPLE_SCALARS)
     if len(df):
         for col in ("dataset", "language", "script", "perturbation", "doc_id"):
             df[col] = df[col].fillna("").astype(str)
@@ -222,8 +341,9 @@ def _read_samples(path: Path) -> tuple[pd.DataFrame, list[dict[str, Any]]]:
     return df, texts
 
 
-def load_run(run_dir: Path) -> RunData:
-    """Load a run directory. Raises ValueError naming the file and key on bad input."""
+def load_run(run_dir: Path, processes: int | None = None) -> RunData:
+    """Load a run directory. Raises ValueError naming the file and key on bad input.
+    processes: how many processes may parse a large samples.jsonl (``_read_samples``)."""
     run_dir = Path(run_dir)
     res_path = run_dir / "results.csv"
     if not res_path.is_file():
@@ -234,7 +354,7 @@ def load_run(run_dir: Path) -> RunData:
 
     samples_path = run_dir / "samples.jsonl"
     if samples_path.is_file():
-        samples, texts = _read_samples(samples_path)
+        samples, texts = _read_samples(samples_path, processes)
     else:
         samples, texts = pd.DataFrame(columns=SAMPLE_SCALARS + ["metric_bytes"]), []
         warnings.append("samples.jsonl not found: no confidence intervals or paired tests.")

@@ -12,6 +12,7 @@ import base64
 import datetime as _dt
 import json
 import re
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from operator import attrgetter
@@ -536,6 +537,13 @@ def crowded_note(encoders: list[str], titles: list[str], max_series: int) -> str
             "scaling sweep's section summarises its points).")
 
 
+# Seconds of the last render's phases (wall clock): "load" (the run's files), "tables" (their
+# statistics), "other_tables", "figures" (all of them; "figure_seconds": each in the process
+# that drew it), "page" (scaling section, samples, HTML and Markdown written). ``tokbench run``
+# copies them into run.json (``timings.report_*``, ``report_figure_seconds``).
+LAST_TIMINGS: dict[str, Any] = {}
+
+
 def _figures(t: Tables, data: load.RunData, fig_dir: Path, svg: bool, processes: int = 1
              ) -> tuple[dict[str, FigureOut], str | None]:
     """The report's figures by key, and the note naming those left out (``crowded_note``).
@@ -583,18 +591,20 @@ def _figures(t: Tables, data: load.RunData, fig_dir: Path, svg: bool, processes:
                 if crowded and key.startswith(PER_ENCODER_FIGURES)]
     specs = [s for s in specs if not (crowded and s[0].startswith(PER_ENCODER_FIGURES))]
 
-    def draw(i: int) -> tuple[bytes, bytes | None] | None:
-        """Figure i's PNG and SVG bytes (None: no data for it). A whole figure, from its
-        make() to its close, in one process: no pyplot state crosses processes."""
+    def draw(i: int) -> tuple[tuple[bytes, bytes | None] | None, float]:
+        """Figure i's PNG and SVG bytes (None: no data for it) and the seconds it took. A whole
+        figure, from its make() to its close, in one process: no pyplot state crosses processes."""
+        t0 = time.perf_counter()
         fig = specs[i][3]()
-        return None if fig is None else figure_bytes(fig, svg)
+        return (None if fig is None else figure_bytes(fig, svg)), time.perf_counter() - t0
 
     # Independent figures, so each may be drawn in a forked worker (which inherits the style
     # set above, the tables and the font caches); the bytes are the same wherever it runs.
     drawn = fork_map(draw, len(specs), processes)
+    LAST_TIMINGS["figure_seconds"] = {key: round(sec, 3) for (key, *_), (_, sec) in zip(specs, drawn)}
     out: dict[str, FigureOut] = {}
     fig_dir.mkdir(parents=True, exist_ok=True)
-    for (key, title, caption, _), files in zip(specs, drawn):
+    for (key, title, caption, _), (files, _) in zip(specs, drawn):
         if files is not None:
             out[key] = write_figure(key, title, caption, *files, fig_dir)
     return out, crowded_note(t.encoders, left_out, F.MAX_SERIES)
@@ -691,13 +701,17 @@ def _render(data: load.RunData, out_dir: Path, title: str, n_boot: int, n_perm: 
     if processes is None:  # read before the tables: a bad TOKBENCH_REPORT_PROCESSES fails at once
         processes = report_processes()
     out_dir.mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
     t = compute_tables(data, n_boot=n_boot, n_perm=n_perm, seed=seed, processes=processes)
+    t1 = time.perf_counter()
     tables = build_tables(t)
     tables["buckets"] = bucket_table(data.buckets, t.encoders)
     tables["permutations"] = fragility_table(data)
     tables["ar_vs_mdm"] = _table("ar_vs_mdm", mdm.TITLE, mdm.TABLE_SPEC,
                                  mdm.ar_vs_mdm(data, n_boot=n_boot, seed=seed), note=mdm.NOTE)
+    t2 = time.perf_counter()
     figs, crowded = _figures(t, data, out_dir / "figures", svg, processes)
+    t3 = time.perf_counter()
     # Scaling sweeps (flop_budget set): their own section, fitted from the same rows.
     from reports.scaling import with_train_part_bytes
     from reports.scaling_report import scaling_section
@@ -738,6 +752,7 @@ def _render(data: load.RunData, out_dir: Path, title: str, n_boot: int, n_perm: 
     md = _markdown(ctx, tables, figs) + ("\n" + scaling.markdown if scaling is not None else "")
     write_text_atomic(out_dir / "report.md", md)
     write_text_atomic(html_path, html)  # last: report.html present means the report is whole
+    LAST_TIMINGS.update(tables=t1 - t0, other_tables=t2 - t1, figures=t3 - t2, page=time.perf_counter() - t3)
     return html_path
 
 
@@ -842,13 +857,18 @@ def render_run(run_dir: Path, out_dir: Path | None = None, *, n_boot: int = 1000
     run_dir: a run directory (results.csv required). out_dir: default run_dir. n_boot: bootstrap
     resamples per interval; n_perm: Monte Carlo permutations when a comparison has more than 14
     documents; seed: seed of all resampling (same seed → same numbers). processes: how many
-    processes run the tables' resampling and draw the figures (1 = in this one; None =
+    processes parse samples.jsonl, run the tables' resampling and draw the figures (1 = in this one; None =
     ``reports.pool.report_processes()``: ``TOKBENCH_REPORT_PROCESSES`` or the usable CPUs, at
     most 8); the files are the same bytes either way (every draw is keyed by its group or
     comparison, not by the order of computation). Returns the HTML path.
     """
     run_dir = Path(run_dir)
-    data = load.load_run(run_dir)
+    if processes is None:  # a bad TOKBENCH_REPORT_PROCESSES fails before anything is read
+        processes = report_processes()
+    LAST_TIMINGS.clear()
+    t0 = time.perf_counter()
+    data = load.load_run(run_dir, processes=processes)
+    LAST_TIMINGS["load"] = time.perf_counter() - t0
     suite = data.run.get("suite") or {}
     name = suite.get("name") if isinstance(suite, dict) else None
     title = f"tokbench report — {name or run_dir.resolve().name}"
@@ -861,7 +881,12 @@ def render_compare(run_dirs: list[Path], out_dir: Path, *, n_boot: int = 1000,
                    processes: int | None = None) -> Path:
     """One report across runs: encoders are labelled ``<run dir name>/<label>`` and compared
     pairwise on the documents they share (options as ``render_run``). Returns the HTML path."""
-    runs = [load.load_run(Path(p)) for p in run_dirs]
+    if processes is None:
+        processes = report_processes()
+    LAST_TIMINGS.clear()
+    t0 = time.perf_counter()
+    runs = [load.load_run(Path(p), processes=processes) for p in run_dirs]
+    LAST_TIMINGS["load"] = time.perf_counter() - t0
     data = load.merge_runs(runs)
     title = "tokbench comparison — " + ", ".join(data.runs)
     return _render(data, Path(out_dir), title, n_boot, n_perm, seed, svg, processes)

@@ -408,7 +408,7 @@ class BpeEncoder(MaskedDiffusion, Encoder):
             segments=batch.meta.get("segments"),
         )
 
-    # BPE's windows hold 2.9-4 bytes a token in the standard suite (BENCHMARKS.md), so a scoring
+    # BPE's windows hold 2.5-4.1 bytes a token in the standard suite (run.json's bytes_per_token_train), so a scoring
     # forward of ``eval.batch_windows`` windows had a quarter of a byte model's positions: on an
     # H200 its forwards were short enough for the host to pace them (the GPU 60-80 % busy in
     # BPE's scoring, session 15). A constant, not the fitted bytes per token: batches must be the

@@ -258,3 +258,9 @@ def test_dry_run_then_run_reports_estimated_vs_actual(tmp_path: Path, capsys: py
     assert t["analyses_prepare_seconds"] <= t["perturb_seconds"] + 1e-6
     table = phase_table(t, run["encoders"])
     assert "packed jobs (forwards)" in table and "cells from scores" in table
+    # the models' phase in parts: what the fits and training loops clock, building and saving
+    # the models, and the rest, which adds up to the phase
+    parts = ("model_fit_train_seconds", "model_build_seconds", "model_save_seconds", "model_other_seconds")
+    assert all(t[k] >= 0 for k in parts) and t["model_build_seconds"] > 0 and t["model_save_seconds"] > 0
+    assert sum(t[k] for k in parts) == pytest.approx(t["train_seconds"], abs=1e-6)
+    assert "saving them" in table and "the rest between them" in table

@@ -6,6 +6,7 @@ same results."""
 from __future__ import annotations
 
 import errno
+import json
 import os
 from pathlib import Path
 
@@ -93,5 +94,9 @@ def test_real_full_disk_on_a_tiny_tmpfs(finished: tuple[Path, Path], tmp_path: P
         assert main(["run", str(suite), "--out", str(mnt / "run"), "--quiet"]) == 0
         assert (mnt / "run" / "results.csv").read_text() == (out_ok / "results.csv").read_text()
         assert "<html" in (mnt / "run" / "report.html").read_text()[:200].lower()
+        # the report's phases and each figure's seconds, from the render that just ran
+        run = json.loads((mnt / "run" / "run.json").read_text())
+        assert all(run["timings"][f"report_{k}_seconds"] > 0 for k in ("load", "tables", "figures", "page"))
+        assert "severity_full" in run["report_figure_seconds"]
     finally:
         subprocess.run(["umount", str(mnt)], capture_output=True)

@@ -151,3 +151,17 @@ def test_workers_use_one_blas_thread() -> None:
     import numpy  # noqa: F401 - loads OpenBLAS, as the tables do
 
     assert all(n >= 1 for n in fork_map(lambda i: one_blas_thread(), 2, 2))
+
+
+def test_render_records_its_phases_and_each_figures_seconds(synthetic_run: Path, tmp_path: Path) -> None:
+    from reports import render
+
+    for procs in (1, 2):
+        render_run(synthetic_run, tmp_path / str(procs), processes=procs, **QUICK)
+        t = dict(render.LAST_TIMINGS)
+        assert {"load", "tables", "other_tables", "figures", "page"} <= set(t)
+        assert all(t[k] > 0 for k in ("load", "tables", "figures", "page"))
+        figs = t["figure_seconds"]
+        assert {"severity_full", "delta_heatmap", "loss_curves"} <= set(figs) and all(v >= 0 for v in figs.values())
+        # drawn where they were timed: no figure outlasts the phase that drew them all
+        assert max(figs.values()) <= t["figures"] + 1e-3
