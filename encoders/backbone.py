@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.nn.attention import SDPBackend
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -203,15 +204,29 @@ def _sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor 
     every length but slower (the byte model's training step on an H200: +36 %, BENCHMARKS.md), so
     blocks call that one only when training at a length other than the first
     (``attention_in_graph``): fixed-length byte models keep the fused graph, BPE and BLT (lengths
-    vary by batch) graph-break around attention."""
+    vary by batch) graph-break around attention.
+
+    Under the harness's "fixed" cuDNN mode (``CUDNN_FIXED``) cuDNN is left out here (flash, then
+    memory-efficient, then math): this path serves every length that varies — scoring, BPE and
+    BLT's latent — and torch 2.11 picked cuDNN for the compiled scoring forward of a BPE model on
+    an H200, whose host-side plan per new shape cost 7.6 ms a call (88.9 of 114.7 ms of host
+    time in six profiled batches: BENCHMARKS.md, session 16). Only ``_sdpa_cudnn_first`` (compiled
+    training at the fixed first length) asks for cuDNN."""
+    if CUDNN_FIXED:
+        from torch.nn.attention import sdpa_kernel
+
+        with sdpa_kernel(_NO_CUDNN):
+            return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal, dropout_p=dropout_p)
     return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal, dropout_p=dropout_p)
 
 
 _sdpa_eager = torch.compiler.disable(_sdpa)
 
-# Whether compiled training steps at the fixed first length ask for cuDNN attention first (set
-# by the harness on CUDA, ``harness.accel.attention_backends``; False: torch's own choice).
+# Whether compiled training steps at the fixed first length ask for cuDNN attention first, and
+# every other attention call leaves cuDNN out (set by the harness on CUDA,
+# ``harness.accel.attention_backends``; False: torch's own choice everywhere).
 CUDNN_FIXED = False
+_NO_CUDNN = [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH]
 
 
 def _sdpa_cudnn_first(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None,

@@ -51,12 +51,13 @@ def attention_backends() -> str:
     returns the mode chosen:
 
     * ``fixed`` (default) — cuDNN is asked for first only in compiled training steps at a fixed
-      length (``encoders.backbone.CUDNN_FIXED``: the byte-level models' 1 KB windows) and keeps
-      torch's own priority, last, everywhere else, where flash then memory-efficient run. Why:
+      length (``encoders.backbone.CUDNN_FIXED``: the byte-level models' 1 KB windows) and is left
+      out everywhere else (scoring, varying lengths), where flash then memory-efficient run. Why:
       on an H200 cuDNN's causal forward + backward at the standard suite's training shape took
       3.10 ms against flash's 4.68 (BENCHMARKS.md, session 15), but the cuDNN backend built a
       host-side execution plan per shape, 7.6 ms a call at BPE's per-batch token lengths (a
-      small model's step then waited on the host), so lengths that vary stay on flash;
+      small model's step then waited on the host), and torch 2.11 chose it for BPE's compiled
+      scoring forwards when merely enabled (session 16), so lengths that vary stay on flash;
     * ``0`` — cuDNN off everywhere (before session 15: flash, memory-efficient, math);
     * ``1`` — torch's own choice everywhere (in torch 2.11 and 2.13 cuDNN comes last)."""
     mode = os.environ.get("TOKBENCH_CUDNN_SDPA", "fixed")

@@ -156,6 +156,33 @@ def test_cudnn_first_attention_is_the_same_call_and_traces_without_a_break() -> 
     assert ex.graph_count == 1 and ex.graph_break_count == 0
 
 
+def test_fixed_mode_leaves_cudnn_out_of_every_other_attention_call(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Under the "fixed" mode the plain path (scoring, varying lengths) runs with cuDNN excluded —
+    the same numbers where cuDNN cannot run anyway (CPU) — and still traces into one graph."""
+    import torch.nn.attention as attention
+
+    import encoders.backbone as backbone
+
+    g = torch.Generator().manual_seed(6)
+    qkv = torch.randn(2, 24, 3, 2, 8, generator=g)
+    q, k, v = (qkv[:, :, i].transpose(1, 2) for i in range(3))
+    plain = backbone._sdpa(q, k, v, None, True, 0.0)
+    asked: list[list[SDPBackend]] = []
+    real = attention.sdpa_kernel
+
+    def spy(backends, *a, **kw):  # type: ignore[no-untyped-def]
+        asked.append(list(backends))
+        return real(backends, *a, **kw)
+
+    monkeypatch.setattr(attention, "sdpa_kernel", spy)
+    monkeypatch.setattr(backbone, "CUDNN_FIXED", True)
+    assert torch.equal(backbone._sdpa(q, k, v, None, True, 0.0), plain)
+    assert asked and SDPBackend.CUDNN_ATTENTION not in asked[-1] and SDPBackend.FLASH_ATTENTION in asked[-1]
+    monkeypatch.setattr(attention, "sdpa_kernel", real)
+    ex = torch._dynamo.explain(backbone._sdpa)(q, k, v, None, True, 0.0)
+    assert ex.graph_count == 1 and ex.graph_break_count == 0
+
+
 def test_the_backbone_asks_for_cudnn_only_in_compiled_training_on_cuda(monkeypatch: pytest.MonkeyPatch) -> None:
     import encoders.backbone as backbone
 
