@@ -8,6 +8,7 @@ re-run of the same command skips them (a killed run resumes; new perturbations d
 
 from __future__ import annotations
 
+import copy
 import errno
 import inspect
 import json
@@ -124,7 +125,8 @@ def cell_processes() -> int:
 
 def cells_behind_wanted(device_type: str) -> bool:
     """``TOKBENCH_CELLS_BEHIND``: make a model's cells in the background while the next model
-    scores (1) or in turn (0). Default: on CUDA only — on a CPU the cell processes and the
+    scores, and write a trained model's files while the next one trains (1), or each in turn
+    (0). Default: on CUDA only — on a CPU the cell processes and the
     scoring forwards would share the same cores. Any other value is a ``ValueError`` naming it
     (the CLI's one-line error)."""
     raw = os.environ.get("TOKBENCH_CELLS_BEHIND", "").strip()
@@ -140,8 +142,9 @@ class CellsBehind:
     caller's thread keeps the run's bookkeeping (run.json, the progress bar): the job only makes
     and writes cell files. ``wait_seconds``: how long the caller waited for jobs."""
 
-    def __init__(self, enabled: bool) -> None:
+    def __init__(self, enabled: bool, name: str = "tokbench-cells") -> None:
         self.enabled = enabled
+        self.name = name  # the thread's (model files are written behind the run the same way)
         self.wait_seconds = 0.0
         self._thread: threading.Thread | None = None
         self._landed: Callable[[], None] | None = None
@@ -163,7 +166,7 @@ class CellsBehind:
         self._landed = landed
         # The job's worker processes are forked from this thread and die with it
         # (PR_SET_PDEATHSIG): it lives until they are done.
-        self._thread = threading.Thread(target=run, name="tokbench-cells", daemon=True)
+        self._thread = threading.Thread(target=run, name=self.name, daemon=True)
         self._thread.start()
 
     def join(self, quiet: bool = False) -> None:
@@ -293,6 +296,11 @@ class Runner:
         self.log = opts.log
         self.device = pick_device(opts.device)
         self.cells_behind = cells_behind_wanted(self.device.type)  # a bad setting fails here, not after training
+        # A trained model's files are written in a thread while the next model trains (on CUDA,
+        # with the cells behind): sealing and fsync'ing them took 7.1 s of a standard seed on
+        # the H200 host, 1.2 s a model on the critical path (BENCHMARKS.md, session 16). The
+        # weights are copied to the host first, so what is written is the model as trained.
+        self.saves = CellsBehind(self.cells_behind, name="tokbench-model-save")
         compileahead.compile_ahead_wanted(self.device.type, False, 0)  # likewise a bad TOKBENCH_COMPILE_AHEAD
         self.rd = RunDir(opts.out or Path("runs") / suite.name, log=self.log)
         self.ctx = source_context(suite, opts.cache_dir, self.log)
@@ -411,7 +419,10 @@ class Runner:
         }
         if self.writes_models:  # one writer per model (data parallel: rank 0)
             t0 = time.perf_counter()
-            self.rd.save_model(key, enc.state_dict(), meta)
+            state = {k: v.detach().to("cpu", copy=True) if isinstance(v, torch.Tensor) else copy.deepcopy(v)
+                     for k, v in enc.state_dict().items()}
+            saved = copy.deepcopy(meta)  # run.json's copy gains keys later; the file keeps these
+            self.saves.submit(lambda: self.rd.save_model(key, state, saved), lambda: None)
             self._add_time("model_save_seconds", t0)
         self.log(
             f"[model] {spec.label} seed {seed}: {stats['bytes']:,} bytes in {stats['seconds']:.1f}s, "
@@ -708,7 +719,9 @@ class Runner:
                 cell_keys += self.score_seed(seed, evals, models, perts)
                 t_score += time.perf_counter() - t0
                 del models
+                self.join_saves()  # the seed's models are on disk before its results files
         finally:  # an error before scoring: the processes are not wanted
+            self.join_saves(quiet=sys.exc_info()[0] is not None)  # a model file is never half-done
             for proc in (self.ahead, self.fits_ahead, self.compile_ahead):
                 if proc is not None:
                     proc.stop()
@@ -836,6 +849,15 @@ class Runner:
             # run.json as the models finish: a killed run still shows what was trained, how fast
             atomic_write_json(self.rd.root / "run.json", self.run_json("running"))
         return models
+
+    def join_saves(self, quiet: bool = False) -> None:
+        """Wait for the model file being written behind the run (re-raising its error, e.g. a
+        full disk, unless ``quiet``); the wait is ``model_save_wait_seconds``."""
+        t0 = time.perf_counter()
+        try:
+            self.saves.join(quiet)
+        finally:
+            self._add_time("model_save_wait_seconds", t0)
 
     def models_accounted(self) -> float:
         """Seconds of the models' phase that run.json accounts for: the fit walls and training
@@ -1259,7 +1281,8 @@ def phase_table(timings: dict[str, float], encoders: dict[str, Any]) -> str:
             ("score_items_seconds", "  packed jobs (forwards)"),
             ("score_compile_seconds", "    of which compiling"), ("score_cells_seconds", "  cells from scores"),
             ("score_cells_wait_seconds", "    scoring waited for them"),
-            ("score_baselines_seconds", "  compressor baselines"), ("assemble_seconds", "results files"),
+            ("score_baselines_seconds", "  compressor baselines"),
+            ("model_save_wait_seconds", "waiting for model files"), ("assemble_seconds", "results files"),
             ("report_seconds", "report"), ("report_load_seconds", "  reading the results"),
             ("report_tables_seconds", "  statistics"), ("report_figures_seconds", "  figures"),
             ("report_page_seconds", "  the page")]

@@ -113,3 +113,51 @@ def test_cells_behind_and_results_files_in_processes_give_the_same_bytes(tmp_pat
     assert len(rows) == 1 + 2 * 2 * 3 * 2  # header; 2 models x 2 eval sets x 3 perturbation cells x 2 modes
     t = runs["behind"]["timings"]
     assert t["score_cells_seconds"] > 0 and t["score_cells_wait_seconds"] >= 0
+
+
+def test_model_files_written_behind_are_the_models_and_a_rerun_loads_them(tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch,
+                                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    """Behind the run (TOKBENCH_CELLS_BEHIND=1), each model's files are written in a thread while
+    the next model trains: the same files, byte for byte, as written in turn, and a second run
+    loads every model from them (the same results)."""
+    from test_run import SUITE, make_suite
+
+    suite = make_suite(tmp_path)
+    suite.write_text(SUITE.replace("  - name: bytes\n", "  - name: bytes\n  - {name: bpe, vocab_size: 300}\n"))
+    for name, behind in (("plain", "0"), ("behind", "1")):
+        monkeypatch.setenv("TOKBENCH_CELLS_BEHIND", behind)
+        assert main(["run", str(suite), "--out", str(tmp_path / name), "--quiet", "--no-report"]) == 0
+    files = {d: sorted((tmp_path / d / "models").iterdir()) for d in ("plain", "behind")}
+    assert [p.name for p in files["plain"]] == [p.name for p in files["behind"]] and len(files["plain"]) >= 4
+    for a, b in zip(files["plain"], files["behind"]):
+        if a.suffix == ".json":  # the meta: the same facts (its clocks differ from run to run)
+            assert json.loads(a.read_text()).keys() == json.loads(b.read_text()).keys()
+        else:  # the weights: CPU training is deterministic
+            assert a.read_bytes() == b.read_bytes(), a.name
+    t = json.loads((tmp_path / "behind" / "run.json").read_text())["timings"]
+    assert t["model_save_seconds"] > 0 and t["model_save_wait_seconds"] >= 0
+    capsys.readouterr()
+    assert main(["run", str(suite), "--out", str(tmp_path / "behind"), "--quiet", "--no-report"]) == 0
+    assert capsys.readouterr().err.count("loaded from cache") == 2
+
+
+def test_a_model_file_that_fails_behind_is_a_one_line_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    import errno
+
+    from test_run import make_suite
+
+    from harness.results import RunDir
+
+    def full(self, key, state, meta):  # type: ignore[no-untyped-def]
+        raise OSError(errno.ENOSPC, "No space left on device", str(self.model_path(key)))
+
+    monkeypatch.setattr(RunDir, "save_model", full)
+    monkeypatch.setenv("TOKBENCH_CELLS_BEHIND", "1")
+    suite = make_suite(tmp_path)
+    assert main(["run", str(suite), "--out", str(tmp_path / "o"), "--quiet", "--no-report"]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    lines = [ln for ln in err.splitlines() if ln.startswith("tokbench: error:")]
+    assert len(lines) == 1 and "disk full" in lines[0]
