@@ -154,8 +154,9 @@ class EvalConfig:
     target_bytes: clean_target scores this many bytes of the clean continuation.
     min_doc_bytes: eval documents shorter than this (in bytes) are skipped.
     sample_docs: documents per cell whose per-byte NLL is stored in samples.jsonl.
-    batch_windows: windows per scoring batch of a byte-level model (an autoregressive BPE model
-    takes 4x: its windows hold fewer positions).
+    batch_windows: windows per scoring batch of a byte-level model; an autoregressive BPE model
+    takes 4x as many (a window holds a third to a quarter as many tokens as bytes), so its
+    forwards are about as large. Numbers do not depend on it beyond float rounding.
     keep_texts: store every document's original and perturbed text in samples.jsonl (once per
     cell and document, on the first encoder's row: the texts are the same for every encoder).
     mc_samples: Monte Carlo samples per window for encoders whose score is an estimate (masked
