@@ -307,39 +307,64 @@ def bucket_bars(buckets: pd.DataFrame, encoders: list[str], colors: dict[str, An
     return fig
 
 
+NOISY_TEXT = "noisy (highest severity)"
+
+
+def segment_lengths(texts: list[dict[str, Any]]) -> dict[str, dict[str, np.ndarray]]:
+    """The segment lengths (bytes) ``segment_hist`` draws: encoder -> {"clean" | NOISY_TEXT ->
+    int64 lengths}, encoders and texts in order of first appearance. From the samples that carry
+    ``segments``, full mode only when any sample is full-mode; "clean" is the clean cell's, the
+    noisy text each perturbation's samples at its highest severity among those kept (over all
+    encoders), the rest left out. A standard seed displays ~2 million segments: they stay numpy
+    arrays, one a sample, never rows of Python objects."""
+    kept = [s for s in texts if s.get("segments")]
+    if any(s.get("mode") == "full" for s in kept):
+        kept = [s for s in kept if s.get("mode") == "full"]
+    top: dict[str, float] = {}  # each perturbation's highest severity among the kept samples
+    for s in kept:
+        if s["perturbation_id"] != CLEAN_ID:
+            sev = float(s.get("severity") or 0.0)
+            top[s["perturbation_id"]] = max(top.get(s["perturbation_id"], sev), sev)
+    parts: dict[str, dict[str, list[np.ndarray]]] = {}
+    for s in kept:
+        pid = s["perturbation_id"]
+        if pid == CLEAN_ID:
+            text = "clean"
+        elif float(s.get("severity") or 0.0) == top[pid]:
+            text = NOISY_TEXT
+        else:
+            continue
+        parts.setdefault(s["encoder"], {}).setdefault(text, []).append(
+            np.asarray(s["segments"], dtype=np.int64))
+    return {enc: {text: np.concatenate(a) for text, a in by_text.items()} for enc, by_text in parts.items()}
+
+
 def segment_hist(texts: list[dict[str, Any]], encoders: list[str],
                  bytes_per_segment: dict[str, float] | None = None) -> Figure | None:
     """Segment (token / patch) length distribution per encoder: clean text vs the most severe
-    perturbation's text, from samples that carry ``segments`` (full mode preferred). Titles show
+    perturbation's text (``segment_lengths``; full mode preferred), each text's histogram summing
+    to 1 over lengths 1 .. its encoder's 99.5th percentile. Titles show
     ``bytes_per_segment[encoder]`` (the efficiency table's pooled number, so the figure and the
-    table never disagree); without it, nothing (a sample mean would be a different number)."""
-    rows = []
-    for s in texts:
-        segs = s.get("segments")
-        if not segs:
-            continue
-        rows += [(s["encoder"], s["perturbation_id"], float(s.get("severity") or 0.0),
-                  s.get("mode"), int(n)) for n in segs]
-    if not rows:
+    table never disagree); without it, nothing (a sample mean would be a different number).
+    Seaborn draws each length's count as a weight: the same bars as from every segment, in a
+    fraction of the time."""
+    lengths = segment_lengths(texts)
+    encs = [e for e in encoders if e in lengths]
+    if not encs:
         return None
-    df = pd.DataFrame(rows, columns=["encoder", "pid", "severity", "mode", "len"])
-    if (df["mode"] == "full").any():
-        df = df[df["mode"] == "full"]
-    df["text"] = np.where(df.pid == CLEAN_ID, "clean", "")
-    noisy = df[df.pid != CLEAN_ID]
-    if len(noisy):
-        top = noisy.groupby("pid").severity.transform("max")
-        df.loc[noisy.index[noisy.severity == top], "text"] = "noisy (highest severity)"
-    df = df[df.text != ""]
-    encs = [e for e in encoders if e in set(df.encoder)]
     fig, axes = plt.subplots(1, len(encs), figsize=(3.6 * len(encs), 2.9), squeeze=False,
                              constrained_layout=True)
     for ax, enc in zip(axes.flat, encs):
-        d = df[df.encoder == enc]
-        hi = int(d.len.quantile(0.995)) + 1
-        sns.histplot(d, x="len", hue="text", stat="probability", common_norm=False,
-                     discrete=True, element="step", binrange=(1, max(2, hi)), ax=ax,
-                     palette={"clean": "#4c72b0", "noisy (highest severity)": "#dd8452"})
+        by_text = lengths[enc]
+        hi = int(pd.Series(np.concatenate(list(by_text.values()))).quantile(0.995)) + 1
+        counts = []
+        for text, a in by_text.items():
+            v, n = np.unique(a, return_counts=True)
+            counts.append(pd.DataFrame({"len": v, "text": text, "count": n}))
+        sns.histplot(pd.concat(counts, ignore_index=True), x="len", weights="count", hue="text",
+                     stat="probability", common_norm=False, discrete=True, element="step",
+                     binrange=(1, max(2, hi)), ax=ax,
+                     palette={"clean": "#4c72b0", NOISY_TEXT: "#dd8452"})
         if ax is not axes.flat[len(encs) - 1] and ax.get_legend() is not None:
             ax.get_legend().remove()  # one legend (last panel) is enough
         elif ax.get_legend() is not None:
