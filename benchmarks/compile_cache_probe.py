@@ -2,9 +2,12 @@
 two fresh processes, the first with empty caches, the second with the caches the first left
 (what ``harness.compileahead`` relies on). One training step and one inference forward each;
 ``--batch A B`` trains the first process at batch A and the second at B (the graphs are
-symbolic in the batch).
+symbolic in the batch). ``--fixed``: the "fixed" cuDNN mode the harness sets on CUDA
+(``encoders.backbone.CUDNN_FIXED``: ``sdpa_kernel`` inside the graphs, on the CPU too);
+``--unmarked``: without ``harness.accel.cacheable_attention_graphs``'s marks (the code before
+them: such graphs bypassed AOTAutograd's cache).
 
-    PYTHONPATH=. python benchmarks/compile_cache_probe.py [--batch 4 4]
+    PYTHONPATH=. python benchmarks/compile_cache_probe.py [--batch 4 4] [--fixed] [--unmarked]
 
 Prints, per process: wall seconds, seconds compiling, and the cache hit / miss counters.
 """
@@ -20,15 +23,20 @@ import tempfile
 import time
 
 
-def child(batch: int) -> None:
+def child(batch: int, fixed: bool, unmarked: bool) -> None:
     import torch
+    import torch._inductor.config as inductor_config
 
+    from encoders import backbone
     from encoders.backbone import Backbone, BackboneConfig
     from harness.accel import cache_counts, compile_backbones, compile_clock
 
+    backbone.CUDNN_FIXED = fixed
     torch.manual_seed(0)
     bb = Backbone(BackboneConfig(layers=2, dim=64, heads=4))
     compile_backbones(bb)
+    if unmarked:
+        inductor_config.unsafe_marked_cacheable_functions = {}
     t0 = time.perf_counter()
     bb(torch.randn(batch, 128, 64, requires_grad=True)).sum().backward()  # (B, N, C)
     with torch.inference_mode():
@@ -40,16 +48,19 @@ def child(batch: int) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--batch", type=int, nargs=2, default=[4, 4], metavar=("FIRST", "SECOND"))
+    ap.add_argument("--fixed", action="store_true", help="the harness's CUDA attention mode (sdpa_kernel in graphs)")
+    ap.add_argument("--unmarked", action="store_true", help="without the cache marks for sdpa_kernel's helpers")
     ap.add_argument("--child", type=int, help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.child is not None:
-        child(a.child)
+        child(a.child, a.fixed, a.unmarked)
         return
+    flags = [f for f, on in (("--fixed", a.fixed), ("--unmarked", a.unmarked)) if on]
     with tempfile.TemporaryDirectory(prefix="tokbench-cache-probe-") as tmp:
         env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": os.path.join(tmp, "inductor"),
                "TRITON_CACHE_DIR": os.path.join(tmp, "triton")}
         for label, b in zip(("empty caches", "warm caches"), a.batch):
-            out = subprocess.run([sys.executable, __file__, "--child", str(b)], env=env, check=True,
+            out = subprocess.run([sys.executable, __file__, "--child", str(b), *flags], env=env, check=True,
                                  capture_output=True, text=True).stdout.strip().splitlines()[-1]
             print(f"{label}: {out}", flush=True)
 

@@ -76,6 +76,35 @@ def want_compile(setting: Any, device: torch.device) -> bool:
     return bool(setting)
 
 
+# What ``torch.nn.attention.sdpa_kernel`` leaves in a graph it is traced into: calls of these two
+# helpers, which AOTAutograd's cache does not know, so every such graph bypassed that cache
+# (torch 2.11 on an H200, 2.13 on CPU; tests/harness/test_compile_cache.py) and was compiled
+# anew in each process that ran it. Under the "fixed" cuDNN mode that is every compiled graph
+# with attention inside: the byte-level models' training steps (cuDNN first) and scoring
+# forwards (cuDNN left out) — the compile-ahead process's work on them was redone in the run
+# (a standard seed's scoring compile went 2.4 -> 7.9 s when 540e863 put ``sdpa_kernel`` into
+# the scoring graphs: BENCHMARKS.md, session 17). Both are functions of the constant arguments
+# the graph holds (a name -> enum lookup; setting the backends the graph was traced under), so
+# a graph from the cache does what the same graph compiled anew does; torch's version is the
+# value, which goes into the cache key.
+SDPA_KERNEL_HELPERS = ("torch.nn.attention._backend_from_string", "torch.nn.attention._sdpa_kernel")
+
+
+def cacheable_attention_graphs() -> None:
+    """Let AOTAutograd cache graphs that trace ``sdpa_kernel`` (``SDPA_KERNEL_HELPERS``). Set in
+    every process before its first compile (``compile_backbones``): the marks are part of the
+    cache keys, so the compile-ahead process and the run must agree on them."""
+    import torch._inductor.config as inductor_config
+
+    marked = getattr(inductor_config, "unsafe_marked_cacheable_functions", None)
+    if marked is None:  # a torch without the setting: graphs bypass the cache, as before
+        return
+    if all(name in marked for name in SDPA_KERNEL_HELPERS):
+        return
+    inductor_config.unsafe_marked_cacheable_functions = {
+        **marked, **{name: torch.__version__ for name in SDPA_KERNEL_HELPERS if name not in marked}}
+
+
 def compile_backbones(model: nn.Module) -> int:
     """Compile each transformer block and final norm of every ``Backbone`` inside ``model``, in
     place. Returns how many modules were compiled (0 when the model has no backbone, or when
@@ -93,6 +122,7 @@ def compile_backbones(model: nn.Module) -> int:
     (``benchmarks/compile_reuse.py``). ``TOKBENCH_COMPILE_DYNAMIC=0`` keeps static first."""
     import torch._dynamo
 
+    cacheable_attention_graphs()
     torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 64)
     dynamic = os.environ.get("TOKBENCH_COMPILE_DYNAMIC", "1") != "0"
     n = 0
