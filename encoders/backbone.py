@@ -117,7 +117,7 @@ class OutputHead(nn.Linear):
 
     Scoring, under ``torch.inference_mode``, computes the logits as ``SCORE_HEAD`` says: "split"
     (the default: float32 logits from three bf16 tensor-core GEMMs of the operands' high and low
-    bf16 parts, ≈ 1e-5 relative error a product; BENCHMARKS.md session 16 holds its per-cell
+    bf16 parts, ≈ 1e-5 relative error a product; BENCHMARKS.md session 17 holds its per-cell
     agreement with the fp32 head), "fp32" (one float32 GEMM of tokens x dim x n_out: on an H200
     2.5x the whole backbone's time for a 16,384-token vocabulary, BENCHMARKS.md session 9), "mixed"
     (the same GEMM at bf16 speed: the operands rounded to bf16 as the backbone's own matmuls round
