@@ -99,10 +99,9 @@ def cacheable_attention_graphs() -> None:
     marked = getattr(inductor_config, "unsafe_marked_cacheable_functions", None)
     if marked is None:  # a torch without the setting: graphs bypass the cache, as before
         return
-    if all(name in marked for name in SDPA_KERNEL_HELPERS):
-        return
-    inductor_config.unsafe_marked_cacheable_functions = {
-        **marked, **{name: torch.__version__ for name in SDPA_KERNEL_HELPERS if name not in marked}}
+    if any(name not in marked for name in SDPA_KERNEL_HELPERS):  # marks already there win
+        inductor_config.unsafe_marked_cacheable_functions = {
+            **dict.fromkeys(SDPA_KERNEL_HELPERS, torch.__version__), **marked}
 
 
 def compile_backbones(model: nn.Module) -> int:
