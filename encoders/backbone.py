@@ -222,6 +222,21 @@ def _sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor 
 
 _sdpa_eager = torch.compiler.disable(_sdpa)
 
+
+@torch.compiler.disable
+def _sdpa_eager_marking(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None,
+                        causal: bool, dropout_p: float, x: torch.Tensor) -> torch.Tensor:
+    """``_sdpa_eager``, then batch and length marked symbolic on its output y (B, H, N, hd) and
+    on the block's input x (B, N, C): the two tensors the graph after the break starts from.
+    Only eager code can mark them (``Backbone.forward`` marks its own input the same way), and
+    a marked tensor makes the resumed graph compile symbolic at its first length, not static
+    there and again at the next (marks are hints; they change no number)."""
+    y = _sdpa(q, k, v, mask, causal, dropout_p)
+    for t, dims in ((y, (0, 2)), (x, (0, 1))):
+        for d in dims:
+            torch._dynamo.maybe_mark_dynamic(t, d)
+    return y
+
 # Whether compiled training steps at the fixed first length ask for cuDNN attention first, and
 # every other attention call leaves cuDNN out (set by the harness on CUDA,
 # ``harness.accel.attention_backends``; False: torch's own choice everywhere).
@@ -286,16 +301,27 @@ class CausalSelfAttention(nn.Module):
         only — a causal model never sees the padding after a window, so it needs no mask).
         in_graph: False runs SDPA outside a compiled graph (``_sdpa_eager``); "cudnn" inside it
         with cuDNN first (``_sdpa_cudnn_first``); eager, the same call."""
+        q, k, v, mask = self.project(x, cos, sin, valid, position_major=in_graph is not False and torch.compiler.is_compiling())
+        sdpa = _sdpa_cudnn_first if in_graph == "cudnn" else _sdpa if in_graph else _sdpa_eager
+        return self.output(sdpa(q, k, v, mask, self.causal, self.dropout if self.training else 0.0))
+
+    def project(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, valid: torch.Tensor | None,
+                position_major: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None]:
+        """x (B, N, C) -> q, k (rotated), v (B, H, N, hd) and the key mask (B, 1, 1, N) bool or None.
+        position_major: the layout for attention inside a compiled graph (see ``split_qkv``)."""
         B, N, C = x.shape
         qkv = self.qkv(x).view(B, N, 3, self.heads, C // self.heads)  # one linear for q, k and v
-        # position-major only where inductor traces the attention into the graph (see split_qkv)
-        q, k, v = split_qkv(qkv, cos, sin, position_major=in_graph is not False and torch.compiler.is_compiling())
+        q, k, v = split_qkv(qkv, cos, sin, position_major=position_major)
         # (B, 1, 1, N) key mask: padded slots of a shorter window must not be seen, or a
         # bidirectional prediction would depend on what else is in the batch.
         mask = None if self.causal or valid is None else valid[:, None, None, :]
-        sdpa = _sdpa_cudnn_first if in_graph == "cudnn" else _sdpa if in_graph else _sdpa_eager
-        y = sdpa(q, k, v, mask, self.causal, self.dropout if self.training else 0.0)
-        return self.proj(y.transpose(1, 2).reshape(B, N, C))
+        return q, k, v, mask
+
+    def output(self, y: torch.Tensor) -> torch.Tensor:
+        """Attention output y (B, H, N, hd) -> (B, N, C) through ``proj``. The shape comes from y
+        alone (no sizes held from before the attention): where attention leaves the graph, what
+        follows is a graph of its own whose inputs should be tensors only (``Block.forward``)."""
+        return self.proj(y.transpose(1, 2).flatten(2))
 
 
 class Block(nn.Module):
@@ -312,7 +338,20 @@ class Block(nn.Module):
 
     def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
                 valid: torch.Tensor | None = None, in_graph: bool | str = True) -> torch.Tensor:
-        x = x + self.attn(self.norm1(x), cos, sin, valid, in_graph)
+        if in_graph is False:
+            # Attention out of the graph (``_sdpa``), called here rather than inside
+            # ``self.attn``: the graph breaks in this frame only, and what follows it compiles
+            # as one resumed graph whose inputs the eager call marks symbolic
+            # (``_sdpa_eager_marking``). Broken inside ``self.attn``, the break left two
+            # resumed graphs (its rest and this block's), both compiled static first and again
+            # at the next length or batch: four graphs more per width, recompiled at a BPE
+            # model's second training step (3-4 s on an H200, BENCHMARKS.md session 18).
+            a = self.attn
+            q, k, v, mask = a.project(self.norm1(x), cos, sin, valid, position_major=False)
+            y = _sdpa_eager_marking(q, k, v, mask, a.causal, a.dropout if self.training else 0.0, x)
+            x = x + a.output(y)
+        else:
+            x = x + self.attn(self.norm1(x), cos, sin, valid, in_graph)
         return x + self.out(F.gelu(self.fc(self.norm2(x))))
 
 

@@ -92,3 +92,25 @@ def test_blt_entropy_model_stays_eager() -> None:
     assert all(getattr(b, "_compiled_call_impl", None) is None for b in enc.entropy_model.backbone.blocks)
     assert enc.entropy_model.backbone.dynamic_shapes is False
     assert any(getattr(m, "_compiled_call_impl", None) is not None for m in enc.modules())
+
+
+@pytest.mark.skipif(shutil.which("g++") is None and shutil.which("c++") is None,
+                    reason="inductor on CPU needs a C++ compiler")
+def test_attention_out_of_the_graph_compiles_once_for_every_later_shape(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where attention leaves the graph (lengths other than the first), the block's rest compiles
+    symbolic at the first such length and serves every later length and batch: no graph is added
+    after it. Broken inside the attention module, the rest compiled static first and again at the
+    next shape (10 graphs where 4 serve, a 3-4 s recompile at a BPE model's second step on an H200)."""
+    from torch._dynamo.utils import counters
+
+    monkeypatch.setattr(backbone, "_FIRST_TRAINED_LENGTH", [])
+    torch._dynamo.reset()  # graphs compiled by the tests before serve any Backbone of equal width
+    torch.manual_seed(0)
+    m = Backbone(BackboneConfig(layers=2, dim=64, heads=2))
+    compile_backbones(torch.nn.Sequential(m))
+    graphs = []
+    for b, n in ((2, 64), (2, 40), (2, 48), (3, 56), (2, 40), (2, 33)):
+        m(torch.randn(b, n, 64, requires_grad=True)).square().mean().backward()
+        graphs.append(counters["stats"]["unique_graphs"])
+    assert graphs[1] > graphs[0]  # the out-of-graph path compiled at its first length ...
+    assert graphs[2:] == [graphs[1]] * 4  # ... and nothing after it
