@@ -12,7 +12,7 @@ them) of the standard backbone (6 x 384, bf16 autocast, ``OutputHead`` as scorin
 rolling 1 KB windows (stride 512) of ``--docs`` documents made of Python's own library sources,
 for each (compiled?, windows a forward) of ``--grid`` (``--vocab N``: a BPE model instead,
 merges fitted on the same documents), and prints wall seconds, the forwards'
-device span (``device_seconds``), MFU over the wall and over that span. ``--profile N`` then runs
+device span (``device_seconds``), MFU over the wall and over that span (``--blt``: the standard suite's BLT). ``--profile N`` then runs
 N batches of the last grid point under ``torch.profiler`` and prints the ops with the most host
 time and the most device time.
 """
@@ -22,12 +22,15 @@ from __future__ import annotations
 import argparse
 import os
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import torch
 
 from encoders.backbone import BackboneConfig
 from encoders.base import Encoder, FitContext
+from encoders.blt import BltConfig, BltEncoder
 from encoders.bpe import BpeConfig, BpeEncoder
 from encoders.byte_baseline import ByteConfig, ByteEncoder
 from harness.accel import attention_backends, compile_backbones, gemm_tflops
@@ -48,17 +51,59 @@ def documents(n: int, size: int) -> list[bytes]:
     return out
 
 
+# suites/standard.yaml's BLT entry (``--blt``)
+STANDARD_BLT = {"target_patch_size": 4.0, "entropy_dim": 128, "entropy_layers": 2, "local_dim": 192,
+                "local_heads": 4, "decoder_layers": 2, "ngram_table_size": 16384}
+
+
 def build(args: argparse.Namespace, docs: list[bytes], dev: torch.device) -> Encoder:
-    """The byte model, or with ``--vocab`` a BPE model whose merges are fitted on ``docs`` (its
-    weights untrained either way: the speed does not depend on them)."""
+    """The byte model, with ``--vocab`` a BPE model whose merges are fitted on ``docs``, or with
+    ``--blt`` the standard suite's BLT, its patch threshold fitted on ``docs`` (its entropy model
+    untrained: patches of about 4 bytes, as trained, but placed by an untrained model). Weights
+    untrained in every case: the speed does not depend on them, only on the shapes."""
     torch.manual_seed(0)
     bb = BackboneConfig(layers=args.layers, dim=args.dim, heads=args.heads)
-    if not args.vocab:
+    if not args.vocab and not args.blt:
         return ByteEncoder(ByteConfig(), bb).to(dev).eval()
-    enc = BpeEncoder(BpeConfig(vocab_size=args.vocab), bb)
+    enc: Encoder = BltEncoder(BltConfig(**STANDARD_BLT), bb) if args.blt else BpeEncoder(BpeConfig(vocab_size=args.vocab), bb)
+    enc.to(dev)
     enc.fit(FitContext(train_docs=lambda: iter(docs), train_bytes=sum(map(len, docs)), context_bytes=1024, seed=0,
                        device=dev, train=lambda e, n: {"bytes": 0, "flops": 0.0, "seconds": 0.0}, log=lambda s: None))
     return enc.to(dev).eval()
+
+
+@contextmanager
+def module_ranges(enc: Encoder) -> Iterator[None]:
+    """Each direct child module of ``enc`` (and BLT's entropy model) inside a profiler range named
+    ``module:NAME`` while it runs, so the profile's device time adds up per part of the model
+    (ranges of the prefetch thread's calls too: BLT patches there)."""
+    from torch.autograd.profiler import record_function
+
+    handles = []
+    for name, mod in enc.named_children():
+        def pre(m: torch.nn.Module, a: object, name: str = name) -> None:
+            rf = record_function(f"module:{name}")
+            rf.__enter__()
+            m.__dict__.setdefault("_bench_ranges", []).append(rf)
+
+        def post(m: torch.nn.Module, a: object, out: object) -> None:
+            m.__dict__["_bench_ranges"].pop().__exit__(None, None, None)
+
+        handles += [mod.register_forward_pre_hook(pre), mod.register_forward_hook(post)]
+    entropies = getattr(enc, "entropies", None)  # BLT calls its entropy model's logits, not forward
+    if entropies is not None:
+        def timed_entropies(inputs: torch.Tensor) -> torch.Tensor:
+            with record_function("module:entropy_model"):
+                return entropies(inputs)
+
+        enc.entropies = timed_entropies  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        for h in handles:
+            h.remove()
+        if entropies is not None:
+            del enc.entropies
 
 
 def main() -> None:
@@ -74,6 +119,7 @@ def main() -> None:
     ap.add_argument("--profile", type=int, default=0, help="batches to profile at the last grid point")
     ap.add_argument("--vocab", type=int, default=0,
                     help="a BPE model of this vocabulary (merges fitted on the documents first) instead of the byte model")
+    ap.add_argument("--blt", action="store_true", help="the standard suite's BLT instead of the byte model")
     args = ap.parse_args()
     dev = torch.device(args.device)
     if dev.type == "cuda":
@@ -82,7 +128,7 @@ def main() -> None:
     docs = documents(args.docs, args.doc_bytes)
     items: list[ScoreItem] = [plan_full(d, 1024, 512) for d in docs]
     n_win = sum(len(it.windows) for it in items)
-    model = f"BPE-{args.vocab} model" if args.vocab else "byte model"
+    model = "BLT model" if args.blt else f"BPE-{args.vocab} model" if args.vocab else "byte model"
     print(f"device {dev}, torch {torch.__version__}; {model} {args.layers} x {args.dim}; {len(docs)} documents, "
           f"{n_win} windows; GEMM ceiling {ceiling or 0:.1f} TFLOP/s")
     print(f"{'compiled':>8} {'windows':>7} {'wall s':>7} {'device s':>8} {'busy':>5} {'MFU wall':>8} {'MFU dev':>8}")
@@ -119,7 +165,7 @@ def main() -> None:
                 break
             sub.append(it)
         acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if dev.type == "cuda" else [])
-        with profile(activities=acts) as prof:
+        with profile(activities=acts) as prof, module_ranges(enc):
             score_items(enc, sub, dev, windows, bf16=True)
             if dev.type == "cuda":
                 torch.cuda.synchronize()
@@ -127,6 +173,10 @@ def main() -> None:
         print(ka.table(sort_by="self_cpu_time_total", row_limit=25, max_name_column_width=60))
         if dev.type == "cuda":
             print(ka.table(sort_by="self_device_time_total", row_limit=20, max_name_column_width=60))
+        parts = [e for e in ka if e.key.startswith("module:")]
+        print("device time by part of the model (module ranges; the rest of a forward is outside them):")
+        for e in sorted(parts, key=lambda e: -e.device_time_total):
+            print(f"  {e.key:<28} calls {e.count:>5}  device {e.device_time_total / 1e3:9.1f} ms  host {e.cpu_time_total / 1e3:9.1f} ms")
 
 
 if __name__ == "__main__":
