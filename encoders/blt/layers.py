@@ -8,10 +8,9 @@ bool is False on padding.
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
-from encoders.backbone import RMSNorm
+from encoders.backbone import RMSNorm, _sdpa
 
 
 def pooling_mask(pid: torch.Tensor, valid: torch.Tensor, n_patches: int) -> torch.Tensor:
@@ -75,7 +74,12 @@ class CrossAttention(nn.Module):
         k, v = self.kv(self.kv_norm(memory)).split(C, dim=2)
         k = k.view(B, Nk, self.heads, hd).transpose(1, 2)  # (B, H, Nk, hd)
         v = v.view(B, Nk, self.heads, hd).transpose(1, 2)
-        y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask[:, None])
+        # through the backbone's ``_sdpa``, so the harness's backend rule holds here too: under
+        # its "fixed" mode cuDNN is left out. Torch 2.11 chose cuDNN for these masked calls on an
+        # H200, and its host-side plan for each new patch count N cost ≈ 35 ms a call: 425 of
+        # 691 ms of host time in six profiled scoring batches of the standard BLT (BENCHMARKS.md,
+        # session 18). Off CUDA the same plain call.
+        y = _sdpa(q, k, v, mask[:, None], False, 0.0)
         return self.proj(y.transpose(1, 2).reshape(B, Nq, C))
 
     def flops(self, batch: int, n_q: int, n_k: int) -> float:

@@ -424,3 +424,34 @@ def test_scored_bytes_is_the_unit_count() -> None:
     ref = byte_unit_nll(model.logits(batch)[0], batch["targets"])  # nonzero, as before
     assert torch.equal(units.window, ref.window) and torch.equal(units.start, ref.start)
     assert torch.allclose(units.nll, ref.nll)
+
+
+def test_cross_attention_follows_the_backends_rule(monkeypatch: pytest.MonkeyPatch) -> None:
+    """BLT's pooling and decoder cross-attention call the backbone's ``_sdpa``: under the
+    harness's "fixed" cuDNN mode (set on CUDA) they ask for every backend but cuDNN, whose
+    host-side plan per patch count cost ≈ 35 ms a call on an H200; off it, the plain call.
+    The same output either way on CPU (the math kernel in both)."""
+    import torch.nn.attention as attention
+
+    import encoders.backbone as backbone
+    from encoders.blt.layers import CrossAttention
+
+    torch.manual_seed(0)
+    xa = CrossAttention(16, 24, 2)
+    x, mem = torch.randn(2, 5, 16), torch.randn(2, 7, 24)
+    mask = torch.rand(2, 5, 7) < 0.6
+    mask[..., 0] = True  # every query sees a key (as pooling_mask and decoder_mask guarantee)
+    plain = xa(x, mem, mask)
+    asked: list[list[SDPBackend]] = []
+    real = attention.sdpa_kernel
+
+    def spy(backends, *a, **kw):  # type: ignore[no-untyped-def]
+        asked.append(list(backends))
+        return real(backends, *a, **kw)
+
+    monkeypatch.setattr(attention, "sdpa_kernel", spy)
+    xa(x, mem, mask)
+    assert asked == []  # not in the fixed mode: torch's own choice
+    monkeypatch.setattr(backbone, "CUDNN_FIXED", True)
+    assert torch.equal(xa(x, mem, mask), plain)
+    assert len(asked) == 1 and SDPBackend.CUDNN_ATTENTION not in asked[0] and SDPBackend.EFFICIENT_ATTENTION in asked[0]
