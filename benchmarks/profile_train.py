@@ -3,9 +3,11 @@ profiler's CPU/CUDA op table over a short run of the one training loop (``train_
 
     python benchmarks/profile_train.py suites/scaling.yaml --steps 150 \
         --set backbone.layers=4 --set backbone.dim=160 --set backbone.heads=4 [--device cuda]
+    python benchmarks/profile_train.py suites/standard.yaml --only blt --steps 30 --device cuda
 
 Prints per encoder: steps/s, the top main-thread functions by own time, and the top ops by
-self CPU time (the host side that a GPU step waits on when the model is small).
+self CPU time (the host side that a GPU step waits on when the model is small) and, on CUDA, by
+self device time.
 """
 from __future__ import annotations
 
@@ -36,6 +38,7 @@ def main() -> None:
     ap.add_argument("--device", default="auto")
     ap.add_argument("--cache", default=None, help="data cache (default: TOKBENCH_CACHE or ~/.cache)")
     ap.add_argument("--top", type=int, default=25)
+    ap.add_argument("--only", action="append", default=[], help="encoder label(s) to profile (default: all)")
     a = ap.parse_args()
     suite = load_suite(a.suite, a.sets)
     device = pick_device(a.device)
@@ -46,6 +49,8 @@ def main() -> None:
     b = suite.budget
     n_bytes = a.steps * b.batch_bytes
     for spec in suite.encoders:
+        if a.only and spec.label not in a.only:
+            continue
         enc = build_encoder(spec, 0, Path(a.suite).resolve().parent).to(device)
         enc.fit(fit_context(train.docs, b, device, 0))
         run_b = replace(b, train_bytes=n_bytes, warmup_bytes=0)
@@ -67,6 +72,8 @@ def main() -> None:
         pstats.Stats(prof, stream=s).sort_stats("tottime").print_stats(a.top)
         print("\n".join(s.getvalue().splitlines()[-(a.top + 3):]))
         print(tp.key_averages().table(sort_by="self_cpu_time_total", row_limit=a.top))
+        if device.type == "cuda":  # and where the device's time goes
+            print(tp.key_averages().table(sort_by="self_cuda_time_total", row_limit=a.top))
 
 
 if __name__ == "__main__":
