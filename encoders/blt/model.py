@@ -121,6 +121,8 @@ class BltConfig:
         trained in ``fit`` on entropy_train_bytes bytes (null = 0.2 × the suite's train_bytes).
     threshold_fit_bytes: training bytes (spread over the split) used to fit θ and to measure
         patch sizes in ``fit``.
+    entropy_dtype: the entropy model's precision when it computes entropies (fitting θ,
+        training, scoring), whatever the run's dtype: auto = bfloat16 on CUDA, float32 elsewhere.
     """
 
     patching: Literal["entropy", "space", "static"] = "entropy"
@@ -139,6 +141,7 @@ class BltConfig:
     entropy_heads: int = 4
     entropy_train_bytes: int | None = None
     threshold_fit_bytes: int = 262_144
+    entropy_dtype: Literal["auto", "float32", "bfloat16"] = "auto"
 
     def __post_init__(self) -> None:
         def bad(key: str, value: Any, need: str) -> ValueError:
@@ -164,6 +167,8 @@ class BltConfig:
             raise bad("entropy_dim", self.entropy_dim, f"must be divisible by entropy_heads={self.entropy_heads}")
         if self.entropy_train_bytes is not None and self.entropy_train_bytes < 1:
             raise bad("entropy_train_bytes", self.entropy_train_bytes, "must be >= 1 or null")
+        if self.entropy_dtype not in ("auto", "float32", "bfloat16"):
+            raise bad("entropy_dtype", self.entropy_dtype, "use auto, float32 or bfloat16")
 
 
 def collate_stream(windows: Sequence[bytes], score_from: Sequence[int]) -> TensorBatch:
@@ -274,14 +279,28 @@ class BltEncoder(Encoder):
         )
 
     # -- patching -----------------------------------------------------------------------------
+    def entropy_bf16(self, device: torch.device) -> bool:
+        """Whether the entropy model runs under bf16 autocast on ``device``: ``entropy_dtype``,
+        where ``auto`` is bf16 on CUDA and float32 elsewhere (CPU bf16 is slow, and keeps the CPU
+        numbers the tests pin)."""
+        dt = self.config.entropy_dtype
+        return dt == "bfloat16" or (dt == "auto" and device.type == "cuda")
+
     @torch.no_grad()
     def entropies(self, inputs: torch.Tensor) -> torch.Tensor:
-        """inputs (B, T) = BOS + bytes shifted right -> H (B, T) nats, H_t from bytes < t.
-        Always fp32 (autocast off) so patches are the same in training and scoring."""
+        """inputs (B, T) = BOS + bytes shifted right -> H (B, T) nats (float32), H_t from bytes < t.
+
+        The entropy model's precision is its own (``entropy_bf16``), never the caller's
+        autocast, so patches are the same in training, in bf16 scoring and in fp32 scoring on
+        one device. bf16 on CUDA: in fp32 the model's attention and matmuls took ≈ 12 % of a
+        standard-suite BLT training step's device time and 36 % of a scoring forward's on an
+        H200 (BENCHMARKS.md, session 18); the entropy itself is computed in float32 from the
+        logits."""
         assert self.entropy_model is not None
         dev = next(self.entropy_model.parameters()).device
-        with torch.autocast(device_type=dev.type, enabled=False):
-            return entropy_nats(self.entropy_model.logits(inputs.to(dev))).to(inputs.device)
+        with torch.autocast(device_type=dev.type, dtype=torch.bfloat16, enabled=self.entropy_bf16(dev)):
+            logits = self.entropy_model.logits(inputs.to(dev))
+        return entropy_nats(logits.float()).to(inputs.device)
 
     def patch_starts(self, stream: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
         """stream (B, T+1), lengths (B,) -> starts (B, T) bool, False on padding, True at byte 0."""

@@ -275,6 +275,28 @@ def test_unfitted_auto_threshold_and_bad_config_fail_clearly() -> None:
         BltConfig(local_dim=30, local_heads=4)
 
 
+def test_entropies_keep_their_own_precision_whatever_the_callers_autocast() -> None:
+    """float32 (CPU's auto): the same bits inside a bf16 autocast as outside it (patches do not
+    depend on the scoring dtype); bfloat16: its own autocast, close to float32, and again the
+    same bits whatever the caller's autocast."""
+    x = torch.randint(0, 256, (3, 40))
+    base = scrambled(make(patching="entropy"), std=0.1)
+    assert base.config.entropy_dtype == "auto" and not base.entropy_bf16(torch.device("cpu"))
+    assert base.entropy_bf16(torch.device("cuda"))
+    h32 = base.entropies(x)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        assert torch.equal(base.entropies(x), h32)
+    bf = make(patching="entropy", entropy_dtype="bfloat16")
+    bf.load_state_dict(base.state_dict())
+    h16 = bf.entropies(x)
+    assert h16.dtype == torch.float32 and not torch.equal(h16, h32)
+    assert torch.allclose(h16, h32, atol=0.05)
+    with torch.autocast("cpu", enabled=False):
+        assert torch.equal(bf.entropies(x), h16)
+    with pytest.raises(ValueError, match="entropy_dtype"):
+        BltConfig(entropy_dtype="float16")  # type: ignore[arg-type]
+
+
 # -- patching on the model's device, no host reads in a training step ------------------------
 
 # Tensor methods that make the host wait for a CUDA device: a value read into Python, a copy to

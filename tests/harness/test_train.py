@@ -109,3 +109,65 @@ def test_train_step_with_a_parameter_list_equals_the_default() -> None:
                        clip_params=list(m.parameters()) if listed else None)
         out.append([p.detach().clone() for p in m.parameters()])
     assert all(torch.equal(x, y) for x, y in zip(*out))
+
+
+def test_curve_points_are_byte_weighted_means_of_the_step_losses(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Step k returns a loss of k nats per byte; ~26-32-byte steps against a curve point every
+    60 bytes (1 % of 6000): the first step is a point of its own, then each point is the
+    byte-weighted mean of the steps since the one before, in bits."""
+    import harness.train as tr
+
+    steps: list[int] = []  # scored bytes of each step
+
+    def fake_step(encoder, batches, *a, **k):  # type: ignore[no-untyped-def]
+        steps.append(sum(b.scored_bytes for b in batches))
+        return torch.tensor(float(len(steps) - 1))
+
+    monkeypatch.setattr(tr, "train_step", fake_step)
+    b = BudgetConfig(train_bytes=6_000, context_bytes=32, batch_bytes=32, lr=1e-2, warmup_bytes=0)
+    st = train_encoder(model(), training_windows(DOCS, 6_000, 32, 0), 6_000, b, torch.device("cpu"))
+    ln2 = 0.6931471805599453
+    expected, seen, last, num, den = [], 0, -1, 0.0, 0
+    for k, nb in enumerate(steps):
+        seen += nb
+        num, den = num + k * nb, den + nb
+        if last < 0 or seen - last >= 60:
+            expected.append((seen, num / den / ln2))
+            last, num, den = seen, 0.0, 0
+    assert st["steps"] == len(steps) > 100 and len(expected) > 50
+    assert st["loss_curve"] == [(s, pytest.approx(v)) for s, v in expected]
+    assert st["final_loss_bpb"] == pytest.approx(sum(range(len(steps) - 10, len(steps))) / 10 / ln2)
+
+
+class FakeEvent:
+    """A CUDA event stand-in: ``landed`` says whether the device has passed it."""
+
+    def __init__(self) -> None:
+        self.landed = False
+        self.waited = False
+
+    def query(self) -> bool:
+        return self.landed
+
+    def synchronize(self) -> None:
+        self.waited = True
+        self.landed = True
+
+
+def test_loss_readback_yields_in_order_and_waits_only_when_asked() -> None:
+    from harness.train import LossReadback
+
+    rb = LossReadback(torch.device("cpu"))
+    events = [FakeEvent() for _ in range(3)]
+    for i, ev in enumerate(events):  # as on CUDA: each loss behind its own event
+        rb.queue.append(("step", torch.tensor(float(i)), 10 * (i + 1), i, ev))
+        if i == 0:
+            rb.point(10)
+    assert list(rb.ready(False)) == []  # nothing landed: nothing read, nothing waited for
+    events[0].landed = True
+    assert list(rb.ready(False)) == [("step", 0.0, 10, 0), ("point", 10)]
+    events[2].landed = True  # a later step landed first: still read in step order
+    assert list(rb.ready(False)) == []
+    assert list(rb.ready(True)) == [("step", 1.0, 20, 1), ("step", 2.0, 30, 2)]
+    assert events[1].waited and not events[2].waited
+    assert rb.queue == [] and rb.head == 0
