@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 import os
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -215,9 +216,18 @@ def _sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor 
     if CUDNN_FIXED:
         from torch.nn.attention import sdpa_kernel
 
-        with sdpa_kernel(_NO_CUDNN):
+        if torch.compiler.is_compiling():  # traced: the backend is picked at trace time
+            with sdpa_kernel(_NO_CUDNN):
+                return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal, dropout_p=dropout_p)
+        # Eager, ``sdpa_kernel`` sets process-wide flags and puts the old ones back on exit: from
+        # two threads (a model scoring behind the next one's training, harness.scorebehind) the
+        # exits could interleave and leave the other call with cuDNN back in; one at a time
+        with _SDPA_FLAGS, sdpa_kernel(_NO_CUDNN):
             return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal, dropout_p=dropout_p)
     return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal, dropout_p=dropout_p)
+
+
+_SDPA_FLAGS = threading.Lock()  # ``_sdpa``'s eager calls under ``sdpa_kernel``, one thread at a time
 
 
 _sdpa_eager = torch.compiler.disable(_sdpa)

@@ -194,6 +194,15 @@ def stall_seconds() -> float:
     return float(os.environ.get("TOKBENCH_STALL_SECONDS", "600"))
 
 
+def _caller_stream() -> Any:
+    """The calling thread's current CUDA stream when it is not the default one (None otherwise,
+    and on a machine or process without CUDA: nothing to carry over)."""
+    if not torch.cuda.is_available() or not torch.cuda.is_initialized():
+        return None
+    stream = torch.cuda.current_stream()
+    return None if stream == torch.cuda.default_stream() else stream
+
+
 class Prefetcher:
     """Iterate ``make(item)`` for each item of ``items`` computed ``depth`` ahead in a daemon
     thread; exceptions are re-raised in the consumer. ``close()`` stops the thread early.
@@ -217,6 +226,11 @@ class Prefetcher:
         # The thread runs in a copy of the caller's context: context variables the caller set
         # (``causal_attention_cost`` of a scaling sweep) apply to the FLOP counts made there too.
         ctx = contextvars.copy_context()
+        # ... and on the caller's CUDA stream (a new thread starts on the default one): what
+        # ``make`` queues on the device (BLT's entropy model patching a scoring batch) is then
+        # ordered before the caller's use of it, also when the caller scores on a stream of its
+        # own behind training (``harness.scorebehind``)
+        self._stream = _caller_stream()
         self._thread = threading.Thread(target=ctx.run, args=(self._run, items, make), daemon=True)
         self._thread.start()
 
@@ -230,6 +244,8 @@ class Prefetcher:
         return False
 
     def _run(self, items: Iterator[Any], make: Callable[[Any], Any]) -> None:
+        if self._stream is not None:
+            torch.cuda.set_stream(self._stream)  # this thread's current stream from here on
         try:
             try:
                 for it in items:

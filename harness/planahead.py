@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import threading
+import time
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
@@ -61,7 +63,12 @@ class PlanAhead:
     """One forked process running ``work()`` (returns a dict: seconds, what it made) while the caller
     goes on. ``check`` re-raises its exception, if it has failed, without waiting; ``wait`` waits
     for its result; ``stop`` ends it (killed when unfinished). Start it from the thread that
-    lives as long as it (it dies with its forking thread: PR_SET_PDEATHSIG)."""
+    lives as long as it (it dies with its forking thread: PR_SET_PDEATHSIG).
+
+    ``check`` and ``wait`` may be called from two threads (the run's, between two models, and
+    the thread scoring behind training, ``harness.scorebehind``, which waits for the plans): one
+    reads the pipe at a time, and an error, once received, is raised again at every later call
+    (the process is gone by then)."""
 
     def __init__(self, work: Callable[[], dict[str, Any]], setup: Callable[[], Any] | None = None) -> None:
         def start() -> None:
@@ -73,23 +80,45 @@ class PlanAhead:
         self.proc, self.conn = self.workers[0]
         send(self.conn, self.proc, 0, 0, WHAT)
         self.result: dict[str, Any] | None = None
+        self.error: BaseException | None = None
+        self._lock = threading.RLock()
 
     def check(self) -> None:
         """Re-raise the process's exception (or ``WorkerDied``) if it has ended badly; keep its
         result if it has finished; return at once otherwise."""
-        if self.result is None and (self.conn.poll(0) or not self.proc.is_alive()):
-            self.wait()
+        with self._lock:
+            if self.error is not None or (self.result is None and (self.conn.poll(0) or not self.proc.is_alive())):
+                self.wait()
 
     def wait(self) -> dict[str, Any]:
         """Its result (waiting for it); its exception re-raised here. Ends the process."""
-        if self.result is None:
+        with self._lock:
+            if self.error is not None:
+                raise self.error
+            if self.result is None:
+                try:
+                    self.result = receive(self.conn, self.proc, 0, None, WHAT, "plans")
+                except BaseException as e:
+                    self.error = e
+                    self.stop(finished=False)
+                    raise
+                self.stop(finished=True)
+            return self.result
+
+    def settle(self, check: Callable[[], None] | None = None, poll: float = 0.25) -> None:
+        """Wait until the process has finished or failed, without raising its error (``check``
+        and ``wait`` raise it later) and without holding the pipe while it works: the run's
+        thread checks between two models at the same time and must not wait here. ``check``,
+        called between polls, may raise to stop waiting (the scoring thread being closed)."""
+        while self.result is None and self.error is None:
+            if check is not None:
+                check()
             try:
-                self.result = receive(self.conn, self.proc, 0, None, WHAT, "plans")
-            except BaseException:
-                self.stop(finished=False)
-                raise
-            self.stop(finished=True)
-        return self.result
+                self.check()
+            except BaseException:  # noqa: BLE001 - kept in self.error, raised by check/wait
+                return
+            if self.result is None:
+                time.sleep(poll)
 
     def stop(self, finished: bool = False) -> None:
         if self.workers:
@@ -106,11 +135,13 @@ class FitOnDemand(Mapping[Any, Any]):
         self._keys = set(keys)
         self._fit = fit
         self._got: Mapping[Any, Any] | None = None
+        self._lock = threading.Lock()  # the run's thread and the one scoring behind it: one fit
 
     def fitted(self) -> Mapping[Any, Any]:
-        if self._got is None:
-            self._got = self._fit()
-        return self._got
+        with self._lock:
+            if self._got is None:
+                self._got = self._fit()
+            return self._got
 
     @property
     def is_fitted(self) -> bool:

@@ -74,6 +74,7 @@ from harness.score import (
     score_items,
     split_for_target,
 )
+from harness.scorebehind import ForwardsBehind, score_behind_wanted
 from harness.suite import SCHEMA_VERSION, EncoderSpec, PerturbationSpec, Suite
 from harness.train import Checkpointer, fit_context, train_encoder
 from perturbations.base import Perturbation
@@ -194,6 +195,16 @@ def assemble_processes(n_cells: int) -> int:
     return min(8, usable_cpus()) if n_cells >= 64 else 1
 
 
+def _add_numbers(into: dict[str, Any], more: dict[str, Any]) -> None:
+    """Add ``more``'s numbers into ``into``, key by key, nested dicts alike (``score_items``'
+    stats of a job made behind training, into the run's per-model stats)."""
+    for k, v in more.items():
+        if isinstance(v, dict):
+            _add_numbers(into.setdefault(k, {}), v)
+        else:
+            into[k] = into.get(k, 0.0) + v
+
+
 def pick_device(name: str) -> torch.device:
     if name == "auto":
         name = "cuda" if torch.cuda.is_available() else "cpu"
@@ -296,6 +307,12 @@ class Runner:
         self.log = opts.log
         self.device = pick_device(opts.device)
         self.cells_behind = cells_behind_wanted(self.device.type)  # a bad setting fails here, not after training
+        self.score_behind = score_behind_wanted()  # likewise (harness.scorebehind)
+        self.behind: ForwardsBehind | None = None  # the scoring thread behind training, while a seed runs
+        self._behind_seed: tuple[int, list[EvalSet], Any] | None = None  # what its jobs score (start_scoring_behind)
+        self._behind_got: dict[str, dict[str, Any]] = {}  # label -> its finished job's results, by eval set
+        self._plans_memo: dict[tuple[int, str], dict[Any, Any]] = {}  # (seed, eval set) -> its plans
+        self._plans_lock = threading.Lock()  # the run's thread and the scoring thread: one makes them
         # A trained model's files are written in a thread while the next model trains (on CUDA,
         # with the cells behind): sealing and fsync'ing them took 7.1 s of a standard seed on
         # the H200 host, 1.2 s a model on the critical path (BENCHMARKS.md, session 16). The
@@ -709,6 +726,7 @@ class Runner:
         try:
             for seed in self.suite.seeds:
                 t0 = time.perf_counter()
+                self.start_scoring_behind(seed, evals, perts)
                 models = self.train_models(seed, data.train)
                 t_train += time.perf_counter() - t0
                 self.wait_plan_ahead()  # first: it may hand the analyses their prepared text work
@@ -718,9 +736,11 @@ class Runner:
                 t0 = time.perf_counter()
                 cell_keys += self.score_seed(seed, evals, models, perts)
                 t_score += time.perf_counter() - t0
+                self.stop_scoring_behind()
                 del models
                 self.join_saves()  # the seed's models are on disk before its results files
         finally:  # an error before scoring: the processes are not wanted
+            self.stop_scoring_behind()
             self.join_saves(quiet=sys.exc_info()[0] is not None)  # a model file is never half-done
             for proc in (self.ahead, self.fits_ahead, self.compile_ahead):
                 if proc is not None:
@@ -845,6 +865,8 @@ class Runner:
             if self.ahead is not None:  # a perturbation plugin that failed there: stop now
                 self.plan_ahead_result(wait=False)
             models[spec.label] = TrainedModel(enc, meta, spec)
+            if self.behind is not None:  # its forwards start now, while the next model trains
+                self.behind.submit(spec.label, lambda check, m=models[spec.label]: self.forwards_behind(m, check))
             self.record_encoder_facts(spec.label, spec, seed, meta)
             # run.json as the models finish: a killed run still shows what was trained, how fast
             atomic_write_json(self.rd.root / "run.json", self.run_json("running"))
@@ -881,6 +903,109 @@ class Runner:
             describe = getattr(a, "describe", None)
             self.analysis_facts[a.registry_name] = {**(describe() if callable(describe) else {}),
                                                     **({"prepared_ahead": adopted} if ahead is not None else {})}
+
+    # -- scoring behind training (harness.scorebehind) -----------------------------------------
+    def start_scoring_behind(self, seed: int, evals: list[EvalSet], perts: Instances | FitOnDemand) -> None:
+        """The thread that scores each model of ``seed`` while the next one trains, when wanted:
+        not for a scaling sweep (its grid points score in ``train_sweep``'s own order) nor under
+        data parallelism (every rank scores its share in the run's thread)."""
+        if not self.score_behind or self.suite.scaling is not None or self.dp is not None:
+            return
+        self._behind_seed = (seed, evals, perts)
+        self._behind_got = {}
+        for key in ("score_behind_seconds", "score_behind_wait_seconds", "score_behind_plans_seconds"):
+            self.timings.setdefault(key, 0.0)  # written from the scoring thread: no new key mid-read
+        self.behind = ForwardsBehind(self.device)
+
+    def stop_scoring_behind(self) -> None:
+        """End the scoring thread (a job under way stops at its next batch) and count its time."""
+        behind, self.behind = self.behind, None
+        if behind is None:
+            return
+        behind.close()
+        self.timings["score_behind_seconds"] += behind.busy_seconds
+        self.timings["score_behind_wait_seconds"] += behind.wait_seconds
+        self._behind_got = {}
+
+    def forwards_behind(self, model: TrainedModel, check: Callable[[], None]) -> dict[str, Any]:
+        """In the scoring thread: ``model``'s packed job of every eval set it has cells to make
+        in, {eval set: (needed, scores, stats, facts)} (``run_forwards``). The plans come from
+        the plan-ahead process's cache once it is done (waited for here, not made twice)."""
+        assert self._behind_seed is not None
+        seed, evals, perts = self._behind_seed
+        ahead = self.ahead
+        if ahead is not None:
+            ahead.settle(check)  # its error, if any, is the run thread's to raise (plan_ahead_result)
+        out: dict[str, Any] = {}
+        for es in evals:
+            check()
+            fp = es.part.fingerprint
+            mc = hasattr(model.enc, "mc_samples")
+            todo = [self.rd.load_cell(self.cell_key(model.meta["key"], fp, pspec, mode, seed, mc=mc)) is None
+                    for pspec, mode in self.plan_cells()]
+            if not any(todo):
+                continue
+            t0 = time.perf_counter()
+            plans = self.seed_plans(es, perts, seed)
+            self.timings["score_behind_plans_seconds"] += time.perf_counter() - t0
+            items, needed, modes = self.forward_inputs(plans, todo)
+            stats: dict[str, Any] = {}
+            scores, facts = self.run_forwards(model, items, needed, modes, seed, stats, progress=lambda _n: check())
+            out[es.part.name] = (needed, scores, stats, facts)
+        return out
+
+    def seed_plans(self, es: EvalSet, perts: Instances | FitOnDemand, seed: int) -> dict[Any, Any]:
+        """``plans`` of every cell of ``es`` for ``seed``, made once (by the run's thread or the
+        scoring thread, whichever asks first) and kept while the seed scores."""
+        key = (seed, es.part.name)
+        with self._plans_lock:
+            if key not in self._plans_memo:
+                self._plans_memo = {k: v for k, v in self._plans_memo.items() if k[0] == seed}  # earlier seeds': done
+                self._plans_memo[key] = self.plans(es, self.plan_cells(), perts, seed)
+            return self._plans_memo[key]
+
+    def forward_inputs(self, plans: dict[Any, Any], todo: list[bool]) -> tuple[list[Any], list[bool], list[str]]:
+        """One model's packed job over an eval set: the items of every cell (``plan_cells``
+        order; the finished ones too, so a resumed run forms the same batches), whether each is
+        needed (its cell is in ``todo``), and each item's mode."""
+        items, needed, modes = [], [], []
+        for (pspec, mode), want in zip(self.plan_cells(), todo):
+            for p in plans[(pspec.id, pspec.severity, mode)]:
+                if p is not None:
+                    items.append(p.item)
+                    needed.append(want)
+                    modes.append(mode)
+        return items, needed, modes
+
+    def run_forwards(self, model: TrainedModel, items: list[Any], needed: list[bool], modes: list[str], seed: int,
+                     stats: dict[str, Any], progress: Callable[[int], Any] | None = None) -> tuple[list[Any], dict[str, Any]]:
+        """``score_items`` of one packed job into ``stats``, and its facts: wall seconds,
+        seconds compiled meanwhile (by any thread: the clocks are the process's) and the compile
+        caches' counts."""
+        label = model.spec.label
+        if self.compile_ahead is not None:
+            self.compile_ahead.ready(label, "score")  # waits only under TOKBENCH_COMPILE_AHEAD_WAIT=1
+        t0 = time.perf_counter()
+        clock0, cache0 = compile_clock(), cache_counts()
+        scores = score_items(model.enc, items, self.device, self.suite.eval.batch_windows,
+                             self.budget.dtype == "bfloat16", stats=stats, needed=needed, progress=progress,
+                             mc_samples=self.suite.eval.mc_samples,
+                             permuter=permuter_for(model.spec.permutation, self.budget.context_bytes, seed),
+                             groups=modes)
+        return scores, {"seconds": time.perf_counter() - t0, "compile_seconds": sum(compile_since(clock0).values()),
+                        "cache": cache_counts_since(cache0)}
+
+    def take_behind(self, label: str, es: EvalSet, needed: list[bool]) -> tuple[list[Any], dict[str, Any], dict[str, Any]] | None:
+        """The scores of ``label``'s packed job over ``es`` made behind training (waiting for
+        them), or None when that job was not run there or not for the same cells."""
+        if self.behind is None:
+            return None
+        if label in self.behind:
+            self._behind_got[label] = self.behind.result(label)
+        got = self._behind_got.get(label, {}).pop(es.part.name, None)
+        if got is None or got[0] != needed:
+            return None
+        return got[1], got[2], got[3]
 
     def score_seed(self, seed: int, evals: list[EvalSet], models: dict[str, TrainedModel],
                    perts: Instances | FitOnDemand) -> list[str]:
@@ -927,7 +1052,7 @@ class Runner:
             if not any(c[3] for c in cells) and not base_todo:
                 continue
             t0 = time.perf_counter()
-            plans = self.plans(es, [(c[0], c[1]) for c in cells], perts, seed)
+            plans = self.seed_plans(es, perts, seed)
             t1 = time.perf_counter()
             for a in (s.config for s in self.suite.analyses):  # text-only work, in CPU processes
                 if not a.datasets or es.part.name in a.datasets:
@@ -947,29 +1072,23 @@ class Runner:
                 # too: batches are then the same in a fresh and in a resumed run (so are the
                 # numbers, to the last bit); batches holding only finished cells are skipped.
                 plan_of = [plans[(c[0].id, c[0].severity, c[1])] for c in cells]
-                items = [p.item for plan in plan_of for p in plan if p is not None]
-                needed = [label in c[3] for c, plan in zip(cells, plan_of) for p in plan if p is not None]
-                modes = [c[1] for c, plan in zip(cells, plan_of) for p in plan if p is not None]
-                n_windows = sum(len(it.windows) for it, nd in zip(items, needed) if nd)
-                if self.compile_ahead is not None:
-                    self.compile_ahead.ready(label, "score")  # waits only under TOKBENCH_COMPILE_AHEAD_WAIT=1
-                t0 = time.perf_counter()
-                clock0, cache0 = compile_clock(), cache_counts()
-                wbar = tqdm(total=n_windows, desc=f"score {label} {es.part.name}", unit="win", leave=False,
-                            file=sys.stderr, mininterval=1.0,
-                            disable=not self.opts.progress or n_windows < 1000)  # long documents: show progress
-                scores = score_items(model.enc, items, self.device, self.suite.eval.batch_windows,
-                                     self.budget.dtype == "bfloat16", stats=self.score_facts.setdefault(label, {}),
-                                     needed=needed, progress=wbar.update,
-                                     mc_samples=self.suite.eval.mc_samples,
-                                     permuter=permuter_for(model.spec.permutation, self.budget.context_bytes, seed),
-                                     groups=modes)
-                wbar.close()
-                self._add_time("score_items_seconds", t0)
+                items, needed, modes = self.forward_inputs(plans, [label in c[3] for c in cells])
+                got = self.take_behind(label, es, needed)  # made while the next model trained
+                if got is not None:
+                    scores, stats, facts = got
+                    _add_numbers(self.score_facts.setdefault(label, {}), stats)
+                else:
+                    n_windows = sum(len(it.windows) for it, nd in zip(items, needed) if nd)
+                    wbar = tqdm(total=n_windows, desc=f"score {label} {es.part.name}", unit="win", leave=False,
+                                file=sys.stderr, mininterval=1.0,
+                                disable=not self.opts.progress or n_windows < 1000)  # long documents: show progress
+                    scores, facts = self.run_forwards(model, items, needed, modes, seed,
+                                                      self.score_facts.setdefault(label, {}), progress=wbar.update)
+                    wbar.close()
+                    self.timings["score_items_seconds"] = self.timings.get("score_items_seconds", 0.0) + facts["seconds"]
                 # of which compiling: inference-mode graphs and kernel keys new to scoring
-                self.timings["score_compile_seconds"] = (self.timings.get("score_compile_seconds", 0.0)
-                                                         + sum(compile_since(clock0).values()))
-                for k, v in cache_counts_since(cache0).items():
+                self.timings["score_compile_seconds"] = self.timings.get("score_compile_seconds", 0.0) + facts["compile_seconds"]
+                for k, v in facts["cache"].items():
                     self.score_compile_cache[k] = self.score_compile_cache.get(k, 0) + v
                 tasks, k = [], 0
                 for (pspec, mode, ck, todo), plan in zip(cells, plan_of):
@@ -1279,6 +1398,8 @@ def phase_table(timings: dict[str, float], encoders: dict[str, Any]) -> str:
             ("perturb_seconds", "perturb"),
             ("analyses_prepare_seconds", "  analyses' text work"), ("score_forward_seconds", "score_forward"),
             ("score_items_seconds", "  packed jobs (forwards)"),
+            ("score_behind_seconds", "  packed jobs behind training (overlapped)"),
+            ("score_behind_wait_seconds", "    scoring waited for them"),
             ("score_compile_seconds", "    of which compiling"), ("score_cells_seconds", "  cells from scores"),
             ("score_cells_wait_seconds", "    scoring waited for them"),
             ("score_baselines_seconds", "  compressor baselines"),
