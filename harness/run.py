@@ -1024,6 +1024,8 @@ class Runner:
         finally:
             behind.join(quiet=True)  # an error elsewhere: the cells under way finish (their files are whole)
         self.timings["score_cells_wait_seconds"] += behind.wait_seconds
+        with self._plans_lock:
+            self._plans_memo.clear()  # the seed's plans: scored
         bar.close()
         return keys
 
@@ -1398,8 +1400,8 @@ def phase_table(timings: dict[str, float], encoders: dict[str, Any]) -> str:
             ("perturb_seconds", "perturb"),
             ("analyses_prepare_seconds", "  analyses' text work"), ("score_forward_seconds", "score_forward"),
             ("score_items_seconds", "  packed jobs (forwards)"),
-            ("score_behind_seconds", "  packed jobs behind training (overlapped)"),
-            ("score_behind_wait_seconds", "    scoring waited for them"),
+            ("score_behind_seconds", "  behind training (overlap)"),
+            ("score_behind_wait_seconds", "    waited for after it"),
             ("score_compile_seconds", "    of which compiling"), ("score_cells_seconds", "  cells from scores"),
             ("score_cells_wait_seconds", "    scoring waited for them"),
             ("score_baselines_seconds", "  compressor baselines"),
