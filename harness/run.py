@@ -420,6 +420,7 @@ class Runner:
         )
         self.timings["model_fit_train_seconds"] = (self.timings.get("model_fit_train_seconds", 0.0)
                                                    + fit["wall_seconds"] + stats["seconds"])
+        self.timings["model_setup_seconds"] = self.timings.get("model_setup_seconds", 0.0) + stats["setup_seconds"]
         total = sum(p.numel() for p in enc.parameters())
         emb = enc.embedding_parameters()
         meta = {
@@ -862,14 +863,18 @@ class Runner:
             enc, meta = self.get_model(spec, seed, train, flops_target)
             if self.budget.match == "flops" and flops_target is None:
                 flops_target = float(meta["total_flops"])
+            t0 = time.perf_counter()
             if self.ahead is not None:  # a perturbation plugin that failed there: stop now
-                self.plan_ahead_result(wait=False)
+                self.plan_ahead_result(wait=False)  # its result, once there, is received here
+            self._add_time("model_plan_ahead_check_seconds", t0)
             models[spec.label] = TrainedModel(enc, meta, spec)
             if self.behind is not None:  # its forwards start now, while the next model trains
                 self.behind.submit(spec.label, lambda check, m=models[spec.label]: self.forwards_behind(m, check))
+            t0 = time.perf_counter()
             self.record_encoder_facts(spec.label, spec, seed, meta)
             # run.json as the models finish: a killed run still shows what was trained, how fast
             atomic_write_json(self.rd.root / "run.json", self.run_json("running"))
+            self._add_time("model_record_seconds", t0)
         return models
 
     def join_saves(self, quiet: bool = False) -> None:
@@ -1397,6 +1402,9 @@ def phase_table(timings: dict[str, float], encoders: dict[str, Any]) -> str:
             ("compile_ahead_seconds", "  ahead: compiling (overlapped)"),
             ("train_seconds", "models (fits, training, below)"), ("model_build_seconds", "  building them"),
             ("model_save_seconds", "  saving them"), ("model_other_seconds", "  the rest between them"),
+            ("model_setup_seconds", "    loops' set-up"),
+            ("model_plan_ahead_check_seconds", "    plan-ahead checks"),
+            ("model_record_seconds", "    run.json"),
             ("perturb_seconds", "perturb"),
             ("analyses_prepare_seconds", "  analyses' text work"), ("score_forward_seconds", "score_forward"),
             ("score_items_seconds", "  packed jobs (forwards)"),

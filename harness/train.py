@@ -241,6 +241,7 @@ def train_encoder(
     slice of every step's windows; bytes, FLOPs and loss are global; only its writer rank saves
     checkpoints).
     """
+    t_setup = time.perf_counter()  # set-up (optimizer, pools, prefetch) is outside ``seconds``
     encoder.to(device)
     encoder.train()
     compiled = compile_backbones(encoder) if want_compile(budget.compile, device) else 0
@@ -308,6 +309,7 @@ def train_encoder(
     idle = IdleMeter(device, os.environ.get("TOKBENCH_IDLE_STEPS"))
     clock = StepClock(device)
     step_here = 0  # steps run by this call (a resumed run starts at 0 again)
+    setup_s = time.perf_counter() - t_setup
     t0 = time.perf_counter() - elapsed
     last_ckpt = time.perf_counter()
     curve_every = max(1, n_bytes // 100)
@@ -412,6 +414,9 @@ def train_encoder(
         "flops_causal_attn_half": causal_flops,
         "seconds": seconds,
         "first_step_seconds": first_step_s or 0.0,
+        # before the clock started: optimizer, collation pools (BPE's bulk tokenization
+        # starts here), the prefetch thread; part of run.json's ``model_other_seconds``
+        "setup_seconds": setup_s,
         "host_wait_seconds": feed.wait_seconds,
         "compiled_modules": compiled,
         # of ``seconds``: torch.compile's graphs and FuzzyTok's kernel tuning (cold start costs)
