@@ -76,6 +76,38 @@ def want_compile(setting: Any, device: torch.device) -> bool:
     return bool(setting)
 
 
+WARM_POOL_ENV = "TOKBENCH_WARM_COMPILE_POOL"
+
+
+def warm_pool_wanted() -> bool:
+    """``TOKBENCH_WARM_COMPILE_POOL``: 1 or unset, start the compile workers early
+    (``warm_compile_pool``); 0, at the first compile. Another value is a ``ValueError`` naming
+    it (the CLI's one-line error)."""
+    raw = os.environ.get(WARM_POOL_ENV, "").strip()
+    if raw not in ("", "0", "1"):
+        raise ValueError(f"{WARM_POOL_ENV}={raw!r}: expected 0 or 1")
+    return raw != "0"
+
+
+def warm_compile_pool() -> bool:
+    """Start inductor's compile workers now (in the background) rather than at the first
+    compile; returns whether it asked (torch's own ``TORCH_WARM_POOL=0`` still keeps them for
+    the first compile, as does a single compile thread).
+
+    Why: inductor starts its worker processes when its backend is first called, and until they
+    answer it compiles every kernel in the calling process, one after another
+    (``AsyncCompile.use_process_pool`` is False while the pool's first job is pending). The
+    run's first model then pays its cold compile partly serially; started before the data is
+    loaded, the workers are up by then. It changes no kernel: the same code, compiled elsewhere.
+    Private torch API: if it is not there, nothing happens."""
+    try:
+        from torch._inductor.async_compile import maybe_warm_pool
+    except Exception:  # noqa: BLE001 - an optimization only
+        return False
+    maybe_warm_pool()
+    return True
+
+
 # What ``torch.nn.attention.sdpa_kernel`` leaves in a graph it is traced into: calls of these two
 # helpers, which AOTAutograd's cache does not know, so every such graph bypassed that cache
 # (torch 2.11 on an H200, 2.13 on CPU; tests/harness/test_compile_cache.py) and was compiled

@@ -307,6 +307,11 @@ def _warm_all(conn: Any, job: dict[str, Any], tmp: Path) -> None:
 
     suite = job["suite"]
     seed = job["seed"]
+    if want_compile(suite.budget.compile, torch.device(job["device"])):
+        from harness.accel import warm_compile_pool, warm_pool_wanted
+
+        if warm_pool_wanted():
+            warm_compile_pool()  # its workers up while it fits and waits for the run's first length
     runner = Runner(suite, RunOptions(out=tmp / "run", device=job["device"], prepare=False, report=False,
                                       progress=False, cache_dir=job["cache_dir"], plan_cache=False,
                                       log=lambda s: None))

@@ -43,6 +43,8 @@ from harness.accel import (
     gemm_tflops,
     one_torch_thread,
     want_compile,
+    warm_compile_pool,
+    warm_pool_wanted,
 )
 from harness.batchscore import CachedRow, PlanCache, code_hash, perturb_many
 from harness.data import DataPart, char_boundary, load_data, source_context, training_windows
@@ -308,6 +310,7 @@ class Runner:
         self.device = pick_device(opts.device)
         self.cells_behind = cells_behind_wanted(self.device.type)  # a bad setting fails here, not after training
         self.score_behind = score_behind_wanted()  # likewise (harness.scorebehind)
+        self.warm_pool = warm_pool_wanted()  # likewise (harness.accel.warm_compile_pool)
         self.behind: ForwardsBehind | None = None  # the scoring thread behind training, while a seed runs
         self._behind_seed: tuple[int, list[EvalSet], Any] | None = None  # what its jobs score (start_scoring_behind)
         self._behind_got: dict[str, dict[str, Any]] = {}  # label -> its finished job's results, by eval set
@@ -332,6 +335,7 @@ class Runner:
         self.report_figure_seconds: dict[str, float] = {}  # each figure's seconds in the last report
         self.score_facts: dict[str, dict[str, float]] = {}
         self.score_compile_cache: dict[str, int] = {}  # scoring's graphs from the disk cache / anew
+        self.compile_facts: dict[str, Any] = {}  # run.json "compile": the compile workers started early?
         self.analyses_ahead: dict[str, Any] = {}  # analyses prepared in the plan-ahead process, by name
         self.gemm_tflops: float | None = None
         self.scaling_facts: dict[str, Any] = {}  # refused grid points of a scaling sweep
@@ -677,6 +681,7 @@ class Runner:
             "estimate_vs_actual": self.estimate_vs_actual(),
             "compile_ahead": self.compile_ahead.facts() if self.compile_ahead is not None else {"on": False},
             "score_compile_cache": self.score_compile_cache,
+            **({"compile": self.compile_facts} if self.compile_facts else {}),
             **({"report_figure_seconds": self.report_figure_seconds} if self.report_figure_seconds else {}),
             **({"scaling": self.scaling_facts} if self.suite.scaling is not None else {}),
             **(extra or {}),
@@ -705,6 +710,9 @@ class Runner:
 
     def _run(self) -> Path:
         t_start = time.perf_counter()
+        if self.warm_pool and want_compile(self.budget.compile, self.device):
+            # the compile workers start while the data loads, not at the first model's compile
+            self.compile_facts["warm_pool"] = warm_compile_pool()
         data = load_data(self.suite, self.ctx, prepare=self.opts.prepare, limit=self.opts.limit,
                          log=self.log)
         self.data_facts.update(data.facts)

@@ -224,3 +224,51 @@ def test_attention_backends_mode_is_checked_and_sets_the_backbone_switch(monkeyp
     finally:
         torch.backends.cuda.enable_cudnn_sdp(was[0])
         backbone.CUDNN_FIXED = was[1]
+
+
+def test_compile_workers_are_asked_for_before_the_data_loads_when_compiling(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """``warm_compile_pool`` (inductor's workers started early) runs before the run loads its
+    data when the run compiles, never otherwise; TOKBENCH_WARM_COMPILE_POOL=0 skips it and a
+    bad value is a one-line error before anything runs."""
+    import json
+    import sys as _sys
+
+    _sys.path.insert(0, str(Path(__file__).parent))
+    from test_run import make_suite
+
+    import harness.accel as accel
+    import harness.run as run_mod
+    from harness.cli import main
+
+    order: list[str] = []
+    real_load = run_mod.load_data
+
+    def load(*a, **k):  # noqa: ANN002, ANN003, ANN202
+        order.append("data")
+        return real_load(*a, **k)
+
+    monkeypatch.setattr(run_mod, "load_data", load)
+    monkeypatch.setattr(run_mod, "warm_compile_pool", lambda: order.append("warm") or True)
+    suite = make_suite(tmp_path)
+    # "compiling" as the run's own check sees it; training itself stays eager on the CPU
+    # (harness.train and the compile-ahead process read their own want_compile)
+    monkeypatch.setattr(run_mod, "want_compile", lambda setting, device: True)
+    assert main(["run", str(suite), "--out", str(tmp_path / "a"), "--quiet", "--no-report"]) == 0
+    assert order == ["warm", "data"]
+    assert json.loads((tmp_path / "a" / "run.json").read_text())["compile"] == {"warm_pool": True}
+    order.clear()
+    monkeypatch.setenv("TOKBENCH_WARM_COMPILE_POOL", "0")
+    assert main(["run", str(suite), "--out", str(tmp_path / "b"), "--quiet", "--no-report"]) == 0
+    assert order == ["data"]
+    monkeypatch.setenv("TOKBENCH_WARM_COMPILE_POOL", "yes")
+    capsys.readouterr()
+    assert main(["run", str(suite), "--out", str(tmp_path / "c"), "--quiet", "--no-report"]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and "TOKBENCH_WARM_COMPILE_POOL='yes': expected 0 or 1" in err
+    monkeypatch.delenv("TOKBENCH_WARM_COMPILE_POOL")
+    # not compiling: nothing asked for
+    order.clear()
+    monkeypatch.setattr(run_mod, "want_compile", accel.want_compile)
+    assert main(["run", str(suite), "--out", str(tmp_path / "d"), "--quiet", "--no-report"]) == 0
+    assert order == ["data"]
