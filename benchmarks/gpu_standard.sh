@@ -11,8 +11,9 @@
 # (and $OUT/estimate.json); ESTIMATE=FILE: skip nothing, but start the run directory with that
 # estimate.json (two device calls: the dry run and the run each take minutes). RUN_ARGS: more
 # arguments of the run itself (e.g. --no-report). DTYPE_CHECK=1: then bf16 against fp32 per
-# cell on the run's models (benchmarks/score_dtype_check.py, 32 documents per eval set, the
-# split and fp32 heads; about 50 s on an H200) into $OUT/dtype_check.log.
+# cell on the run's models (benchmarks/score_dtype_check.py, DTYPE_DOCS documents per eval set,
+# default 32 — the run scores 300 —, the split and fp32 heads; about 50 s on an H200 at 32) into
+# $OUT/dtype_check.log. TOKBENCH_SCORE_BEHIND=1 and the other run switches pass through.
 source "$(dirname "$0")/gpu_common.sh"
 gpu_unpack standard
 export TOKBENCH_CACHE=${TOKBENCH_CACHE:-$GPU_DIR/cache}
@@ -73,6 +74,6 @@ print("estimate_vs_actual", json.dumps(r.get("estimate_vs_actual"), indent=1))
 PY
 if [ -n "$DTYPE_CHECK" ]; then
   timeout ${DTYPE_TIMEOUT:-150} python3 benchmarks/score_dtype_check.py standard --out "$RUN" "${SETS[@]}" \
-    --heads split,fp32 --max-docs 32 > "$OUT/dtype_check.log" 2>&1
+    --heads split,fp32 --max-docs ${DTYPE_DOCS:-32} > "$OUT/dtype_check.log" 2>&1
   grep -E "max \|ΔBPB\||all models|in all" "$OUT/dtype_check.log"
 fi
