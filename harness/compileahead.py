@@ -307,16 +307,15 @@ def _warm_all(conn: Any, job: dict[str, Any], tmp: Path) -> None:
 
     suite = job["suite"]
     seed = job["seed"]
-    if want_compile(suite.budget.compile, torch.device(job["device"])):
-        from harness.accel import warm_compile_pool, warm_pool_wanted
-
-        if warm_pool_wanted():
-            warm_compile_pool()  # its workers up while it fits and waits for the run's first length
     runner = Runner(suite, RunOptions(out=tmp / "run", device=job["device"], prepare=False, report=False,
                                       progress=False, cache_dir=job["cache_dir"], plan_cache=False,
                                       log=lambda s: None))
     dev = runner.device
     b = suite.budget
+    if runner.warm_pool and want_compile(b.compile, dev):
+        from harness.accel import warm_compile_pool
+
+        warm_compile_pool()  # its workers up while it fits and waits for the run's first length
     per = job["windows"]
     small = dataclasses.replace(b, batch_bytes=per * b.context_bytes, micro_batch_bytes=0,
                                 warmup_bytes=0)

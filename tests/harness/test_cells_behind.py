@@ -75,17 +75,18 @@ def test_wanted_on_a_gpu_by_default_and_env_checked(monkeypatch: pytest.MonkeyPa
         cells_behind_wanted("cuda")
 
 
+@pytest.mark.parametrize("env", ["TOKBENCH_CELLS_BEHIND", "TOKBENCH_SCORE_BEHIND"])  # the latter: harness.scorebehind
 def test_bad_env_is_one_line_exit_2_before_any_training(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                        capsys: pytest.CaptureFixture[str]) -> None:
+                                                        capsys: pytest.CaptureFixture[str], env: str) -> None:
     from test_run import make_suite
 
     suite = make_suite(tmp_path)
-    monkeypatch.setenv("TOKBENCH_CELLS_BEHIND", "on")
+    monkeypatch.setenv(env, "on")
     assert main(["run", str(suite), "--out", str(tmp_path / "o"), "--quiet", "--no-report"]) == 2
     err = capsys.readouterr().err
     assert "Traceback" not in err
     assert [ln for ln in err.splitlines() if ln.startswith("tokbench: error:")] == [
-        "tokbench: error: TOKBENCH_CELLS_BEHIND='on': expected 0 or 1"]
+        f"tokbench: error: {env}='on': expected 0 or 1"]
     assert not (tmp_path / "o" / "models").exists() or not any((tmp_path / "o" / "models").iterdir())
 
 

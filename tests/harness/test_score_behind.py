@@ -2,7 +2,7 @@
 model's forwards run in a background thread while the next model trains; the run's thread makes
 the cells from them. The same results files, to the byte, as scoring after training; a job's
 error reaches the run with its type (a one-line error at the CLI); a bad setting is a one-line
-error before any training; closing stops a job at its next batch."""
+error before any training (tests/harness/test_cells_behind.py); closing stops a job at its next batch."""
 
 from __future__ import annotations
 
@@ -92,20 +92,6 @@ def test_off_unless_asked_for_and_env_checked(monkeypatch: pytest.MonkeyPatch) -
     monkeypatch.setenv("TOKBENCH_SCORE_BEHIND", "later")
     with pytest.raises(ValueError, match=r"TOKBENCH_SCORE_BEHIND='later': expected 0 or 1"):
         score_behind_wanted()
-
-
-def test_bad_env_is_one_line_exit_2_before_any_training(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                        capsys: pytest.CaptureFixture[str]) -> None:
-    from test_run import make_suite
-
-    suite = make_suite(tmp_path)
-    monkeypatch.setenv("TOKBENCH_SCORE_BEHIND", "on")
-    assert main(["run", str(suite), "--out", str(tmp_path / "o"), "--quiet", "--no-report"]) == 2
-    err = capsys.readouterr().err
-    assert "Traceback" not in err
-    assert [ln for ln in err.splitlines() if ln.startswith("tokbench: error:")] == [
-        "tokbench: error: TOKBENCH_SCORE_BEHIND='on': expected 0 or 1"]
-    assert not (tmp_path / "o" / "models").exists() or not any((tmp_path / "o" / "models").iterdir())
 
 
 def test_scoring_behind_training_gives_the_same_files_and_scores_each_model_there(
