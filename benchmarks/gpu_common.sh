@@ -10,6 +10,12 @@ if ls "$GPU_DIR"/wheels/*.whl >/dev/null 2>&1; then
   python3 -m pip install -q --no-deps --no-index "$GPU_DIR"/wheels/*.whl 2>&1 | tail -2
 fi
 export PYTHONPATH=$ROOT PYTHONUNBUFFERED=1
+# FRESH=1: empty inductor, Triton and data caches for this command, as on a fresh machine, so a
+# second call on a warm machine (a baseline beside a candidate) starts as cold as the first.
+if [ -n "$FRESH" ]; then
+  export TORCHINDUCTOR_CACHE_DIR=$(mktemp -d /tmp/inductor.XXXX) TRITON_CACHE_DIR=$(mktemp -d /tmp/triton.XXXX)
+  rm -rf /tmp/tokbench-cache
+fi
 gpu_env_log() {
   { date -u; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader;
     python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__, 'cuda', torch.version.cuda)"; } \

@@ -14,6 +14,9 @@
 # cell on the run's models (benchmarks/score_dtype_check.py, DTYPE_DOCS documents per eval set,
 # default 32 — the run scores 300 —, the split and fp32 heads; about 50 s on an H200 at 32) into
 # $OUT/dtype_check.log. TOKBENCH_SCORE_BEHIND=1 and the other run switches pass through.
+# REPORT_PROCS="8 16": then the run's report rendered again with each number of processes
+# (TOKBENCH_REPORT_PROCESSES), its parts' seconds into $OUT/report_procs.log. FRESH=1: cold
+# caches (gpu_common.sh).
 source "$(dirname "$0")/gpu_common.sh"
 gpu_unpack standard
 export TOKBENCH_CACHE=${TOKBENCH_CACHE:-$GPU_DIR/cache}
@@ -72,6 +75,18 @@ print("compile_ahead", json.dumps(r.get("compile_ahead"), indent=1))
 print("timings", json.dumps(r.get("timings"), indent=1))
 print("estimate_vs_actual", json.dumps(r.get("estimate_vs_actual"), indent=1))
 PY
+for n in $REPORT_PROCS; do
+  TOKBENCH_REPORT_PROCESSES=$n python3 - "$RUN" "/tmp/report-p$n" <<'PY' 2>&1 | tee -a "$OUT/report_procs.log"
+import os, sys, time
+from pathlib import Path
+from reports import render_run
+from reports.render import LAST_TIMINGS as t
+t0 = time.perf_counter()
+render_run(Path(sys.argv[1]), Path(sys.argv[2]))
+parts = " ".join(f"{k} {t[k]:.2f}" for k in ("load", "tables", "other_tables", "figures", "page") if k in t)
+print(f"report at {os.environ['TOKBENCH_REPORT_PROCESSES']} processes: {time.perf_counter() - t0:.2f} s ({parts})")
+PY
+done
 if [ -n "$DTYPE_CHECK" ]; then
   timeout ${DTYPE_TIMEOUT:-150} python3 benchmarks/score_dtype_check.py standard --out "$RUN" "${SETS[@]}" \
     --heads split,fp32 --max-docs ${DTYPE_DOCS:-32} > "$OUT/dtype_check.log" 2>&1

@@ -8,6 +8,7 @@ re-run of the same command skips them (a killed run resumes; new perturbations d
 
 from __future__ import annotations
 
+import collections
 import copy
 import errno
 import inspect
@@ -139,56 +140,69 @@ def cells_behind_wanted(device_type: str) -> bool:
 
 
 class CellsBehind:
-    """At most one job in a background thread: ``submit(job, landed)`` waits for the job before
-    (re-raising its error, else calling its ``landed`` here, in the caller's thread), then starts
-    ``job``; ``join`` waits for the last. Disabled, ``submit`` runs both at once, in turn. The
-    caller's thread keeps the run's bookkeeping (run.json, the progress bar): the job only makes
-    and writes cell files. ``wait_seconds``: how long the caller waited for jobs."""
+    """Up to ``jobs`` jobs in background threads: ``submit(job, landed)`` first waits for the
+    oldest job while ``jobs`` are under way (re-raising its error, else calling its ``landed``
+    here, in the caller's thread), then starts ``job``; ``join`` waits for them all, oldest
+    first. Jobs land in the order they were submitted. Disabled, ``submit`` runs both at once, in
+    turn. The caller's thread keeps the run's bookkeeping (run.json, the progress bar): a job
+    only makes and writes cell files. ``wait_seconds``: how long the caller waited for jobs."""
 
-    def __init__(self, enabled: bool, name: str = "tokbench-cells") -> None:
+    def __init__(self, enabled: bool, name: str = "tokbench-cells", jobs: int = 1) -> None:
         self.enabled = enabled
-        self.name = name  # the thread's (model files are written behind the run the same way)
+        self.name = name  # the threads' (model files are written behind the run the same way)
+        self.jobs = max(1, jobs)
         self.wait_seconds = 0.0
-        self._thread: threading.Thread | None = None
-        self._landed: Callable[[], None] | None = None
-        self._error: BaseException | None = None
+        # under way, oldest first: (thread, its landing, where its error goes)
+        self._running: collections.deque[tuple[threading.Thread, Callable[[], None], list[BaseException]]] = \
+            collections.deque()
 
     def submit(self, job: Callable[[], None], landed: Callable[[], None]) -> None:
-        self.join()
+        while len(self._running) >= self.jobs:
+            self._join_oldest(quiet=False)
         if not self.enabled:
             job()
             landed()
             return
+        errors: list[BaseException] = []
 
         def run() -> None:
             try:
                 job()
             except BaseException as e:  # noqa: BLE001 - re-raised in the caller's thread
-                self._error = e
+                errors.append(e)
 
-        self._landed = landed
-        # The job's worker processes are forked from this thread and die with it
+        # The job's worker processes are forked from its thread and die with it
         # (PR_SET_PDEATHSIG): it lives until they are done.
-        self._thread = threading.Thread(target=run, name=self.name, daemon=True)
-        self._thread.start()
+        thread = threading.Thread(target=run, name=self.name, daemon=True)
+        self._running.append((thread, landed, errors))
+        thread.start()
 
-    def join(self, quiet: bool = False) -> None:
-        """Wait for the job under way; re-raise its error (``quiet``: drop it and land nothing),
-        else call its ``landed``."""
-        if self._thread is None:
-            return
+    def _join_oldest(self, quiet: bool) -> None:
+        thread, landed, errors = self._running.popleft()
         t0 = time.perf_counter()
-        self._thread.join()
+        thread.join()
         self.wait_seconds += time.perf_counter() - t0
-        self._thread = None
-        error, self._error = self._error, None
-        landed, self._landed = self._landed, None
         if quiet:
             return
-        if error is not None:
-            raise error
-        if landed is not None:
-            landed()
+        if errors:
+            self.join(quiet=True)  # the rest finish (their files are whole) and land nothing
+            raise errors[0]
+        landed()
+
+    def join(self, quiet: bool = False) -> None:
+        """Wait for every job under way, oldest first; re-raise the first error (the others then
+        finish and land nothing; ``quiet``: drop errors and land nothing), else call each
+        ``landed`` in turn."""
+        while self._running:
+            self._join_oldest(quiet)
+
+
+def cell_jobs(scoring_behind: bool) -> int:
+    """How many models' cell jobs run at once (``CellsBehind``): one while the run's thread
+    scores (its collation workers want the CPUs), more when the scores were made behind training
+    — the models' cells then queue up after the last model trains, and each job has at most
+    ``cell_processes()`` processes: half the usable CPUs' worth of jobs."""
+    return max(1, usable_cpus() // (2 * cell_processes())) if scoring_behind else 1
 
 
 def assemble_processes(n_cells: int) -> int:
@@ -316,6 +330,7 @@ class Runner:
         self._behind_got: dict[str, dict[str, Any]] = {}  # label -> its finished job's results, by eval set
         self._plans_memo: dict[tuple[int, str], dict[Any, Any]] = {}  # (seed, eval set) -> its plans
         self._plans_lock = threading.Lock()  # the run's thread and the scoring thread: one makes them
+        self._timings_lock = threading.Lock()  # timings several cell jobs add to at once
         # A trained model's files are written in a thread while the next model trains (on CUDA,
         # with the cells behind): sealing and fsync'ing them took 7.1 s of a standard seed on
         # the H200 host, 1.2 s a model on the critical path (BENCHMARKS.md, session 16). The
@@ -1028,7 +1043,7 @@ class Runner:
         bar = tqdm(total=self.suite.n_cells(per_seed=True), desc=f"score seed {seed}", unit="cell",
                    leave=False, file=sys.stderr, disable=not self.opts.progress, mininterval=1.0)
         keys: list[str] = []
-        behind = CellsBehind(self.cells_behind)
+        behind = CellsBehind(self.cells_behind, jobs=cell_jobs(self.behind is not None))
         for key in ("score_cells_seconds", "score_cells_wait_seconds"):
             self.timings.setdefault(key, 0.0)  # written from the cells' thread: no new key mid-read
         try:
@@ -1127,11 +1142,13 @@ class Runner:
                 # At most 4: forking this process (GBs of CUDA mappings) is not free — at 50
                 # documents a cell set the H200 host took 1.5 s a model with up to 16 workers,
                 # where session 11's serial rate gives ≈ 1.1 s (BENCHMARKS.md, session 12).
-                # On a GPU they are made while the next model scores (``CellsBehind``).
+                # On a GPU they are made while the next model scores (``CellsBehind``; several
+                # models' at once when the scores were made behind training: ``cell_jobs``).
                 def cells_job(tasks: list[Any] = tasks, cell_work: Callable[[int], None] = cell_work) -> None:
                     t0 = time.perf_counter()
                     perturb_many(range(len(tasks)), cell_work, cell_processes(), stage="cells")  # type: ignore[arg-type]
-                    self._add_time("score_cells_seconds", t0)
+                    with self._timings_lock:  # jobs may end at once: no lost addition
+                        self._add_time("score_cells_seconds", t0)
 
                 def landed(n: int = len(tasks)) -> None:
                     bar.update(n)

@@ -46,6 +46,59 @@ def test_cells_behind_runs_one_job_at_a_time_and_lands_each_in_the_callers_threa
     assert order == [f"job c in {main_name}", f"landed c in {main_name}"]
 
 
+def test_several_jobs_at_once_run_together_and_land_in_the_order_submitted() -> None:
+    """``jobs=2`` (``cell_jobs`` after scoring behind training): two jobs are under way at once
+    — the second starts while the first still waits — and a third submit waits for the oldest;
+    each lands in the caller's thread, in submission order, whichever job ended first."""
+    order: list[str] = []
+    started_b, gate_a = threading.Event(), threading.Event()
+    behind = CellsBehind(True, jobs=2)
+
+    def job_a() -> None:
+        assert started_b.wait(10)  # b runs while a is under way: two at once
+        assert gate_a.wait(10)
+        order.append("job a")
+
+    def job_b() -> None:
+        started_b.set()
+        order.append("job b")  # ends first
+
+    behind.submit(job_a, lambda: order.append("landed a"))
+    behind.submit(job_b, lambda: order.append("landed b"))
+    assert started_b.wait(10)
+    gate_a.set()
+    behind.submit(lambda: order.append("job c"), lambda: order.append("landed c"))  # waits for a only
+    assert order[:3] == ["job b", "job a", "landed a"]
+    behind.join()
+    assert order[3:] == ["job c", "landed b", "landed c"] or order[3:] == ["landed b", "job c", "landed c"]
+
+
+def test_an_error_in_one_of_several_jobs_is_raised_and_the_others_finish_without_landing() -> None:
+    landed: list[str] = []
+    done: list[str] = []
+    behind = CellsBehind(True, jobs=3)
+
+    def boom() -> None:
+        raise KeyError("cell 7")
+
+    behind.submit(boom, lambda: landed.append("a"))
+    behind.submit(lambda: done.append("b"), lambda: landed.append("b"))
+    with pytest.raises(KeyError, match="cell 7"):
+        behind.join()
+    assert landed == [] and done == ["b"]  # b ran to its end (its files whole), landed nothing
+    behind.join()  # nothing left under way
+
+
+def test_cell_jobs_one_unless_scoring_behind(monkeypatch: pytest.MonkeyPatch) -> None:
+    import harness.run
+
+    monkeypatch.setattr(harness.run, "usable_cpus", lambda: 16)
+    assert harness.run.cell_jobs(False) == 1
+    assert harness.run.cell_jobs(True) == 2  # 16 CPUs / (2 x 4 processes a job)
+    monkeypatch.setattr(harness.run, "usable_cpus", lambda: 2)
+    assert harness.run.cell_jobs(True) == 1
+
+
 def test_a_failed_cell_job_is_raised_in_the_caller_with_its_type_and_never_lands() -> None:
     landed: list[int] = []
     behind = CellsBehind(True)

@@ -113,9 +113,11 @@ def test_scoring_behind_training_gives_the_same_files_and_scores_each_model_ther
         return real(*a, **k)
 
     monkeypatch.setattr(harness.run, "score_items", spy)
+    # two models' cells at once where they are made behind (cell_jobs: on a GPU host's CPUs)
+    monkeypatch.setattr(harness.run, "cell_jobs", lambda behind: 2 if behind else 1)
     runs = {}
     # the third: with the GPU run's other helpers too — plans made ahead in a forked process
-    # (the scoring thread waits for them) and cells made in a thread of their own
+    # (the scoring thread waits for them) and cells made in threads of their own
     variants = [("after", "0", "0"), ("behind", "1", "0")] + ([("behind-ahead", "1", "1")] if can_fork() else [])
     for name, behind, ahead in variants:
         where.clear()
