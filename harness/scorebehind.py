@@ -20,7 +20,15 @@ results files, to the byte), but not yet measured on a GPU — the call that was
 (session 19) got no machine — so neither its speed-up nor its behaviour beside compiled CUDA
 training is known. On a CPU it only shares the cores with training.
 
-Threads and torch: Dynamo compiles under one process-wide lock (``compile_lock``), autocast,
+Threads and torch: while one thread traces a graph (AOTAutograd's ``make_fx``, compiling a model
+it trains or scores), FX's tracing flag is set for the whole process, and torch refuses any
+other thread's call of a compiled function then ("Detected that you are using FX to
+symbolically trace a dynamo-optimized function": the scoring thread, a byte model's forward,
+while the next model's first step compiled, on an H100 with torch 2.11, BENCHMARKS.md session
+20). While the thread lives, ``torch._dynamo.config.error_on_nested_fx_trace`` is off, so such a
+call runs that function uncompiled instead (the same computation; on a GPU bf16 rounding may
+differ from the compiled kernels' in the last bits), and is restored when it closes. Dynamo
+compiles under one process-wide lock (``compile_lock``), autocast,
 grad and inference modes are per thread, the attention backends' flags are set one thread at a
 time (``encoders.backbone._sdpa``), prefetch threads run on their caller's stream
 (``harness.accel.Prefetcher``), and the plan-ahead process's pipe is read by one thread at a
@@ -40,6 +48,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
+import torch._dynamo
 
 ENV = "TOKBENCH_SCORE_BEHIND"
 
@@ -84,11 +93,18 @@ class ForwardsBehind:
 
     def __init__(self, device: torch.device, name: str = "tokbench-score-behind") -> None:
         self.stream = torch.cuda.Stream(device) if device.type == "cuda" else None
+        # a compiled call while the other thread traces runs uncompiled (module docstring):
+        # torch keeps that setting per thread (a context variable in torch 2.13), so it is set
+        # here, for the caller, and in the thread; close() restores the caller's
+        self._creator = threading.get_ident()
+        self._nested_fx_error = torch._dynamo.config.error_on_nested_fx_trace
+        torch._dynamo.config.error_on_nested_fx_trace = False
         self.busy_seconds = 0.0
         self.wait_seconds = 0.0
         self._jobs: dict[str, _Job] = {}
         self._q: queue.Queue[_Job | None] = queue.Queue()
         self._stop = threading.Event()
+        self._closed = False
         self._thread = threading.Thread(target=self._loop, name=name, daemon=True)
         self._thread.start()
 
@@ -123,6 +139,7 @@ class ForwardsBehind:
             raise Cancelled("scoring behind training was stopped")
 
     def _loop(self) -> None:
+        torch._dynamo.config.error_on_nested_fx_trace = False  # this thread's own (see __init__)
         while True:
             job = self._q.get()
             if job is None:
@@ -145,7 +162,11 @@ class ForwardsBehind:
 
     def close(self) -> None:
         """Stop the thread: the job under way ends at its next ``check`` (or when it ends),
-        queued ones are dropped; returns once the thread has ended."""
+        queued ones are dropped; returns once the thread has ended. Called by the thread that
+        made this object, it restores that thread's nested-trace setting (``__init__``)."""
         self._stop.set()
         self._q.put(None)
         self._thread.join()
+        if threading.get_ident() == self._creator and not self._closed:
+            self._closed = True
+            torch._dynamo.config.error_on_nested_fx_trace = self._nested_fx_error

@@ -176,3 +176,39 @@ def test_the_dry_run_counts_only_the_forwards_that_outlast_training() -> None:
     assert behind_overlap([(10.0, 30.0), (10.0, 4.0)]) == 10.0
     assert behind_overlap([(5.0, 1.0)]) == 0.0  # the last model's forwards never overlap
     assert behind_overlap([]) == 0.0
+
+
+def test_a_compiled_call_while_another_thread_traces_runs_uncompiled_while_the_thread_lives() -> None:
+    """torch 2.11 on a GPU (session 20): the scoring thread's compiled forward, called while the
+    training thread's AOTAutograd trace had FX's process-wide tracing flag set, raised. The flag
+    is set here by hand (as that other thread's trace would); with the scoring thread alive the
+    call runs uncompiled and gives the module's value; after ``close`` torch's setting is back."""
+    import torch._dynamo
+    import torch.fx._symbolic_trace as fx_trace
+
+    torch.manual_seed(0)
+    lin = torch.nn.Linear(8, 8)
+    compiled = torch.compile(lin, backend="eager")
+    x = torch.randn(2, 8)
+    want = lin(x)
+    torch._dynamo.config.error_on_nested_fx_trace = True  # torch's default
+
+    def traced_elsewhere() -> torch.Tensor:
+        old = fx_trace._is_fx_tracing_flag
+        fx_trace._is_fx_tracing_flag = True
+        try:
+            with torch.no_grad():
+                return compiled(x)
+        finally:
+            fx_trace._is_fx_tracing_flag = old
+
+    with pytest.raises(RuntimeError, match="symbolically trace a dynamo-optimized function"):
+        traced_elsewhere()
+    behind = ForwardsBehind(torch.device("cpu"))
+    try:
+        assert torch.equal(traced_elsewhere(), want.detach())  # in the run's thread
+        behind.submit("fwd", lambda check: traced_elsewhere())  # and in the scoring thread
+        assert torch.equal(behind.result("fwd"), want.detach())
+    finally:
+        behind.close()
+    assert torch._dynamo.config.error_on_nested_fx_trace
