@@ -155,9 +155,6 @@ def dry_run(suite: Suite, opts: RunOptions, emit: Callable[[str], None] | None =
     measuring: dict[str, float] = {}
     tokenizers: dict[str, Any] = {}
     per_model: dict[str, dict[str, float]] = {}
-    # per model: (its fit and training on the critical path, its forwards over every window, its
-    # other forward seconds) — for scoring behind training below
-    behind_parts: list[tuple[float, float, float]] = []
     order = runner.training_order()  # the run's order: compiled code one model leaves, the next reuses
     with _private_compile_caches(compile_on):
         for spec in order:
@@ -179,8 +176,6 @@ def dry_run(suite: Suite, opts: RunOptions, emit: Callable[[str], None] | None =
             t_score = (m["score_window_s"] * score_windows + m["score_job_s"] * len(evals)
                        + cell_work / cell_procs + m["score_compile_s"])
             fitted_ahead = bool(ahead and m["host_fit"])
-            behind_parts.append(((0.0 if fitted_ahead else m["fit_s"]) + m["compile_s"] + m["train_s"],
-                                 m["score_window_s"] * score_windows, m["score_job_s"] * len(evals) + m["score_compile_s"]))
             if fitted_ahead:
                 fit_ahead_s += m["fit_s"]  # fitted in the fit-ahead process while others train
             else:
@@ -217,13 +212,11 @@ def dry_run(suite: Suite, opts: RunOptions, emit: Callable[[str], None] | None =
     # each distinct window is forwarded once: the repeats' share of the windows' time goes
     dup_s = (1.0 - kept) * window_s
     score_s -= dup_s
-    # behind training (harness.scorebehind): a model's forwards start once it is trained, one
-    # model's at a time in the scoring thread; only what outlasts the last model's training is
-    # on the critical path (the thread's slowdown of training is not modelled)
-    overlapped = 0.0
-    if runner.score_behind and suite.scaling is None and runner.dp is None:
-        overlapped = behind_overlap([(t, w * kept + o) for t, w, o in behind_parts])
-        score_s -= overlapped
+    # Behind training (harness.scorebehind) the forwards are counted in full: on an H100 the
+    # scoring thread and training shared a GPU that training already kept busy, and the seed's
+    # training plus the wait for the thread took as long as training and scoring in turn
+    # (263 s both ways; BENCHMARKS.md, session 20).
+    behind = runner.score_behind and suite.scaling is None and runner.dp is None
     n_docs = sum(len(e.docs) for e in evals)
     cells = suite.n_cells()
     t_pert_all = t_pert  # the perturbation's own seconds per seed, overlapped or not
@@ -264,9 +257,9 @@ def dry_run(suite: Suite, opts: RunOptions, emit: Callable[[str], None] | None =
     if dup_s > 0:
         say(f"  (scoring: {1 - kept:.1%} of the sampled cells' windows repeat another and are forwarded once: "
             f"{_fmt(dup_s)} less than the model lines add up to)")
-    if overlapped > 0:
-        say(f"  (scoring: {_fmt(overlapped)} of the models' forwards run behind the next models' training "
-            "(TOKBENCH_SCORE_BEHIND): not counted)")
+    if behind:
+        say("  (scoring: the forwards run beside the next models' training (TOKBENCH_SCORE_BEHIND) and are "
+            "counted in full: measured, the two only shared the GPU)")
     if ahead:
         say("  (perturbation: in a process of its own while the models train (TOKBENCH_PLAN_AHEAD); "
             "only what outlasts the training is counted)")
@@ -284,7 +277,7 @@ def dry_run(suite: Suite, opts: RunOptions, emit: Callable[[str], None] | None =
     atomic_write_json(runner.rd.root / ESTIMATE_FILE, {
         "device": str(dev), "seeds": len(suite.seeds), "seconds_per_seed": phases,
         "compile": {"on": compile_on, "training_seconds": compile_s, "scoring_seconds": score_compile_s},
-        "perturbation_fit_seconds": pert_fit, "score_distinct_fraction": kept, "score_behind_seconds": overlapped,
+        "perturbation_fit_seconds": pert_fit, "score_distinct_fraction": kept,
         "plan_ahead": {"on": ahead, "perturbation_seconds": t_pert_all, "host_fit_seconds": fit_ahead_s},
         "analyses_timing": {"fit_seconds": an_fit, "first_use_seconds": an_first, "bucket_seconds_per_byte": an_byte,
                             "table_seconds_per_byte": an_tables, "cell_bytes": cell_bytes, "cell_processes": cell_procs},
@@ -295,21 +288,6 @@ def dry_run(suite: Suite, opts: RunOptions, emit: Callable[[str], None] | None =
         + ", ".join(f"{k} {_fmt(v)}" for k, v in measuring.items())
         + f"); max RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20:.2f} GiB")
     return "\n".join(lines)
-
-
-def behind_overlap(models: list[tuple[float, float]]) -> float:
-    """Seconds of scoring forwards hidden behind training (``harness.scorebehind``), per seed:
-    ``models`` in training order as (seconds it trains, fit and compile included; seconds of
-    its forwards). Each model's forwards start when it is trained and the forwards before it are
-    done (one scoring thread); what ends after the last model's training is on the critical
-    path, the rest overlaps. E.g. [(10, 4), (10, 4), (10, 4)]: forwards at 10-14, 20-24, 30-34,
-    so 8 s overlap and 4 s remain."""
-    trained = done = forwards = 0.0
-    for train_s, fwd_s in models:
-        trained += train_s
-        forwards += fwd_s
-        done = max(done, trained) + fwd_s
-    return forwards - max(0.0, done - trained)
 
 
 def _measure_model(runner: Runner, spec: Any, train: Any, sample: list[EvalSet],

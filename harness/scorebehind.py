@@ -3,22 +3,25 @@ packed job, ``harness.score.score_items``) run in a background thread on a CUDA 
 own while the run's thread trains the next model; the run's thread later takes the scores and
 makes the cells from them as before.
 
-Why: on an H200 a standard seed spent 119 s in scoring's packed jobs after 167 s of training
-(BENCHMARKS.md, session 19), one after the other, although neither kept the GPU busy — BPE's
-forwards were host-paced (55-61 % of their wall on the device), and each model's first
-training steps compile for seconds with the GPU idle. Behind training, those forwards fill the
-gaps; only the last model's scoring is left on the critical path.
+Why it was built: on an H200 a standard seed spent 119 s in scoring's packed jobs after 167 s of
+training (BENCHMARKS.md, session 19), one after the other, although neither seemed to keep the
+GPU busy — BPE's forwards were host-paced (55-61 % of their wall on the device), and each
+model's first training steps compile for seconds with the GPU idle. The hope was that behind
+training those forwards would fill the gaps.
+
+What was measured (BENCHMARKS.md, session 20; one H100, the standard suite's seed 0, this and
+the plain run on the same machine): no gain. Training took 219 s instead of 169 s, and the run
+then waited 44 s for the thread: 263 s either way, because training's steady steps already
+keep the GPU busy (device-bound) and the byte-level forwards are too, so the two only shared
+it; the seed took 315.9 s against 295.2 s, the thread's analyses and compiles beside training
+included. So it stays off by default; it remains for GPUs or suites where training leaves the
+device idle.
 
 What it changes: nothing a cell holds. A model's forwards are the same calls on the same
 batches (the packing does not depend on where it runs); the stream only orders the GPU's work
 (the forwards wait for an event queued after the model's training). On a GPU the timings of
 training steps and their peak memory then include whatever the scoring thread ran at the same
 time.
-
-Off unless asked for: it is tested on the CPU (tests/harness/test_score_behind.py: the same
-results files, to the byte), but not yet measured on a GPU — the call that was to measure it
-(session 19) got no machine — so neither its speed-up nor its behaviour beside compiled CUDA
-training is known. On a CPU it only shares the cores with training.
 
 Threads and torch: while one thread traces a graph (AOTAutograd's ``make_fx``, compiling a model
 it trains or scores), FX's tracing flag is set for the whole process, and torch refuses any
