@@ -107,7 +107,6 @@ class ForwardsBehind:
         self._jobs: dict[str, _Job] = {}
         self._q: queue.Queue[_Job | None] = queue.Queue()
         self._stop = threading.Event()
-        self._closed = False
         self._thread = threading.Thread(target=self._loop, name=name, daemon=True)
         self._thread.start()
 
@@ -170,6 +169,5 @@ class ForwardsBehind:
         self._stop.set()
         self._q.put(None)
         self._thread.join()
-        if threading.get_ident() == self._creator and not self._closed:
-            self._closed = True
+        if threading.get_ident() == self._creator:
             torch._dynamo.config.error_on_nested_fx_trace = self._nested_fx_error
