@@ -12,9 +12,12 @@ session 14). It skips the first model's training graphs (the run compiles those 
 What it changes: nothing the run computes. A cache hit hands back the code a fresh compile of
 that graph would make (the caches are keyed by the graph, the input layouts and the compiler's
 settings), so numbers are the same (tests/harness/test_compile_ahead.py). The process trains
-on the run's own batch on a GPU of 100 GiB or more and on ``WARM_WINDOWS`` windows a step on a
-smaller one (``warm_windows``): batch and length are symbolic in the compiled blocks
-(``Backbone.dynamic_shapes``), but graphs made from a small batch did not all serve the run's.
+on the run's own batch on a GPU of 100 GiB or more, on half of it on a smaller GPU where every
+model's estimated training memory fits in ``MID_GPU_SHARE`` of it (the process then caps itself
+at ``AHEAD_MEMORY_SHARE`` of the device and takes a model it cannot fit at ``WARM_WINDOWS``
+windows), else on ``WARM_WINDOWS`` windows a step (``warm_windows``): batch and length are
+symbolic in the compiled blocks (``Backbone.dynamic_shapes``), but inductor guards some of its
+choices on their product, so graphs made from a small batch do not all serve the run's.
 It waits for the length at which the run's first model trains
 (``encoders.backbone.attention_in_graph``'s rule depends on it) before training anything. It
 never blocks the run: the run never waits for it (unless ``TOKBENCH_COMPILE_AHEAD_WAIT=1``, for
@@ -44,6 +47,8 @@ WAIT_ENV = "TOKBENCH_COMPILE_AHEAD_WAIT"
 WARM_WINDOWS = 8  # windows a training step in the process on a smaller GPU (the run's, if fewer)
 WINDOWS_ENV = "TOKBENCH_COMPILE_AHEAD_WINDOWS"  # another count; 0: the run's own (micro-)batch
 BIG_GPU_BYTES = 100 * 2**30  # from this much device memory on, the run's own batch by default
+MID_GPU_SHARE = 0.55  # below it: half the run's batch if every model's estimate fits this share
+AHEAD_MEMORY_SHARE = 0.45  # ... and this process then allocates at most this share of the device
 
 
 def _flag(name: str) -> str:
@@ -66,20 +71,37 @@ def compile_ahead_wanted(device_type: str, compiling: bool, cpus: int) -> bool:
     return device_type == "cuda" and cpus >= 4
 
 
-def warm_windows(run_windows: int, device_bytes: int | None = None) -> int:
+def warm_windows(run_windows: int, device_bytes: int | None = None, need_bytes: int | None = None) -> int:
     """Windows a training step of the compile-ahead process (never more than the run's
     ``run_windows``): ``TOKBENCH_COMPILE_AHEAD_WINDOWS`` (0 = the run's); unset, the run's own on
-    a GPU of ``BIG_GPU_BYTES`` or more, else ``WARM_WINDOWS``.
+    a GPU of ``BIG_GPU_BYTES`` or more; half of it (at least ``WARM_WINDOWS``) on a smaller GPU
+    when ``need_bytes`` — the largest estimated training memory of the suite's models
+    (``harness.memory``) — is at most ``MID_GPU_SHARE`` of ``device_bytes``; else (and on the CPU)
+    ``WARM_WINDOWS``.
 
-    Why the run's batch where memory allows: the graphs are symbolic in the batch, but not every
-    graph inductor makes from a small batch is taken for the run's (on an H200, 8 windows left BLT
-    4 of 16 graphs to compile again, 19.6 s of compiling; its own batch none, 3.9 s: BENCHMARKS.md,
-    session 14). The price is a second model's training memory on the device while the run
-    trains (up to 31.6 GiB for the standard suite's BLT), hence the small batch on smaller GPUs."""
+    Why not a few windows everywhere: the graphs are symbolic in batch and length, but inductor
+    decides some fusions on the size of a step and guards the graph on that decision, and a
+    cached graph whose guards fail is compiled again. On the GPU, torch 2.13's mixed-order reduction
+    (a norm's backward: the row sums fused with the column sums of its weight gradient) is
+    guarded on rows × width ≥ 5·2²⁰ and rows ≥ 4096, rows = windows × positions; 8 windows of
+    1024 bytes fail it at width ≤ 512 and the run's 256 windows pass it. So on an H200 8 windows
+    left BLT 4 of 16 graphs to compile again (19.6 s; its own batch none, 3.9 s: BENCHMARKS.md,
+    session 14), and on an H100 the run took no training graph of fuzzytok, BLT or bpe-1024 from
+    AOTAutograd's cache (session 20). On the CPU the same kind of guard is the C++ reduction's
+    ``rows × width ≤ 4096`` (``benchmarks/compile_guard_probe.py``: a graph from 2 windows served
+    16, not 64). Half the run's batch stays on
+    the run's side of every such threshold the standard suite meets, at half the memory of a
+    second model training beside the run (up to 31.6 GiB for its BLT at the whole batch)."""
     raw = os.environ.get(WINDOWS_ENV, "").strip()
+    few = min(WARM_WINDOWS, run_windows)
     if not raw:
-        big = device_bytes is not None and device_bytes >= BIG_GPU_BYTES
-        return run_windows if big else min(WARM_WINDOWS, run_windows)
+        if device_bytes is None:
+            return few
+        if device_bytes >= BIG_GPU_BYTES:
+            return run_windows
+        if need_bytes is not None and need_bytes <= MID_GPU_SHARE * device_bytes:
+            return max(few, -(-run_windows // 2))
+        return few
     if not raw.isdigit():
         raise ValueError(f"{WINDOWS_ENV}={raw!r}: expected a whole number of windows (0: the run's batch)")
     n = int(raw)
@@ -207,16 +229,20 @@ def start(runner: Any, train: Any, evals: list[Any]) -> CompileAhead | None:
     from harness.estimate import _score_sample, fit_sample
 
     stride = runner.suite.eval.stride_bytes or max(1, b.context_bytes // 2)
-    dev_bytes = None
+    dev_bytes = need = None
     if runner.device.type == "cuda":
         import torch
 
+        from harness.memory import suite_estimates
+
         dev_bytes = int(torch.cuda.get_device_properties(runner.device).total_memory)
-    windows = warm_windows(b.windows_per_micro_batch, dev_bytes)
+        need = max((est.total for *_, est in suite_estimates(runner.suite, runner.device)), default=0)
+    windows = warm_windows(b.windows_per_micro_batch, dev_bytes, need)
     job = {
         "suite": runner.suite, "device": str(runner.device), "cache_dir": runner.opts.cache_dir,
         "specs": runner.training_order(), "seed": runner.suite.seeds[0],
         "fit_docs": fit_sample(train.docs), "train_docs": _window_docs(train.docs, b, windows), "windows": windows,
+        "few_windows": min(WARM_WINDOWS, b.windows_per_micro_batch),
         "sample": _score_sample(evals, b.context_bytes, stride, 2 * runner.suite.eval.batch_windows),
     }
     ahead = CompileAhead(job, runner.log)
@@ -299,11 +325,10 @@ def _warm_all(conn: Any, job: dict[str, Any], tmp: Path) -> None:
 
     from encoders import backbone
     from harness.accel import compile_backbones, compile_clock, compile_since, want_compile
-    from harness.data import training_windows
-    from harness.estimate import WARMUP_CALLS, _sync
+    from harness.estimate import _sync
     from harness.fragility import permuter_for
     from harness.run import Runner, RunOptions, TrainedModel
-    from harness.train import fit_context, train_encoder
+    from harness.train import fit_context
 
     suite = job["suite"]
     seed = job["seed"]
@@ -319,6 +344,9 @@ def _warm_all(conn: Any, job: dict[str, Any], tmp: Path) -> None:
     per = job["windows"]
     small = dataclasses.replace(b, batch_bytes=per * b.context_bytes, micro_batch_bytes=0,
                                 warmup_bytes=0)
+    if dev.type == "cuda" and per > job["few_windows"] and torch.cuda.get_device_properties(dev).total_memory < BIG_GPU_BYTES:
+        # beside the run on a smaller GPU: an allocation past this share fails here, not in the run
+        torch.cuda.set_per_process_memory_fraction(AHEAD_MEMORY_SHARE, dev)
     state: dict[str, Any] = {}
     models: list[tuple[Any, Any]] = []
     for i, spec in enumerate(job["specs"]):
@@ -345,17 +373,24 @@ def _warm_all(conn: Any, job: dict[str, Any], tmp: Path) -> None:
         if not backbone._FIRST_TRAINED_LENGTH:
             backbone._FIRST_TRAINED_LENGTH.append(state["first_length"])
         permuter = permuter_for(spec.permutation, b.context_bytes, seed)
-        offset = 0
-        for k in WARMUP_CALLS:  # the stream's next windows each call, as the dry run's warm-ups
-            wins = training_windows(job["train_docs"], (offset + k) * small.batch_bytes, b.context_bytes, seed)
-            for _ in range(offset * per):
-                next(wins, None)
-            offset += k
-            train_encoder(enc, wins, k * small.batch_bytes, small, dev, permuter=permuter)
+        used = per
+        try:
+            _train_calls(enc, job["train_docs"], small, dev, seed, permuter)
+        except torch.OutOfMemoryError:
+            # beyond this process's cap (``AHEAD_MEMORY_SHARE``): the run's memory is not touched;
+            # a few windows still warm the graphs whose guards hold at any batch
+            used = job["few_windows"]
+            enc.zero_grad(set_to_none=True)
+            gc.collect()
+            torch.cuda.empty_cache()
+            _train_calls(enc, job["train_docs"], dataclasses.replace(small, batch_bytes=used * b.context_bytes), dev,
+                         seed, permuter)
         enc.eval()
         enc.zero_grad(set_to_none=True)
         _sync(dev)
-        conn.send(("warmed", spec.label, "train", {"seconds": time.perf_counter() - t1,
+        if dev.type == "cuda":
+            torch.cuda.empty_cache()  # hold no more of the device than the next model needs
+        conn.send(("warmed", spec.label, "train", {"seconds": time.perf_counter() - t1, "windows": used,
                                                   **{f"compile_{k}_seconds": v for k, v in compile_since(clock).items()}}))
     for spec, enc in models:
         _messages(conn, state, block=False)
@@ -368,6 +403,23 @@ def _warm_all(conn: Any, job: dict[str, Any], tmp: Path) -> None:
     gc.collect()
     if dev.type == "cuda":
         torch.cuda.empty_cache()
+
+
+def _train_calls(enc: Any, docs: list[Any], small: Any, dev: Any, seed: int, permuter: Any) -> None:
+    """The dry run's warm-up calls (``WARMUP_CALLS`` steps each) on ``small``'s batch, each on the
+    training stream's next windows."""
+    from harness.data import training_windows
+    from harness.estimate import WARMUP_CALLS
+    from harness.train import train_encoder
+
+    per = small.batch_bytes // small.context_bytes
+    offset = 0
+    for k in WARMUP_CALLS:
+        wins = training_windows(docs, (offset + k) * small.batch_bytes, small.context_bytes, seed)
+        for _ in range(offset * per):
+            next(wins, None)
+        offset += k
+        train_encoder(enc, wins, k * small.batch_bytes, small, dev, permuter=permuter)
 
 
 def _score(runner: Any, model: Any, sample: list[Any], seed: int) -> None:

@@ -118,26 +118,35 @@ def gib(n: float) -> str:
     return f"{n / 2**30:.1f} GiB" if n >= 2**30 / 10 else f"{n / 2**20:.1f} MiB"
 
 
-def check_suite_memory(suite: Any, device: torch.device, limit: int | None = None) -> list[str]:
-    """Raise MemoryTooLarge for the first encoder whose estimated training memory exceeds the
-    device's (``limit`` overrides it, for tests); returns one summary line per encoder."""
+def suite_estimates(suite: Any, device: torch.device) -> list[tuple[Any, int, bool, MemoryEstimate]]:
+    """Per encoder of ``suite``, in its order: (spec, parameters, whether that count is exact,
+    estimated training memory on ``device``: activations in bf16 on CUDA under
+    ``budget.dtype: bfloat16``, else float32)."""
     from harness import plugins
 
-    if limit is None:
-        limit, what = device_memory(device)
-    else:
-        what = "the limit is"
-    lines = []
+    out = []
     paths = plugins.suite_plugin_paths(suite.path, suite.plugin_paths)
-    for i, spec in enumerate(suite.encoders):
+    bf16 = device.type == "cuda" and getattr(suite.budget, "dtype", "float32") == "bfloat16"
+    for spec in suite.encoders:
         cls = plugins.resolve("encoder", spec.name, search_paths=paths)
         vocab = int(getattr(spec.config, "vocab_size", 256) or 256)
         n = count_params(cls, spec.config, spec.backbone)
         exact = n is not None
         if n is None:
             n = analytic_params(spec.backbone, vocab)
-        bf16 = device.type == "cuda" and getattr(suite.budget, "dtype", "float32") == "bfloat16"
-        est = train_estimate(n, spec.backbone, suite.budget, vocab, 2 if bf16 else FLOAT_BYTES)
+        out.append((spec, n, exact, train_estimate(n, spec.backbone, suite.budget, vocab, 2 if bf16 else FLOAT_BYTES)))
+    return out
+
+
+def check_suite_memory(suite: Any, device: torch.device, limit: int | None = None) -> list[str]:
+    """Raise MemoryTooLarge for the first encoder whose estimated training memory exceeds the
+    device's (``limit`` overrides it, for tests); returns one summary line per encoder."""
+    if limit is None:
+        limit, what = device_memory(device)
+    else:
+        what = "the limit is"
+    lines = []
+    for i, (spec, n, exact, est) in enumerate(suite_estimates(suite, device)):
         line = (f"encoders[{i}] ({spec.label}): training needs about {gib(est.total)} "
                 f"({n:,}{'' if exact else ' (estimated)'} parameters: weights+grads+AdamW "
                 f"{gib(est.weights + est.grads + est.adamw)}, activations {gib(est.activations)} per step)")

@@ -33,7 +33,7 @@ from core.forkpool import WorkerDied, usable_cpus
 from core.metrics import bpb
 from core.schema import BUCKET_COLUMNS, RESULT_COLUMNS
 from encoders.base import Encoder, config_to_dict
-from harness import compileahead, plugins
+from harness import compileahead, plugins, reportproc
 from harness.accel import (
     attention_backends,
     cache_counts,
@@ -325,6 +325,7 @@ class Runner:
         self.cells_behind = cells_behind_wanted(self.device.type)  # a bad setting fails here, not after training
         self.score_behind = score_behind_wanted()  # likewise (harness.scorebehind)
         self.warm_pool = warm_pool_wanted()  # likewise (harness.accel.warm_compile_pool)
+        self.report_process = reportproc.wanted(self.device.type)  # likewise (harness.reportproc)
         self.behind: ForwardsBehind | None = None  # the scoring thread behind training, while a seed runs
         self._behind_seed: tuple[int, list[EvalSet], Any] | None = None  # what its jobs score (start_scoring_behind)
         self._behind_got: dict[str, dict[str, Any]] = {}  # label -> its finished job's results, by eval set
@@ -774,6 +775,17 @@ class Runner:
         self.timings.update({"train_seconds": t_train, "score_seconds": t_score,
                              "score_forward_seconds": t_score - self.timings["perturb_seconds"]})
         self.timings["model_other_seconds"] = max(0.0, t_train - self.models_accounted())
+        # the report's process imports its libraries while the results files are written
+        rp = reportproc.ReportProcess.start() if self.opts.report and self.report_process else None
+        try:
+            self._finish(cell_keys, t_start, rp)
+        finally:
+            if rp is not None:
+                rp.close()
+        return self.rd.root
+
+    def _finish(self, cell_keys: list[str], t_start: float, rp: reportproc.ReportProcess | None) -> None:
+        """``run``'s end: results files, run.json, the report (in ``rp`` if given), the tables."""
         t0 = time.perf_counter()
         self.assemble(cell_keys)
         self.record_bytes_per_segment()
@@ -782,7 +794,7 @@ class Runner:
         atomic_write_json(self.rd.root / "run.json", self.run_json("finished"))
         if self.opts.report:
             t0 = time.perf_counter()
-            self.render_report()
+            self.render_report(rp)
             self.timings["report_seconds"] = time.perf_counter() - t0
             self.timings["total_seconds"] = time.perf_counter() - t_start
             atomic_write_json(self.rd.root / "run.json", self.run_json("finished"))
@@ -791,7 +803,6 @@ class Runner:
         if eva is not None:
             self.log("[time] estimated vs actual per seed: " + ", ".join(
                 f"{k} {eva['estimated'].get(k, 0.0):.0f}/{v:.0f} s" for k, v in eva["actual"].items()))
-        return self.rd.root
 
     def estimate_vs_actual(self) -> dict[str, Any] | None:
         """The dry run's per-seed estimate (``estimate.json`` in the run directory, if any)
@@ -1390,12 +1401,9 @@ class Runner:
             write_csv(self.rd.root / "buckets.csv", buckets, BUCKET_COLUMNS)
         self.rows = rows
 
-    def render_report(self) -> None:
-        from reports import render_run
-
+    def render_report(self, rp: reportproc.ReportProcess | None = None) -> None:
         try:
-            path = render_run(self.rd.root)
-            from reports.render import LAST_TIMINGS as t  # loaded by render_run
+            path, t = self._render(rp)
             self.timings.update({f"report_{k}_seconds": float(t[k]) for k in ("load", "tables", "figures", "page")
                                  if k in t})
             self.report_figure_seconds = dict(t.get("figure_seconds", {}))
@@ -1411,6 +1419,20 @@ class Runner:
             return
         self.report_path = path
         self.log(f"[report] {path}")
+
+    def _render(self, rp: reportproc.ReportProcess | None) -> tuple[Path, dict[str, Any]]:
+        """Render the report in ``rp`` (``harness.reportproc``), or here when there is none or it
+        failed: (report.html's path, the report's ``LAST_TIMINGS``)."""
+        if rp is not None:
+            try:
+                return rp.render(self.rd.root)
+            except reportproc.ReportProcessFailed as e:
+                self.log(f"[report] {e}; rendering it in this process")
+        from reports import render_run
+        from reports.render import LAST_TIMINGS
+
+        path = render_run(self.rd.root)
+        return path, LAST_TIMINGS
 
 
 def phase_table(timings: dict[str, float], encoders: dict[str, Any]) -> str:

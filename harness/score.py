@@ -231,6 +231,7 @@ def score_items(
     split evenly among its occurrences' labels — and ``seconds`` split by FLOPs (windows of all
     labels share batches, so their time cannot be measured apart).
     """
+    t_call = time.perf_counter()
     encoder.eval()
     # ``batch_windows`` counts a byte model's windows; token models take more (their sequences
     # are shorter), the same in every call for this encoder
@@ -346,8 +347,11 @@ def score_items(
     # first kernel to the one after its copies) adds up to ``device_seconds``: the wall time the
     # GPU spends on forwards, idle gaps inside a forward included, gaps between forwards not.
     pending: tuple[list[int], list[bytes], list[int], UnitNLL, Any, Any] | None = None
+    t_first = None
     try:
         for idx, wins, sfrom, cpu_batch, flops in feed:
+            if t_first is None:
+                t_first = time.perf_counter()
             fwd_flops += flops
             started = None
             if pinned:
@@ -363,6 +367,7 @@ def score_items(
             finish(*pending)
     finally:
         feed.close()
+    t_loop = time.perf_counter()
     per_item_nll: list[list[np.ndarray]] = [[] for _ in items]
     per_item_units = [0] * len(items)
     per_item_var = [0.0] * len(items)
@@ -392,6 +397,11 @@ def score_items(
         done = [(flat[fi], k > 0) for d, a in enumerate(per_window) if a is not None
                 for k, fi in enumerate(occurrences[d])]
         _add_stats(stats, fwd_flops, seconds, done)
+        # where the wall outside the forwards' loop goes: windows flattened and sorted before it,
+        # the first collated batch awaited, the per-document scores assembled after it
+        for k, v in (("setup_seconds", t0 - t_call), ("first_batch_seconds", (t_first or t_loop) - t0),
+                     ("assemble_seconds", time.perf_counter() - t_loop)):
+            stats[k] = stats.get(k, 0.0) + v
         if pinned:
             stats["device_seconds"] = stats.get("device_seconds", 0.0) + device_seconds
         if groups is not None:

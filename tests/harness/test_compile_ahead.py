@@ -16,7 +16,13 @@ from pathlib import Path
 
 import pytest
 
-from harness.compileahead import BIG_GPU_BYTES, WARM_WINDOWS, compile_ahead_wanted, warm_windows
+from harness.compileahead import (
+    BIG_GPU_BYTES,
+    MID_GPU_SHARE,
+    WARM_WINDOWS,
+    compile_ahead_wanted,
+    warm_windows,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -38,7 +44,14 @@ def test_wanted_default_and_switch(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_warm_windows(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("TOKBENCH_COMPILE_AHEAD_WINDOWS", raising=False)
     assert warm_windows(256, BIG_GPU_BYTES) == 256  # a large GPU: the run's own batch
-    assert warm_windows(256, BIG_GPU_BYTES - 1) == WARM_WINDOWS
+    assert warm_windows(256, BIG_GPU_BYTES - 1) == WARM_WINDOWS  # no estimate: a few windows
+    h100 = 80 * 2**30
+    fits = int(MID_GPU_SHARE * h100)
+    assert warm_windows(256, h100, fits) == 128  # every model fits beside the run: half the batch
+    assert warm_windows(255, h100, fits) == 128  # rounded up
+    assert warm_windows(256, h100, fits + 1) == WARM_WINDOWS  # a model too large to share the GPU
+    assert warm_windows(12, h100, fits) == WARM_WINDOWS  # half of a small batch: never below a few
+    assert warm_windows(4, h100, fits) == 4
     assert warm_windows(256, None) == WARM_WINDOWS  # the CPU
     assert warm_windows(4, None) == 4  # never more than the run's
     monkeypatch.setenv("TOKBENCH_COMPILE_AHEAD_WINDOWS", "0")
@@ -145,3 +158,20 @@ def test_a_failure_over_there_is_one_log_line_and_the_run_goes_on(tmp_path: Path
     ahead.stop()
     assert ahead.facts()["error"] == ahead.error and ahead.facts()["models"] == {}
     assert not os.path.exists(ahead.job_path)
+
+
+def test_standard_suite_warms_half_the_batch_on_an_80_gib_gpu() -> None:
+    """The standard suite's largest estimate (bpe-16384, 40.3 GiB in bf16) fits ``MID_GPU_SHARE``
+    of an H100's 80 GiB, so its compile-ahead process trains on half the run's 256 windows."""
+    import torch
+
+    from harness.config.build import load_suite
+    from harness.memory import suite_estimates
+
+    suite = load_suite(ROOT / "suites" / "standard.yaml")
+    need = max(est.total for *_, est in suite_estimates(suite, torch.device("cuda")))
+    assert 40 * 2**30 < need < 41 * 2**30
+    run = suite.budget.windows_per_micro_batch
+    assert run == 256
+    assert warm_windows(run, 80 * 2**30, need) == 128
+    assert warm_windows(run, 48 * 2**30, need) == WARM_WINDOWS  # a 48 GiB card: a few windows

@@ -1,0 +1,65 @@
+"""The report rendered by a process started ahead (``harness.reportproc``, ``reports.serve``):
+the same files as rendering in the run's process, errors carried back, a dead process noticed."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness import reportproc
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "tests" / "reports"))
+
+from synthetic_run import write_synthetic_run  # noqa: E402
+
+FAST = {"n_boot": 200, "n_perm": 2000}
+
+
+def test_wanted(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(reportproc.ENV, raising=False)
+    assert reportproc.wanted("cuda") and not reportproc.wanted("cpu")
+    monkeypatch.setenv(reportproc.ENV, "1")
+    assert reportproc.wanted("cpu")
+    monkeypatch.setenv(reportproc.ENV, "0")
+    assert not reportproc.wanted("cuda")
+    monkeypatch.setenv(reportproc.ENV, "yes")
+    with pytest.raises(ValueError, match="TOKBENCH_REPORT_PROCESS='yes'"):
+        reportproc.wanted("cuda")
+
+
+def test_same_files_as_in_process(tmp_path: Path) -> None:
+    from reports import render_run
+
+    here = write_synthetic_run(tmp_path / "a" / "run")  # the report names its directory
+    there = tmp_path / "b" / "run"
+    shutil.copytree(here, there)
+    render_run(here, **FAST)
+    path, timings = reportproc.ReportProcess.start().render(there, **FAST)
+    assert path == there.resolve() / "report.html"
+    assert {"load", "tables", "figures", "page"} <= set(timings)
+    for name in ("report.html", "report.md"):
+        assert (here / name).read_bytes() == (there / name).read_bytes(), name
+
+
+def test_errors_come_back(tmp_path: Path) -> None:
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(RuntimeError, match="results.csv: not found.*in the report process"):
+        reportproc.ReportProcess.start().render(tmp_path / "empty")
+
+
+def test_a_dead_process_is_noticed(tmp_path: Path) -> None:
+    rp = reportproc.ReportProcess.start()
+    rp.proc.kill()
+    with pytest.raises(reportproc.ReportProcessFailed, match="ended"):
+        rp.render(tmp_path)
+    assert rp.proc.poll() is not None
+
+
+def test_close_ends_an_idle_process() -> None:
+    rp = reportproc.ReportProcess.start()
+    rp.close()
+    assert rp.proc.returncode == 0
