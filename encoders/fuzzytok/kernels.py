@@ -51,6 +51,8 @@ interpreter — and would then refuse to run inside an interpreted kernel.
 from __future__ import annotations
 
 import functools
+import hashlib
+import json
 import os
 import time
 
@@ -67,6 +69,17 @@ import triton.testing  # noqa: E402
 from triton.tools.tensor_descriptor import TensorDescriptor  # noqa: E402
 
 INTERPRET = os.environ.get("TRITON_INTERPRET", "0") == "1"
+# A tuned key's choice is kept in Triton's on-disk cache (``ThinLauncher``'s ``_stored_choice``:
+# keyed by Triton's version, the GPU target, the kernel's source, the tuning key and the configs
+# timed), so a process that meets a key another one tuned — the run after the compile-ahead
+# process (harness/compileahead.py), a second run — launches that config instead of compiling
+# and timing every config again: FuzzyTok's first training step spent 3.7 s (H200) and 5.0 s
+# (H100) on it with the kernels themselves already in Triton's cache (BENCHMARKS.md, sessions 19
+# and 20). The choice is the config timed best over there; numbers may differ from a fresh
+# tuning's as they already differ between two fresh tunings. FUZZYTOK_TUNE_CACHE=0 times them in
+# every process, as before. (Triton's own ``cache_results`` skips configs with a pre-hook: the
+# TMA kernel's.)
+TUNE_CACHE = os.environ.get("FUZZYTOK_TUNE_CACHE", "1") != "0"
 
 # Activation codes (the ACT argument of the kernels).
 ACT_NONE, ACT_GELU, ACT_RELU, ACT_SILU = 0, 1, 2, 3
@@ -785,21 +798,9 @@ class ThinLauncher:
 
         from triton.runtime._async_compile import AsyncCompileMode
 
-        named0 = dict(zip(self.arg_names, make_args(None)))
-        every = {**named0, **consts}
-        # the autotuner's own key (as ``Autotuner.run`` forms it): tuned already, it compiles
-        # only its choice, and compiling every config here would be work for nothing
-        tkey = [every[k] for k in self.tuner.keys if k in every]
-        tkey += [str(v.dtype) for k, v in every.items() if k in self.tuner.arg_names and hasattr(v, "dtype")]
-        if tuple(tkey) in self.tuner.cache:
-            return 0
-        self.tuner.nargs = named0
-        try:
-            configs = self.tuner.prune_configs(consts)
-        finally:
-            self.tuner.nargs = None
-        if len(configs) < 2:
-            return 0
+        tkey, configs = self._tuning(make_args, consts)
+        if tkey in self.tuner.cache or len(configs) < 2:
+            return 0  # tuned already: the autotuner compiles only its choice
         with ThreadPoolExecutor(threads) as pool, AsyncCompileMode(pool, ignore_errors=True):
             for cfg in configs:
                 meta = {**consts, **cfg.kwargs}
@@ -809,6 +810,48 @@ class ThinLauncher:
                 self.jit.warmup(*args, grid=grid(meta), **consts, **cfg.all_kwargs(), **heur)
         return len(configs)
 
+    def _tuning(self, make_args, consts: dict) -> tuple[tuple, list]:  # noqa: ANN001
+        """(the autotuner's own key of this call, as ``Autotuner.run`` forms it; the configs its
+        ``run`` would time: pruned)."""
+        named0 = dict(zip(self.arg_names, make_args(None)))
+        every = {**named0, **consts}
+        tkey = [every[k] for k in self.tuner.keys if k in every]
+        tkey += [str(v.dtype) for k, v in every.items() if k in self.tuner.arg_names and hasattr(v, "dtype")]
+        self.tuner.nargs = named0
+        try:
+            configs = self.tuner.prune_configs(consts)
+        finally:
+            self.tuner.nargs = None
+        return tuple(tkey), configs
+
+    def _choice_file(self, tkey: tuple, configs: list) -> tuple[object, str]:
+        """(Triton's cache manager, file name) of the stored choice among ``configs`` for ``tkey``."""
+        from triton.compiler.compiler import make_backend
+        from triton.runtime.cache import get_cache_manager, triton_key
+        from triton.runtime.driver import driver
+
+        parts = [triton_key(), make_backend(driver.active.get_current_target()).hash(), self.jit.cache_key,
+                 str(tkey), *map(str, configs)]
+        digest = hashlib.sha256("-".join(parts).encode()).hexdigest()
+        return get_cache_manager(digest), f"{self.jit.__name__[:100]}.tokbench-choice.json"
+
+    def _stored_choice(self, tkey: tuple, configs: list) -> triton.Config | None:
+        """The config stored for ``tkey`` among ``configs`` (``TUNE_CACHE``), or None."""
+        cache, name = self._choice_file(tkey, configs)
+        path = cache.get_file(name)
+        if path is None:
+            return None
+        try:
+            with open(path, encoding="utf-8") as f:
+                chosen = json.load(f)["config"]
+        except (OSError, ValueError, KeyError, TypeError):
+            return None  # unreadable: tuned again, and stored again
+        return next((c for c in configs if str(c) == chosen), None)
+
+    def _store_choice(self, tkey: tuple, configs: list, chosen: triton.Config) -> None:
+        cache, name = self._choice_file(tkey, configs)
+        cache.put(json.dumps({"key": [str(k) for k in tkey], "config": str(chosen)}), name, binary=False)
+
     def _tune(self, key: tuple | None, grid, make_args, consts: dict) -> None:  # noqa: ANN001
         t0 = time.perf_counter()
         try:
@@ -817,6 +860,18 @@ class ThinLauncher:
             self.tune_seconds += time.perf_counter() - t0
 
     def _tune_key(self, key: tuple | None, grid, make_args, consts: dict) -> None:  # noqa: ANN001
+        store = None
+        if TUNE_CACHE and not INTERPRET:
+            try:
+                tkey, configs = self._tuning(make_args, consts)
+                if tkey not in self.tuner.cache and len(configs) > 1:
+                    chosen = self._stored_choice(tkey, configs)
+                    if chosen is not None:
+                        self.tuner.cache[tkey] = chosen  # the autotuner launches it without timing
+                    else:
+                        store = (tkey, configs)
+            except Exception:  # noqa: BLE001 - an optimisation only: the autotuner tunes as before
+                store = None
         if PARALLEL_COMPILE >= 2:
             try:
                 self._precompile(grid, make_args, consts, PARALLEL_COMPILE)
@@ -825,6 +880,11 @@ class ThinLauncher:
         args = make_args(None)
         compiled = self.tuner[grid](*args, **consts)
         self.tuned_calls += 1
+        if store is not None and store[0] in self.tuner.cache:
+            try:
+                self._store_choice(*store, self.tuner.cache[store[0]])
+            except Exception:  # noqa: BLE001 - a cache that cannot be written: the next process tunes
+                pass
         if key is None:  # THIN off: nothing to record
             return
         cfg = self.tuner.best_config
