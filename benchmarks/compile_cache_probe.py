@@ -1,13 +1,15 @@
 """How much of a compile torch.compile's disk caches save: the same small backbone compiled in
 two fresh processes, the first with empty caches, the second with the caches the first left
 (what ``harness.compileahead`` relies on). One training step and one inference forward each;
-``--batch A B`` trains the first process at batch A and the second at B (the graphs are
-symbolic in the batch). ``--fixed``: the "fixed" cuDNN mode the harness sets on CUDA
+``--batch A B [C ...]`` trains the first process at batch A, the second at B, and so on, each on
+the caches the ones before it left (the graphs are symbolic in the batch, but a cached graph
+serves only where the guards stored with it hold: ``--guards`` prints those of the AOTAutograd
+entries at the end; on the CPU inductor's C++ reductions guard on batch × length ≤ 4096). ``--fixed``: the "fixed" cuDNN mode the harness sets on CUDA
 (``encoders.backbone.CUDNN_FIXED``: ``sdpa_kernel`` inside the graphs, on the CPU too);
 ``--unmarked``: without ``harness.accel.cacheable_attention_graphs``'s marks (the code before
 them: such graphs bypassed AOTAutograd's cache).
 
-    PYTHONPATH=. python benchmarks/compile_cache_probe.py [--batch 4 4] [--fixed] [--unmarked]
+    PYTHONPATH=. python benchmarks/compile_cache_probe.py [--batch 4 4] [--fixed] [--unmarked] [--guards]
 
 Prints, per process: wall seconds, seconds compiling, and the cache hit / miss counters.
 """
@@ -47,9 +49,10 @@ def child(batch: int, fixed: bool, unmarked: bool) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--batch", type=int, nargs=2, default=[4, 4], metavar=("FIRST", "SECOND"))
+    ap.add_argument("--batch", type=int, nargs="+", default=[4, 4], help="each process's batch, in order")
     ap.add_argument("--fixed", action="store_true", help="the harness's CUDA attention mode (sdpa_kernel in graphs)")
     ap.add_argument("--unmarked", action="store_true", help="without the cache marks for sdpa_kernel's helpers")
+    ap.add_argument("--guards", action="store_true", help="print the guards stored with the AOTAutograd entries")
     ap.add_argument("--child", type=int, help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.child is not None:
@@ -59,10 +62,30 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="tokbench-cache-probe-") as tmp:
         env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": os.path.join(tmp, "inductor"),
                "TRITON_CACHE_DIR": os.path.join(tmp, "triton")}
-        for label, b in zip(("empty caches", "warm caches"), a.batch):
+        for i, b in enumerate(a.batch):
             out = subprocess.run([sys.executable, __file__, "--child", str(b), *flags], env=env, check=True,
                                  capture_output=True, text=True).stdout.strip().splitlines()[-1]
-            print(f"{label}: {out}", flush=True)
+            print(f"{'empty caches' if i == 0 else 'warm caches'}: {out}", flush=True)
+        if a.guards:
+            print("guards of the AOTAutograd entries:")
+            for g in sorted(_guards(os.path.join(tmp, "inductor"))):
+                print("  ", g)
+
+
+def _guards(inductor_dir: str) -> set[str]:
+    """The ``guards_expr`` of every AOTAutograd cache entry under ``inductor_dir`` (the files this
+    probe's own processes wrote a moment ago)."""
+    import glob
+    import pickle
+
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    import torch  # noqa: F401 - the entries unpickle into torch's classes
+
+    out = set()
+    for path in glob.glob(os.path.join(inductor_dir, "aotautograd", "*", "*")):
+        with open(path, "rb") as f:
+            out.add(str(getattr(pickle.load(f), "guards_expr", None)))  # noqa: S301 - our own files
+    return out
 
 
 if __name__ == "__main__":

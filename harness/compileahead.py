@@ -88,10 +88,10 @@ def warm_windows(run_windows: int, device_bytes: int | None = None, need_bytes: 
     left BLT 4 of 16 graphs to compile again (19.6 s; its own batch none, 3.9 s: BENCHMARKS.md,
     session 14), and on an H100 the run took no training graph of fuzzytok, BLT or bpe-1024 from
     AOTAutograd's cache (session 20). On the CPU the same kind of guard is the C++ reduction's
-    ``rows × width ≤ 4096`` (``benchmarks/compile_guard_probe.py``: a graph from 2 windows served
-    16, not 64). Half the run's batch stays on
-    the run's side of every such threshold the standard suite meets, at half the memory of a
-    second model training beside the run (up to 31.6 GiB for its BLT at the whole batch)."""
+    ``rows ≤ 4096`` (``benchmarks/compile_cache_probe.py --guards``: a graph compiled at batch 2
+    served batch 16, not 64, at 128 positions). Half the run's batch stays on the run's side of
+    every such threshold the standard suite meets, at half the memory of a second model training
+    beside the run (up to 31.6 GiB for its BLT at the whole batch)."""
     raw = os.environ.get(WINDOWS_ENV, "").strip()
     few = min(WARM_WINDOWS, run_windows)
     if not raw:
