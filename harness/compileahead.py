@@ -376,18 +376,7 @@ def _warm_all(conn: Any, job: dict[str, Any], tmp: Path) -> None:
         if not backbone._FIRST_TRAINED_LENGTH:
             backbone._FIRST_TRAINED_LENGTH.append(state["first_length"])
         permuter = permuter_for(spec.permutation, b.context_bytes, seed)
-        used = per
-        try:
-            _train_calls(enc, job["train_docs"], small, dev, seed, permuter)
-        except torch.OutOfMemoryError:
-            # beyond this process's cap (``AHEAD_MEMORY_SHARE``): the run's memory is not touched;
-            # a few windows still warm the graphs whose guards hold at any batch
-            used = job["few_windows"]
-            enc.zero_grad(set_to_none=True)
-            gc.collect()
-            torch.cuda.empty_cache()
-            _train_calls(enc, job["train_docs"], dataclasses.replace(small, batch_bytes=used * b.context_bytes), dev,
-                         seed, permuter)
+        used = _warm_training(enc, job["train_docs"], small, job["few_windows"], dev, seed, permuter)
         enc.eval()
         enc.zero_grad(set_to_none=True)
         _sync(dev)
@@ -406,6 +395,29 @@ def _warm_all(conn: Any, job: dict[str, Any], tmp: Path) -> None:
     gc.collect()
     if dev.type == "cuda":
         torch.cuda.empty_cache()
+
+
+def _warm_training(enc: Any, docs: list[Any], small: Any, few: int, dev: Any, seed: int, permuter: Any) -> int:
+    """``_train_calls`` on ``small``'s batch; if that runs out of device memory (past this
+    process's cap, ``AHEAD_MEMORY_SHARE``: the run's memory is not touched), again on ``few``
+    windows a step, which still warm the graphs whose guards hold at any batch. Returns the
+    windows a step it trained on."""
+    import torch
+
+    per = small.batch_bytes // small.context_bytes
+    try:
+        _train_calls(enc, docs, small, dev, seed, permuter)
+        return per
+    except torch.OutOfMemoryError:
+        if per <= few:
+            raise
+    # out of the except block: its traceback no longer holds the failed step's tensors
+    enc.zero_grad(set_to_none=True)
+    gc.collect()
+    if dev.type == "cuda":
+        torch.cuda.empty_cache()
+    _train_calls(enc, docs, dataclasses.replace(small, batch_bytes=few * small.context_bytes), dev, seed, permuter)
+    return few
 
 
 def _train_calls(enc: Any, docs: list[Any], small: Any, dev: Any, seed: int, permuter: Any) -> None:

@@ -42,6 +42,7 @@ class ReportProcess:
 
     def __init__(self, proc: subprocess.Popen[str]) -> None:
         self.proc = proc
+        self.busy = False  # a request sent and not answered: close() kills rather than waits
 
     @classmethod
     def start(cls) -> ReportProcess:
@@ -74,7 +75,9 @@ class ReportProcess:
             assert self.proc.stdin is not None
             self.proc.stdin.write(json.dumps({"run_dir": str(Path(run_dir).resolve()), "options": options}) + "\n")
             self.proc.stdin.flush()
+            self.busy = True
             msg = self._answer()
+            self.busy = False
         except (BrokenPipeError, OSError) as e:
             raise ReportProcessFailed(f"the report process is gone ({type(e).__name__}: {e})") from None
         finally:
@@ -88,7 +91,10 @@ class ReportProcess:
         return Path(msg["path"]), dict(msg.get("timings") or {})
 
     def close(self) -> None:
-        """End the process (idle: an empty line says no report is wanted)."""
+        """End the process: idle, by closing its input (no report is wanted); rendering (the run
+        was interrupted meanwhile), by killing it."""
+        if self.proc.poll() is None and self.busy:
+            self.proc.kill()
         if self.proc.poll() is None:
             try:
                 assert self.proc.stdin is not None

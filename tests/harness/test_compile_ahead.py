@@ -175,3 +175,33 @@ def test_standard_suite_warms_half_the_batch_on_an_80_gib_gpu() -> None:
     assert run == 256
     assert warm_windows(run, 80 * 2**30, need) == 128
     assert warm_windows(run, 48 * 2**30, need) == WARM_WINDOWS  # a 48 GiB card: a few windows
+
+
+def test_out_of_memory_warms_on_a_few_windows(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past the process's memory cap a model is warmed again on ``few`` windows a step; an
+    out-of-memory error at ``few`` already is not retried."""
+    import dataclasses
+
+    import torch
+
+    from harness import compileahead
+    from harness.config.build import load_suite
+
+    calls: list[int] = []
+
+    def train_calls(enc, docs, small, dev, seed, permuter) -> None:  # noqa: ANN001
+        calls.append(small.batch_bytes // small.context_bytes)
+        if calls[-1] > 8:
+            raise torch.OutOfMemoryError("CUDA out of memory (a stand-in)")
+
+    monkeypatch.setattr(compileahead, "_train_calls", train_calls)
+    b = load_suite(ROOT / "suites" / "standard.yaml").budget
+    half = dataclasses.replace(b, batch_bytes=128 * b.context_bytes)
+    enc = torch.nn.Linear(2, 2)
+    assert compileahead._warm_training(enc, [], half, 8, torch.device("cpu"), 0, None) == 8
+    assert calls == [128, 8]
+    few = dataclasses.replace(b, batch_bytes=16 * b.context_bytes)
+    calls.clear()
+    with pytest.raises(torch.OutOfMemoryError):
+        compileahead._warm_training(enc, [], few, 16, torch.device("cpu"), 0, None)
+    assert calls == [16]

@@ -3,6 +3,7 @@ the same files as rendering in the run's process, errors carried back, a dead pr
 
 from __future__ import annotations
 
+import json
 import shutil
 import sys
 from pathlib import Path
@@ -63,3 +64,17 @@ def test_close_ends_an_idle_process() -> None:
     rp = reportproc.ReportProcess.start()
     rp.close()
     assert rp.proc.returncode == 0
+
+
+def test_close_kills_a_rendering_process(tmp_path: Path) -> None:
+    """Interrupted while the process renders (the run's Ctrl-C): close() ends it at once."""
+    import signal
+
+    rp = reportproc.ReportProcess.start()
+    assert rp._answer().get("ready")
+    assert rp.proc.stdin is not None
+    rp.proc.stdin.write(json.dumps({"run_dir": str(write_synthetic_run(tmp_path / "run"))}) + "\n")
+    rp.proc.stdin.flush()
+    rp.busy = True
+    rp.close()
+    assert rp.proc.returncode == -signal.SIGKILL  # killed mid-render, not waited for
