@@ -43,6 +43,7 @@ from core.forkpool import (  # noqa: F401
 from core.forkpool import can_fork as _can_fork
 from core.forkpool import pool_map as _pool_map
 from core.forkpool import receive as _core_receive
+from core.switches import switch
 from encoders.backbone import Backbone
 
 
@@ -83,10 +84,7 @@ def warm_pool_wanted() -> bool:
     """``TOKBENCH_WARM_COMPILE_POOL``: 1 or unset, start the compile workers early
     (``warm_compile_pool``); 0, at the first compile. Another value is a ``ValueError`` naming
     it (the CLI's one-line error)."""
-    raw = os.environ.get(WARM_POOL_ENV, "").strip()
-    if raw not in ("", "0", "1"):
-        raise ValueError(f"{WARM_POOL_ENV}={raw!r}: expected 0 or 1")
-    return raw != "0"
+    return switch(WARM_POOL_ENV) is not False
 
 
 def warm_compile_pool() -> bool:

@@ -42,6 +42,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from core.switches import switch
+
 ENV = "TOKBENCH_COMPILE_AHEAD"
 WAIT_ENV = "TOKBENCH_COMPILE_AHEAD_WAIT"
 WARM_WINDOWS = 8  # windows a training step in the process on a smaller GPU (the run's, if fewer)
@@ -51,23 +53,16 @@ MID_GPU_SHARE = 0.55  # below it: half the run's batch if every model's estimate
 AHEAD_MEMORY_SHARE = 0.45  # ... and this process then allocates at most this share of the device
 
 
-def _flag(name: str) -> str:
-    raw = os.environ.get(name, "").strip()
-    if raw not in ("", "0", "1"):
-        raise ValueError(f"{name}={raw!r}: expected 0 or 1")
-    return raw
-
-
 def compile_ahead_wanted(device_type: str, compiling: bool, cpus: int) -> bool:
     """Whether to compile ahead (module docstring). A bad ``TOKBENCH_COMPILE_AHEAD`` or
     ``TOKBENCH_COMPILE_AHEAD_WAIT`` is a ``ValueError`` naming it (the CLI's one-line error)."""
-    raw = _flag(ENV)
-    _flag(WAIT_ENV)
+    on = switch(ENV)
+    switch(WAIT_ENV)
     warm_windows(1)  # a bad TOKBENCH_COMPILE_AHEAD_WINDOWS fails here too
     if not compiling:
         return False
-    if raw:
-        return raw == "1"
+    if on is not None:
+        return on
     return device_type == "cuda" and cpus >= 4
 
 
@@ -129,7 +124,7 @@ class CompileAhead:
             pickle.dump(job, f, protocol=pickle.HIGHEST_PROTOCOL)
         self.conn, child = ctx.Pipe()
         self.log = log
-        self.wait = os.environ.get(WAIT_ENV, "").strip() == "1"
+        self.wait = switch(WAIT_ENV) is True
         self.warmed: dict[str, dict[str, Any]] = {}  # label -> {"train": {...}, "score": {...}}
         self.seen_ready: dict[str, bool] = {}  # label -> training warmed before the run trained it
         self.error: str | None = None
@@ -245,7 +240,6 @@ def start(runner: Any, train: Any, evals: list[Any]) -> CompileAhead | None:
         "suite": runner.suite, "device": str(runner.device), "cache_dir": runner.opts.cache_dir,
         "specs": runner.training_order(), "seed": runner.suite.seeds[0],
         "fit_docs": fit_sample(train.docs), "train_docs": _window_docs(train.docs, b, windows), "windows": windows,
-        "few_windows": min(WARM_WINDOWS, b.windows_per_micro_batch),
         "sample": _score_sample(evals, b.context_bytes, stride, 2 * runner.suite.eval.batch_windows),
     }
     ahead = CompileAhead(job, runner.log)
@@ -345,9 +339,10 @@ def _warm_all(conn: Any, job: dict[str, Any], tmp: Path) -> None:
 
         warm_compile_pool()  # its workers up while it fits and waits for the run's first length
     per = job["windows"]
+    few = min(WARM_WINDOWS, b.windows_per_micro_batch)  # the fallback after an out-of-memory error
     small = dataclasses.replace(b, batch_bytes=per * b.context_bytes, micro_batch_bytes=0,
                                 warmup_bytes=0)
-    if dev.type == "cuda" and per > job["few_windows"] and torch.cuda.get_device_properties(dev).total_memory < BIG_GPU_BYTES:
+    if dev.type == "cuda" and per > few and torch.cuda.get_device_properties(dev).total_memory < BIG_GPU_BYTES:
         # beside the run on a smaller GPU: an allocation past this share fails here, not in the run
         torch.cuda.set_per_process_memory_fraction(AHEAD_MEMORY_SHARE, dev)
     state: dict[str, Any] = {}
@@ -376,7 +371,7 @@ def _warm_all(conn: Any, job: dict[str, Any], tmp: Path) -> None:
         if not backbone._FIRST_TRAINED_LENGTH:
             backbone._FIRST_TRAINED_LENGTH.append(state["first_length"])
         permuter = permuter_for(spec.permutation, b.context_bytes, seed)
-        used = _warm_training(enc, job["train_docs"], small, job["few_windows"], dev, seed, permuter)
+        used = _warm_training(enc, job["train_docs"], small, few, dev, seed, permuter)
         enc.eval()
         enc.zero_grad(set_to_none=True)
         _sync(dev)

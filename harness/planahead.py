@@ -19,13 +19,13 @@ with the plan cache on and at least 4 CPUs (on a CPU run the cores are busy trai
 from __future__ import annotations
 
 import multiprocessing
-import os
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from core.forkpool import can_fork, receive, send, start_workers, stop_workers, usable_cpus
+from core.switches import switch
 
 ENV = "TOKBENCH_PLAN_AHEAD"
 WHAT = "plan-ahead"
@@ -34,13 +34,11 @@ WHAT = "plan-ahead"
 def plan_ahead_wanted(device_type: str, plan_cache: bool) -> bool:
     """Whether to perturb ahead of training (see the module docstring); a bad ``TOKBENCH_PLAN_AHEAD``
     is a ``ValueError`` naming it (the CLI's one-line error)."""
-    raw = os.environ.get(ENV, "").strip()
-    if raw not in ("", "0", "1"):
-        raise ValueError(f"{ENV}={raw!r}: expected 0 or 1")
+    on = switch(ENV)
     if not plan_cache or not can_fork():
         return False
-    if raw:
-        return raw == "1"
+    if on is not None:
+        return on
     return device_type == "cuda" and usable_cpus() >= 4
 
 

@@ -20,6 +20,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from core.switches import switch
+
 ENV = "TOKBENCH_REPORT_PROCESS"
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -31,10 +33,8 @@ class ReportProcessFailed(RuntimeError):
 def wanted(device_type: str) -> bool:
     """Whether to render in a process of its own (module docstring); a bad setting is a
     ``ValueError`` naming it (the CLI's one-line error)."""
-    raw = os.environ.get(ENV, "").strip()
-    if raw not in ("", "0", "1"):
-        raise ValueError(f"{ENV}={raw!r}: expected 0 or 1")
-    return raw == "1" if raw else device_type == "cuda"
+    on = switch(ENV)
+    return device_type == "cuda" if on is None else on
 
 
 class ReportProcess:

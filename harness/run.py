@@ -14,7 +14,6 @@ import errno
 import inspect
 import json
 import math
-import os
 import sys
 import threading
 import time
@@ -32,6 +31,7 @@ from tqdm import tqdm
 from core.forkpool import WorkerDied, usable_cpus
 from core.metrics import bpb
 from core.schema import BUCKET_COLUMNS, RESULT_COLUMNS
+from core.switches import switch
 from encoders.base import Encoder, config_to_dict
 from harness import compileahead, plugins, reportproc
 from harness.accel import (
@@ -133,10 +133,8 @@ def cells_behind_wanted(device_type: str) -> bool:
     (0). Default: on CUDA only — on a CPU the cell processes and the
     scoring forwards would share the same cores. Any other value is a ``ValueError`` naming it
     (the CLI's one-line error)."""
-    raw = os.environ.get("TOKBENCH_CELLS_BEHIND", "").strip()
-    if raw not in ("", "0", "1"):
-        raise ValueError(f"TOKBENCH_CELLS_BEHIND={raw!r}: expected 0 or 1")
-    return device_type == "cuda" if raw == "" else raw == "1"
+    on = switch("TOKBENCH_CELLS_BEHIND")
+    return device_type == "cuda" if on is None else on
 
 
 class CellsBehind:

@@ -42,7 +42,6 @@ time (``harness.planahead.PlanAhead``).
 
 from __future__ import annotations
 
-import os
 import queue
 import threading
 import time
@@ -53,6 +52,8 @@ from typing import Any
 import torch
 import torch._dynamo
 
+from core.switches import switch
+
 ENV = "TOKBENCH_SCORE_BEHIND"
 
 
@@ -60,10 +61,7 @@ def score_behind_wanted() -> bool:
     """Whether trained models score behind the next one's training (module docstring: only
     when ``TOKBENCH_SCORE_BEHIND=1``, on any device). Any value but 0, 1 or empty is a
     ``ValueError`` naming it (the CLI's one-line error)."""
-    raw = os.environ.get(ENV, "").strip()
-    if raw not in ("", "0", "1"):
-        raise ValueError(f"{ENV}={raw!r}: expected 0 or 1")
-    return raw == "1"
+    return switch(ENV) is True
 
 
 class Cancelled(Exception):

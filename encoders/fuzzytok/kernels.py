@@ -787,18 +787,20 @@ class ThinLauncher:
         spec = tuple(_specialize(backend, a, False, sp, al) for a, (sp, al) in zip(spec_args, flags))
         return (device, static, tuple(consts.items()), spec)
 
-    def _precompile(self, grid, make_args, consts: dict, threads: int) -> int:  # noqa: ANN001
+    def _precompile(self, grid, make_args, consts: dict, threads: int,  # noqa: ANN001
+                    tuning: tuple[tuple, list] | None = None) -> int:
         """Compile every config the autotuner would time for this call in ``threads`` threads,
         each with the arguments a direct launch of it takes (``make_args(meta)``: for the TMA
-        kernel the descriptors with that config's tiles, as its pre-hook sets them). Returns how
-        many were submitted (0 under the interpreter, or when there is nothing to gain)."""
+        kernel the descriptors with that config's tiles, as its pre-hook sets them). ``tuning``:
+        this call's ``_tuning`` if the caller has it. Returns how many were submitted (0 under
+        the interpreter, or when there is nothing to gain)."""
         if INTERPRET or threads < 2:
             return 0
         from concurrent.futures import ThreadPoolExecutor
 
         from triton.runtime._async_compile import AsyncCompileMode
 
-        tkey, configs = self._tuning(make_args, consts)
+        tkey, configs = tuning or self._tuning(make_args, consts)
         if tkey in self.tuner.cache or len(configs) < 2:
             return 0  # tuned already: the autotuner compiles only its choice
         with ThreadPoolExecutor(threads) as pool, AsyncCompileMode(pool, ignore_errors=True):
@@ -860,21 +862,26 @@ class ThinLauncher:
             self.tune_seconds += time.perf_counter() - t0
 
     def _tune_key(self, key: tuple | None, grid, make_args, consts: dict) -> None:  # noqa: ANN001
-        store = None
-        if TUNE_CACHE and not INTERPRET:
+        store = tuning = None
+        if not INTERPRET and (TUNE_CACHE or PARALLEL_COMPILE >= 2):
             try:
-                tkey, configs = self._tuning(make_args, consts)
+                tuning = self._tuning(make_args, consts)  # once, for the stored choice and the precompile
+            except Exception:  # noqa: BLE001 - an optimisation only: the autotuner tunes as before
+                tuning = None
+        if TUNE_CACHE and tuning is not None:
+            tkey, configs = tuning
+            try:
                 if tkey not in self.tuner.cache and len(configs) > 1:
                     chosen = self._stored_choice(tkey, configs)
                     if chosen is not None:
                         self.tuner.cache[tkey] = chosen  # the autotuner launches it without timing
                     else:
-                        store = (tkey, configs)
+                        store = tuning
             except Exception:  # noqa: BLE001 - an optimisation only: the autotuner tunes as before
                 store = None
         if PARALLEL_COMPILE >= 2:
             try:
-                self._precompile(grid, make_args, consts, PARALLEL_COMPILE)
+                self._precompile(grid, make_args, consts, PARALLEL_COMPILE, tuning)
             except Exception:  # noqa: BLE001 - an optimisation only: the autotuner compiles as before
                 pass
         args = make_args(None)
