@@ -40,9 +40,12 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from core.switches import switch
+
+if TYPE_CHECKING:
+    import torch
 
 ENV = "TOKBENCH_COMPILE_AHEAD"
 WAIT_ENV = "TOKBENCH_COMPILE_AHEAD_WAIT"
@@ -64,6 +67,17 @@ def compile_ahead_wanted(device_type: str, compiling: bool, cpus: int) -> bool:
     if on is not None:
         return on
     return device_type == "cuda" and cpus >= 4
+
+
+def cuda_index(dev: torch.device) -> int:
+    """The CUDA device's index: `dev`'s own, else the current device's.
+
+    `torch.cuda.set_per_process_memory_fraction` refuses a bare `torch.device("cuda")` (session
+    22's first H100 run lost its compile-ahead process to that ValueError).
+    """
+    import torch
+
+    return dev.index if dev.index is not None else torch.cuda.current_device()
 
 
 def warm_windows(run_windows: int, device_bytes: int | None = None, need_bytes: int | None = None) -> int:
@@ -344,7 +358,7 @@ def _warm_all(conn: Any, job: dict[str, Any], tmp: Path) -> None:
                                 warmup_bytes=0)
     if dev.type == "cuda" and per > few and torch.cuda.get_device_properties(dev).total_memory < BIG_GPU_BYTES:
         # beside the run on a smaller GPU: an allocation past this share fails here, not in the run
-        torch.cuda.set_per_process_memory_fraction(AHEAD_MEMORY_SHARE, dev)
+        torch.cuda.set_per_process_memory_fraction(AHEAD_MEMORY_SHARE, cuda_index(dev))
     state: dict[str, Any] = {}
     models: list[tuple[Any, Any]] = []
     for i, spec in enumerate(job["specs"]):

@@ -21,6 +21,7 @@ from harness.compileahead import (
     MID_GPU_SHARE,
     WARM_WINDOWS,
     compile_ahead_wanted,
+    cuda_index,
     warm_windows,
 )
 
@@ -205,3 +206,13 @@ def test_out_of_memory_warms_on_a_few_windows(monkeypatch: pytest.MonkeyPatch) -
     with pytest.raises(torch.OutOfMemoryError):
         compileahead._warm_training(enc, [], few, 16, torch.device("cpu"), 0, None)
     assert calls == [16]
+
+
+def test_cuda_index(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A bare "cuda" device resolves to the current device's index; an explicit one is kept.
+    (torch.cuda.set_per_process_memory_fraction refuses a device without an index.)"""
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 3)
+    assert cuda_index(torch.device("cuda")) == 3
+    assert cuda_index(torch.device("cuda", 1)) == 1
