@@ -12,7 +12,8 @@
 # estimate.json (two device calls: the dry run and the run each take minutes). RUN_ARGS: more
 # arguments of the run itself (e.g. --no-report). DTYPE_CHECK=1: then bf16 against fp32 per
 # cell on the run's models (benchmarks/score_dtype_check.py, DTYPE_DOCS documents per eval set,
-# default 32 — the run scores 300 —, the split and fp32 heads; about 50 s on an H200 at 32) into
+# default 300 as the run scores, the split and fp32 heads; 40 s on an H100 at 100 documents,
+# session 22; DTYPE_TIMEOUT seconds, default 300) into
 # $OUT/dtype_check.log. TOKBENCH_SCORE_BEHIND=1 and the other run switches pass through.
 # REPORT_PROCS="8 16": then the run's report rendered again with each number of processes
 # (TOKBENCH_REPORT_PROCESSES), its parts' seconds into $OUT/report_procs.log. FRESH=1: cold
@@ -90,7 +91,7 @@ print(f"report at {os.environ['TOKBENCH_REPORT_PROCESSES']} processes: {time.per
 PY
 done
 if [ -n "$DTYPE_CHECK" ]; then
-  timeout ${DTYPE_TIMEOUT:-150} python3 benchmarks/score_dtype_check.py standard --out "$RUN" "${SETS[@]}" \
-    --heads split,fp32 --max-docs ${DTYPE_DOCS:-32} > "$OUT/dtype_check.log" 2>&1
+  timeout ${DTYPE_TIMEOUT:-300} python3 benchmarks/score_dtype_check.py standard --out "$RUN" "${SETS[@]}" \
+    --heads split,fp32 --max-docs ${DTYPE_DOCS:-300} > "$OUT/dtype_check.log" 2>&1
   grep -E "max \|ΔBPB\||all models|in all" "$OUT/dtype_check.log"
 fi
