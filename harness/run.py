@@ -826,7 +826,8 @@ class Runner:
         """MFU and throughput: model FLOPs per second ÷ the bf16 GEMM rate measured in this
         process (``gemm_bf16_tflops``; null on CPU, where no MFU is given). Training MFU counts
         causal attention at half (``flops_causal_attn_half``); ``mfu_full_attn`` uses run.json's
-        own count (attention at full cost); a data-parallel model (train stats ``ranks``) divides by
+        own count (attention at full cost); ``mfu_after_first_step`` the steps after the first
+        (its FLOPs and seconds left out: the cold compile's); a data-parallel model (train stats ``ranks``) divides by
         ranks × peak. Scoring: forward FLOPs of the packed scoring jobs."""
         peak = self.gemm_tflops * 1e12 if self.gemm_tflops else None
         train: dict[str, Any] = {}
@@ -842,6 +843,12 @@ class Runner:
                     ranks_peak = peak * st.get("ranks", 1)
                     row["mfu"] = st["flops_causal_attn_half"] / sec / ranks_peak
                     row["mfu_full_attn"] = st["flops"] / sec / ranks_peak
+                    # the steps after the first: the cold compile and tuning left out
+                    first_s = st.get("first_step_seconds") or 0.0
+                    if "first_step_flops_causal_attn_half" in st and st.get("steps", 0) > 1 and sec > first_s:
+                        row["mfu_after_first_step"] = ((st["flops_causal_attn_half"]
+                                                        - st["first_step_flops_causal_attn_half"])
+                                                       / (sec - first_s) / ranks_peak)
                 train[f"{label} s{seed}"] = row
 
         def rates(st: dict[str, Any]) -> dict[str, Any]:

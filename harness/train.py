@@ -324,6 +324,7 @@ def train_encoder(
     readback = LossReadback(device)
     last_lv = math.nan
     first_step_s: float | None = None
+    first_step_causal = 0.0  # causal_flops when the first step had run (the steady pace's start)
 
     def flush(wait: bool = True) -> None:
         nonlocal window_loss, window_bytes, recent, last_lv
@@ -378,6 +379,7 @@ def train_encoder(
                 if device.type == "cuda":
                     torch.cuda.synchronize(device)
                 first_step_s = time.perf_counter() - t0  # includes the cold compile
+                first_step_causal = causal_flops
             if seen - last_point >= curve_every or last_point < 0:
                 readback.point(seen)
                 last_point = seen
@@ -414,6 +416,9 @@ def train_encoder(
         "flops_causal_attn_half": causal_flops,
         "seconds": seconds,
         "first_step_seconds": first_step_s or 0.0,
+        # FLOPs (causal attention at half) up to the end of the first step: with
+        # first_step_seconds, the pace after the cold start (run.json ``mfu_after_first_step``)
+        "first_step_flops_causal_attn_half": first_step_causal,
         # before the clock started: optimizer, collation pools (BPE's bulk tokenization
         # starts here), the prefetch thread; part of run.json's ``model_other_seconds``
         "setup_seconds": setup_s,

@@ -250,6 +250,10 @@ def test_dry_run_then_run_reports_estimated_vs_actual(tmp_path: Path, capsys: py
     stats = run["encoders"]["bytes"]["seeds"]["0"]["train"]
     # causal attention counted at half: less than the full count, by the attention share
     assert 0 < stats["flops_causal_attn_half"] < stats["flops"]
+    # the first step's share: one step's FLOPs (the steps are equal but for the last)
+    first = stats["first_step_flops_causal_attn_half"]
+    assert stats["steps"] > 1 and 0 < first < stats["flops_causal_attn_half"]
+    assert first == pytest.approx(stats["flops_causal_attn_half"] / stats["steps"], rel=0.5)
     t = run["timings"]
     assert {"perturb_seconds", "score_forward_seconds"} <= set(t)
     # scoring's parts: the packed jobs and the cells made from their scores lie inside it
