@@ -44,6 +44,7 @@ sp = r.get("speed", {})
 print("gemm bf16 TFLOP/s", sp.get("gemm_bf16_tflops"))
 for k, v in sp.get("train", {}).items():
     steady = f"; after the first step {v['mfu_after_first_step']:.3f}" if "mfu_after_first_step" in v else ""
+    steady += f"; median step {v['mfu_median_step']:.3f}" if "mfu_median_step" in v else ""
     print(f"train {k:<18} MFU {v.get('mfu', 0):.3f} (full attn {v.get('mfu_full_attn', 0):.3f}{steady}) "
           f"{v['bytes_per_s'] / 1e6:.2f} MB/s first step {v['first_step_seconds']:.1f} s peak {v['peak_mem_bytes'] / 2**30:.1f} GiB")
 for k, v in sp.get("score", {}).items():

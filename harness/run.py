@@ -305,6 +305,35 @@ def build_encoder(spec: EncoderSpec, seed: int, base_dir: Path) -> Encoder:
     return cls(spec.config, spec.backbone)
 
 
+def train_mfu(st: dict[str, Any], peak: float) -> dict[str, float]:
+    """Training MFU of one model's train stats ``st`` (run.json ``encoders.*.seeds.*.train``)
+    against ``peak`` FLOP/s (the bf16 GEMM ceiling): ``mfu`` (model FLOPs with causal attention
+    at half, ``flops_causal_attn_half``, ÷ training seconds), ``mfu_full_attn`` (run.json's own
+    count), ``mfu_after_first_step`` (the first step's FLOPs and seconds, the cold compile's,
+    left out) and, on CUDA, ``mfu_median_step`` (the mean step's FLOPs after the first ÷ the
+    median device step time of ``step_clock``: the steady pace, with neither the compile nor
+    the slow steps a GPU shared with other work makes). A data-parallel model's FLOPs are the
+    sums over its ranks (train stats ``ranks``): it divides by ranks × peak. Fields whose inputs
+    are missing are left out (records from before them, one-step runs)."""
+    if "flops_causal_attn_half" not in st or not peak:
+        return {}
+    ranks_peak = peak * st.get("ranks", 1)
+    sec = st["seconds"] or math.nan
+    f = st["flops_causal_attn_half"]
+    out = {"mfu": f / sec / ranks_peak, "mfu_full_attn": st["flops"] / sec / ranks_peak}
+    steps = st.get("steps", 0)
+    first_f = st.get("first_step_flops_causal_attn_half")
+    first_s = st.get("first_step_seconds") or 0.0
+    if first_f is not None and steps > 1 and sec > first_s:
+        out["mfu_after_first_step"] = (f - first_f) / (sec - first_s) / ranks_peak
+    clock = st.get("step_clock")
+    if clock and clock.get("median_ms") and steps > 1:
+        # without the first step's own count (older records), every step is taken as equal
+        per_step = (f - first_f) / (steps - 1) if first_f is not None else f / steps
+        out["mfu_median_step"] = per_step / (clock["median_ms"] / 1e3) / ranks_peak
+    return out
+
+
 class Runner:
     """One run of one suite. Public entry: ``run()``."""
 
@@ -826,29 +855,18 @@ class Runner:
         """MFU and throughput: model FLOPs per second ÷ the bf16 GEMM rate measured in this
         process (``gemm_bf16_tflops``; null on CPU, where no MFU is given). Training MFU counts
         causal attention at half (``flops_causal_attn_half``); ``mfu_full_attn`` uses run.json's
-        own count (attention at full cost); ``mfu_after_first_step`` the steps after the first
-        (its FLOPs and seconds left out: the cold compile's); a data-parallel model (train stats ``ranks``) divides by
-        ranks × peak. Scoring: forward FLOPs of the packed scoring jobs."""
+        own count (attention at full cost); ``mfu_after_first_step`` and ``mfu_median_step``
+        the steady pace (``train_mfu``). Scoring: forward FLOPs of the packed scoring jobs."""
         peak = self.gemm_tflops * 1e12 if self.gemm_tflops else None
         train: dict[str, Any] = {}
         for label, facts in self.encoder_facts.items():
             for seed, meta in facts.get("seeds", {}).items():
                 st = meta["train"]
-                sec = st["seconds"] or math.nan
                 row = {"bytes_per_s": st["bytes_per_s"], "seconds": st["seconds"],
                        "first_step_seconds": st.get("first_step_seconds"), "fit_seconds": meta["fit"].get("wall_seconds"),
                        "peak_mem_bytes": st["peak_mem_bytes"]}
-                if peak and "flops_causal_attn_half" in st:
-                    # a data-parallel model's FLOPs are the sums over its ranks: one GPU's peak each
-                    ranks_peak = peak * st.get("ranks", 1)
-                    row["mfu"] = st["flops_causal_attn_half"] / sec / ranks_peak
-                    row["mfu_full_attn"] = st["flops"] / sec / ranks_peak
-                    # the steps after the first: the cold compile and tuning left out
-                    first_s = st.get("first_step_seconds") or 0.0
-                    if "first_step_flops_causal_attn_half" in st and st.get("steps", 0) > 1 and sec > first_s:
-                        row["mfu_after_first_step"] = ((st["flops_causal_attn_half"]
-                                                        - st["first_step_flops_causal_attn_half"])
-                                                       / (sec - first_s) / ranks_peak)
+                if peak:
+                    row.update(train_mfu(st, peak))
                 train[f"{label} s{seed}"] = row
 
         def rates(st: dict[str, Any]) -> dict[str, Any]:
