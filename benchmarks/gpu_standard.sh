@@ -42,6 +42,8 @@ import json, sys
 r = json.load(open(sys.argv[1]))
 sp = r.get("speed", {})
 print("gemm bf16 TFLOP/s", sp.get("gemm_bf16_tflops"))
+hw = r.get("hardware", {})
+print("host", hw.get("cpu_model"), "usable cores", hw.get("cpu_usable"), "host pace us", hw.get("host_pace_us"))
 for k, v in sp.get("train", {}).items():
     steady = f"; after the first step {v['mfu_after_first_step']:.3f}" if "mfu_after_first_step" in v else ""
     steady += f"; median step {v['mfu_median_step']:.3f}" if "mfu_median_step" in v else ""

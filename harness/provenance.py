@@ -5,7 +5,9 @@ from __future__ import annotations
 import importlib.metadata as md
 import os
 import platform
+import statistics
 import subprocess
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -47,14 +49,53 @@ def git_sha() -> str | None:
         return None
 
 
+def cpu_model(cpuinfo: Path = Path("/proc/cpuinfo")) -> str | None:
+    """The CPU's model name as Linux's ``/proc/cpuinfo`` gives it (first ``model name`` line), or
+    None where that file is missing or has no such line (other systems, some ARM kernels)."""
+    try:
+        text = cpuinfo.read_text(errors="replace")
+    except OSError:
+        return None
+    for line in text.splitlines():
+        key, sep, value = line.partition(":")
+        if sep and key.strip() == "model name" and value.strip():
+            return value.strip()
+    return None
+
+
+def host_pace_us(reps: int = 5, n: int = 20_000) -> float:
+    """Median microseconds one thread of this process takes for a fixed pure-Python workload
+    (``n`` dict updates and list appends, ``reps`` repetitions): a yardstick of the host's
+    single-thread pace, which sets the speed of everything host-bound in a run (launching
+    kernels, collating, compiling). Two runs on different machines with the same GPU can
+    differ by it (BENCHMARKS.md session 24); it says nothing about the GPU. A few ms in all."""
+    times = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        d: dict[int, int] = {}
+        out: list[int] = []
+        for i in range(n):
+            d[i & 1023] = d.get(i & 1023, 0) + i
+            out.append(i ^ (i >> 3))
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times) * 1e6
+
+
 def hardware(device: torch.device) -> dict[str, Any]:
+    """The machine a run ran on: platform, CPU (its model name and ``host_pace_us``, the
+    single-thread yardstick), core counts (``cpu_usable``: the cores this process may run on)
+    and the GPU."""
     import torch  # here, not at import: `tokbench --version` must not load torch
 
+    usable = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None
     info: dict[str, Any] = {
         "platform": platform.platform(),
         "python": platform.python_version(),
         "cpu": platform.processor() or platform.machine(),
+        "cpu_model": cpu_model(),
+        "host_pace_us": round(host_pace_us(), 1),
         "cpu_count": os.cpu_count(),
+        "cpu_usable": len(usable) if usable is not None else os.cpu_count(),
         "torch_threads": torch.get_num_threads(),
         "device": str(device),
     }
