@@ -1,0 +1,41 @@
+"""benchmarks/score_graphs.py on a CPU: its shape parser, and its direct timing of a backbone
+forward in scoring's inference mode (the CUDA-graph half needs a GPU)."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from encoders.backbone import Backbone, BackboneConfig
+
+_PATH = Path(__file__).resolve().parents[2] / "benchmarks" / "score_graphs.py"
+_spec = importlib.util.spec_from_file_location("score_graphs", _PATH)
+assert _spec is not None and _spec.loader is not None
+score_graphs = importlib.util.module_from_spec(_spec)
+sys.modules["score_graphs"] = score_graphs
+_spec.loader.exec_module(score_graphs)
+
+
+def test_parse_shapes_reads_batch_by_length() -> None:
+    assert score_graphs.parse_shapes("64x1024, 256x384") == [(64, 1024), (256, 384)]
+
+
+@pytest.mark.parametrize("bad", ["64", "64x", "x8", "0x8", "8x-1", "8y8"])
+def test_parse_shapes_names_a_bad_item(bad: str) -> None:
+    with pytest.raises(ValueError, match=f"'{bad}' is not BATCHxLENGTH"):
+        score_graphs.parse_shapes(bad)
+
+
+def test_measure_times_the_forward_on_cpu_and_leaves_graphs_out() -> None:
+    model = Backbone(BackboneConfig(layers=1, dim=16, heads=2)).eval()
+    r = score_graphs.measure(model, (2, 8), torch.device("cpu"), bf16=True, reps=2, warmup=1)
+    assert r["direct_ms"] is not None and r["direct_ms"] > 0
+    assert r["graph_ms"] is None and r["saved_ms"] is None and r["max_abs_diff"] is None
+    # scoring's mode: no autograd state is kept for the forward's output
+    with score_graphs.scoring_mode(torch.device("cpu"), bf16=True):
+        assert torch.is_inference_mode_enabled()
+        assert model(torch.zeros(1, 4, 16)).dtype == torch.float32  # no autocast on a CPU
