@@ -13,8 +13,10 @@ in the standard suite (``eval.batch_windows`` windows of ``context_bytes``); BPE
 windows, at ≈ 270–410 tokens a 1 KB window by vocabulary (256 × 384 stands for them). Weights are
 the initialisation's: a forward's cost does not depend on their values. Prints per shape the
 direct and replayed ms per forward, what a graph saves, and max |Δ| between the two outputs (the
-same kernels, so 0 is expected). On a CPU only the direct forward is timed (graphs are CUDA's).
-Not measured yet (session 24 wrote it for the next GPU session: BENCHMARKS.md "Session 24").
+same kernels, so 0 is expected), and the host's ms to launch one forward on an idle GPU (queued
+forwards hide it while it is below their GPU time). On a CPU only the direct forward is timed
+(graphs are CUDA's). On the GPU machine install the carried wheels first (docs/gpu.md): loading
+the suite imports its perturbations. Measured: BENCHMARKS.md "Session 24", calls 4–5.
 """
 
 from __future__ import annotations
@@ -70,6 +72,20 @@ def per_call_ms(fn: Callable[[], Any], device: torch.device, reps: int) -> float
     return (time.perf_counter() - t0) / reps * 1e3
 
 
+def host_ms(fn: Callable[[], Any], device: torch.device, reps: int) -> float:
+    """Median wall ms until one call of ``fn`` returns, each started on an idle device (synchronised
+    before): the host's own cost of launching a forward, which queued forwards hide while it is
+    below their GPU time."""
+    times = []
+    for _ in range(reps):
+        sync(device)
+        t0 = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - t0) * 1e3)
+    sync(device)
+    return sorted(times)[len(times) // 2]
+
+
 def measure(model: Backbone, shape: tuple[int, int], device: torch.device, bf16: bool, reps: int,
             warmup: int = 3) -> dict[str, float | None]:
     """Direct and graph-replayed ms per forward of ``model`` on a (B, N, dim) input of ``shape``;
@@ -81,8 +97,10 @@ def measure(model: Backbone, shape: tuple[int, int], device: torch.device, bf16:
         for _ in range(warmup):  # compiles (first shape) and fills the RoPE table outside any graph
             model(x)
         direct = per_call_ms(lambda: model(x), device, reps)
+        host = host_ms(lambda: model(x), device, reps)
         ref = model(x).float()
-    out: dict[str, float | None] = {"direct_ms": direct, "graph_ms": None, "saved_ms": None, "max_abs_diff": None}
+    out: dict[str, float | None] = {"direct_ms": direct, "host_ms": host, "graph_ms": None, "saved_ms": None,
+                                    "max_abs_diff": None}
     if device.type != "cuda":
         return out
     static_x = x.clone()
@@ -127,7 +145,8 @@ def main() -> None:
           f"{'compiled blocks' if not args.no_compile else 'eager'}, {args.reps} forwards a timing")
     for shape in shapes:
         r = measure(model, shape, device, bf16, args.reps)
-        line = f"{shape[0]:>4} x {shape[1]:<5} direct {r['direct_ms']:8.2f} ms/forward"
+        line = (f"{shape[0]:>4} x {shape[1]:<5} direct {r['direct_ms']:8.2f} ms/forward "
+                f"(host {r['host_ms']:.2f} ms to launch one)")
         if r["graph_ms"] is not None:
             line += (f"  graph replay {r['graph_ms']:8.2f} ms  saved {r['saved_ms']:7.2f} ms "
                      f"({r['saved_ms'] / r['direct_ms']:.0%})  max |diff| {r['max_abs_diff']:.2e}")

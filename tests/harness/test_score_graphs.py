@@ -34,6 +34,7 @@ def test_measure_times_the_forward_on_cpu_and_leaves_graphs_out() -> None:
     model = Backbone(BackboneConfig(layers=1, dim=16, heads=2)).eval()
     r = score_graphs.measure(model, (2, 8), torch.device("cpu"), bf16=True, reps=2, warmup=1)
     assert r["direct_ms"] is not None and r["direct_ms"] > 0
+    assert r["host_ms"] is not None and r["host_ms"] > 0
     assert r["graph_ms"] is None and r["saved_ms"] is None and r["max_abs_diff"] is None
     # scoring's mode: no autograd state is kept for the forward's output
     with score_graphs.scoring_mode(torch.device("cpu"), bf16=True):
