@@ -20,7 +20,7 @@ fi
 gpu_env_log() {
   { date -u; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader;
     python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__, 'cuda', torch.version.cuda)"
-    python3 -c "from harness.provenance import cpu_model, host_pace_us; import os; print('cpu', cpu_model(), 'usable cores', len(os.sched_getaffinity(0)), 'host pace', round(host_pace_us(), 1), 'us')"; } \
+    python3 -c "from harness.provenance import host_facts; h = host_facts(); print('cpu', h['cpu_model'], 'usable cores', h['cpu_usable'], 'host pace', h['host_pace_us'], 'us')"; } \
     2>&1 | tee "$OUT/env.log"
 }
 # gpu_unpack SUITE: when $TOKBENCH_CACHE is unset and $GPU_DIR/SUITE-data.tar.gz exists (`tokbench

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import importlib.metadata as md
 import os
 import platform
@@ -81,14 +82,13 @@ def host_pace_us(reps: int = 5, n: int = 20_000) -> float:
     return statistics.median(times) * 1e6
 
 
-def hardware(device: torch.device) -> dict[str, Any]:
-    """The machine a run ran on: platform, CPU (its model name and ``host_pace_us``, the
-    single-thread yardstick), core counts (``cpu_usable``: the cores this process may run on)
-    and the GPU."""
-    import torch  # here, not at import: `tokbench --version` must not load torch
-
+@functools.cache
+def host_facts() -> dict[str, Any]:
+    """Platform, CPU model, ``host_pace_us`` and core counts (``cpu_usable``: the cores this
+    process may run on), measured once per process: run.json is rewritten after every model,
+    and the pace is read at the first write, near the run's start, not again beside its work."""
     usable = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None
-    info: dict[str, Any] = {
+    return {
         "platform": platform.platform(),
         "python": platform.python_version(),
         "cpu": platform.processor() or platform.machine(),
@@ -96,9 +96,15 @@ def hardware(device: torch.device) -> dict[str, Any]:
         "host_pace_us": round(host_pace_us(), 1),
         "cpu_count": os.cpu_count(),
         "cpu_usable": len(usable) if usable is not None else os.cpu_count(),
-        "torch_threads": torch.get_num_threads(),
-        "device": str(device),
     }
+
+
+def hardware(device: torch.device) -> dict[str, Any]:
+    """The machine a run ran on: ``host_facts()`` (the CPU and its single-thread yardstick),
+    torch's threads and the GPU."""
+    import torch  # here, not at import: `tokbench --version` must not load torch
+
+    info: dict[str, Any] = {**host_facts(), "torch_threads": torch.get_num_threads(), "device": str(device)}
     if device.type == "cuda":
         info["gpu"] = torch.cuda.get_device_name(device)
         info["cuda"] = torch.version.cuda

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import torch
 
-from harness.provenance import cpu_model, hardware, host_pace_us
+from harness.provenance import cpu_model, hardware, host_facts, host_pace_us
 
 CPUINFO = """processor\t: 0
 vendor_id\t: GenuineIntel
@@ -46,3 +46,11 @@ def test_hardware_records_cpu_facts() -> None:
     assert hw["host_pace_us"] > 0
     assert 1 <= hw["cpu_usable"] <= hw["cpu_count"]
     assert hw["cpu_model"] is None or isinstance(hw["cpu_model"], str)
+
+
+def test_host_facts_are_measured_once_per_process() -> None:
+    # run.json is rewritten after every model: the pace must not be measured again each time
+    # (a second measurement of a ~ms workload would almost never round to the same 0.1 µs)
+    first = hardware(torch.device("cpu"))["host_pace_us"]
+    assert hardware(torch.device("cpu"))["host_pace_us"] == first
+    assert host_facts() is host_facts()

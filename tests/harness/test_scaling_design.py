@@ -3,22 +3,15 @@ matches the closed form."""
 
 from __future__ import annotations
 
-import importlib.util
 import math
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
+from bench_script import load_benchmark
 
 from reports.scaling import CHINCHILLA_A, CHINCHILLA_B
 
-_PATH = Path(__file__).resolve().parents[2] / "benchmarks" / "scaling_design.py"
-_spec = importlib.util.spec_from_file_location("scaling_design", _PATH)
-assert _spec is not None and _spec.loader is not None
-sd = importlib.util.module_from_spec(_spec)
-sys.modules["scaling_design"] = sd  # dataclasses resolve their module while it executes
-_spec.loader.exec_module(sd)
+sd = load_benchmark("scaling_design")
 
 
 def synthetic_points(laws: dict[str, object]) -> list:

@@ -3,21 +3,13 @@ forward in scoring's inference mode (the CUDA-graph half needs a GPU)."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import pytest
 import torch
+from bench_script import load_benchmark
 
 from encoders.backbone import Backbone, BackboneConfig
 
-_PATH = Path(__file__).resolve().parents[2] / "benchmarks" / "score_graphs.py"
-_spec = importlib.util.spec_from_file_location("score_graphs", _PATH)
-assert _spec is not None and _spec.loader is not None
-score_graphs = importlib.util.module_from_spec(_spec)
-sys.modules["score_graphs"] = score_graphs
-_spec.loader.exec_module(score_graphs)
+score_graphs = load_benchmark("score_graphs")
 
 
 def test_parse_shapes_reads_batch_by_length() -> None:

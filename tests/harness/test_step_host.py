@@ -3,23 +3,15 @@ training loop's own ``train_step`` on the loop's micro-batches."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import torch
+from bench_script import load_benchmark
 
 from encoders.backbone import BackboneConfig
 from encoders.byte_baseline import ByteConfig, ByteEncoder
 from harness.suite import BudgetConfig
 from harness.train import autocast_for, make_optimizer
 
-_PATH = Path(__file__).resolve().parents[2] / "benchmarks" / "step_host.py"
-_spec = importlib.util.spec_from_file_location("step_host", _PATH)
-assert _spec is not None and _spec.loader is not None
-step_host = importlib.util.module_from_spec(_spec)
-sys.modules["step_host"] = step_host
-_spec.loader.exec_module(step_host)
+step_host = load_benchmark("step_host")
 
 
 def test_op_counter_counts_each_dispatched_op_by_name() -> None:

@@ -12,12 +12,12 @@ before the op diet (main at 185f533) bytes 605, BPE 596; after it bytes 495, BPE
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
 import pytest
 import torch
+from bench_script import load_benchmark
 
 from encoders.backbone import BackboneConfig
 from encoders.base import Encoder, FitContext
@@ -27,11 +27,7 @@ from harness.suite import BudgetConfig
 from harness.train import autocast_for, make_optimizer, train_step
 
 # the benchmark's counter (benchmarks/ is not a package): one definition of what an op is
-_spec = importlib.util.spec_from_file_location("step_host", Path(__file__).resolve().parents[2] / "benchmarks" / "step_host.py")
-assert _spec is not None and _spec.loader is not None
-_step_host = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(_step_host)
-OpCounter = _step_host.OpCounter
+OpCounter = load_benchmark("step_host").OpCounter
 
 BACKBONE = BackboneConfig(layers=2, dim=32, heads=2)
 BUDGET = BudgetConfig(context_bytes=64, batch_bytes=512, lr=1e-3)
