@@ -17,7 +17,8 @@ Phases are wall seconds measured by wrapping the run's own functions (nothing el
 sum; ``waiting for collate`` is the time the scoring loop waited for it. On CUDA the forward is
 asynchronous: GPU time that the host work does not hide shows up in ``score_items rest`` (the
 loop waits for a batch's results there), unless ``--sync`` puts it in ``forward``.
-``--profile N`` prints the N functions with the most own time (cProfile, main thread only).
+``--profile N`` prints the N functions with the most own time, then the N with the most time
+inside them (cProfile, main thread only). ``--models a,b`` scores those models alone.
 ``--count-duplicates`` prints, per model, the windows handed to ``score_items`` (all cells of one
 eval set in one call), the distinct ones among them — equal (window bytes, score_from), which
 ``score_items`` forwards once — and the bytes fed for each (``harness.score.flatten_windows``;
@@ -27,6 +28,7 @@ Examples (first run trains the tiny models: a few minutes on a 2-core CPU):
     PYTHONPATH=$PWD python benchmarks/bench_scoring_host.py --device cpu --no-forward
     PYTHONPATH=$PWD python benchmarks/bench_scoring_host.py --device cpu --set eval.max_docs=20
     PYTHONPATH=$PWD python benchmarks/bench_scoring_host.py --device cuda --no-tiny --out RUN_DIR
+    PYTHONPATH=$PWD python benchmarks/bench_scoring_host.py --device cuda --no-tiny --out RUN_DIR --models bpe-4096 --profile 30
     PYTHONPATH=$PWD python benchmarks/bench_scoring_host.py --device cpu --no-forward --count-duplicates
 """
 
@@ -141,6 +143,7 @@ def main() -> None:
                     help="replace score_items by a constant 1 nat per byte: the per-cell host work alone, at full scale")
     ap.add_argument("--count-duplicates", action="store_true",
                     help="print per model the windows, distinct windows and fed bytes of its scoring jobs")
+    ap.add_argument("--models", help="comma-separated model labels to score (default: every model of the suite)")
     ap.add_argument("--profile", type=int, default=0)
     ap.add_argument("--profile-out", help="write the cProfile stats here (pstats format)")
     args = ap.parse_args()
@@ -157,6 +160,12 @@ def main() -> None:
     run_mod.atomic_write_json = lambda *a, **k: None  # never touch the run's run.json
     models = r.train_models(seed, data.train)
     print(f"models (trained or loaded from {args.out}) {time.perf_counter() - t0:.1f} s")
+    if args.models:  # score these alone (a profile of one encoder's loop); a bad label is an error
+        wanted = [m.strip() for m in args.models.split(",") if m.strip()]
+        unknown = [m for m in wanted if m not in models]
+        if unknown:
+            raise SystemExit(f"--models: no model {unknown[0]!r} in the suite (it has {', '.join(models)})")
+        models = {k: models[k] for k in wanted}
     # cells go to a scratch folder (every cell is scored; a finished run's cells stay as they are)
     scratch = Path(tempfile.mkdtemp(prefix="bench-scoring-cells-"))
     r.rd.cells = scratch
@@ -225,6 +234,7 @@ def main() -> None:
         prof.dump_stats(args.profile_out)
     if prof is not None and args.profile:
         pstats.Stats(prof).sort_stats("tottime").print_stats(args.profile)
+        pstats.Stats(prof).sort_stats("cumulative").print_stats(args.profile)
 
 
 if __name__ == "__main__":

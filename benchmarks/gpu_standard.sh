@@ -17,7 +17,10 @@
 # $OUT/dtype_check.log. TOKBENCH_SCORE_BEHIND=1 and the other run switches pass through.
 # REPORT_PROCS="8 16": then the run's report rendered again with each number of processes
 # (TOKBENCH_REPORT_PROCESSES), its parts' seconds into $OUT/report_procs.log. FRESH=1: cold
-# caches (gpu_common.sh).
+# caches (gpu_common.sh). PROFILE_SCORING=N: then one seed's scoring again on the run's models
+# (benchmarks/bench_scoring_host.py, cProfile of the scoring loop's thread, its N costliest
+# functions; PROFILE_MODELS, default bpe-4096,bytes; PROFILE_TIMEOUT s, default 240) into
+# $OUT/scoring_profile.log.
 source "$(dirname "$0")/gpu_common.sh"
 gpu_unpack standard
 export TOKBENCH_CACHE=${TOKBENCH_CACHE:-$GPU_DIR/cache}
@@ -98,4 +101,11 @@ if [ -n "$DTYPE_CHECK" ]; then
   timeout ${DTYPE_TIMEOUT:-300} python3 benchmarks/score_dtype_check.py standard --out "$RUN" "${SETS[@]}" \
     --heads split,fp32 --max-docs ${DTYPE_DOCS:-300} > "$OUT/dtype_check.log" 2>&1
   grep -E "max \|ΔBPB\||all models|in all" "$OUT/dtype_check.log"
+fi
+if [ -n "$PROFILE_SCORING" ]; then
+  SETARGS=(); for s in "${SETS[@]}"; do [ "$s" = --set ] || SETARGS+=(--set "$s"); done
+  timeout ${PROFILE_TIMEOUT:-240} python3 benchmarks/bench_scoring_host.py suites/standard.yaml --device cuda --no-tiny \
+    --out "$RUN" "${SETARGS[@]}" --models "${PROFILE_MODELS:-bpe-4096,bytes}" --profile "$PROFILE_SCORING" \
+    > "$OUT/scoring_profile.log" 2>&1
+  tail -n 80 "$OUT/scoring_profile.log"
 fi
