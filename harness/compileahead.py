@@ -26,6 +26,15 @@ before, and the run stops it when scoring is done.
 
 ``TOKBENCH_COMPILE_AHEAD``: 1 on, 0 off; unset: on when the run compiles on a GPU with at least 4
 CPUs (spawned, not forked: the run's process may have touched CUDA already).
+
+Two processes on a host of ``MANY_CPUS`` or more (``TOKBENCH_COMPILE_AHEAD_WORKERS``, 1-4): the
+models after the first are dealt to them in training order (``assign``), so the second model and
+the third are compiled at the same time. Why: compiling is the host's single-threaded Python, and
+on a slow host one process fell behind the run — on an H100 whose host did everything 1.5-2x
+slower than another H100's, it finished fuzzytok's graphs (48 s) before starting BLT's (53 s), so
+the run reached BLT first and compiled 8 of its 12 graphs itself, 25 s of its first step
+(BENCHMARKS.md, session 25). On a GPU under ``BIG_GPU_BYTES`` the processes share
+``1 - need`` of the device between them (``memory_share``), so the run's own model still fits.
 """
 
 from __future__ import annotations
@@ -54,6 +63,9 @@ WINDOWS_ENV = "TOKBENCH_COMPILE_AHEAD_WINDOWS"  # another count; 0: the run's ow
 BIG_GPU_BYTES = 100 * 2**30  # from this much device memory on, the run's own batch by default
 MID_GPU_SHARE = 0.55  # below it: half the run's batch if every model's estimate fits this share
 AHEAD_MEMORY_SHARE = 0.45  # ... and this process then allocates at most this share of the device
+WORKERS_ENV = "TOKBENCH_COMPILE_AHEAD_WORKERS"  # processes compiling ahead (1-4)
+MANY_CPUS = 8  # from this many usable CPUs on, two processes by default
+MAX_WORKERS = 4
 
 
 def compile_ahead_wanted(device_type: str, compiling: bool, cpus: int) -> bool:
@@ -62,6 +74,7 @@ def compile_ahead_wanted(device_type: str, compiling: bool, cpus: int) -> bool:
     on = switch(ENV)
     switch(WAIT_ENV)
     warm_windows(1)  # a bad TOKBENCH_COMPILE_AHEAD_WINDOWS fails here too
+    ahead_workers(cpus, 2)  # ... and a bad TOKBENCH_COMPILE_AHEAD_WORKERS
     if not compiling:
         return False
     if on is not None:
@@ -115,6 +128,48 @@ def warm_windows(run_windows: int, device_bytes: int | None = None, need_bytes: 
         raise ValueError(f"{WINDOWS_ENV}={raw!r}: expected a whole number of windows (0: the run's batch)")
     n = int(raw)
     return run_windows if n == 0 else min(n, run_windows)
+
+
+def ahead_workers(cpus: int, n_models: int) -> int:
+    """Processes to compile ahead with: ``TOKBENCH_COMPILE_AHEAD_WORKERS`` (1 to ``MAX_WORKERS``);
+    unset, 2 on ``MANY_CPUS`` usable CPUs or more, else 1 — never more than the models whose
+    training graphs are warmed (all but the first), and at least 1. A bad value is a
+    ``ValueError`` naming it."""
+    raw = os.environ.get(WORKERS_ENV, "").strip()
+    if raw:
+        if not raw.isdigit() or not 1 <= int(raw) <= MAX_WORKERS:
+            raise ValueError(f"{WORKERS_ENV}={raw!r}: expected a whole number from 1 to {MAX_WORKERS}")
+        n = int(raw)
+    else:
+        n = 2 if cpus >= MANY_CPUS else 1
+    return max(1, min(n, n_models - 1))
+
+
+def assign(labels: list[str], workers: int) -> list[tuple[list[str], list[str]]]:
+    """Per process, (models whose training graphs it warms, models whose scoring graphs it
+    warms), ``labels`` in training order. The models after the first are dealt round robin, so
+    each process's first model is among the first the run meets; each process scores the models
+    it trained, and the first model's scoring (its training graphs are the run's own) goes to the
+    process with the fewest models. Scoring lists keep the training order."""
+    train: list[list[str]] = [list(labels[1 + w :: workers]) for w in range(workers)]
+    score = [list(t) for t in train]
+    if labels:
+        fewest = min(range(workers), key=lambda w: (len(train[w]), -w))  # ties: the last
+        score[fewest].insert(0, labels[0])
+    return list(zip(train, score))
+
+
+def memory_share(device_bytes: int | None, need_bytes: int | None, workers: int) -> float:
+    """The share of a GPU under ``BIG_GPU_BYTES`` that each compile-ahead process may allocate
+    (when it trains on more than a few windows): ``AHEAD_MEMORY_SHARE`` for one process; for
+    several, what the run's largest estimated model (``need_bytes``) leaves, split evenly (at most
+    ``AHEAD_MEMORY_SHARE`` each; without an estimate ``AHEAD_MEMORY_SHARE`` split evenly). A
+    model past it is warmed on a few windows instead (``_warm_training``)."""
+    if workers <= 1:
+        return AHEAD_MEMORY_SHARE
+    if not device_bytes or not need_bytes:
+        return AHEAD_MEMORY_SHARE / workers
+    return max(0.0, min(AHEAD_MEMORY_SHARE, (1.0 - need_bytes / device_bytes) / workers))
 
 
 class CompileAhead:
@@ -195,12 +250,8 @@ class CompileAhead:
         self.seen_ready.setdefault(label, self.ready(label, "train"))
 
     def stop(self) -> None:
-        from encoders import backbone
-
         self.poll()
         self._end()
-        with contextlib.suppress(ValueError):
-            backbone.FIRST_LENGTH_LISTENERS.remove(self.first_length)
 
     def _end(self) -> None:
         if self.proc is None:
@@ -221,8 +272,72 @@ class CompileAhead:
                 "error": self.error, **({"finished": self.finished} if self.finished is not None else {})}
 
 
-def start(runner: Any, train: Any, evals: list[Any]) -> CompileAhead | None:
-    """The compile-ahead process for ``runner``'s first seed, or None when not wanted (module
+class CompileAheadGroup:
+    """Several compile-ahead processes (``assign``), seen from the run as one: the same calls as
+    ``CompileAhead``, each passed to the process that warms that model's part. ``finished`` once
+    all have finished (the longest one's seconds); ``error``: the first process's error, if any
+    (each failure is its own log line, and the others go on)."""
+
+    def __init__(self, parts: list[tuple[CompileAhead, list[str], list[str]]]) -> None:
+        self.parts = parts  # (process, labels it trains, labels it scores)
+        self.seen_ready: dict[str, bool] = {}
+
+    def _owner(self, label: str, part: str) -> CompileAhead | None:
+        for ahead, train, score in self.parts:
+            if label in (train if part == "train" else score):
+                return ahead
+        return None
+
+    def first_length(self, n: int) -> None:
+        for ahead, *_ in self.parts:
+            ahead.first_length(n)
+
+    def poll(self, timeout: float = 0.0) -> None:
+        for ahead, *_ in self.parts:
+            ahead.poll(timeout)
+
+    def ready(self, label: str, part: str) -> bool:
+        ahead = self._owner(label, part)
+        return ahead is not None and ahead.ready(label, part)
+
+    def mark_training(self, label: str) -> None:
+        self.seen_ready.setdefault(label, self.ready(label, "train"))
+
+    def stop(self) -> None:
+        from encoders import backbone
+
+        for ahead, *_ in self.parts:
+            ahead.stop()
+        with contextlib.suppress(ValueError):
+            backbone.FIRST_LENGTH_LISTENERS.remove(self.first_length)
+
+    @property
+    def error(self) -> str | None:
+        return next((a.error for a, *_ in self.parts if a.error is not None), None)
+
+    @property
+    def finished(self) -> dict[str, Any] | None:
+        done = [a.finished for a, *_ in self.parts]
+        if any(d is None for d in done):
+            return None
+        return {"seconds": max(d["seconds"] for d in done if d is not None),
+                "workers_seconds": [d["seconds"] for d in done if d is not None]}
+
+    def facts(self) -> dict[str, Any]:
+        warmed: dict[str, dict[str, Any]] = {}
+        for ahead, *_ in self.parts:
+            for label, parts in ahead.warmed.items():
+                warmed.setdefault(label, {}).update(parts)
+        fin = self.finished
+        return {"on": True, "workers": len(self.parts),
+                "assigned": [{"train": t, "score": sc} for _, t, sc in self.parts],
+                "models": warmed, "ready_when_trained": self.seen_ready, "error": self.error,
+                "errors": [a.error for a, *_ in self.parts],
+                **({"finished": fin} if fin is not None else {})}
+
+
+def start(runner: Any, train: Any, evals: list[Any]) -> CompileAheadGroup | None:
+    """The compile-ahead processes for ``runner``'s first seed, or None when not wanted (module
     docstring). ``train``: the training part; ``evals``: the eval parts (``DataPart``; a few
     documents of each are scored over there)."""
     from core.forkpool import usable_cpus
@@ -250,18 +365,23 @@ def start(runner: Any, train: Any, evals: list[Any]) -> CompileAhead | None:
         except Exception:  # noqa: BLE001 - an encoder the estimate cannot size: a few windows, as before
             need = None
     windows = warm_windows(b.windows_per_micro_batch, dev_bytes, need)
+    specs = runner.training_order()
+    workers = ahead_workers(usable_cpus(), len(specs))
     job = {
         "suite": runner.suite, "device": str(runner.device), "cache_dir": runner.opts.cache_dir,
-        "specs": runner.training_order(), "seed": runner.suite.seeds[0],
+        "specs": specs, "seed": runner.suite.seeds[0],
         "fit_docs": fit_sample(train.docs), "train_docs": _window_docs(train.docs, b, windows), "windows": windows,
         "sample": _score_sample(evals, b.context_bytes, stride, 2 * runner.suite.eval.batch_windows),
+        "memory_share": memory_share(dev_bytes, need, workers),
     }
-    ahead = CompileAhead(job, runner.log)
+    parts = [(CompileAhead({**job, "train_labels": tl, "score_labels": sl}, runner.log), tl, sl)
+             for tl, sl in assign([s.label for s in specs], workers)]
+    group = CompileAheadGroup(parts)
     if backbone._FIRST_TRAINED_LENGTH:  # this process trained a compiled model before (an earlier run)
-        ahead.first_length(backbone._FIRST_TRAINED_LENGTH[0])
+        group.first_length(backbone._FIRST_TRAINED_LENGTH[0])
     else:
-        backbone.FIRST_LENGTH_LISTENERS.append(ahead.first_length)
-    return ahead
+        backbone.FIRST_LENGTH_LISTENERS.append(group.first_length)
+    return group
 
 
 def _window_docs(docs: list[Any], b: Any, windows: int) -> list[Any]:
@@ -282,8 +402,8 @@ def _window_docs(docs: list[Any], b: Any, windows: int) -> list[Any]:
 # -- the spawned process ----------------------------------------------------------------------
 
 def _child(conn: Any, job_path: str, parent: int) -> None:
-    """The process's work (module docstring): models in the run's order, training graphs first
-    (the run needs them first), then every model's scoring graphs. Sends ("warmed", label, part,
+    """The process's work (module docstring): its models (``assign``) in the run's order,
+    training graphs first (the run needs them first), then their scoring graphs. Sends ("warmed", label, part,
     facts) as each part is done, ("error", line) if anything fails, then ("done", facts)."""
     from core.forkpool import die_with_parent
 
@@ -358,10 +478,16 @@ def _warm_all(conn: Any, job: dict[str, Any], tmp: Path) -> None:
                                 warmup_bytes=0)
     if dev.type == "cuda" and per > few and torch.cuda.get_device_properties(dev).total_memory < BIG_GPU_BYTES:
         # beside the run on a smaller GPU: an allocation past this share fails here, not in the run
-        torch.cuda.set_per_process_memory_fraction(AHEAD_MEMORY_SHARE, cuda_index(dev))
+        torch.cuda.set_per_process_memory_fraction(job.get("memory_share", AHEAD_MEMORY_SHARE), cuda_index(dev))
+    labels = [spec.label for spec in job["specs"]]
+    # this process's share (``assign``); alone, every model after the first and every model's scoring
+    train_labels = set(job.get("train_labels", labels[1:]))
+    score_labels = set(job.get("score_labels", labels))
     state: dict[str, Any] = {}
     models: list[tuple[Any, Any]] = []
     for i, spec in enumerate(job["specs"]):
+        if spec.label not in train_labels and spec.label not in score_labels:
+            continue  # another process's model
         _messages(conn, state, block=False)
         t1 = time.perf_counter()
         clock = compile_clock()
@@ -374,8 +500,9 @@ def _warm_all(conn: Any, job: dict[str, Any], tmp: Path) -> None:
                           log=lambda s: None, permuter=permuter_for(spec.permutation, b.context_bytes, seed))
         enc.fit(ctx)
         enc.to(dev)
-        models.append((spec, enc))
-        if i == 0:
+        if spec.label in score_labels:
+            models.append((spec, enc))
+        if i == 0 or spec.label not in train_labels:
             # the run compiles its first model's training graphs itself, at this moment: warming
             # them too would only put this process a model behind (on the H200 its 27-30 s there
             # made it reach the second model after the run did: BENCHMARKS.md, session 14)

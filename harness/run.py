@@ -340,7 +340,7 @@ class Runner:
     dp: Any = None  # harness.distributed.DataParallel when each model trains across ranks
     ahead: PlanAhead | None = None  # the plan-ahead process while it runs (harness.planahead)
     fits_ahead: PlanAhead | None = None  # host-only encoder fits running ahead (start_fits_ahead)
-    compile_ahead: compileahead.CompileAhead | None = None  # the compile-ahead process (harness.compileahead)
+    compile_ahead: compileahead.CompileAheadGroup | None = None  # the compile-ahead processes (harness.compileahead)
     plan_processes: int | None = None  # processes perturbing in plans(); None: every usable CPU
     writes_models = True  # False on the ranks of a data-parallel job other than rank 0
 

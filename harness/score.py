@@ -211,7 +211,10 @@ def score_items(
     of a computed distinct window counts, duplicates too (MB/s in run.json is scored text of all
     cells), and ``duplicate_windows`` counts those served from another window's forward; on
     CUDA also ``device_seconds``: the forwards' spans on the GPU's timeline (``seconds`` minus it
-    is time the GPU waited for the host between forwards).
+    is time the GPU waited for the host between forwards). The loop's own wall, split:
+    ``loop_wait_seconds`` (for collated batches, after the first), ``loop_launch_seconds``
+    (launching forwards), ``loop_sync_seconds`` (waiting for a batch's results on the device)
+    and ``loop_finish_seconds`` (per-byte NLL and bookkeeping of results on the host).
     needed: per item; batches are formed over all items' distinct windows (whatever ``needed``
     says), but a batch without a window of a needed item is skipped, and items not needed get
     None (a resumed run forms the same batches as a fresh one, so its numbers are identical).
@@ -295,13 +298,16 @@ def score_items(
         return idx, wins, sfrom, pin(batch) if pinned else batch, flops
 
     device_seconds = 0.0
+    sync_seconds = 0.0  # the loop's thread waiting for a batch's results (``ready.synchronize``)
 
     def finish(idx: list[int], wins: list[bytes], sfrom: list[int], units: UnitNLL, ready: Any,
                started: Any) -> None:
         """Per-byte NLL, unit counts and segments of a batch whose results are on the host."""
-        nonlocal device_seconds
+        nonlocal device_seconds, sync_seconds
         if ready is not None:
+            t_sync = time.perf_counter()
             ready.synchronize()  # the asynchronous copies of ``_to_host`` have landed
+            sync_seconds += time.perf_counter() - t_sync
             device_seconds += started.elapsed_time(ready) / 1e3
         nll = units.byte_nll([len(w) for w in wins], sfrom)
         if permuter is not None:  # fed order -> the window's byte order
@@ -348,10 +354,20 @@ def score_items(
     # GPU spends on forwards, idle gaps inside a forward included, gaps between forwards not.
     pending: tuple[list[int], list[bytes], list[int], UnitNLL, Any, Any] | None = None
     t_first = None
+    # Where the loop's thread spends its time, per batch (run.json's ``loop_*_seconds``): waiting
+    # for the next collated batch (after the first), launching its forward (the copy to the
+    # device, the encoder's ops, the copies back), and finishing the batch before it — waiting
+    # for its results (``sync_seconds``) and spreading them onto bytes. On a GPU whose forwards
+    # leave it idle, the larger of the host parts is what paces the loop.
+    loop = {"wait": 0.0, "launch": 0.0, "finish": 0.0}
+    t_next = 0.0
     try:
         for idx, wins, sfrom, cpu_batch, flops in feed:
+            t_got = time.perf_counter()
             if t_first is None:
-                t_first = time.perf_counter()
+                t_first = t_got
+            else:
+                loop["wait"] += t_got - t_next
             fwd_flops += flops
             started = None
             if pinned:
@@ -360,11 +376,17 @@ def score_items(
             with autocast:
                 units = encoder(cpu_batch.to(device))
             host = _to_host(units)
+            t_launched = time.perf_counter()
+            loop["launch"] += t_launched - t_got
             if pending is not None:
                 finish(*pending)
             pending = (idx, wins, sfrom, *host, started)
+            t_next = time.perf_counter()
+            loop["finish"] += t_next - t_launched
         if pending is not None:
+            t_launched = time.perf_counter()
             finish(*pending)
+            loop["finish"] += time.perf_counter() - t_launched
     finally:
         feed.close()
     t_loop = time.perf_counter()
@@ -392,7 +414,8 @@ def score_items(
         bn = np.concatenate(per_item_nll[i]) if per_item_nll[i] else np.zeros(0)
         out.append(DocScore(float(bn.sum()), per_item_units[i], per_item_segs[i], bn, per_item_var[i]))
     if stats is not None:
-        seconds = time.perf_counter() - t0
+        t_end = time.perf_counter()
+        seconds = t_end - t0
         # every occurrence of a computed window is delivered; all but the first are duplicates
         done = [(flat[fi], k > 0) for d, a in enumerate(per_window) if a is not None
                 for k, fi in enumerate(occurrences[d])]
@@ -400,7 +423,9 @@ def score_items(
         # where the wall outside the forwards' loop goes: windows flattened and sorted before it,
         # the first collated batch awaited, the per-document scores assembled after it
         for k, v in (("setup_seconds", t0 - t_call), ("first_batch_seconds", (t_first or t_loop) - t0),
-                     ("assemble_seconds", time.perf_counter() - t_loop)):
+                     ("assemble_seconds", t_end - t_loop),
+                     ("loop_wait_seconds", loop["wait"]), ("loop_launch_seconds", loop["launch"]),
+                     ("loop_sync_seconds", sync_seconds), ("loop_finish_seconds", loop["finish"] - sync_seconds)):
             stats[k] = stats.get(k, 0.0) + v
         if pinned:
             stats["device_seconds"] = stats.get("device_seconds", 0.0) + device_seconds

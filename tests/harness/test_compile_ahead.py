@@ -17,11 +17,15 @@ from pathlib import Path
 import pytest
 
 from harness.compileahead import (
+    AHEAD_MEMORY_SHARE,
     BIG_GPU_BYTES,
     MID_GPU_SHARE,
     WARM_WINDOWS,
+    ahead_workers,
+    assign,
     compile_ahead_wanted,
     cuda_index,
+    memory_share,
     warm_windows,
 )
 
@@ -64,6 +68,53 @@ def test_warm_windows(monkeypatch: pytest.MonkeyPatch) -> None:
         warm_windows(256, None)
 
 
+def test_workers(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("TOKBENCH_COMPILE_AHEAD_WORKERS", raising=False)
+    assert ahead_workers(16, 6) == 2 and ahead_workers(8, 6) == 2
+    assert ahead_workers(7, 6) == 1  # few CPUs: one process
+    assert ahead_workers(16, 2) == 1  # one model to warm for training: one process
+    assert ahead_workers(16, 1) == 1
+    monkeypatch.setenv("TOKBENCH_COMPILE_AHEAD_WORKERS", "3")
+    assert ahead_workers(4, 6) == 3 and ahead_workers(4, 3) == 2
+    for bad in ("0", "5", "two", "-1"):
+        monkeypatch.setenv("TOKBENCH_COMPILE_AHEAD_WORKERS", bad)
+        with pytest.raises(ValueError, match=f"TOKBENCH_COMPILE_AHEAD_WORKERS='{bad}': expected a whole number from 1 to 4"):
+            ahead_workers(16, 6)
+        with pytest.raises(ValueError, match="TOKBENCH_COMPILE_AHEAD_WORKERS"):
+            compile_ahead_wanted("cuda", True, 16)  # checked with the other switches, before a run
+
+
+def test_assign_deals_the_models_in_training_order() -> None:
+    std = ["bytes", "fuzzytok", "blt", "bpe-1024", "bpe-4096", "bpe-16384"]
+    # one process: every later model's training, then every model's scoring (as before)
+    assert assign(std, 1) == [(std[1:], std)]
+    # two: the second and third models at once; the first model's scoring to the one with fewer
+    assert assign(std, 2) == [(["fuzzytok", "bpe-1024", "bpe-16384"], ["fuzzytok", "bpe-1024", "bpe-16384"]),
+                              (["blt", "bpe-4096"], ["bytes", "blt", "bpe-4096"])]
+    # equal shares: the last process scores the first model
+    assert assign(std[:5], 2) == [(["fuzzytok", "bpe-1024"], ["fuzzytok", "bpe-1024"]),
+                                  (["blt", "bpe-4096"], ["bytes", "blt", "bpe-4096"])]
+    three = assign(std, 3)
+    assert [t for t, _ in three] == [["fuzzytok", "bpe-4096"], ["blt", "bpe-16384"], ["bpe-1024"]]
+    assert three[2][1] == ["bytes", "bpe-1024"]
+    for k in (1, 2, 3):  # every model trained ahead once (but the first) and scored ahead once
+        parts = assign(std, k)
+        assert sorted(sum((t for t, _ in parts), [])) == sorted(std[1:])
+        assert sorted(sum((sc for _, sc in parts), [])) == sorted(std)
+
+
+def test_memory_share_leaves_the_run_its_largest_model() -> None:
+    h100 = 80 * 2**30
+    assert memory_share(h100, 40 * 2**30, 1) == AHEAD_MEMORY_SHARE  # one process: as before
+    assert memory_share(h100, 40 * 2**30, 2) == pytest.approx(0.25)  # (1 - 1/2) / 2
+    assert memory_share(h100, 8 * 2**30, 2) == AHEAD_MEMORY_SHARE  # never more than one process had
+    assert memory_share(h100, None, 2) == pytest.approx(AHEAD_MEMORY_SHARE / 2)  # no estimate
+    assert memory_share(h100, 90 * 2**30, 2) == 0.0  # nothing left (it then warms a few windows)
+    # two processes and the run's largest model never claim more than the device
+    for need in (10, 30, 44):
+        assert 2 * memory_share(h100, need * 2**30, 2) * h100 + need * 2**30 <= h100
+
+
 @pytest.mark.parametrize("name", ["TOKBENCH_COMPILE_AHEAD", "TOKBENCH_COMPILE_AHEAD_WAIT"])
 def test_bad_setting_is_one_line_naming_it(tmp_path: Path, name: str) -> None:
     from test_run import make_suite
@@ -78,7 +129,8 @@ def test_bad_setting_is_one_line_naming_it(tmp_path: Path, name: str) -> None:
     assert "Traceback" not in p.stderr
 
 
-SUITE_EDIT = (("  - name: bytes\n", "  - name: bytes\n  - {name: bpe, vocab_size: 300}\n"),
+SUITE_EDIT = (("  - name: bytes\n", "  - name: bytes\n  - {name: bpe, vocab_size: 300}\n"
+                                    "  - {name: bpe, id: bpe-b, vocab_size: 320, backbone: {dim: 32}}\n"),
               ("budget: {", "budget: {compile: true, "),
               ("eval: {max_docs: 5", "eval: {modes: [full], max_docs: 3"))
 
@@ -86,7 +138,8 @@ SUITE_EDIT = (("  - name: bytes\n", "  - name: bytes\n  - {name: bpe, vocab_size
 def _run(suite: Path, out: Path, cache: Path, ahead: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "TOKBENCH_CACHE": str(cache.parent / "data"),
            "TORCHINDUCTOR_CACHE_DIR": str(cache / "inductor"), "TRITON_CACHE_DIR": str(cache / "triton"),
-           "TOKBENCH_COMPILE_AHEAD": ahead, "TOKBENCH_COMPILE_AHEAD_WAIT": ahead, "TMPDIR": str(cache / "tmp")}
+           "TOKBENCH_COMPILE_AHEAD": ahead, "TOKBENCH_COMPILE_AHEAD_WAIT": ahead, "TMPDIR": str(cache / "tmp"),
+           "TOKBENCH_COMPILE_AHEAD_WORKERS": "2"}
     (cache / "tmp").mkdir(parents=True)
     return subprocess.run([sys.executable, "-m", "harness.cli", "run", str(suite), "--out", str(out), "--quiet",
                            "--no-report", "--device", "cpu"], env=env, capture_output=True, text=True,
@@ -99,10 +152,10 @@ def _rows(run: Path) -> list[dict[str, str]]:
 
 
 def test_compile_ahead_warms_the_caches_and_changes_no_number(tmp_path: Path) -> None:
-    """Two compiled CPU runs from empty caches: without compile-ahead, and with it (the run
-    waiting for each model's warm-up, so the order is fixed on a slow machine). With it, the
-    second model trains and every model scores from the cache (hits, no misses), and the
-    results are the same to the last digit."""
+    """Two compiled CPU runs from empty caches: without compile-ahead, and with it in two
+    processes (the run waiting for each model's warm-up, so the order is fixed on a slow
+    machine). With it, the second and third models train and every model scores from the cache
+    (hits, no misses), and the results are the same to the last digit."""
     from test_run import SUITE, make_suite
 
     suite = make_suite(tmp_path)
@@ -122,14 +175,25 @@ def test_compile_ahead_warms_the_caches_and_changes_no_number(tmp_path: Path) ->
     assert facts["on"] and facts["error"] is None
     # the first model's training graphs are the run's own (compiled as the process starts);
     # every model's scoring graphs and the later models' training graphs are warmed
-    assert facts["models"]["bytes"].keys() == {"score"} and facts["models"]["bpe"].keys() == {"train", "score"}
-    assert facts["ready_when_trained"] == {"bytes": False, "bpe": True}
+    assert facts["models"]["bytes"].keys() == {"score"}
+    assert facts["models"]["bpe"].keys() == facts["models"]["bpe-b"].keys() == {"train", "score"}
+    assert facts["ready_when_trained"] == {"bytes": False, "bpe": True, "bpe-b": True}
+    # two processes, one later model each; the first model's scoring went to the second
+    assert facts["workers"] == 2 and facts["errors"] == [None, None]
+    assert facts["assigned"] == [{"train": ["bpe"], "score": ["bpe"]}, {"train": ["bpe-b"], "score": ["bytes", "bpe-b"]}]
+    assert len(facts["finished"]["workers_seconds"]) == 2
     assert rj["timings"]["compile_ahead_seconds"] > 0
     train = {label: f["seeds"]["0"]["train"] for label, f in rj["encoders"].items()}
     cache = {label: t["compile_cache"] for label, t in train.items()}
     assert cache["bpe"]["fxgraph_cache_hit"] > 0 and cache["bpe"]["fxgraph_cache_miss"] == 0
     assert cache["bytes"]["fxgraph_cache_miss"] > 0  # compiled here, cold
     plain_rj = json.loads((tmp_path / "plain" / "run.json").read_text())
+    # bpe-b (another width, warmed by the second process): its graphs come from that process's
+    # work, but for those of its last, one-window batch (the tiny corpus's 1-token tail: a batch
+    # of one is compiled apart), which the process's few warm-up steps never reach
+    plain_b = plain_rj["encoders"]["bpe-b"]["seeds"]["0"]["train"]["compile_cache"]
+    assert cache["bpe-b"]["fxgraph_cache_hit"] > 0
+    assert cache["bpe-b"]["fxgraph_cache_miss"] < plain_b["fxgraph_cache_miss"]
     assert plain_rj["compile_ahead"] == {"on": False}
     assert plain_rj["encoders"]["bpe"]["seeds"]["0"]["train"]["compile_cache"]["fxgraph_cache_miss"] > 0
     # scoring's inference graphs: all from the cache with it

@@ -302,3 +302,21 @@ def test_collation_in_workers_under_a_permutation() -> None:
     pool, _ = score(enc, items, dedup=True, permuter=wp, collate_workers=2)
     for x, y in zip(here, pool):
         assert_same(x, y, exact=True)
+
+
+def test_the_loops_wall_is_split_into_its_parts() -> None:
+    """``loop_*_seconds``: the scoring loop's thread waiting for batches, launching forwards,
+    waiting for results (none on the CPU: results are there when the forward returns) and
+    finishing them; with the time before the first batch and the assembly after the loop, they
+    fit inside the job's ``seconds`` (measured around them all)."""
+    enc = bpe()
+    items, _, _ = cells()
+    _, st = score(enc, items, dedup=True)
+    parts = [st[f"loop_{k}_seconds"] for k in ("wait", "launch", "sync", "finish")]
+    assert all(p >= 0.0 for p in parts)
+    assert st["loop_sync_seconds"] == 0.0  # no device to wait for
+    assert st["loop_launch_seconds"] > 0.0 and st["loop_finish_seconds"] > 0.0
+    inside = sum(parts) + st["first_batch_seconds"] + st["assemble_seconds"]
+    assert inside <= st["seconds"] + 1e-6
+    # what is left is the loop's own Python between the timers: a small part of the wall
+    assert st["seconds"] - inside < 0.5 * st["seconds"]
