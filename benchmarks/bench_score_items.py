@@ -155,6 +155,8 @@ def main() -> None:
         mfu = (st["forward_flops"] / wall / 1e12 / ceiling) if ceiling else 0.0
         mfu_dev = (st["forward_flops"] / dev_s / 1e12 / ceiling) if ceiling and dev_s else 0.0
         print(f"{compiled:>8} {windows:>7}{'' if workers is None else f' (collate_workers {workers})'} {wall:7.2f} {dev_s:8.2f} {dev_s / wall:5.0%} {mfu:8.1%} {mfu_dev:8.1%}")
+        print("         the loop's thread: " + ", ".join(f"{k} {st.get(f'loop_{k}_seconds', 0.0):.2f} s"
+                                                    for k in ("wait", "launch", "sync", "finish")))
     if args.profile and enc is not None:
         from torch.profiler import ProfilerActivity, profile
 
