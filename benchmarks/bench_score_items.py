@@ -161,9 +161,10 @@ def main() -> None:
         from torch.profiler import ProfilerActivity, profile
 
         windows = int(args.grid[-1].split(":")[1])
+        per_forward = enc.score_windows_per_batch(windows)  # BPE: 4x the windows a forward
         sub: list[ScoreItem] = []
         for it in items:  # about --profile batches' worth of windows
-            if sum(len(s.windows) for s in sub) >= args.profile * windows:
+            if sum(len(s.windows) for s in sub) >= args.profile * per_forward:
                 break
             sub.append(it)
         acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if dev.type == "cuda" else [])
