@@ -148,23 +148,12 @@ def compile_backbones(model: nn.Module) -> int:
     otherwise each (width, train/inference) compiles twice, static first and dynamic at the next
     shape — BPE's token counts, the last partial batch, scoring's batches. On CPU with cold
     caches this cut a 5-compile sequence of the suite's kinds of shapes to 3
-    (``benchmarks/compile_reuse.py``). Every other size is compiled static (Dynamo's automatic
-    dynamic shapes off, process-wide), so a graph is a function of its shapes alone, not of the
-    models compiled before it. ``TOKBENCH_COMPILE_DYNAMIC=0`` keeps static first (and automatic
-    dynamic on)."""
+    (``benchmarks/compile_reuse.py``). ``TOKBENCH_COMPILE_DYNAMIC=0`` keeps static first."""
     import torch._dynamo
 
     cacheable_attention_graphs()
     torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 64)
     dynamic = os.environ.get("TOKBENCH_COMPILE_DYNAMIC", "1") != "0"
-    if dynamic:
-        # Batch and length are marked symbolic where they enter a graph; every other size (a
-        # block's width, its heads' width) stays static, whatever widths came before. Dynamo's
-        # automatic dynamic would instead make a size symbolic at the second value it sees, so a
-        # graph depended on which models a process had compiled before (BLT's local blocks come
-        # after a 384-wide backbone in the run): the compile-ahead processes, each warming
-        # other models first, made graphs the run would not look up (harness.compileahead).
-        torch._dynamo.config.automatic_dynamic_shapes = False
     n = 0
     for m in model.modules():
         if isinstance(m, Backbone) and m.compilable:

@@ -84,3 +84,50 @@ def test_graphs_with_sdpa_kernel_come_from_the_cache_in_a_second_process(tmp_pat
     unmarked = _child(tmp_path, "unmarked", "unmarked")
     assert unmarked["aot"].get("autograd_cache_bypass", 0) >= 2  # what the marks change
     assert unmarked["scored"] == first["scored"] and unmarked["grad"] == first["grad"]
+
+
+ORDER_CHILD = r'''
+import json, sys
+import torch
+from harness.accel import cache_counts, compile_backbones
+from encoders.backbone import Backbone, BackboneConfig
+
+out = {}
+for dim in map(int, sys.argv[1].split(",")):  # backbones of these widths, one after the other
+    torch.manual_seed(0)
+    m = Backbone(BackboneConfig(layers=1, dim=dim, heads=2))
+    compile_backbones(torch.nn.Sequential(m))
+    before = cache_counts()
+    m(torch.randn(4, 32, dim)).square().mean().backward()  # a training step
+    with torch.inference_mode():
+        m(torch.randn(4, 32, dim))  # a scoring forward
+    after = cache_counts()
+    out[dim] = {k: after[k] - before[k] for k in after}
+print(json.dumps(out))
+'''
+
+
+@pytest.mark.skipif(shutil.which("g++") is None and shutil.which("c++") is None,
+                    reason="inductor on CPU needs a C++ compiler")
+def test_a_graph_does_not_depend_on_the_widths_compiled_before_it(tmp_path: Path) -> None:
+    """A process that compiled a 32-wide backbone alone (a compile-ahead process whose first
+    model it is: with two processes, each starts on another model than the run) serves a
+    process that compiled a 16-wide one first (the run): the 32-wide graphs are the same
+    whatever width the process met before, so all of them come from the cache."""
+    script = tmp_path / "order.py"
+    script.write_text(ORDER_CHILD)
+    env = {k: v for k, v in os.environ.items() if k != "TORCH_LOGS"}
+    env.update(PYTHONPATH=str(ROOT), TORCHINDUCTOR_CACHE_DIR=str(tmp_path / "inductor"),
+               TRITON_CACHE_DIR=str(tmp_path / "triton"))
+
+    def child(dims: str) -> dict:
+        p = subprocess.run([sys.executable, str(script), dims], env=env, capture_output=True, text=True,
+                           timeout=600, cwd=tmp_path)
+        assert p.returncode == 0, p.stderr[-3000:]
+        return json.loads(p.stdout.strip().splitlines()[-1])
+
+    ahead = child("32")
+    assert ahead["32"]["fxgraph_cache_miss"] > 0 and ahead["32"]["fxgraph_cache_hit"] == 0
+    run = child("16,32")
+    assert run["16"]["fxgraph_cache_miss"] > 0  # nobody compiled 16 before
+    assert run["32"]["fxgraph_cache_miss"] == 0 and run["32"]["fxgraph_cache_hit"] == ahead["32"]["fxgraph_cache_miss"]
