@@ -70,7 +70,10 @@ from harness.results import (
     write_csv,
 )
 from harness.score import (
+    FlatWindows,
     PlanRow,
+    dedup_enabled,
+    flatten_windows,
     plan_clean_target,
     plan_full,
     plan_partition,
@@ -1040,10 +1043,11 @@ class Runner:
         return items, needed, modes
 
     def run_forwards(self, model: TrainedModel, items: list[Any], needed: list[bool], modes: list[str], seed: int,
-                     stats: dict[str, Any], progress: Callable[[int], Any] | None = None) -> tuple[list[Any], dict[str, Any]]:
+                     stats: dict[str, Any], progress: Callable[[int], Any] | None = None,
+                     flat: FlatWindows | None = None) -> tuple[list[Any], dict[str, Any]]:
         """``score_items`` of one packed job into ``stats``, and its facts: wall seconds,
         seconds compiled meanwhile (by any thread: the clocks are the process's) and the compile
-        caches' counts."""
+        caches' counts. ``flat``: the items' windows flattened once for every model of the set."""
         label = model.spec.label
         if self.compile_ahead is not None:
             self.compile_ahead.ready(label, "score")  # waits only under TOKBENCH_COMPILE_AHEAD_WAIT=1
@@ -1053,7 +1057,7 @@ class Runner:
                              self.budget.dtype == "bfloat16", stats=stats, needed=needed, progress=progress,
                              mc_samples=self.suite.eval.mc_samples,
                              permuter=permuter_for(model.spec.permutation, self.budget.context_bytes, seed),
-                             groups=modes)
+                             groups=modes, flat=flat)
         return scores, {"seconds": time.perf_counter() - t0, "compile_seconds": sum(compile_since(clock0).values()),
                         "cache": cache_counts_since(cache0)}
 
@@ -1129,6 +1133,11 @@ class Runner:
                 cell["row"]["fingerprint"] = fp
                 self.rd.save_cell(k, cell)
             self._add_time("score_baselines_seconds", t0)
+            # Every model's packed job holds the same items (``forward_inputs``: the plans'
+            # ScoreItems in cell order), so their windows are flattened and made distinct once
+            # for the set, not once a model (0.65-1.06 s a model on a slow H100 host,
+            # BENCHMARKS.md session 25)
+            flat: FlatWindows | None = None
             for label, model in models.items():
                 if not any(label in c[3] for c in cells):
                     continue
@@ -1146,8 +1155,13 @@ class Runner:
                     wbar = tqdm(total=n_windows, desc=f"score {label} {es.part.name}", unit="win", leave=False,
                                 file=sys.stderr, mininterval=1.0,
                                 disable=not self.opts.progress or n_windows < 1000)  # long documents: show progress
+                    if flat is None:
+                        t_flat = time.perf_counter()
+                        flat = flatten_windows(items, dedup_enabled())
+                        self._add_time("score_flatten_seconds", t_flat)
                     scores, facts = self.run_forwards(model, items, needed, modes, seed,
-                                                      self.score_facts.setdefault(label, {}), progress=wbar.update)
+                                                      self.score_facts.setdefault(label, {}), progress=wbar.update,
+                                                      flat=flat)
                     wbar.close()
                     self.timings["score_items_seconds"] = self.timings.get("score_items_seconds", 0.0) + facts["seconds"]
                 # of which compiling: inference-mode graphs and kernel keys new to scoring
@@ -1478,6 +1492,7 @@ def phase_table(timings: dict[str, float], encoders: dict[str, Any]) -> str:
             ("perturb_seconds", "perturb"),
             ("analyses_prepare_seconds", "  analyses' text work"), ("score_forward_seconds", "score_forward"),
             ("score_items_seconds", "  packed jobs (forwards)"),
+            ("score_flatten_seconds", "    windows made distinct"),
             ("score_behind_seconds", "  behind training (overlap)"),
             ("score_behind_wait_seconds", "    waited for after it"),
             ("score_compile_seconds", "    of which compiling"), ("score_cells_seconds", "  cells from scores"),

@@ -150,6 +150,7 @@ class FlatWindows:
     distinct: list[tuple[bytes, int]]
     occurrences: list[list[int]]
     distinct_of: list[int]
+    dedup: bool = True  # whether equal windows share a distinct window (``flatten_windows``)
 
 
 def flatten_windows(items: Sequence[ScoreItem], dedup: bool = True) -> FlatWindows:
@@ -170,7 +171,7 @@ def flatten_windows(items: Sequence[ScoreItem], dedup: bool = True) -> FlatWindo
             occurrences[d].append(len(flat))
             distinct_of.append(d)
             flat.append((i, *key))
-    return FlatWindows(flat, distinct, occurrences, distinct_of)
+    return FlatWindows(flat, distinct, occurrences, distinct_of, dedup)
 
 
 @torch.inference_mode()
@@ -188,6 +189,7 @@ def score_items(
     groups: Sequence[str] | None = None,
     dedup: bool = True,
     collate_workers: int | None = None,
+    flat: FlatWindows | None = None,
 ) -> list[DocScore | None]:
     """Score documents: windows of all items — of many cells, when the caller packs them — are
     batched together (``encoder.score_windows_per_batch(batch_windows)`` per forward: BPE takes
@@ -233,6 +235,10 @@ def score_items(
     batch that mixes labels split by their share of its fed bytes — a distinct window's share
     split evenly among its occurrences' labels — and ``seconds`` split by FLOPs (windows of all
     labels share batches, so their time cannot be measured apart).
+    flat: ``flatten_windows(items, dedup_enabled(dedup))`` made by the caller — several models
+    scoring the same items (a run's packed jobs of one eval set) flatten them once; ``setup_seconds``
+    then holds the rest of the set-up only. A ``flat`` of other items (another window count) or
+    another dedup is a ``ValueError``.
     """
     t_call = time.perf_counter()
     encoder.eval()
@@ -246,7 +252,12 @@ def score_items(
     # lengths are the tokenizer's cut of those bytes, perm/context/seed fixed per permuter, and
     # MDM seeds a permuted window's masks by its fed bytes), never by its place in the batch or
     # the document — so equal windows are fed equal streams.
-    fw = flatten_windows(items, dedup_enabled(dedup))
+    if flat is None:
+        fw = flatten_windows(items, dedup_enabled(dedup))
+    else:
+        fw = flat
+        if fw.dedup != dedup_enabled(dedup) or len(fw.distinct_of) != sum(len(it.windows) for it in items):
+            raise ValueError("score_items: `flat` was not made from these items with this dedup")
     flat, distinct, occurrences = fw.flat, fw.distinct, fw.occurrences
     # Longest windows first (stable): batches of similar lengths pad less (BPE, BLT). Indices
     # from here on are distinct windows; results are spread onto all occurrences at the end.

@@ -24,6 +24,7 @@ from harness.permutation import Permutation, WindowPermuter
 from harness.score import (
     DocScore,
     ScoreItem,
+    flatten_windows,
     plan_clean_target,
     plan_full,
     plan_partition,
@@ -320,3 +321,23 @@ def test_the_loops_wall_is_split_into_its_parts() -> None:
     assert inside <= st["seconds"] + 1e-6
     # what is left is the loop's own Python between the timers: a small part of the wall
     assert st["seconds"] - inside < 0.5 * st["seconds"]
+
+
+@pytest.mark.parametrize("dedup", [True, False])
+def test_windows_flattened_once_serve_every_model(dedup: bool) -> None:
+    """A run flattens an eval set's items once and hands the result to every model's job
+    (``flat``): each model's numbers are those of flattening them itself, bit for bit."""
+    items, modes, _ = cells()
+    fw = flatten_windows(items, dedup)
+    for make in (byte_ar, bpe):
+        enc = make()
+        own, st_own = score(enc, items, dedup=dedup, groups=modes)
+        shared, st_shared = score(enc, items, dedup=dedup, groups=modes, flat=fw)
+        for x, y in zip(own, shared):
+            assert_same(x, y, exact=True)
+        for k in ("windows", "duplicate_windows", "scored_bytes", "forward_flops"):
+            assert st_own[k] == st_shared[k]
+    with pytest.raises(ValueError, match="`flat` was not made from these items"):
+        score(byte_ar(), items[:-1], dedup=dedup, flat=fw)  # other items
+    with pytest.raises(ValueError, match="`flat` was not made from these items"):
+        score(byte_ar(), items, dedup=not dedup, flat=fw)  # other dedup
