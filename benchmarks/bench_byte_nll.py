@@ -1,5 +1,7 @@
 """Host time of ``UnitNLL.byte_nll`` — the per-batch bookkeeping of the scoring loop's thread —
-for a byte-level batch (one unit per byte) and a BPE-like one (units of 1-8 bytes).
+for a byte-level batch (one unit per byte) and a BPE-like one (units of 1-8 bytes), and of
+``core.segments.check_tiling`` over every window of the BPE-like batch (its segments: the units'
+lengths as Python lists, as BPE's collation gives them).
 
     PYTHONPATH=$PWD python benchmarks/bench_byte_nll.py [--windows 64] [--reps 50]
 
@@ -17,6 +19,7 @@ import time
 
 import torch
 
+from core.segments import check_tiling
 from encoders.base import UnitNLL
 
 
@@ -54,6 +57,20 @@ def main() -> None:
             u.byte_nll(lengths, sf)
             times.append(time.perf_counter() - t0)
         print(f"{name:<28} {len(u.nll):>7} units  {statistics.median(times) * 1e3:8.2f} ms")
+    u, lengths, sf = batch(args.windows, 1024, 512, 8)
+    ln = (u.end - u.start).tolist()
+    per = torch.bincount(u.window, minlength=args.windows).tolist()
+    segments, k = [], 0
+    for n in per:
+        segments.append(ln[k : k + n])
+        k += n
+    times = []
+    for _ in range(args.reps):
+        t0 = time.perf_counter()
+        for sg, n, f in zip(segments, lengths, sf):
+            check_tiling(sg, n - f, "BPE")
+        times.append(time.perf_counter() - t0)
+    print(f"{'check_tiling, every window':<28} {len(ln):>7} units  {statistics.median(times) * 1e3:8.2f} ms")
 
 
 if __name__ == "__main__":

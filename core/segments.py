@@ -27,8 +27,8 @@ def check_tiling(segments: Sequence[int], n_scored: int, where: str = "") -> Non
     """Raise AssertionError (an encoder bug, not bad input — like ``UnitNLL.byte_nll``'s check)
     unless ``segments`` (byte lengths, each ≥ 1) sum to ``n_scored``."""
     # min/sum run at C speed over a list as it is (an encoder's lists of ints: no copy); this runs
-    # per scored window on the scoring loop's thread (a 256-window BPE-like batch on the VM: 2.2
-    # ms converting every length first, 0.7 ms without)
+    # per scored window on the scoring loop's thread (a 256-window BPE-like batch on the VM: 1.66
+    # ms converting every length first, 0.51 ms without; benchmarks/bench_byte_nll.py)
     lengths = segments if type(segments) is list else list(map(int, segments))
     if (lengths and min(lengths) < 1) or sum(lengths) != n_scored:
         raise AssertionError(f"segments{' of ' + where if where else ''} do not tile the "
