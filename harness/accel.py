@@ -409,7 +409,8 @@ def ordered_pool_map(fn: Callable[[Any], Any], items: Iterator[Any], processes: 
     ``WorkerDied``, where ``ProcessPoolExecutor``'s result thread waited forever on the rest of
     a message (the hang this replaced). Workers fork on the first ``next()`` — from the calling
     thread, which must also close the generator: closing it (or finishing it) ends every worker
-    at once. For a finite list of tasks of uneven cost, ``pool_map``.
+    at once; each is forked with its first item sent right away, and no more are forked than
+    there are items. For a finite list of tasks of uneven cost, ``pool_map``.
     """
     if processes <= 0 or not _can_fork():
         yield from map(fn, items)
@@ -420,13 +421,18 @@ def ordered_pool_map(fn: Callable[[Any], Any], items: Iterator[Any], processes: 
     workers: list[tuple[Any, Any]] = []  # (process, the parent's end of its pipe)
     finished = False
     try:
-        workers = _start_workers(fn, processes, stage)
         it = iter(items)
         in_flight: collections.deque[int] = collections.deque()  # worker per item, in item order
         for k in range(processes):
             nxt = next(it, _DONE)
             if nxt is _DONE:
-                break
+                break  # fewer items than workers: no more forks
+            # Each worker gets its first item as soon as it is forked, so the first batch is
+            # collated while the others fork: starting a worker from the run's process (GBs of
+            # CUDA mappings) took 73 ms on an H100 host (under cProfile), and the first batch
+            # waited for all eight (a scoring job's first batch: 0.35-0.9 s; BENCHMARKS.md,
+            # session 25)
+            workers += _start_workers(fn, 1, stage)
             send(workers[k][1], workers[k][0], k, nxt, stage)
             in_flight.append(k)
         while in_flight:

@@ -266,3 +266,38 @@ def test_workers_run_one_torch_thread() -> None:
     assert threads == [1, 1, 1]
     assert pool_map(lambda _: torch.get_num_threads(), [0, 1, 2], 2, stage="t") == [1, 1, 1]
     assert torch.get_num_threads() == before
+
+
+def _square(x: int) -> int:
+    return x * x
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="fork is Linux's here")
+def test_each_worker_gets_its_first_item_as_it_is_forked(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Workers are forked one at a time, each handed its first item before the next fork (the
+    first batch is collated while the others start), and no more are forked than there are
+    items; results stay in item order."""
+    import harness.accel as accel
+
+    events: list[str] = []
+    start, send = accel._start_workers, accel.send
+
+    def counted_start(fn, processes, stage):  # noqa: ANN001, ANN202
+        events.append(f"fork {processes}")
+        return start(fn, processes, stage)
+
+    def counted_send(conn, proc, k, item, stage):  # noqa: ANN001, ANN202
+        events.append(f"send {k}")
+        return send(conn, proc, k, item, stage)
+
+    monkeypatch.setattr(accel, "_start_workers", counted_start)
+    monkeypatch.setattr(accel, "send", counted_send)
+    assert list(ordered_pool_map(_square, iter(range(7)), 3)) == [x * x for x in range(7)]
+    assert events[:6] == ["fork 1", "send 0", "fork 1", "send 1", "fork 1", "send 2"]
+    assert events.count("fork 1") == 3 and events.count("send 0") + events.count("send 1") + events.count("send 2") == 7
+    events.clear()
+    assert list(ordered_pool_map(_square, iter(range(2)), 8)) == [0, 1]
+    assert events == ["fork 1", "send 0", "fork 1", "send 1"]  # two items: two workers, not eight
+    events.clear()
+    assert list(ordered_pool_map(_square, iter([]), 4)) == []
+    assert events == []  # nothing to do: nothing forked
