@@ -115,8 +115,10 @@ def test_memory_share_leaves_the_run_its_largest_model() -> None:
         assert 2 * memory_share(h100, need * 2**30, 2) * h100 + need * 2**30 <= h100
 
 
-@pytest.mark.parametrize("name", ["TOKBENCH_COMPILE_AHEAD", "TOKBENCH_COMPILE_AHEAD_WAIT"])
-def test_bad_setting_is_one_line_naming_it(tmp_path: Path, name: str) -> None:
+@pytest.mark.parametrize(("name", "expected"), [("TOKBENCH_COMPILE_AHEAD", "expected 0 or 1"),
+                                              ("TOKBENCH_COMPILE_AHEAD_WAIT", "expected 0 or 1"),
+                                              ("TOKBENCH_COMPILE_AHEAD_WORKERS", "expected a whole number from 1 to 4")])
+def test_bad_setting_is_one_line_naming_it(tmp_path: Path, name: str, expected: str) -> None:
     from test_run import make_suite
 
     suite = make_suite(tmp_path)
@@ -125,7 +127,7 @@ def test_bad_setting_is_one_line_naming_it(tmp_path: Path, name: str) -> None:
                         "--quiet", "--no-report", "--device", "cpu"], env=env, capture_output=True, text=True,
                        cwd=tmp_path, timeout=300)
     assert p.returncode == 2
-    assert p.stderr.strip().splitlines()[-1] == f"tokbench: error: {name}='yes': expected 0 or 1"
+    assert p.stderr.strip().splitlines()[-1] == f"tokbench: error: {name}='yes': {expected}"
     assert "Traceback" not in p.stderr
 
 
