@@ -403,8 +403,9 @@ def _window_docs(docs: list[Any], b: Any, windows: int) -> list[Any]:
 
 def _child(conn: Any, job_path: str, parent: int) -> None:
     """The process's work (module docstring): its models (``assign``) in the run's order,
-    training graphs first (the run needs them first), then their scoring graphs. Sends ("warmed", label, part,
-    facts) as each part is done, ("error", line) if anything fails, then ("done", facts)."""
+    training graphs first (the run needs them first), then their scoring graphs. Sends
+    ("warmed", label, part, facts) as each part is done, ("error", line) if anything fails, then
+    ("done", facts)."""
     from core.forkpool import die_with_parent
 
     die_with_parent(parent)
@@ -503,9 +504,10 @@ def _warm_all(conn: Any, job: dict[str, Any], tmp: Path) -> None:
         if spec.label in score_labels:
             models.append((spec, enc))
         if i == 0 or spec.label not in train_labels:
-            # the run compiles its first model's training graphs itself, at this moment: warming
-            # them too would only put this process a model behind (on the H200 its 27-30 s there
-            # made it reach the second model after the run did: BENCHMARKS.md, session 14)
+            # scoring only: the run compiles its first model's training graphs itself, at this
+            # moment (warming them too would only put this process a model behind: on the H200
+            # its 27-30 s there made it reach the second model after the run did, BENCHMARKS.md,
+            # session 14), and another process warms the other models' training
             continue
         if not state.get("first_length"):
             _messages(conn, state, block=True)  # the run's first training forward tells it

@@ -1135,8 +1135,8 @@ class Runner:
             self._add_time("score_baselines_seconds", t0)
             # Every model's packed job holds the same items (``forward_inputs``: the plans'
             # ScoreItems in cell order), so their windows are flattened and made distinct once
-            # for the set, not once a model (0.65-1.06 s a model on a slow H100 host,
-            # BENCHMARKS.md session 25)
+            # for the set, not once a model (score_items' whole set-up, of which this is the
+            # work, took 0.65-1.06 s a model on a slow H100 host: BENCHMARKS.md, session 25)
             flat: FlatWindows | None = None
             for label, model in models.items():
                 if not any(label in c[3] for c in cells):
