@@ -105,9 +105,8 @@ if [ -n "$DTYPE_CHECK" ]; then
   grep -E "max \|ΔBPB\||all models|in all" "$OUT/dtype_check.log"
 fi
 if [ -n "$PROFILE_SCORING" ]; then
-  SETARGS=(); for s in "${SETS[@]}"; do [ "$s" = --set ] || SETARGS+=(--set "$s"); done
   timeout ${PROFILE_TIMEOUT:-240} python3 benchmarks/bench_scoring_host.py suites/standard.yaml --device cuda --no-tiny \
-    --out "$RUN" "${SETARGS[@]}" --models "${PROFILE_MODELS:-bpe-4096,bytes}" --profile "$PROFILE_SCORING" \
+    --out "$RUN" "${SETS[@]}" --models "${PROFILE_MODELS:-bpe-4096,bytes}" --profile "$PROFILE_SCORING" \
     > "$OUT/scoring_profile.log" 2>&1
   tail -n 80 "$OUT/scoring_profile.log"
 fi

@@ -176,8 +176,9 @@ class CompileAhead:
     """The compile-ahead process, seen from the run. ``first_length(n)`` tells it the length the
     run's first compiled training step ran at; ``poll()`` reads what it has warmed so far;
     ``ready(label, part)`` says whether ``part`` ("train" or "score") of a model is warmed
-    (waiting for it under ``TOKBENCH_COMPILE_AHEAD_WAIT=1``); ``stop()`` ends it; ``facts()`` is
-    run.json's ``compile_ahead``."""
+    (waiting for it under ``TOKBENCH_COMPILE_AHEAD_WAIT=1``); ``stop()`` ends it; ``warmed``,
+    ``error`` and ``finished`` are its facts (run.json's ``compile_ahead`` is made from them by
+    ``CompileAheadGroup``)."""
 
     def __init__(self, job: dict[str, Any], log: Any) -> None:
         from core.forkpool import start_process
@@ -195,7 +196,6 @@ class CompileAhead:
         self.log = log
         self.wait = switch(WAIT_ENV) is True
         self.warmed: dict[str, dict[str, Any]] = {}  # label -> {"train": {...}, "score": {...}}
-        self.seen_ready: dict[str, bool] = {}  # label -> training warmed before the run trained it
         self.error: str | None = None
         self.finished: dict[str, Any] | None = None
         self.proc = ctx.Process(target=_child, args=(child, self.job_path, os.getpid()), name="tokbench-compile-ahead",
@@ -245,10 +245,6 @@ class CompileAhead:
             self.poll(timeout=1.0)
         return part in self.warmed.get(label, {})
 
-    def mark_training(self, label: str) -> None:
-        """The run starts training ``label``: note whether its graphs were warmed by then."""
-        self.seen_ready.setdefault(label, self.ready(label, "train"))
-
     def stop(self) -> None:
         self.poll()
         self._end()
@@ -266,10 +262,6 @@ class CompileAhead:
             self.conn.close()
             os.unlink(self.job_path)  # the process removes it once read; not if it died before
         self.proc = None
-
-    def facts(self) -> dict[str, Any]:
-        return {"on": True, "models": self.warmed, "ready_when_trained": self.seen_ready,
-                "error": self.error, **({"finished": self.finished} if self.finished is not None else {})}
 
 
 class CompileAheadGroup:
@@ -301,6 +293,7 @@ class CompileAheadGroup:
         return ahead is not None and ahead.ready(label, part)
 
     def mark_training(self, label: str) -> None:
+        """The run starts training ``label``: note whether its graphs were warmed by then."""
         self.seen_ready.setdefault(label, self.ready(label, "train"))
 
     def stop(self) -> None:
