@@ -1,7 +1,9 @@
 """Host time of ``UnitNLL.byte_nll`` — the per-batch bookkeeping of the scoring loop's thread —
 for a byte-level batch (one unit per byte) and a BPE-like one (units of 1-8 bytes), and of
 ``core.segments.check_tiling`` over every window of the BPE-like batch (its segments: the units'
-lengths as Python lists, as BPE's collation gives them).
+lengths as Python lists), and of reading and checking the same segments from BPE's
+``TokenLengths`` as the scoring loop did until session 26 (each window indexed, converted and
+checked on its own) against ``core.segments.window_segments`` (all windows at once).
 
     PYTHONPATH=$PWD python benchmarks/bench_byte_nll.py [--windows 64] [--reps 50]
 
@@ -17,10 +19,12 @@ import random
 import statistics
 import time
 
+import numpy as np
 import torch
 
-from core.segments import check_tiling
+from core.segments import check_tiling, window_segments
 from encoders.base import UnitNLL
+from encoders.bpe.model import TokenLengths
 
 
 def batch(windows: int, context: int, score_from: int, max_unit: int, seed: int = 0) -> tuple[UnitNLL, list[int], list[int]]:
@@ -71,6 +75,24 @@ def main() -> None:
             check_tiling(sg, n - f, "BPE")
         times.append(time.perf_counter() - t0)
     print(f"{'check_tiling, every window':<28} {len(ln):>7} units  {statistics.median(times) * 1e3:8.2f} ms")
+    # BPE's segments as collation hands them: token ids, bytes per id, per-window offsets
+    tl = TokenLengths(np.asarray(ln, dtype=np.int64), np.arange(len(ln), dtype=np.int64),
+                      np.concatenate(([0], np.cumsum(per))).astype(np.int64))
+    n_scored = [n - f for n, f in zip(lengths, sf)]
+    assert window_segments(tl, n_scored) == segments
+
+    def one_by_one() -> None:
+        for j, n in enumerate(n_scored):
+            check_tiling(tl[j], n, "BPE")
+
+    for name, fn in (("TokenLengths one by one", one_by_one),
+                     ("TokenLengths window_segments", lambda: window_segments(tl, n_scored, "BPE"))):
+        times = []
+        for _ in range(args.reps):
+            t0 = time.perf_counter()
+            fn()
+            times.append(time.perf_counter() - t0)
+        print(f"{name:<28} {len(ln):>7} units  {statistics.median(times) * 1e3:8.2f} ms")
 
 
 if __name__ == "__main__":

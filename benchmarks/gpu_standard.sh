@@ -58,7 +58,9 @@ for k, v in sp.get("score", {}).items():
           f"outside the loop: setup {v.get('setup_seconds', 0):.2f} s, first batch {v.get('first_batch_seconds', 0):.2f} s, "
           f"assembly {v.get('assemble_seconds', 0):.2f} s; loop: wait {v.get('loop_wait_seconds', 0):.2f} s, "
           f"launch {v.get('loop_launch_seconds', 0):.2f} s, sync {v.get('loop_sync_seconds', 0):.2f} s, "
-          f"finish {v.get('loop_finish_seconds', 0):.2f} s")
+          f"finish {v.get('loop_finish_seconds', 0):.2f} s; the loop thread's CPU s: launch "
+          f"{v.get('loop_launch_cpu_seconds', 0):.2f}, sync {v.get('loop_sync_cpu_seconds', 0):.2f}, finish "
+          f"{v.get('loop_finish_cpu_seconds', 0):.2f}; prefetch thread CPU {v.get('prefetch_cpu_seconds', 0):.2f} s")
     for m, mv in v.get("modes", {}).items():  # FLOPs and seconds of mixed batches are shares
         print(f"score {k + ' ' + m:<18} MFU {mv.get('mfu') or 0:.3f} {mv['mb_per_s']:.2f} MB/s {mv['seconds']:.1f} s")
 for label, f in r.get("encoders", {}).items():

@@ -253,6 +253,9 @@ class Prefetcher:
         self._stop = threading.Event()
         self.name = name
         self.wait_seconds = 0.0  # time the consumer spent waiting for a batch (host-bound steps)
+        # the thread's CPU seconds (``time.thread_time``), set when it ends: the time it competed
+        # with the consumer's thread for the GIL is at most this
+        self.cpu_seconds = 0.0
         # The thread runs in a copy of the caller's context: context variables the caller set
         # (``causal_attention_cost`` of a scaling sweep) apply to the FLOP counts made there too.
         ctx = contextvars.copy_context()
@@ -274,6 +277,7 @@ class Prefetcher:
         return False
 
     def _run(self, items: Iterator[Any], make: Callable[[Any], Any]) -> None:
+        c0 = time.thread_time()
         if self._stream is not None:
             torch.cuda.set_stream(self._stream)  # this thread's current stream from here on
         try:
@@ -285,6 +289,7 @@ class Prefetcher:
                 close = getattr(items, "close", None)
                 if close is not None:
                     close()  # tears down a worker pool in the thread that forked it
+                self.cpu_seconds = time.thread_time() - c0
             self._put(_DONE)
         except BaseException as e:  # handed to the consumer, which re-raises it
             self._put(("__error__", e))

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from core.segments import check_tiling
+from core.segments import window_segments
 from encoders.base import Encoder, UnitNLL
 from harness.accel import Prefetcher, collate_processes, ordered_pool_map, pin
 from harness.data import Window, char_boundary, cut_after, rolling_windows
@@ -216,7 +216,10 @@ def score_items(
     is time the GPU waited for the host between forwards). The loop's own wall, split:
     ``loop_wait_seconds`` (for collated batches, after the first), ``loop_launch_seconds``
     (launching forwards), ``loop_sync_seconds`` (waiting for a batch's results on the device)
-    and ``loop_finish_seconds`` (per-byte NLL and bookkeeping of results on the host).
+    and ``loop_finish_seconds`` (per-byte NLL and bookkeeping of results on the host); beside
+    the last three the loop thread's CPU seconds in them (``loop_{launch,sync,finish}_cpu_seconds``)
+    and ``prefetch_cpu_seconds``, the prefetch thread's (FLOP counts, pinning, receiving the
+    collated batches): a loop part whose wall exceeds its CPU time was kept waiting.
     needed: per item; batches are formed over all items' distinct windows (whatever ``needed``
     says), but a batch without a window of a needed item is skipped, and items not needed get
     None (a resumed run forms the same batches as a fresh one, so its numbers are identical).
@@ -310,15 +313,17 @@ def score_items(
 
     device_seconds = 0.0
     sync_seconds = 0.0  # the loop's thread waiting for a batch's results (``ready.synchronize``)
+    sync_cpu = 0.0  # of which on a CPU (the driver may spin while it waits)
 
     def finish(idx: list[int], wins: list[bytes], sfrom: list[int], units: UnitNLL, ready: Any,
                started: Any) -> None:
         """Per-byte NLL, unit counts and segments of a batch whose results are on the host."""
-        nonlocal device_seconds, sync_seconds
+        nonlocal device_seconds, sync_seconds, sync_cpu
         if ready is not None:
-            t_sync = time.perf_counter()
+            t_sync, c_sync = time.perf_counter(), time.thread_time()
             ready.synchronize()  # the asynchronous copies of ``_to_host`` have landed
             sync_seconds += time.perf_counter() - t_sync
+            sync_cpu += time.thread_time() - c_sync
             device_seconds += started.elapsed_time(ready) / 1e3
         nll = units.byte_nll([len(w) for w in wins], sfrom)
         if permuter is not None:  # fed order -> the window's byte order
@@ -330,6 +335,9 @@ def score_items(
         # 256-window batch on the scoring loop's thread (an H200's profile, BENCHMARKS.md session 10)
         counts = np.bincount(units.window.cpu().numpy(), minlength=len(idx)).tolist()
         wvar = units.window_var.tolist() if units.window_var is not None else None
+        # segments must tile the scored span like the units do (core.segments), checked per batch
+        segs = (None if units.segments is None else
+                window_segments(units.segments, [len(w) - f for w, f in zip(wins, sfrom)], type(encoder).__name__))
         for j, d in enumerate(idx):
             arr = nll[j].numpy()
             # shared by all occurrences of the window: read-only, so no consumer can change
@@ -341,10 +349,8 @@ def score_items(
                 # MDM: masks and times are seeded by the scored bytes (``mdm_collate``), so an
                 # occurrence forwarded on its own would have drawn this same estimate
                 per_window_var[d] = wvar[j]
-            if units.segments is not None:
-                # segments must tile the scored span like the units do (core.segments)
-                check_tiling(units.segments[j], len(wins[j]) - sfrom[j], type(encoder).__name__)
-                per_window_segs[d] = units.segments[j]
+            if segs is not None:
+                per_window_segs[d] = segs[j]
         if progress is not None:
             progress(sum(len(occurrences[d]) for d in idx))
 
@@ -370,11 +376,15 @@ def score_items(
     # device, the encoder's ops, the copies back), and finishing the batch before it — waiting
     # for its results (``sync_seconds``) and spreading them onto bytes. On a GPU whose forwards
     # leave it idle, the larger of the host parts is what paces the loop.
+    # Beside each wall clock, the thread's own CPU time (``time.thread_time``): a part whose wall
+    # is well above its CPU time waited — for the GIL, held by the prefetch thread or another,
+    # or in the driver — rather than computed.
     loop = {"wait": 0.0, "launch": 0.0, "finish": 0.0}
-    t_next = 0.0
+    cpu = {"launch": 0.0, "finish": 0.0}
+    t_next = c_next = 0.0
     try:
         for idx, wins, sfrom, cpu_batch, flops in feed:
-            t_got = time.perf_counter()
+            t_got, c_got = time.perf_counter(), time.thread_time()
             if t_first is None:
                 t_first = t_got
             else:
@@ -387,17 +397,20 @@ def score_items(
             with autocast:
                 units = encoder(cpu_batch.to(device))
             host = _to_host(units)
-            t_launched = time.perf_counter()
+            t_launched, c_launched = time.perf_counter(), time.thread_time()
             loop["launch"] += t_launched - t_got
+            cpu["launch"] += c_launched - c_got
             if pending is not None:
                 finish(*pending)
             pending = (idx, wins, sfrom, *host, started)
-            t_next = time.perf_counter()
+            t_next, c_next = time.perf_counter(), time.thread_time()
             loop["finish"] += t_next - t_launched
+            cpu["finish"] += c_next - c_launched
         if pending is not None:
-            t_launched = time.perf_counter()
+            t_launched, c_launched = time.perf_counter(), time.thread_time()
             finish(*pending)
             loop["finish"] += time.perf_counter() - t_launched
+            cpu["finish"] += time.thread_time() - c_launched
     finally:
         feed.close()
     t_loop = time.perf_counter()
@@ -436,7 +449,10 @@ def score_items(
         for k, v in (("setup_seconds", t0 - t_call), ("first_batch_seconds", (t_first or t_loop) - t0),
                      ("assemble_seconds", t_end - t_loop),
                      ("loop_wait_seconds", loop["wait"]), ("loop_launch_seconds", loop["launch"]),
-                     ("loop_sync_seconds", sync_seconds), ("loop_finish_seconds", loop["finish"] - sync_seconds)):
+                     ("loop_sync_seconds", sync_seconds), ("loop_finish_seconds", loop["finish"] - sync_seconds),
+                     ("loop_launch_cpu_seconds", cpu["launch"]), ("loop_sync_cpu_seconds", sync_cpu),
+                     ("loop_finish_cpu_seconds", cpu["finish"] - sync_cpu),
+                     ("prefetch_cpu_seconds", feed.cpu_seconds)):
             stats[k] = stats.get(k, 0.0) + v
         if pinned:
             stats["device_seconds"] = stats.get("device_seconds", 0.0) + device_seconds

@@ -109,6 +109,13 @@ class TokenLengths(Sequence[list[int]]):
             raise IndexError(i)
         return self._lens[self._ids[self._offsets[i] : self._offsets[i + 1]]].tolist()
 
+    def flat(self) -> tuple[np.ndarray, np.ndarray]:
+        """(lengths (S,) int64 of every window's tokens in order, offsets (W + 1,)): window j's
+        are ``lengths[offsets[j]:offsets[j + 1]]`` — all windows at once
+        (``core.segments.window_segments``)."""
+        lo, hi = int(self._offsets[0]), int(self._offsets[-1])
+        return self._lens[self._ids[lo:hi]], self._offsets - lo
+
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Sequence) and list(self) == list(other)
 

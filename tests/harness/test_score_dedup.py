@@ -321,6 +321,12 @@ def test_the_loops_wall_is_split_into_its_parts() -> None:
     assert inside <= st["seconds"] + 1e-6
     # what is left is the loop's own Python between the timers: a small part of the wall
     assert st["seconds"] - inside < 0.5 * st["seconds"]
+    # beside the walls, the threads' CPU seconds: the loop thread's within each part's wall
+    # (a thread's CPU clock cannot run faster than the wall), the prefetch thread's measured
+    for k in ("launch", "finish"):
+        assert 0.0 < st[f"loop_{k}_cpu_seconds"] <= st[f"loop_{k}_seconds"] + 0.05
+    assert st["loop_sync_cpu_seconds"] == 0.0
+    assert st["prefetch_cpu_seconds"] > 0.0  # collation ran in that thread (a CPU device)
 
 
 @pytest.mark.parametrize("dedup", [True, False])

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from core.segments import bytes_per_segment, check_tiling
+from core.segments import bytes_per_segment, check_tiling, window_segments
 from encoders.backbone import BackboneConfig
 from encoders.base import UnitNLL
 from encoders.blt import BltConfig, BltEncoder
@@ -84,3 +84,46 @@ def test_one_definition_of_bytes_per_segment() -> None:
     t.add(1.0, 7, 7, 3, 1, [3, 4], 0.0)
     t.add(1.0, 5, 5, 5, 1, [2, 2, 1], 0.0)
     assert cell_metrics(t, "Latn")["bytes_per_segment"] == pytest.approx(12 / 5)
+
+
+class _Flat:
+    """Segments handed over flat (``flat()``), as BPE's ``TokenLengths`` hands them."""
+
+    def __init__(self, lists: list[list[int]]) -> None:
+        self.lists = lists
+
+    def flat(self) -> tuple[np.ndarray, np.ndarray]:
+        offsets = np.concatenate(([0], np.cumsum([len(x) for x in self.lists]))).astype(np.int64)
+        return np.array([v for x in self.lists for v in x], dtype=np.int64), offsets
+
+
+def test_window_segments_flat_and_per_window_agree() -> None:
+    lists = [[3, 2], [], [1, 1, 1, 4], [5]]  # an empty scored span among them
+    n = [5, 0, 7, 5]
+    assert window_segments(lists, n) == lists
+    assert window_segments(_Flat(lists), n) == lists
+    assert all(type(x) is list and all(type(v) is int for v in x) for x in window_segments(_Flat(lists), n))
+    assert window_segments([np.array([2, 3])], [5]) == [[2, 3]]
+    # one window's lengths that do not sum to its span: check_tiling's error, for that window
+    for segs in (lists, _Flat(lists)):
+        with pytest.raises(AssertionError, match="of BPE do not tile the 6 scored bytes: 4 segments summing to 7"):
+            window_segments(segs, [5, 0, 6, 5], "BPE")
+    # a zero length, even where the sums hold
+    bad = [[3, 2], [], [1, 0, 2, 4], [5]]
+    for segs in (bad, _Flat(bad)):
+        with pytest.raises(AssertionError, match="lengths must be ≥ 1"):
+            window_segments(segs, n)
+    with pytest.raises(AssertionError, match="4 windows for 3 scored spans"):
+        window_segments(_Flat(lists), n[:3])
+
+
+def test_bpe_token_lengths_flat_matches_its_windows() -> None:
+    from encoders.bpe.model import TokenLengths
+
+    lens = np.array([1, 2, 3, 4, 5], dtype=np.int64)  # bytes per token id
+    ids = np.array([9, 9, 0, 1, 2, 4, 4, 3, 9], dtype=np.int64)  # 9: outside the windows
+    tl = TokenLengths(lens[np.r_[0:5, 0, 0, 0, 0, 0]], ids, np.array([2, 5, 5, 8]))
+    flat, offsets = tl.flat()
+    assert offsets.tolist() == [0, 3, 3, 6]
+    assert [flat[offsets[j]:offsets[j + 1]].tolist() for j in range(3)] == [tl[j] for j in range(3)]
+    assert window_segments(tl, [6, 0, 14]) == [[1, 2, 3], [], [5, 5, 4]]
