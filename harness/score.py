@@ -122,6 +122,21 @@ def _to_host(units: UnitNLL) -> tuple[UnitNLL, Any]:
     return host, ready
 
 
+def _use_on_current_stream(made: Any, meta: dict[str, Any], device: torch.device) -> None:
+    """Order the current stream after ``made`` (an event of the prefetch thread's side stream)
+    and mark the device tensors that stream left in a batch's ``meta`` (BLT's patch starts) as
+    used on the current stream too, so the caching allocator does not hand their memory back
+    to the side stream while the forward may still read it."""
+    stream = torch.cuda.current_stream(device)
+    stream.wait_event(made)
+    # a meta value, or an element of a tuple value (BLT's ``(key, starts, n)``); lists are not
+    # walked: they hold host data (segments), thousands of elements a batch
+    for v in meta.values():
+        for x in v if isinstance(v, tuple) else (v,):
+            if isinstance(x, torch.Tensor) and x.is_cuda:
+                x.record_stream(stream)
+
+
 def plan_partition(data: bytes, context: int) -> ScoreItem:
     """Full mode for permutations: windows of <= ``context`` bytes cut at the same places as
     ``plan_full`` with stride = context, but with no left context, so each window is scored
@@ -291,7 +306,18 @@ def score_items(
         batch, fed = permuter.collate(encoder, wins)
         return idx, batch, fed
 
-    def prepare(collated: tuple[list[int], Any, Any]) -> tuple[list[int], list[bytes], list[int], Any, float]:
+    # The prefetch thread's device work (BLT's entropy model, patching a batch for its FLOP
+    # count and its forward) runs on a stream of its own: on the loop's stream it queued behind
+    # the forward in flight and then waited for it (patching reads the patch count on the host),
+    # so the next batch came only after that forward had ended — the loop waited 4.9 s for
+    # batches in BLT's scoring on an H100 (BENCHMARKS.md, session 26). The side stream first
+    # waits for what the caller queued before this call (the weights); each batch then carries
+    # an event that the loop's stream waits for before its forward.
+    side = torch.cuda.Stream(device=device) if pinned and stats is not None else None
+    if side is not None:
+        side.wait_stream(torch.cuda.current_stream(device))
+
+    def prepare(collated: tuple[list[int], Any, Any]) -> tuple[list[int], list[bytes], list[int], Any, float, Any]:
         """Count a collated batch's FLOPs and pin it, in the prefetch thread: the loop below
         then only launches the forward and reads results back."""
         idx, batch, fed = collated
@@ -299,8 +325,15 @@ def score_items(
         sfrom = [distinct[d][1] for d in idx]
         if fed is not None:
             fed_of.update(zip(idx, fed))
+        ready = None
         with torch.inference_mode():  # as in the loop (BLT patches here: its entropy model runs)
-            flops = encoder.flops(batch) if stats is not None else 0.0
+            if side is not None:
+                with torch.cuda.stream(side):
+                    flops = encoder.flops(batch)
+                ready = torch.cuda.Event()
+                ready.record(side)
+            else:
+                flops = encoder.flops(batch) if stats is not None else 0.0
         if stats is not None and groups is not None:
             n_fed = sum(len(w) for w in wins)
             for d, w in zip(idx, wins):
@@ -309,7 +342,7 @@ def score_items(
                 for fi in occurrences[d]:
                     g = groups[flat[fi][0]]
                     group_flops[g] = group_flops.get(g, 0.0) + share
-        return idx, wins, sfrom, pin(batch) if pinned else batch, flops
+        return idx, wins, sfrom, pin(batch) if pinned else batch, flops, ready
 
     device_seconds = 0.0
     sync_seconds = 0.0  # the loop's thread waiting for a batch's results (``ready.synchronize``)
@@ -383,7 +416,7 @@ def score_items(
     cpu = {"launch": 0.0, "finish": 0.0}
     t_next = c_next = 0.0
     try:
-        for idx, wins, sfrom, cpu_batch, flops in feed:
+        for idx, wins, sfrom, cpu_batch, flops, made in feed:
             t_got, c_got = time.perf_counter(), time.thread_time()
             if t_first is None:
                 t_first = t_got
@@ -391,6 +424,8 @@ def score_items(
                 loop["wait"] += t_got - t_next
             fwd_flops += flops
             started = None
+            if made is not None:  # what the side stream made for this batch, before its forward
+                _use_on_current_stream(made, cpu_batch.meta, device)
             if pinned:
                 started = torch.cuda.Event(enable_timing=True)
                 started.record()
