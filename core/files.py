@@ -9,7 +9,9 @@ stays whole, and the error propagates to the caller. A kill can leave the tempor
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 
 _UMASK = os.umask(0o022)
@@ -44,3 +46,38 @@ def write_text_atomic(path: Path, text: str, errors: str = "backslashreplace", m
     ``"surrogateescape"`` gives back the raw bytes they stand for (results files: a corpus's
     undecodable bytes)."""
     write_bytes_atomic(path, text.encode("utf-8", errors), make_parents)
+
+
+def part_file(path: Path) -> tuple[int, str]:
+    """(open descriptor, name) of a new temporary file beside ``path`` named as the atomic
+    writes name theirs (``.<name>.<random>.tmp``, so a kill's leftovers are removed alike): a
+    part that ``write_parts_atomic`` puts into ``path``. The caller writes and closes it."""
+    path = Path(path)
+    return tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.part.", suffix=".tmp")
+
+
+def write_parts_atomic(path: Path, parts: Sequence[str | Path]) -> None:
+    """``path`` made of the files ``parts`` in order, atomically (temporary file, fsync, rename,
+    as ``write_bytes_atomic``), the parts deleted once it is in place. Why: forked processes
+    that each render a part write it to disk; handing it back through a pipe cost the parent a
+    pickled copy, a join and an encoding of every byte (a standard seed's samples.jsonl is
+    hundreds of MB)."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        os.fchmod(fd, 0o666 & ~_UMASK)
+        with os.fdopen(fd, "wb") as f:
+            for part in parts:
+                with open(part, "rb") as src:
+                    shutil.copyfileobj(src, f, 1 << 22)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException as e:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        if isinstance(e, OSError) and e.filename is None:
+            e.filename = str(path)
+        raise
+    for part in parts:
+        os.unlink(part)

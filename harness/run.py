@@ -14,6 +14,7 @@ import errno
 import inspect
 import json
 import math
+import os
 import sys
 import threading
 import time
@@ -28,6 +29,7 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
+from core.files import part_file, write_parts_atomic
 from core.forkpool import WorkerDied, usable_cpus
 from core.metrics import bpb
 from core.schema import BUCKET_COLUMNS, RESULT_COLUMNS
@@ -64,7 +66,6 @@ from harness.provenance import git_sha, hardware, package_versions, tokbench_ver
 from harness.results import (
     RunDir,
     atomic_write_json,
-    atomic_write_text,
     dumps,
     stable_hash,
     write_csv,
@@ -1416,7 +1417,11 @@ class Runner:
         chunks = [keys[i : i + size] for i in range(0, len(keys), size)]
         rd = self.rd
 
+        samples_path = self.rd.root / "samples.jsonl"
+
         def load(chunk: list[str]) -> tuple[list[dict[str, Any]], str, list[dict[str, Any]], int]:
+            """A chunk's rows, buckets and windowed count; its samples.jsonl lines go to a part
+            file (``core.files.part_file``), whose name is returned: not through the pipe."""
             rows, lines, buckets, windowed = [], [], [], 0
             for k in chunk:
                 cell = rd.load_cell(k)
@@ -1426,14 +1431,17 @@ class Runner:
                 lines.extend(dumps(r) + "\n" for r in cell["samples"])
                 windowed += sum(1 for r in cell["samples"] if r.get("edit_rate_method") == "windowed")
                 buckets.extend(cell.get("buckets", []))
-            return rows, "".join(lines), buckets, windowed
+            fd, name = part_file(samples_path)
+            with os.fdopen(fd, "wb") as f:  # the bytes atomic_write_text writes for this text
+                f.write("".join(lines).encode("utf-8", "surrogateescape"))
+            return rows, name, buckets, windowed
 
         parts = perturb_many(chunks, load, procs, stage="results files")  # type: ignore[arg-type]
         rows = [r for part in parts for r in part[0]]
         buckets = [b for part in parts for b in part[2]]
         self.windowed_docs = sum(part[3] for part in parts)
         write_csv(self.rd.root / "results.csv", rows, RESULT_COLUMNS)
-        atomic_write_text(self.rd.root / "samples.jsonl", "".join(part[1] for part in parts))
+        write_parts_atomic(samples_path, [part[1] for part in parts])
         if buckets:
             write_csv(self.rd.root / "buckets.csv", buckets, BUCKET_COLUMNS)
         self.rows = rows

@@ -56,3 +56,29 @@ def test_text_policies_for_lone_surrogates(tmp_path: Path) -> None:
     assert (tmp_path / "r.csv").read_bytes() == b"caf\xe9 ok"  # the corpus's own byte back
     write_text_atomic(tmp_path / "u.txt", "naïve")
     assert (tmp_path / "u.txt").read_bytes() == "naïve".encode()
+
+
+def test_parts_put_together_atomically(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``write_parts_atomic``: the parts' bytes in order, usual permissions, the parts gone; a
+    failure midway leaves the old file whole, no temporary file of its own, and the parts."""
+    from core.files import part_file, write_parts_atomic
+
+    p = tmp_path / "samples.jsonl"
+    names = []
+    for data in (b'{"a": 1}\n', b"", "caf\u00e9\n".encode()):
+        fd, name = part_file(p)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        names.append(name)
+    assert all(Path(n).name.startswith(".samples.jsonl.part.") and n.endswith(".tmp") for n in names)
+    write_parts_atomic(p, names)
+    assert p.read_bytes() == '{"a": 1}\ncafé\n'.encode() and os.listdir(tmp_path) == ["samples.jsonl"]
+    umask = os.umask(0)
+    os.umask(umask)
+    assert stat.S_IMODE(p.stat().st_mode) == 0o666 & ~umask
+    fd, name = part_file(p)
+    os.close(fd)
+    with pytest.raises(FileNotFoundError):
+        write_parts_atomic(p, [name, str(tmp_path / "missing")])
+    assert p.read_bytes() == '{"a": 1}\ncafé\n'.encode()
+    assert sorted(os.listdir(tmp_path)) == sorted(["samples.jsonl", Path(name).name])

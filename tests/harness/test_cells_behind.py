@@ -161,6 +161,7 @@ def test_cells_behind_and_results_files_in_processes_give_the_same_bytes(tmp_pat
         out = tmp_path / name
         assert main(["run", str(suite), "--out", str(out), "--quiet", "--no-report"]) == 0
         runs[name] = json.loads((out / "run.json").read_text())
+        assert not list(out.glob(".*.tmp"))  # samples.jsonl's part files are gone
     for f in ("results.csv", "samples.jsonl"):
         assert (tmp_path / "behind" / f).read_bytes() == (tmp_path / "plain" / f).read_bytes(), f
     rows = (tmp_path / "plain" / "results.csv").read_text().splitlines()

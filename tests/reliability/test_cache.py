@@ -76,6 +76,31 @@ def test_sealed_json_roundtrips_awkward_values(tmp_path: Path) -> None:
     assert read_sealed_json(p) == {"x": 0.1 + 0.2, "nan": None, "s": "caf\u00e9 \udcff", "t": [1, 2], "big": 2**70}
 
 
+def test_sealed_json_checked_in_place_and_in_full(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A file as written is checked on its payload's text in place (no re-encoding); one whose
+    payload text changed fails that check and the full one; one whose formatting alone changed
+    (re-indented) fails in place and passes in full, as it always did."""
+    import harness.cache as cache
+
+    p = tmp_path / "c.json"
+    payload = {"row": {"bpb": 1.25, "s": "caf\u00e9 \udcff"}, "samples": [{"a": [1, 2]}] * 3}
+    write_sealed_json(p, payload)
+    full = []
+    real = cache.dumps
+    monkeypatch.setattr(cache, "dumps", lambda obj, *a, **k: full.append(1) or real(obj, *a, **k))
+    assert read_sealed_json(p) == json.loads(json.dumps(payload)) and not full  # in place: no dumps
+    raw = p.read_bytes()
+    p.write_bytes(raw.replace(b"1.25", b"1.26"))  # same length, another number
+    with pytest.raises(CacheDamaged, match="checksum mismatch"):
+        read_sealed_json(p)
+    assert full  # the full check ran, and failed
+    obj = json.loads(raw)
+    p.write_text(json.dumps(obj, indent=1))  # formatting only (and escapes)
+    assert read_sealed_json(p)["row"]["bpb"] == 1.25
+    p.write_bytes(raw[:-1])  # no final newline: not as written, checked in full (and fine)
+    assert read_sealed_json(p)["row"]["bpb"] == 1.25
+
+
 def test_unsealed_torch_file_is_not_trusted(tmp_path: Path) -> None:
     p = tmp_path / "m.pt"
     torch.save({"w": torch.zeros(2)}, p)  # a plain torch file: no checksum
