@@ -79,6 +79,7 @@ from harness.score import (
     plan_full,
     plan_partition,
     score_items,
+    side_stream_wanted,
     split_for_target,
 )
 from harness.scorebehind import ForwardsBehind, score_behind_wanted
@@ -355,6 +356,7 @@ class Runner:
         self.device = pick_device(opts.device)
         self.cells_behind = cells_behind_wanted(self.device.type)  # a bad setting fails here, not after training
         self.score_behind = score_behind_wanted()  # likewise (harness.scorebehind)
+        side_stream_wanted()  # likewise (harness.score): a bad value fails before training
         self.warm_pool = warm_pool_wanted()  # likewise (harness.accel.warm_compile_pool)
         self.report_process = reportproc.wanted(self.device.type)  # likewise (harness.reportproc)
         self.behind: ForwardsBehind | None = None  # the scoring thread behind training, while a seed runs

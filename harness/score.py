@@ -22,6 +22,7 @@ import numpy as np
 import torch
 
 from core.segments import window_segments
+from core.switches import switch
 from encoders.base import Encoder, UnitNLL
 from harness.accel import Prefetcher, collate_processes, ordered_pool_map, pin
 from harness.data import Window, char_boundary, cut_after, rolling_windows
@@ -148,6 +149,15 @@ def dedup_enabled(dedup: bool = True) -> bool:
     """Whether ``score_items`` forwards each distinct window once: ``dedup`` and not
     ``TOKBENCH_SCORE_DEDUP=0`` (the environment switch turns it off for a whole run, to compare)."""
     return dedup and os.environ.get("TOKBENCH_SCORE_DEDUP", "1") != "0"
+
+
+def side_stream_wanted() -> bool:
+    """``TOKBENCH_SCORE_SIDE_STREAM``: on CUDA, the prefetch thread's device work (BLT's
+    patching for its FLOP count) on a stream of its own (1, the default), or on the loop's
+    stream as before (0), to compare. Any other value is a ``ValueError`` naming it (the CLI's
+    one-line error)."""
+    on = switch("TOKBENCH_SCORE_SIDE_STREAM")
+    return True if on is None else on
 
 
 @dataclass
@@ -313,7 +323,7 @@ def score_items(
     # batches in BLT's scoring on an H100 (BENCHMARKS.md, session 26). The side stream first
     # waits for what the caller queued before this call (the weights); each batch then carries
     # an event that the loop's stream waits for before its forward.
-    side = torch.cuda.Stream(device=device) if pinned and stats is not None else None
+    side = torch.cuda.Stream(device=device) if pinned and stats is not None and side_stream_wanted() else None
     if side is not None:
         side.wait_stream(torch.cuda.current_stream(device))
 

@@ -128,7 +128,8 @@ def test_wanted_on_a_gpu_by_default_and_env_checked(monkeypatch: pytest.MonkeyPa
         cells_behind_wanted("cuda")
 
 
-@pytest.mark.parametrize("env", ["TOKBENCH_CELLS_BEHIND", "TOKBENCH_SCORE_BEHIND"])  # the latter: harness.scorebehind
+@pytest.mark.parametrize("env", ["TOKBENCH_CELLS_BEHIND", "TOKBENCH_SCORE_BEHIND",  # harness.scorebehind
+                                 "TOKBENCH_SCORE_SIDE_STREAM"])  # harness.score
 def test_bad_env_is_one_line_exit_2_before_any_training(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                         capsys: pytest.CaptureFixture[str], env: str) -> None:
     from test_run import make_suite
