@@ -10,6 +10,7 @@ space patching byte ``t`` starts a patch because byte ``t-1`` is whitespace, nev
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 
 from core.segments import bytes_per_segment
@@ -99,8 +100,36 @@ def patch_sizes(starts: torch.Tensor, lengths: torch.Tensor, score_from: torch.T
 
     Whole-batch tensor ops on ``starts``' device and one copy to the host at the end: a scored
     byte opens a segment iff it is the span's first byte or a patch start, and each segment runs
-    to the next opening byte of its window or to the window's end.
+    to the next opening byte of its window or to the window's end. Host tensors (scoring reads
+    segments after the batch's copy back) take the same steps in numpy.
     """
+    if starts.device.type == "cpu":
+        return _patch_sizes_host(starts, lengths, score_from)
+    return _patch_sizes_torch(starts, lengths, score_from)
+
+
+def _patch_sizes_host(starts: torch.Tensor, lengths: torch.Tensor, score_from: torch.Tensor | None) -> list[list[int]]:
+    """``patch_sizes`` of host tensors, in numpy. Why: on the scoring loop's thread the same
+    steps as torch CPU ops cost 5 ms a 128-window batch on an H100 host (a dozen small ops, each
+    dispatched to a 16-thread pool; BENCHMARKS.md, session 26)."""
+    st = starts.numpy()
+    B, T = st.shape
+    ln = lengths.numpy().astype(np.int64, copy=False)
+    sf = score_from.numpy().astype(np.int64, copy=False) if score_from is not None else np.zeros(B, dtype=np.int64)
+    pos = np.arange(T, dtype=np.int64)[None, :]
+    scored = (pos >= sf[:, None]) & (pos < ln[:, None])
+    opens = scored & (st | (pos == sf[:, None]))
+    row, first = np.nonzero(opens)  # row-major: sorted by (row, first)
+    end = ln[row]
+    if row.size > 1:
+        end[:-1] = np.where(row[1:] == row[:-1], first[1:], end[:-1])
+    sizes = (end - first).tolist()
+    bounds = np.concatenate(([0], np.cumsum(opens.sum(1)))).tolist()
+    return [sizes[bounds[b] : bounds[b + 1]] for b in range(B)]
+
+
+def _patch_sizes_torch(starts: torch.Tensor, lengths: torch.Tensor, score_from: torch.Tensor | None) -> list[list[int]]:
+    """``patch_sizes`` as tensor ops on ``starts``' device (see there)."""
     B, T = starts.shape
     dev = starts.device
     lengths = lengths.to(dev)

@@ -17,6 +17,7 @@ from encoders.blt.ngrams import (
     hash_ngram_ids_multi,
 )
 from encoders.blt.patching import (
+    _patch_sizes_torch,
     fit_threshold,
     limit_patch_length,
     patch_ids,
@@ -117,8 +118,10 @@ def test_patch_sizes_equal_the_per_window_reference() -> None:
         starts &= torch.arange(T)[None] < lengths[:, None]  # the model clears padding
         sf = (torch.rand(B, generator=g) * (lengths + 1).float()).long()  # 0 .. length
         for score_from in (None, sf, lengths.clone()):  # whole, partly scored, nothing scored
-            got = patch_sizes(starts, lengths, score_from)
+            got = patch_sizes(starts, lengths, score_from)  # host tensors: the numpy path
             assert got == patch_sizes_ref(starts, lengths, score_from), (trial, score_from)
+            # the device path's tensor ops, run here on the CPU, agree
+            assert _patch_sizes_torch(starts, lengths, score_from) == got
             want_total = lengths - (score_from if score_from is not None else 0)
             assert [sum(w) for w in got] == want_total.tolist()
             assert all(s >= 1 for w in got for s in w)
