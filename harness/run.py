@@ -745,6 +745,14 @@ class Runner:
             stale = remove_stale_tmp(self.rd.root)
             if stale:
                 self.log(f"[cache] removed {len(stale)} temporary file(s) left by an interrupted write")
+            threads = torch.get_num_threads()
+            if self.device.type == "cuda":
+                # This process's own torch CPU ops are small host bookkeeping (a batch's results,
+                # BLT's patch sizes); on a pool of one thread per core they waited for cores the
+                # collation and cell processes hold: 88 ms instead of 1 ms for a batch's patch
+                # sizes as torch ops on an H100 host with 12 busy processes (BENCHMARKS.md,
+                # session 26). The work that is heavy runs on the GPU or in other processes.
+                torch.set_num_threads(1)
             try:
                 return self._run()
             except OSError as e:
@@ -756,6 +764,8 @@ class Runner:
                         self.suite, self.eval_bytes, params, self.rd.root)
                     e.tokbench_root = str(self.rd.root)  # type: ignore[attr-defined]
                 raise
+            finally:
+                torch.set_num_threads(threads)
 
     def _run(self) -> Path:
         t_start = time.perf_counter()
