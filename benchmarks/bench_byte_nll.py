@@ -3,7 +3,9 @@ for a byte-level batch (one unit per byte) and a BPE-like one (units of 1-8 byte
 ``core.segments.check_tiling`` over every window of the BPE-like batch (its segments: the units'
 lengths as Python lists), and of reading and checking the same segments from BPE's
 ``TokenLengths`` as the scoring loop did until session 26 (each window indexed, converted and
-checked on its own) against ``core.segments.window_segments`` (all windows at once).
+checked on its own) against ``core.segments.window_segments`` (all windows at once); and each
+window's values as numpy arrays: ``byte_nll``'s tensors then ``.numpy()`` each (the loop until
+session 26) against ``byte_nll_arrays`` (where the tree has it).
 
     PYTHONPATH=$PWD python benchmarks/bench_byte_nll.py [--windows 64] [--reps 50]
 
@@ -61,6 +63,18 @@ def main() -> None:
             u.byte_nll(lengths, sf)
             times.append(time.perf_counter() - t0)
         print(f"{name:<28} {len(u.nll):>7} units  {statistics.median(times) * 1e3:8.2f} ms")
+        # what the scoring loop's thread needs: each window's values as a numpy array
+        args_ = (lengths, sf)
+        calls = [("  then .numpy() each", lambda u=u, a=args_: [t.numpy() for t in u.byte_nll(*a)])]
+        if hasattr(u, "byte_nll_arrays"):  # the loop's call since session 26
+            calls.append(("  byte_nll_arrays", lambda u=u, a=args_: u.byte_nll_arrays(*a)))
+        for label, fn in calls:
+            times = []
+            for _ in range(args.reps):
+                t0 = time.perf_counter()
+                fn()
+                times.append(time.perf_counter() - t0)
+            print(f"{label:<28} {len(u.nll):>7} units  {statistics.median(times) * 1e3:8.2f} ms")
     u, lengths, sf = batch(args.windows, 1024, 512, 8)
     ln = (u.end - u.start).tolist()
     per = torch.bincount(u.window, minlength=args.windows).tolist()

@@ -102,6 +102,12 @@ class UnitNLL:
         (to fp64 rounding) to the NLL of that window's units. Raises if the units do not tile the
         scored bytes exactly once — a unit missing or counted twice would bias BPB silently.
         """
+        return [torch.from_numpy(v) for v in self.byte_nll_arrays(lengths, score_from)]
+
+    def byte_nll_arrays(self, lengths: Sequence[int], score_from: Sequence[int]) -> list[np.ndarray]:
+        """``byte_nll`` as numpy arrays (views of one flat float64 array), for the scoring loop's
+        thread: wrapping each window's array in a tensor and back cost it about a microsecond and
+        a half a window, and ``np.split`` two more (512-window batches; BENCHMARKS.md, session 26)."""
         # numpy, not torch CPU ops: on an H200 this ran on the scoring loop's thread at 20-30 ms a
         # batch of 256 windows as torch ops, longer than the batch's forward (BENCHMARKS.md,
         # session 10). Same arithmetic, same float64 numbers.
@@ -117,11 +123,10 @@ class UnitNLL:
             raise AssertionError("encoder returned an empty or negative unit span")
         first = offset[win] + st - sf[win]  # (U,) flat index of each unit's first byte
         nll = self.nll.detach().cpu().double().numpy()
-        sections = np.cumsum(n_scored)[:-1]
         if length.size == total and bool((length == 1).all()) and np.array_equal(first, np.arange(total)):
             # one unit per byte, in byte order (byte-level encoders): the units are the bytes,
             # each byte's share is its unit's NLL (x / 1), and the tiling holds by construction
-            return [torch.from_numpy(v) for v in np.split(nll.copy(), sections)]
+            return _sections(nll.copy(), n_scored)
         share = np.repeat(nll / length, length)  # (Σ length,) each byte's share, in unit order
         ends = first + length
         if length.size and first[0] == 0 and ends[-1] == total and np.array_equal(first[1:], ends[:-1]):
@@ -130,7 +135,7 @@ class UnitNLL:
             # NLL — the numbers the general path below sums into zeros (0 + x = x), without its
             # index arrays and counts over every byte (a BPE-like batch of 256 windows on the
             # VM: 2.06 -> 1.01 ms, benchmarks/results/byte_nll_cpu_s17.log)
-            return [torch.from_numpy(v) for v in np.split(share, sections)]
+            return _sections(share, n_scored)
         idx = np.repeat(first, length) + (np.arange(int(length.sum())) - np.repeat(np.cumsum(length) - length, length))
         if idx.size and (int(idx.min()) < 0 or int(idx.max()) >= total):
             raise AssertionError("encoder returned a unit outside the scored span of its window")
@@ -142,7 +147,14 @@ class UnitNLL:
                 "encoder units do not tile the scored bytes exactly once "
                 f"(per-byte coverage min={int(count.min())}, max={int(count.max())})"
             )
-        return [torch.from_numpy(v) for v in np.split(flat, sections)]
+        return _sections(flat, n_scored)
+
+
+def _sections(flat: np.ndarray, sizes: np.ndarray) -> list[np.ndarray]:
+    """``flat`` cut into consecutive views of ``sizes`` elements each (``np.split`` without its
+    per-section bookkeeping)."""
+    ends = np.cumsum(sizes).tolist()
+    return [flat[a:b] for a, b in zip([0, *ends[:-1]], ends)]
 
 
 def collate_bytes(windows: Sequence[bytes], score_from: Sequence[int]) -> TensorBatch:

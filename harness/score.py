@@ -104,10 +104,10 @@ def plan_clean_target(prefix: bytes, continuation: bytes, context: int, target_b
     return ScoreItem(data, [Window(0, len(prefix) - start, len(data))])
 
 
-def _unpermute(values: torch.Tensor, source: Sequence[int]) -> torch.Tensor:
+def _unpermute(values: np.ndarray, source: Sequence[int]) -> np.ndarray:
     """(n,) per-byte values of a fed stream -> (n,) in the window's order: out[source[j]] = v[j]."""
-    out = torch.empty_like(values)
-    out[torch.tensor(source, dtype=torch.long)] = values
+    out = np.empty_like(values)
+    out[np.asarray(source, dtype=np.int64)] = values
     return out
 
 
@@ -368,7 +368,7 @@ def score_items(
             sync_seconds += time.perf_counter() - t_sync
             sync_cpu += time.thread_time() - c_sync
             device_seconds += started.elapsed_time(ready) / 1e3
-        nll = units.byte_nll([len(w) for w in wins], sfrom)
+        nll = units.byte_nll_arrays([len(w) for w in wins], sfrom)
         if permuter is not None:  # fed order -> the window's byte order
             fed = [fed_of.pop(d) for d in idx]
             nll = [_unpermute(v, pw.source) for v, pw in zip(nll, fed)]
@@ -382,7 +382,7 @@ def score_items(
         segs = (None if units.segments is None else
                 window_segments(units.segments, [len(w) - f for w, f in zip(wins, sfrom)], type(encoder).__name__))
         for j, d in enumerate(idx):
-            arr = nll[j].numpy()
+            arr = nll[j]
             # shared by all occurrences of the window: read-only, so no consumer can change
             # another occurrence's numbers (documents get concatenated copies anyway)
             arr.flags.writeable = False

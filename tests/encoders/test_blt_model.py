@@ -422,18 +422,27 @@ def test_training_step_reads_nothing_back(kw: dict[str, Any], monkeypatch: pytes
 
 
 def test_segments_cost_a_fixed_number_of_reads(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Reading segments (scoring) copies once per batch, however many windows it holds."""
+    """Reading segments (scoring) copies once per batch, however many windows it holds: on the
+    device path one ``nonzero`` and one ``tolist``; host tensors (scoring reads segments after
+    the batch's copy back) go to numpy, one ``numpy()`` per tensor."""
+    from encoders.blt.patching import _patch_sizes_torch
+
     model = scrambled(make(patching="space")).eval()
-    counts = []
+    counts, device_path = [], []
     for n in (2, 8):
         batch = model.collate(real_windows()[:n], [0] * n)
         with torch.inference_mode():
             units = model(batch)
+        pending = units.__dict__["_pending"]
         with host_reads(monkeypatch) as calls:
             assert len(units.segments) == n
             assert len(units.segments) == n  # computed once, then kept
         counts.append(list(calls))
-    assert counts[0] == counts[1] == ["nonzero", "tolist"]
+        with host_reads(monkeypatch) as calls:
+            assert _patch_sizes_torch(*pending) == units.segments
+        device_path.append(list(calls))
+    assert counts[0] == counts[1] == ["numpy", "numpy", "numpy"]
+    assert device_path[0] == device_path[1] == ["nonzero", "tolist"]
 
 
 def test_scored_bytes_is_the_unit_count() -> None:
