@@ -320,9 +320,10 @@ def score_items(
     # count and its forward) runs on a stream of its own: on the loop's stream it queued behind
     # the forward in flight and then waited for it (patching reads the patch count on the host),
     # so the next batch came only after that forward had ended — the loop waited 4.9 s for
-    # batches in BLT's scoring on an H100 (BENCHMARKS.md, session 26). The side stream first
-    # waits for what the caller queued before this call (the weights); each batch then carries
-    # an event that the loop's stream waits for before its forward.
+    # batches in BLT's scoring on an H100 (BENCHMARKS.md, session 26; on the side stream the
+    # wait went, but BLT's scoring was no faster on one host: a tie, the loop's launches pace it).
+    # The side stream first waits for what the caller queued before this call (the weights);
+    # each batch then carries an event that the loop's stream waits for before its forward.
     side = torch.cuda.Stream(device=device) if pinned and stats is not None and side_stream_wanted() else None
     if side is not None:
         side.wait_stream(torch.cuda.current_stream(device))
