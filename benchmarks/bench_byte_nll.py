@@ -20,6 +20,7 @@ import argparse
 import random
 import statistics
 import time
+from collections.abc import Callable
 
 import numpy as np
 import torch
@@ -46,6 +47,16 @@ def batch(windows: int, context: int, score_from: int, max_unit: int, seed: int 
     return u, [context] * windows, [score_from] * windows
 
 
+def median_ms(fn: Callable[[], object], reps: int) -> float:
+    """Median wall milliseconds of ``reps`` calls of ``fn``."""
+    times = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times) * 1e3
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--windows", type=int, default=64)
@@ -54,27 +65,18 @@ def main() -> None:
     torch.set_num_threads(1)  # the scoring loop's thread; torch's intra-op pool is not what is timed
     print(f"torch {torch.__version__}, {args.windows} windows of 1024 bytes scored from 512; "
           f"median of {args.reps} calls (ms)")
+
+    def show(name: str, n_units: int, fn: Callable[[], object]) -> None:
+        print(f"{name:<28} {n_units:>7} units  {median_ms(fn, args.reps):8.2f} ms")
+
     for name, max_unit in (("byte-level (1 byte a unit)", 1), ("BPE-like (1-8 bytes a unit)", 8)):
         u, lengths, sf = batch(args.windows, 1024, 512, max_unit)
         u.byte_nll(lengths, sf)  # warm-up
-        times = []
-        for _ in range(args.reps):
-            t0 = time.perf_counter()
-            u.byte_nll(lengths, sf)
-            times.append(time.perf_counter() - t0)
-        print(f"{name:<28} {len(u.nll):>7} units  {statistics.median(times) * 1e3:8.2f} ms")
+        show(name, len(u.nll), lambda u=u, a=(lengths, sf): u.byte_nll(*a))
         # what the scoring loop's thread needs: each window's values as a numpy array
-        args_ = (lengths, sf)
-        calls = [("  then .numpy() each", lambda u=u, a=args_: [t.numpy() for t in u.byte_nll(*a)])]
+        show("  then .numpy() each", len(u.nll), lambda u=u, a=(lengths, sf): [t.numpy() for t in u.byte_nll(*a)])
         if hasattr(u, "byte_nll_arrays"):  # the loop's call since session 26
-            calls.append(("  byte_nll_arrays", lambda u=u, a=args_: u.byte_nll_arrays(*a)))
-        for label, fn in calls:
-            times = []
-            for _ in range(args.reps):
-                t0 = time.perf_counter()
-                fn()
-                times.append(time.perf_counter() - t0)
-            print(f"{label:<28} {len(u.nll):>7} units  {statistics.median(times) * 1e3:8.2f} ms")
+            show("  byte_nll_arrays", len(u.nll), lambda u=u, a=(lengths, sf): u.byte_nll_arrays(*a))
     u, lengths, sf = batch(args.windows, 1024, 512, 8)
     ln = (u.end - u.start).tolist()
     per = torch.bincount(u.window, minlength=args.windows).tolist()
@@ -82,13 +84,12 @@ def main() -> None:
     for n in per:
         segments.append(ln[k : k + n])
         k += n
-    times = []
-    for _ in range(args.reps):
-        t0 = time.perf_counter()
+
+    def every_window() -> None:
         for sg, n, f in zip(segments, lengths, sf):
             check_tiling(sg, n - f, "BPE")
-        times.append(time.perf_counter() - t0)
-    print(f"{'check_tiling, every window':<28} {len(ln):>7} units  {statistics.median(times) * 1e3:8.2f} ms")
+
+    show("check_tiling, every window", len(ln), every_window)
     # BPE's segments as collation hands them: token ids, bytes per id, per-window offsets
     tl = TokenLengths(np.asarray(ln, dtype=np.int64), np.arange(len(ln), dtype=np.int64),
                       np.concatenate(([0], np.cumsum(per))).astype(np.int64))
@@ -99,14 +100,8 @@ def main() -> None:
         for j, n in enumerate(n_scored):
             check_tiling(tl[j], n, "BPE")
 
-    for name, fn in (("TokenLengths one by one", one_by_one),
-                     ("TokenLengths window_segments", lambda: window_segments(tl, n_scored, "BPE"))):
-        times = []
-        for _ in range(args.reps):
-            t0 = time.perf_counter()
-            fn()
-            times.append(time.perf_counter() - t0)
-        print(f"{name:<28} {len(ln):>7} units  {statistics.median(times) * 1e3:8.2f} ms")
+    show("TokenLengths one by one", len(ln), one_by_one)
+    show("TokenLengths window_segments", len(ln), lambda: window_segments(tl, n_scored, "BPE"))
 
 
 if __name__ == "__main__":

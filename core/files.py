@@ -11,16 +11,17 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import BinaryIO
 
 _UMASK = os.umask(0o022)
 os.umask(_UMASK)  # read once: mkstemp creates 0600 files; ours get the usual 0666 & ~umask
 
 
-def write_bytes_atomic(path: Path, data: bytes, make_parents: bool = False) -> None:
-    """Write ``data`` to ``path`` atomically; ``make_parents`` creates its folder first. A failed
-    write leaves no temporary file and its OSError names ``path``."""
+def _write_atomic(path: Path, fill: Callable[[BinaryIO], None], make_parents: bool = False) -> None:
+    """``path`` written by ``fill(f)`` into a temporary file beside it, fsynced, then renamed
+    over it. A failed write leaves no temporary file and its OSError names ``path``."""
     path = Path(path)
     if make_parents:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -28,7 +29,7 @@ def write_bytes_atomic(path: Path, data: bytes, make_parents: bool = False) -> N
     try:
         os.fchmod(fd, 0o666 & ~_UMASK)
         with os.fdopen(fd, "wb") as f:
-            f.write(data)
+            fill(f)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
@@ -38,6 +39,12 @@ def write_bytes_atomic(path: Path, data: bytes, make_parents: bool = False) -> N
         if isinstance(e, OSError) and e.filename is None:
             e.filename = str(path)  # a failed write(fd) names no file; the message must
         raise
+
+
+def write_bytes_atomic(path: Path, data: bytes, make_parents: bool = False) -> None:
+    """Write ``data`` to ``path`` atomically; ``make_parents`` creates its folder first. A failed
+    write leaves no temporary file and its OSError names ``path``."""
+    _write_atomic(path, lambda f: f.write(data), make_parents)
 
 
 def write_text_atomic(path: Path, text: str, errors: str = "backslashreplace", make_parents: bool = False) -> None:
@@ -62,22 +69,11 @@ def write_parts_atomic(path: Path, parts: Sequence[str | Path]) -> None:
     that each render a part write it to disk; handing it back through a pipe cost the parent a
     pickled copy, a join and an encoding of every byte (a standard seed's samples.jsonl is
     hundreds of MB)."""
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        os.fchmod(fd, 0o666 & ~_UMASK)
-        with os.fdopen(fd, "wb") as f:
-            for part in parts:
-                with open(part, "rb") as src:
-                    shutil.copyfileobj(src, f, 1 << 22)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException as e:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        if isinstance(e, OSError) and e.filename is None:
-            e.filename = str(path)
-        raise
+    def fill(f: BinaryIO) -> None:
+        for part in parts:
+            with open(part, "rb") as src:
+                shutil.copyfileobj(src, f, 1 << 22)
+
+    _write_atomic(path, fill)
     for part in parts:
         os.unlink(part)
