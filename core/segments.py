@@ -46,9 +46,10 @@ def window_segments(segments: Sequence[Any], n_scored: Sequence[int], where: str
     ``segments``: per window a sequence of lengths, or an object whose ``flat()`` returns
     (lengths (S,) int array of every window in order, offsets (W + 1,) int array: window j's are
     ``lengths[offsets[j]:offsets[j + 1]]``) — then the check is one pass of array operations and
-    the lists are slices of one converted list. Why: per window, a BPE batch's 512 windows cost
-    the scoring loop's thread 4.6 ms to index, convert and check one by one, 1.1 ms at once
-    (the 2-core VM; ``benchmarks/bench_byte_nll.py``).
+    the lists are slices of one converted list. Why: a 512-window BPE-like batch's segments cost
+    the scoring loop's thread 2.10 ms to index, convert and check one window at a time, 0.53 ms
+    at once (the idle 2-core VM, ``benchmarks/bench_byte_nll.py --windows 512``,
+    ``benchmarks/results/window_segments_cpu_s26.log``).
     """
     flat_of = getattr(segments, "flat", None)
     if flat_of is None:

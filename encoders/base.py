@@ -106,8 +106,9 @@ class UnitNLL:
 
     def byte_nll_arrays(self, lengths: Sequence[int], score_from: Sequence[int]) -> list[np.ndarray]:
         """``byte_nll`` as numpy arrays (views of one flat float64 array), for the scoring loop's
-        thread: wrapping each window's array in a tensor and back cost it about a microsecond and
-        a half a window, and ``np.split`` two more (512-window batches; BENCHMARKS.md, session 26)."""
+        thread: each window's tensor turned back into an array after ``np.split`` cost a 512-window
+        BPE-like batch 1.94 ms on the VM, these views 1.06 ms (``benchmarks/bench_byte_nll.py``,
+        ``benchmarks/results/byte_nll_arrays_cpu_s26.log``)."""
         # numpy, not torch CPU ops: on an H200 this ran on the scoring loop's thread at 20-30 ms a
         # batch of 256 windows as torch ops, longer than the batch's forward (BENCHMARKS.md,
         # session 10). Same arithmetic, same float64 numbers.

@@ -109,9 +109,10 @@ def patch_sizes(starts: torch.Tensor, lengths: torch.Tensor, score_from: torch.T
 
 
 def _patch_sizes_host(starts: torch.Tensor, lengths: torch.Tensor, score_from: torch.Tensor | None) -> list[list[int]]:
-    """``patch_sizes`` of host tensors, in numpy. Why: on the scoring loop's thread the same
-    steps as torch CPU ops cost 5 ms a 128-window batch on an H100 host (a dozen small ops, each
-    dispatched to a 16-thread pool; BENCHMARKS.md, session 26)."""
+    """``patch_sizes`` of host tensors, in numpy. Why: the same steps as torch CPU ops on a
+    128-window batch took 0.95 ms on an idle H100 host and 88 ms beside 12 busy processes (a
+    run's workers; 16 intra-op threads), numpy 1.26 and 1.93 ms (``benchmarks/bench_patch_sizes.py``,
+    ``benchmarks/results/gpu_s26/call5_patch_sizes.log``)."""
     st = starts.numpy()
     B, T = st.shape
     ln = lengths.numpy().astype(np.int64, copy=False)
