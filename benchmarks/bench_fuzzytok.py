@@ -572,11 +572,34 @@ def part_host(quick: bool) -> None:
         xp.grad = wt.grad = bias.grad = None
         F.conv1d(xp, wt, bias, dilation=d).backward(dyc)
 
+    floor_out = torch.empty(B, T, C, device="cuda", dtype=dt)
+
+    # The dispatcher's own cost: a custom op of the same schema (and an autograd formula, as ours
+    # has) whose body does nothing. ``op_fwd_nograd`` minus this is our Python inside the op.
+    @torch.library.custom_op("tokbench_bench::conv_floor", mutates_args=())
+    def conv_floor(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, dilation: int) -> torch.Tensor:
+        return floor_out
+
+    conv_floor.register_fake(lambda x, weight, bias, dilation: x.new_empty(x.shape[0], x.shape[1], weight.shape[0]))
+    conv_floor.register_autograd(lambda ctx, dy: (dy, None, None, None), setup_context=lambda ctx, inputs, output: None)
+
+    def raw_launch(flag: bool):  # noqa: ANN202
+        def run() -> None:
+            kn.RAW_LAUNCH = flag
+            try:
+                kn.launch_conv(xd, w_f, bd, d)
+            finally:
+                kn.RAW_LAUNCH = True
+        return run
+
     calls = {
         "torch_add": lambda: xd.add(1),
+        "op_floor_nograd": lambda: torch.ops.tokbench_bench.conv_floor(xd, wd, bd, d),
         "cudnn_fwd_nograd": lambda: F.conv1d(xp.detach(), wd, bd, dilation=d),
         "cudnn_fwd_bwd": cudnn_fwd_bwd,
         "launch_fwd_tma": lambda: kn.launch_conv(xd, w_f, bd, d),
+        "launch_fwd_tma_raw0": raw_launch(False),
+        "launch_fwd_tma_raw1": raw_launch(True),
         "conv_weight_grad": lambda: kn.conv_weight_grad(xd, dy, d, K, with_bias=True),
         "gemm_weight": lambda: kn.gemm_weight(wd, False, dt),
         "op_fwd_nograd": lambda: torch.ops.fuzzytok.dilated_causal_conv(xd, wd, bd, d),
@@ -592,7 +615,7 @@ def part_host(quick: bool) -> None:
             ops.EAGER_FUNCTION = eager_fn
             tag = f"thin={int(thin)} eager_function={int(eager_fn)}"
             for name, fn in calls.items():
-                if not thin and name.startswith(("torch_", "cudnn_")):
+                if not thin and name.startswith(("torch_", "cudnn_", "op_floor", "launch_fwd_tma_raw")):
                     continue
                 if not eager_fn and not name.startswith("public_"):
                     continue
@@ -600,6 +623,10 @@ def part_host(quick: bool) -> None:
                 out.setdefault(tag, {})[name] = us
                 log(f"host {tag:28s} {name:20s}: {us:7.1f} us per call")
     kn.THIN, ops.EAGER_FUNCTION = True, True
+    thin = out["thin=1 eager_function=1"]
+    ours = thin["op_fwd_nograd"] - thin["op_floor_nograd"]
+    log(f"host: our Python inside a custom-op call (op_fwd_nograd - op_floor_nograd): {ours:.1f} us; "
+        f"the raw launch saves {thin['launch_fwd_tma_raw0'] - thin['launch_fwd_tma_raw1']:.1f} us a TMA launch")
     calls_per = {name: (la.tuned_calls, la.direct_calls) for name, la in kn.LAUNCHERS.items()}
     log(f"host: launcher calls (through the wrappers, direct): {calls_per}")
     prof = cProfile.Profile()
@@ -715,13 +742,18 @@ def part_thin_check(quick: bool) -> None:
         b = torch.randn(C, device="cuda", generator=g).to(torch.bfloat16).requires_grad_()
         dy = torch.randn(B, T, C, device="cuda", generator=g).to(torch.bfloat16)
         got = {}
-        for name, thin, eager_fn in (("wrapped_op", False, False), ("thin_op", True, False), ("thin_function", True, True)):
-            kn.THIN, ops.EAGER_FUNCTION = thin, eager_fn
-            for _ in range(2):  # the second call of a key is the direct one
+        for name, thin, eager_fn, raw in (("wrapped_op", False, False, True), ("thin_op", True, False, True),
+                                          ("thin_function", True, True, True), ("thin_no_raw", True, True, False)):
+            kn.THIN, ops.EAGER_FUNCTION, kn.RAW_LAUNCH = thin, eager_fn, raw
+            for _ in range(3):  # the second call of a key is the direct one (the third reuses tensor maps)
                 y = dilated_causal_conv(x, w, b, d)
                 got[name] = [y, *torch.autograd.grad(y, [x, w, b], dy)]
-        kn.THIN, ops.EAGER_FUNCTION = True, True
-        same = all(torch.equal(a, c) for n in ("thin_op", "thin_function") for a, c in zip(got[n], got["wrapped_op"]))
+        kn.THIN, ops.EAGER_FUNCTION, kn.RAW_LAUNCH = True, True, True
+        raws = sum(e[6] is not None for la in kn.LAUNCHERS.values() for e in la.entries.values())
+        log(f"thin check C{C} K{K} d{d}: {raws} of {sum(len(la.entries) for la in kn.LAUNCHERS.values())} "
+            "recorded launches have a raw launch")
+        same = all(torch.equal(a, c) for n in ("thin_op", "thin_function", "thin_no_raw")
+                   for a, c in zip(got[n], got["wrapped_op"]))
         ins64 = [t.detach().double().requires_grad_() for t in (x, w, b)]
         y64 = dilated_causal_conv_ref(*ins64, d)
         want = [y64, *torch.autograd.grad(y64, ins64, dy.double())]

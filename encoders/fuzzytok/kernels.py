@@ -674,6 +674,9 @@ def _block_kernel(x_ptr, w_ptr, b_ptr, d_ptr, y_ptr, s_ptr, B, T, HALO,
 
 # FUZZYTOK_THIN=0 (or ``kernels.THIN = False``) sends every launch through the wrappers.
 THIN = os.environ.get("FUZZYTOK_THIN", "1") != "0"
+# FUZZYTOK_RAW_LAUNCH=0 (or ``kernels.RAW_LAUNCH = False``): a thin launch calls the compiled
+# kernel's Python launcher (``CompiledKernel.run``) instead of the C function beneath it.
+RAW_LAUNCH = os.environ.get("FUZZYTOK_RAW_LAUNCH", "1") != "0"
 # FUZZYTOK_PARALLEL_COMPILE=N compiles a new key's pruned configs in N threads before the
 # autotuner times them (Triton's ``AsyncCompileMode``; the autotuner then finds them compiled).
 # Default: min(8, usable CPUs); 0 or 1 turns it off. Why: a cold FuzzyTok first step on an H200
@@ -734,7 +737,8 @@ class ThinLauncher:
         params = getattr(self.jit, "params", [])[first_spec_arg:]
         self.spec_flags = [(not p.do_not_specialize, not p.do_not_specialize_on_alignment) for p in params
                            if not p.is_constexpr]
-        # key -> (meta, constexpr tail, launch, function handle, packed metadata, compiled kernel)
+        # key -> (meta, constexpr tail, launch, function handle, packed metadata, compiled kernel,
+        # ``RawLaunch`` or None)
         self.entries: dict[tuple, tuple] = {}
         self.tuned_calls = 0  # calls that went through the wrappers (tests and benchmarks read them)
         self.direct_calls = 0
@@ -776,6 +780,10 @@ class ThinLauncher:
         if _hooked(enter) or _hooked(leave):  # a profiler listens: what JITFunction.run passes it
             md = entry[5].launch_metadata(g, stream, *args, *tail)
         else:  # Triton's launcher skips None hooks (its own run calls two empty hook chains)
+            raw = entry[6]
+            if raw is not None and RAW_LAUNCH:
+                raw(g, stream, function, packed, args, tail)
+                return
             enter = leave = md = None
         run(g[0], g[1] if len(g) > 1 else 1, g[2] if len(g) > 2 else 1, stream, function, packed, md, enter, leave,
             *args, *tail)
@@ -901,9 +909,88 @@ class ThinLauncher:
             meta[name] = fn({**named, **consts, **cfg.all_kwargs()})
         tail = tuple(meta[n] for n in self.arg_names[len(args):])
         if INTERPRET:
-            self.entries[key] = (meta, tail, None, None, None, None)
+            self.entries[key] = (meta, tail, None, None, None, None, None)
         elif isinstance(compiled, triton.compiler.CompiledKernel):
-            self.entries[key] = (meta, tail, compiled.run, compiled.function, compiled.packed_metadata, compiled)
+            self.entries[key] = (meta, tail, compiled.run, compiled.function, compiled.packed_metadata, compiled,
+                                 RawLaunch.of(compiled.run))
+
+
+class RawLaunch:
+    """The C launch function beneath a compiled kernel's Python launcher (Triton 3.6's
+    ``CudaLauncher``), called with the arguments that launcher would pass it.
+
+    Why: per launch, ``CudaLauncher.__call__`` defines and calls a scratch allocator, and for a
+    kernel with tensor descriptors a Python wrapper walks every argument and encodes each
+    descriptor as a CUDA tensor map (``make_tensordesc_arg``) — about half of a thin TMA launch's
+    host time in session 15's profile (BENCHMARKS.md). Here the arguments are laid out directly, and
+    each encoded tensor map is kept, keyed by everything it encodes (address, shape, strides,
+    padding; the element type, swizzle and tile come from the kernel's metadata, fixed per
+    instance), so a later launch on the same memory reuses it. The map is a pure function of that
+    key: memory freed and reused at the same address with the same layout gets the same map.
+
+    ``of`` returns None for a launcher of any other shape (global or profile scratch, descriptors
+    without metadata, another Triton); launches then go through ``CompiledKernel.run`` as before.
+    """
+
+    MAX_MAPS = 1024  # encoded tensor maps kept per kernel (each a few hundred bytes)
+
+    def __init__(self, launch: object, cooperative: bool, pdl: bool, desc_meta: dict[int, dict],
+                 expand: object) -> None:
+        self.launch = launch
+        self.cooperative = cooperative
+        self.pdl = pdl
+        self.desc_meta = desc_meta  # argument index -> the kernel's metadata of that descriptor
+        self.expand = expand  # Triton's make_tensordesc_arg
+        self.maps: dict[tuple, list] = {}
+
+    @classmethod
+    def of(cls, launcher: object) -> RawLaunch | None:
+        """The raw launch of ``launcher`` (a ``CompiledKernel.run``), or None (see the class)."""
+        try:
+            from triton.backends.nvidia import driver as nv
+
+            if not isinstance(launcher, nv.CudaLauncher):
+                return None
+            if launcher.global_scratch_size or launcher.profile_scratch_size or nv._BASE_ARGS_FORMAT != "iiiKKppOOOOOO":
+                return None
+            launch, desc_meta = launcher.launch, {}
+            if getattr(launch, "__qualname__", "") == "wrap_handle_tensordesc.<locals>.inner":
+                free = dict(zip(launch.__code__.co_freevars, (c.cell_contents for c in launch.__closure__ or ())))
+                meta = free.get("tensordesc_meta")
+                if not meta or any(m is None for m in meta):
+                    return None  # descriptors decomposed on the host: left to Triton
+                desc_meta = dict(zip(sorted(free["tensordesc_indices"]), meta))
+                launch = free["launcher"]
+            if getattr(launch, "__code__", None) is not None or not callable(launch):
+                return None  # a Python wrapper this code does not know, not the compiled C function
+            return cls(launch, bool(launcher.launch_cooperative_grid), bool(launcher.launch_pdl), desc_meta,
+                       nv.make_tensordesc_arg)
+        except (AttributeError, ImportError, KeyError, TypeError, ValueError):
+            return None
+
+    def arguments(self, args: tuple, tail: tuple) -> list:
+        """The kernel's arguments as the C launch takes them: each descriptor expanded into its
+        tensor map, shape and strides."""
+        if not self.desc_meta:
+            return [*args, *tail]
+        out: list = []
+        for i, a in enumerate((*args, *tail)):
+            meta = self.desc_meta.get(i)
+            if meta is None:
+                out.append(a)
+                continue
+            key = (i, a.base.data_ptr(), *a.shape, *a.strides, a.padding)
+            hit = self.maps.get(key)
+            if hit is None:
+                if len(self.maps) >= self.MAX_MAPS:
+                    self.maps.clear()
+                hit = self.maps[key] = self.expand(a, meta)
+            out.extend(hit)
+        return out
+
+    def __call__(self, grid: tuple, stream: int, function: int, packed: object, args: tuple, tail: tuple) -> None:
+        self.launch(grid[0], grid[1] if len(grid) > 1 else 1, grid[2] if len(grid) > 2 else 1, stream, function,
+                    self.cooperative, self.pdl, None, None, packed, None, None, None, *self.arguments(args, tail))
 
 
 def _hooked(hook: object) -> bool:
@@ -1013,9 +1100,11 @@ def gemm_weight(weight: torch.Tensor, transpose: bool, dtype: torch.dtype) -> to
 def gemm_weights(weight: torch.Tensor, transpose: bool, dtype: torch.dtype) -> torch.Tensor:
     """A block's (L, C_out, C_in, K) weights → (L, K, C_in, C_out) (or (L, K, C_out, C_in) for input
     gradients) in one copy: ``gemm_weight`` of every layer at once (one launch, not L)."""
-    perm = (0, 3, 1, 2) if transpose else (0, 3, 2, 1)
-    w = weight.permute(*perm).contiguous()
-    return w if w.dtype == dtype else w.to(dtype)
+    w = weight.permute(*((0, 3, 1, 2) if transpose else (0, 3, 2, 1)))
+    if w.dtype == dtype:
+        return w.contiguous()
+    out = torch.empty(w.shape, device=w.device, dtype=dtype)
+    return out.copy_(w)  # re-laid out and cast in one copy (not a contiguous copy, then a cast)
 
 
 def launch_conv(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None, dilation: int,

@@ -218,3 +218,85 @@ def test_parallel_compile_threads_default_and_switch(monkeypatch: pytest.MonkeyP
     monkeypatch.setenv("FUZZYTOK_PARALLEL_COMPILE", "lots")
     with pytest.raises(ValueError, match=r"FUZZYTOK_PARALLEL_COMPILE='lots' is not a whole number"):
         kn._parallel_compile_threads()
+
+
+def _fake_cuda_launcher(signature: dict, desc_meta: list | None, monkeypatch: pytest.MonkeyPatch,
+                        scratch: int = 0) -> tuple[object, list, list]:
+    """A Triton 3.6 ``CudaLauncher`` built as its ``__init__`` builds it, around a recording
+    stand-in for the compiled C launch; descriptors encoded by a stand-in for
+    ``make_tensordesc_arg`` (no driver on CPU) that counts its calls. Returns (launcher, the C
+    launch's recorded calls, the encoder's recorded calls)."""
+    from triton.backends.nvidia import driver as nv
+
+    calls: list = []
+    encoded: list = []
+
+    class CLaunch:  # a callable without Python code, as the compiled C function is
+        def __call__(self, *args: object) -> None:
+            calls.append(args)
+
+    c_launch = CLaunch()
+
+    def encode(arg: object, meta: dict) -> list:
+        encoded.append(meta)
+        return [("map", arg.base.data_ptr(), meta["block_size"], *arg.shape), *arg.shape, *arg.strides]
+
+    monkeypatch.setattr(nv, "make_tensordesc_arg", encode)
+    launcher = nv.CudaLauncher.__new__(nv.CudaLauncher)
+    launcher.num_ctas = 1
+    launcher.launch = nv.wrap_handle_tensordesc(c_launch, signature, desc_meta)
+    launcher.global_scratch_size = launcher.profile_scratch_size = scratch
+    launcher.global_scratch_align = launcher.profile_scratch_align = 1
+    launcher.launch_cooperative_grid, launcher.launch_pdl = False, True
+    return launcher, calls, encoded
+
+
+def test_raw_launch_passes_what_tritons_launcher_passes(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The C launch gets the same arguments through RawLaunch as through CudaLauncher.__call__ and
+    # its descriptor wrapper, for a kernel with tensor descriptors among pointers, ints and
+    # constexprs; an encoded tensor map is reused only for the same memory and layout.
+    from triton.tools.tensor_descriptor import TensorDescriptor
+
+    sig = {"x_desc": "tensordesc<bf16[1, 64, 32]>", "b_ptr": "*bf16", "y_desc": "tensordesc<bf16[1, 64, 32]>",
+           "T": "i32", "BLOCK": "constexpr"}
+    metas = [{"block_size": [1, 64, 32], "tag": "x"}, {"block_size": [1, 64, 32], "tag": "y"}]
+    launcher, calls, encoded = _fake_cuda_launcher(sig, metas, monkeypatch)
+    raw = kn.RawLaunch.of(launcher)
+    assert raw is not None and set(raw.desc_meta) == {0, 2}
+    x, y, b = torch.zeros(2, 96, 32), torch.zeros(2, 96, 32), torch.zeros(32)
+
+    def descs(t: torch.Tensor) -> TensorDescriptor:
+        return kn._desc(t, [t.shape[0], t.shape[1], t.shape[2]], [t.shape[1] * t.shape[2], t.shape[2], 1], [1, 64, 32])
+
+    args, tail = (descs(x), b, descs(y), 96), (64,)
+    launcher((3, 1, 1)[0], 1, 1, 7, 11, "packed", None, None, None, *args, *tail)
+    raw((3,), 7, 11, "packed", args, tail)
+    assert len(calls) == 2 and calls[0] == calls[1]
+    assert calls[0][:13] == (3, 1, 1, 7, 11, False, True, None, None, "packed", None, None, None)
+    assert calls[0][13][0] == "map" and calls[0][13][1] == x.data_ptr()
+    n = len(encoded)
+    raw((3,), 7, 11, "packed", args, tail)  # same memory and layout: the maps are reused
+    assert len(encoded) == n and calls[-1] == calls[0]
+    z = torch.zeros(2, 96, 32)
+    raw((3,), 7, 11, "packed", (descs(z), b, descs(y), 96), tail)  # new memory: encoded again
+    assert len(encoded) == n + 1 and calls[-1][13][1] == z.data_ptr()
+    launcher(3, 1, 1, 7, 11, "packed", None, None, None, descs(z), b, descs(y), 96, *tail)
+    assert calls[-1] == calls[-2]
+
+
+def test_raw_launch_declines_launchers_it_does_not_know(monkeypatch: pytest.MonkeyPatch) -> None:
+    sig = {"x_ptr": "*fp32", "T": "i32"}
+    plain, calls, _ = _fake_cuda_launcher(sig, None, monkeypatch)
+    raw = kn.RawLaunch.of(plain)  # no descriptors: the C launch itself, arguments as given
+    assert raw is not None and raw.desc_meta == {}
+    t = torch.zeros(4)
+    raw((2, 3), 5, 6, "p", (t, 4), ())
+    plain(2, 3, 1, 5, 6, "p", None, None, None, t, 4)
+    assert calls[0] == calls[1]
+    scratch, _, _ = _fake_cuda_launcher(sig, None, monkeypatch, scratch=64)
+    assert kn.RawLaunch.of(scratch) is None  # needs a scratch allocation per launch
+    host_desc, _, _ = _fake_cuda_launcher({"x_desc": "tensordesc<fp32[4]>", "T": "i32"}, None, monkeypatch)
+    assert kn.RawLaunch.of(host_desc) is None  # descriptors decomposed on the host
+    assert kn.RawLaunch.of(lambda *a: None) is None and kn.RawLaunch.of(object()) is None
+    plain.launch = lambda *a: None  # a Python wrapper it does not know
+    assert kn.RawLaunch.of(plain) is None
