@@ -127,6 +127,25 @@ def test_key_covers_dtype_alignment_integers_constexprs_and_device() -> None:
         assert k != base, what
 
 
+def test_key_specialises_each_argument_as_triton_does(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The key's specialisation is Triton's own function on every argument with that argument's
+    # flags (the interpreter's @jit declares none, so flags are set here as a compiled one's are).
+    from triton._C.libtriton import native_specialize_impl
+    from triton.backends.compiler import BaseBackend
+
+    la = kn.LAUNCHERS["dw"]
+    flags = [(True, True), (False, True), (True, False), (False, False)]
+    monkeypatch.setattr(la, "spec_flags", flags)
+    monkeypatch.setattr(la, "_spec_on", [sp for sp, _ in flags])
+    monkeypatch.setattr(la, "_align_on", [al for _, al in flags])
+    args = (torch.zeros(64), 1, torch.zeros(65)[1:], 48)
+    want = tuple(native_specialize_impl(BaseBackend, a, False, sp, al) for a, (sp, al) in zip(args, flags))
+    assert la.key(-1, args, {})[3] == want
+    assert la.key(-1, (args[0], 2, args[2], 48), {}) == la.key(-1, args, {})  # not specialised on its value
+    assert la.key(-1, (args[0], 1, args[2], 49), {}) == la.key(-1, args, {})
+    assert la.key(-1, (torch.zeros(64)[1:], 1, args[2], 48), {}) != la.key(-1, args, {})  # alignment counts
+
+
 def test_eager_function_path_matches_custom_op(monkeypatch: pytest.MonkeyPatch) -> None:
     x, w, b, dy = _inputs(2, 40, 64, 64, 3, seed=9)
 
