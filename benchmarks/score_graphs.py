@@ -6,23 +6,31 @@ the suite's dtype, timed per forward called directly (the host launches every ke
 would take off scoring's loop; the replay's pace is about the GPU's own time.
 
     PYTHONPATH=$PWD python benchmarks/score_graphs.py [SUITE] [--device cuda] [--shapes 64x1024,256x384]
-                                                      [--reps 30] [--no-compile]
+                                                      [--reps 30] [--compile blocks|whole|none]
 
-Shapes are BATCHxLENGTH of the backbone's input: 64 × 1024 is a byte-level model's scoring batch
-in the standard suite (``eval.batch_windows`` windows of ``context_bytes``); BPE feeds 4× the
-windows, at ≈ 270–410 tokens a 1 KB window by vocabulary (256 × 384 stands for them). Weights are
+Shapes are BATCHxLENGTH of the backbone's input: 128 × 1024 is a byte-level model's scoring
+batch in the standard suite (``eval.batch_windows`` windows of ``context_bytes``; 64 before
+session 25, and the default shapes are still those of session 24's measurement); BPE feeds 4× the
+windows, at ≈ 270–410 tokens a 1 KB window by vocabulary (512 × 384 stands for them now). Weights are
 the initialisation's: a forward's cost does not depend on their values. Prints per shape the
 direct and replayed ms per forward, what a graph saves, and max |Δ| between the two outputs (the
 same kernels, so 0 is expected), and the host's ms to launch one forward on an idle GPU (queued
 forwards hide it while it is below their GPU time). On a CPU only the direct forward is timed
 (graphs are CUDA's). On the GPU machine install the carried wheels first (docs/gpu.md): loading
 the suite imports its perturbations. Measured: BENCHMARKS.md "Session 24", calls 4–5.
+
+``--compile``: ``blocks`` (default) compiles each block and the final norm as a run does
+(``harness.accel.compile_backbones``); ``whole`` compiles the backbone's forward as one graph
+instead (symbolic batch and length as ``TOKBENCH_COMPILE_DYNAMIC`` says), so the host ms to launch
+one forward compare one compiled call against one per block — on a slow GPU host those calls pace
+scoring's loop (the issue-16 note of session 27); ``none`` (or ``--no-compile``) leaves it eager.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -121,13 +129,33 @@ def measure(model: Backbone, shape: tuple[int, int], device: torch.device, bf16:
     return out
 
 
+COMPILE_MODES = ("blocks", "whole", "none")
+
+
+def prepare(model: Backbone, how: str) -> None:
+    """Compile ``model`` in place as ``--compile`` says (see the module docstring); compiling is
+    lazy, so nothing is traced before the first forward."""
+    if how == "blocks":
+        compile_backbones(model)
+    elif how == "whole":
+        # symbolic batch and length through compile's own switch: the forward's marking of them
+        # (``Backbone.dynamic_shapes``) is for blocks compiled beneath an eager forward, and
+        # Dynamo does not trace it; attention then stays in the graph at every length
+        model.dynamic_shapes = False
+        model.compile(dynamic=os.environ.get("TOKBENCH_COMPILE_DYNAMIC", "1") != "0")
+    elif how != "none":
+        raise ValueError(f"--compile: {how!r} is not one of {', '.join(COMPILE_MODES)}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("suite", nargs="?", default="standard")
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--shapes", default="64x1024,256x384", help="BATCHxLENGTH,... of the backbone's input")
     ap.add_argument("--reps", type=int, default=30)
-    ap.add_argument("--no-compile", action="store_true", help="eager blocks (a run on CPU, or budget.compile off)")
+    ap.add_argument("--compile", choices=COMPILE_MODES, default="blocks",
+                    help="each block compiled as a run does, the whole backbone as one graph, or eager")
+    ap.add_argument("--no-compile", action="store_true", help="the same as --compile none")
     args = ap.parse_args()
     try:
         shapes = parse_shapes(args.shapes)
@@ -137,12 +165,13 @@ def main() -> None:
     device = torch.device(args.device)
     bf16 = suite.budget.dtype == "bfloat16"
     model = Backbone(suite.backbone).to(device).eval()
-    if not args.no_compile:
-        compile_backbones(model)
+    how = "none" if args.no_compile else args.compile
+    prepare(model, how)
     cfg = suite.backbone
     print(f"backbone {cfg.layers} x {cfg.dim} ({cfg.heads} heads), {device}, "
           f"{'bf16 autocast' if bf16 and device.type == 'cuda' else 'float32'}, "
-          f"{'compiled blocks' if not args.no_compile else 'eager'}, {args.reps} forwards a timing")
+          f"{dict(blocks='compiled blocks', whole='compiled as one graph', none='eager')[how]}, "
+          f"{args.reps} forwards a timing")
     for shape in shapes:
         r = measure(model, shape, device, bf16, args.reps)
         line = (f"{shape[0]:>4} x {shape[1]:<5} direct {r['direct_ms']:8.2f} ms/forward "

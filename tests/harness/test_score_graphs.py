@@ -32,3 +32,21 @@ def test_measure_times_the_forward_on_cpu_and_leaves_graphs_out() -> None:
     with score_graphs.scoring_mode(torch.device("cpu"), bf16=True):
         assert torch.is_inference_mode_enabled()
         assert model(torch.zeros(1, 4, 16)).dtype == torch.float32  # no autocast on a CPU
+
+
+def test_prepare_compiles_the_blocks_or_the_whole_backbone() -> None:
+    # lazily: nothing is traced here, only which modules hold a compiled call
+    blocks, whole, eager = (Backbone(BackboneConfig(layers=2, dim=16, heads=2)) for _ in range(3))
+    score_graphs.prepare(blocks, "blocks")
+    score_graphs.prepare(whole, "whole")
+    score_graphs.prepare(eager, "none")
+
+    def compiled(m: torch.nn.Module) -> bool:
+        return getattr(m, "_compiled_call_impl", None) is not None
+
+    assert not compiled(blocks) and all(compiled(b) for b in blocks.blocks) and compiled(blocks.norm)
+    assert compiled(whole) and not any(compiled(b) for b in whole.blocks) and not compiled(whole.norm)
+    assert not whole.dynamic_shapes  # compile's own dynamic switch instead of the forward's marking
+    assert not compiled(eager) and not any(compiled(b) for b in eager.blocks)
+    with pytest.raises(ValueError, match="'graphs' is not one of blocks, whole, none"):
+        score_graphs.prepare(eager, "graphs")
