@@ -23,6 +23,7 @@ from typing import Any
 
 import torch
 
+from benchmarks.timing import median_seconds
 from encoders.backbone import BackboneConfig
 from encoders.base import FitContext
 from encoders.bpe import BpeConfig, BpeEncoder
@@ -48,12 +49,7 @@ def training_text(suite: Any) -> tuple[list[Any], str]:
 
 
 def median_us(f: Any, reps: int) -> float:
-    ts = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        f()
-        ts.append(time.perf_counter() - t0)
-    return statistics.median(ts) * 1e6
+    return median_seconds(f, reps) * 1e6
 
 
 def time_step(enc: BpeEncoder, wins: list[bytes]) -> tuple[float, float, float]:

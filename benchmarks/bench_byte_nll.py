@@ -18,13 +18,12 @@ from __future__ import annotations
 
 import argparse
 import random
-import statistics
-import time
 from collections.abc import Callable
 
 import numpy as np
 import torch
 
+from benchmarks.timing import median_seconds
 from core.segments import check_tiling, window_segments
 from encoders.base import UnitNLL
 from encoders.bpe.model import TokenLengths
@@ -49,12 +48,7 @@ def batch(windows: int, context: int, score_from: int, max_unit: int, seed: int 
 
 def median_ms(fn: Callable[[], object], reps: int) -> float:
     """Median wall milliseconds of ``reps`` calls of ``fn``."""
-    times = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times) * 1e3
+    return median_seconds(fn, reps) * 1e3
 
 
 def main() -> None:

@@ -4,8 +4,9 @@ argument) against the per-argument Python path it replaced, on the CPU under Tri
     python3 benchmarks/bench_launch_key.py [--calls 20000]
 
 Both compute the same key (checked); the arguments are a TMA conv launch's ten (six tensors, four
-integers). Why: under cProfile the key took about a fifth of a thin launch's host time on an H100
-(BENCHMARKS.md, session 27), most of it a Python generator calling a wrapper once per argument.
+integers). Why: under cProfile on an H100 (BENCHMARKS.md, session 27) the key took 32 µs a call
+against 182 µs a ``launch_conv`` call, most of it a Python generator calling a wrapper once per
+argument.
 ``torch.add`` on a small CPU tensor is printed beside as the machine's yardstick.
 """
 
@@ -31,7 +32,7 @@ def per_argument_key(la: kn.ThinLauncher, device: int, spec_args: tuple, consts:
         return impl(backend, arg, is_const, sp, al)
 
     backend = kn._spec_backend(la.jit, device)
-    flags = la.spec_flags or [(True, True)] * len(spec_args)
+    flags = list(zip(la.specialize, la.align)) or [(True, True)] * len(spec_args)
     spec = tuple(specialize(backend, a, False, sp, al) for a, (sp, al) in zip(spec_args, flags))
     return (device, (), tuple(consts.items()), spec)
 

@@ -14,11 +14,10 @@ from __future__ import annotations
 
 import argparse
 import multiprocessing as mp
-import statistics
-import time
 
 import torch
 
+from benchmarks.timing import median_seconds
 from encoders.blt.patching import _patch_sizes_host, _patch_sizes_torch
 
 
@@ -30,13 +29,8 @@ def spin(stop: mp.Event) -> None:  # type: ignore[valid-type]
 
 
 def timed(fn, args: tuple, reps: int) -> float:  # noqa: ANN001
-    fn(*args)
-    times = []
-    for _ in range(reps):
-        t = time.perf_counter()
-        fn(*args)
-        times.append(time.perf_counter() - t)
-    return statistics.median(times) * 1e3
+    """Median ms of ``fn(*args)`` after one untimed call."""
+    return median_seconds(lambda: fn(*args), reps, warmup=1) * 1e3
 
 
 def main() -> None:

@@ -734,13 +734,13 @@ class ThinLauncher:
         self.heuristics = inner.values if isinstance(inner, triton.runtime.Heuristics) else {}
         self.jit = inner.fn if isinstance(inner, triton.runtime.Heuristics) else inner
         self.arg_names: list[str] = list(self.jit.arg_names)
-        # (specialise?, specialise on alignment?) of the run-time arguments from first_spec_arg on,
-        # as the @jit declares them (the interpreter's function has no params: it compiles nothing).
+        # Specialise? and specialise on alignment? of the run-time arguments from first_spec_arg
+        # on, as the @jit declares them, as two lists that ``key`` maps over (empty under the
+        # interpreter, whose function has no params: every flag is then True).
         params = getattr(self.jit, "params", [])[first_spec_arg:]
-        self.spec_flags = [(not p.do_not_specialize, not p.do_not_specialize_on_alignment) for p in params
-                           if not p.is_constexpr]
-        self._spec_on = [sp for sp, _ in self.spec_flags]  # the same flags as two lists, for ``key``'s map
-        self._align_on = [al for _, al in self.spec_flags]
+        runtime = [p for p in params if not p.is_constexpr]
+        self.specialize = [not p.do_not_specialize for p in runtime]
+        self.align = [not p.do_not_specialize_on_alignment for p in runtime]
         # key -> (meta, constexpr tail, launch, function handle, packed metadata, compiled kernel,
         # ``RawLaunch`` or None)
         self.entries: dict[tuple, tuple] = {}
@@ -796,9 +796,9 @@ class ThinLauncher:
         """The entry key of a call (see the class docstring)."""
         backend = _spec_backend(self.jit, device)
         n = len(spec_args)
-        sps, als = (self._spec_on, self._align_on) if self.spec_flags else (repeat(True, n), repeat(True, n))
+        sps, als = (self.specialize, self.align) if self.specialize else (repeat(True, n), repeat(True, n))
         # Triton's C function mapped over the arguments: no Python frame per argument (a generator
-        # calling a wrapper took about a third of a thin launch's key under cProfile, session 27)
+        # calling a wrapper took 12 of the key's 19 ms under cProfile, BENCHMARKS.md session 27)
         spec = tuple(map(native_specialize_impl, repeat(backend, n), spec_args, repeat(False, n), sps, als))
         return (device, static, tuple(consts.items()), spec)
 
@@ -928,8 +928,8 @@ class RawLaunch:
 
     Why: per launch, ``CudaLauncher.__call__`` defines and calls a scratch allocator, and for a
     kernel with tensor descriptors a Python wrapper walks every argument and encodes each
-    descriptor as a CUDA tensor map (``make_tensordesc_arg``) — about half of a thin TMA launch's
-    host time in session 15's profile (BENCHMARKS.md). Here the arguments are laid out directly, and
+    descriptor as a CUDA tensor map (``make_tensordesc_arg``): that wrapper took 45 of the 162 µs a
+    ``launch_conv`` call took under session 15's cProfile (``gpu_s15/call1_fuzzytok_host.log``). Here the arguments are laid out directly, and
     each encoded tensor map is kept, keyed by everything it encodes (address, shape, strides,
     padding; the element type, swizzle and tile come from the kernel's metadata, fixed per
     instance), so a later launch on the same memory reuses it. The map is a pure function of that

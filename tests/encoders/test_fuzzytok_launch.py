@@ -135,9 +135,8 @@ def test_key_specialises_each_argument_as_triton_does(monkeypatch: pytest.Monkey
 
     la = kn.LAUNCHERS["dw"]
     flags = [(True, True), (False, True), (True, False), (False, False)]
-    monkeypatch.setattr(la, "spec_flags", flags)
-    monkeypatch.setattr(la, "_spec_on", [sp for sp, _ in flags])
-    monkeypatch.setattr(la, "_align_on", [al for _, al in flags])
+    monkeypatch.setattr(la, "specialize", [sp for sp, _ in flags])
+    monkeypatch.setattr(la, "align", [al for _, al in flags])
     args = (torch.zeros(64), 1, torch.zeros(65)[1:], 48)
     want = tuple(native_specialize_impl(BaseBackend, a, False, sp, al) for a, (sp, al) in zip(args, flags))
     assert la.key(-1, args, {})[3] == want
