@@ -20,7 +20,7 @@
 # caches (gpu_common.sh). PROFILE_SCORING=N: then one seed's scoring again on the run's models
 # (benchmarks/bench_scoring_host.py, cProfile of the scoring loop's thread, its N costliest
 # functions; PROFILE_MODELS, default bpe-4096,bytes; PROFILE_TIMEOUT s, default 240) into
-# $OUT/scoring_profile.log.
+# $OUT/scoring_profile.log. STACKS=1: see the run's timeout below.
 source "$(dirname "$0")/gpu_common.sh"
 gpu_unpack standard
 export TOKBENCH_CACHE=${TOKBENCH_CACHE:-$GPU_DIR/cache}
@@ -38,8 +38,14 @@ fi
 if [ -n "$ESTIMATE" ]; then  # an estimate.json from an earlier call's dry run (DRY_ONLY=1) of the same tree
   mkdir -p "$RUN" && cp "$ESTIMATE" "$RUN/estimate.json"
 fi
-timeout ${RUN_TIMEOUT:-400} python3 -m harness.cli run standard "${SETS[@]}" --device cuda --no-prepare --quiet $RUN_ARGS --out "$RUN" 2>&1 | tee "$OUT/run.log"
+# STACKS=1: a run still going at RUN_TIMEOUT gets SIGUSR1 first (every process of its group,
+# forked collation workers included, prints each thread's Python stack into run.log:
+# ``harness.cli.stacks_on_sigusr1``) and SIGKILL 15 s later, instead of a silent SIGTERM
+KILL_ARGS=()
+[ -z "$STACKS" ] || KILL_ARGS=(-s USR1 -k 15)
+timeout "${KILL_ARGS[@]}" ${RUN_TIMEOUT:-400} python3 -m harness.cli run standard "${SETS[@]}" --device cuda --no-prepare --quiet $RUN_ARGS --out "$RUN" 2>&1 | tee "$OUT/run.log"
 cp "$RUN/run.json" "$RUN/results.csv" "$OUT/" 2>/dev/null
+[ ! -f "$RUN/stacks.txt" ] || cp "$RUN/stacks.txt" "$OUT/"  # a stuck loop's stacks (harness.watchdog)
 python3 - "$RUN/run.json" <<'PY' | tee "$OUT/speed.log"
 import json, sys
 r = json.load(open(sys.argv[1]))

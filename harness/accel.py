@@ -221,7 +221,9 @@ def stall_seconds() -> float:
     batch, a perturbation task) before the run fails with a one-line error naming the stage
     instead of hanging silently (``TOKBENCH_STALL_SECONDS``, default 600: one step's collation
     takes well under a second, one perturbation task — a perturbation of one eval set — seconds)."""
-    return float(os.environ.get("TOKBENCH_STALL_SECONDS", "600"))
+    from harness.watchdog import stall_limit
+
+    return stall_limit()  # also the guarded loops' limit (``harness.watchdog``)
 
 
 def _caller_stream() -> Any:

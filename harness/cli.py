@@ -373,8 +373,26 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def stacks_on_sigusr1() -> bool:
+    """``kill -USR1 PID`` makes a running tokbench print every thread's Python stack to stderr
+    and go on (``faulthandler``): a run that seems stuck says where each thread waits without
+    being stopped. Forked collation workers inherit the handler, so they answer the same signal.
+    Returns whether it was registered (not on platforms without SIGUSR1)."""
+    import faulthandler
+    import signal
+
+    if not hasattr(signal, "SIGUSR1"):
+        return False
+    try:
+        faulthandler.register(signal.SIGUSR1, file=sys.__stderr__, all_threads=True, chain=False)
+    except (ValueError, OSError, AttributeError):  # stderr closed or not a real file
+        return False
+    return True
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    stacks_on_sigusr1()
     args.argv = list(sys.argv[1:] if argv is None else argv)  # what the --nproc launcher repeats
     try:
         return int(args.fn(args) or 0)

@@ -35,7 +35,7 @@ from core.metrics import bpb
 from core.schema import BUCKET_COLUMNS, RESULT_COLUMNS
 from core.switches import switch
 from encoders.base import Encoder, config_to_dict
-from harness import compileahead, plugins, reportproc
+from harness import compileahead, plugins, reportproc, watchdog
 from harness.accel import (
     attention_backends,
     cache_counts,
@@ -85,6 +85,7 @@ from harness.score import (
 from harness.scorebehind import ForwardsBehind, score_behind_wanted
 from harness.suite import SCHEMA_VERSION, EncoderSpec, PerturbationSpec, Suite
 from harness.train import Checkpointer, fit_context, train_encoder
+from harness.watchdog import stall_limit
 from perturbations.base import Perturbation
 from perturbations.measure import EXACT_LIMIT, WINDOW, edit_rate, edit_rate_method
 from perturbations.morphology import MorfessorSegmenter
@@ -359,6 +360,7 @@ class Runner:
         side_stream_wanted()  # likewise (harness.score): a bad value fails before training
         self.warm_pool = warm_pool_wanted()  # likewise (harness.accel.warm_compile_pool)
         self.report_process = reportproc.wanted(self.device.type)  # likewise (harness.reportproc)
+        stall_limit()  # likewise (harness.watchdog: the pools' and the guarded loops' limit)
         self.behind: ForwardsBehind | None = None  # the scoring thread behind training, while a seed runs
         self._behind_seed: tuple[int, list[EvalSet], Any] | None = None  # what its jobs score (start_scoring_behind)
         self._behind_got: dict[str, dict[str, Any]] = {}  # label -> its finished job's results, by eval set
@@ -372,6 +374,7 @@ class Runner:
         self.saves = CellsBehind(self.cells_behind, name="tokbench-model-save")
         compileahead.compile_ahead_wanted(self.device.type, False, 0)  # likewise a bad TOKBENCH_COMPILE_AHEAD
         self.rd = RunDir(opts.out or Path("runs") / suite.name, log=self.log)
+        watchdog.STACKS_DIR = self.rd.root  # a stuck loop's stacks land beside its results
         self.ctx = source_context(suite, opts.cache_dir, self.log)
         self.budget = suite.budget
         self.timings: dict[str, float] = {}

@@ -27,6 +27,7 @@ from encoders.base import Encoder, UnitNLL
 from harness.accel import Prefetcher, collate_processes, ordered_pool_map, pin
 from harness.data import Window, char_boundary, cut_after, rolling_windows
 from harness.permutation import WindowPermuter, unpermute_segments
+from harness.watchdog import Watchdog
 from sources.base import Document
 
 _WS = frozenset(" \t\n\r\x0b\x0c")
@@ -426,8 +427,11 @@ def score_items(
     loop = {"wait": 0.0, "launch": 0.0, "finish": 0.0}
     cpu = {"launch": 0.0, "finish": 0.0}
     t_next = c_next = 0.0
+    # a forward or a read-back that never returns ends the run with one line (harness.watchdog)
+    dog = Watchdog(f"scoring ({type(encoder).__name__})").start()
     try:
         for idx, wins, sfrom, cpu_batch, flops, made in feed:
+            dog.beat()
             t_got, c_got = time.perf_counter(), time.thread_time()
             if t_first is None:
                 t_first = t_got
@@ -458,6 +462,7 @@ def score_items(
             loop["finish"] += time.perf_counter() - t_launched
             cpu["finish"] += time.thread_time() - c_launched
     finally:
+        dog.stop()
         feed.close()
     t_loop = time.perf_counter()
     per_item_nll: list[list[np.ndarray]] = [[] for _ in items]

@@ -45,6 +45,7 @@ from harness.data import batched, training_windows
 from harness.permutation import WindowPermuter
 from harness.pretokenize import pretokenized_batches
 from harness.suite import BudgetConfig
+from harness.watchdog import Watchdog
 from sources.base import Document
 
 
@@ -344,8 +345,11 @@ def train_encoder(
             window_bytes += nb
             last_lv = lv
 
+    # a step that never returns ends the run with one line (harness.watchdog)
+    dog = Watchdog(f"training ({type(encoder).__name__})").start()
     try:
         for parts in feed:
+            dog.beat()
             # Under a FLOP budget the FLOPs decide when to stop (n_bytes only shapes the schedule).
             if (flops >= max_flops) if max_flops is not None else (seen >= n_bytes):
                 break
@@ -398,6 +402,7 @@ def train_encoder(
         flush()
         idle.finish()
     finally:
+        dog.stop()
         t_close = time.perf_counter()
         feed.close()
     if device.type == "cuda":
