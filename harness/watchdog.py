@@ -100,8 +100,8 @@ class Watchdog:
     def fail(self, idle: float) -> None:
         """Write every thread's stack, say so in one line, exit with code 2."""
         where = write_stacks()
-        sys.stderr.write(f"tokbench: error: {self.stage}: no progress in {idle:.0f} s (stuck; limit "
-                         f"TOKBENCH_STALL_SECONDS={self.limit:g}); every thread's stack is in {where}; finished "
+        sys.stderr.write(f"tokbench: error: {self.stage}: no progress in {idle:.0f} s (stuck; the limit, "
+                         f"{self.limit:g} s, is set by TOKBENCH_STALL_SECONDS); every thread's stack is in {where}; finished "
                          "models and cells are kept — run the same command to resume\n")
         sys.stderr.flush()
         os._exit(2)

@@ -45,7 +45,8 @@ def test_a_stuck_loop_is_one_line_exit_2_with_every_threads_stack(tmp_path: Path
     assert len(lines) == 1 and "Traceback" not in p.stderr
     stacks = tmp_path / "stacks.txt"
     assert re.fullmatch(
-        r"tokbench: error: scoring \(Stuck\): no progress in \d+ s \(stuck; limit TOKBENCH_STALL_SECONDS=0\.5\); "
+        r"tokbench: error: scoring \(Stuck\): no progress in \d+ s \(stuck; the limit, 0\.5 s, is set by "
+        r"TOKBENCH_STALL_SECONDS\); "
         rf"every thread's stack is in {re.escape(str(stacks))}; finished models and cells are kept — run the "
         r"same command to resume", lines[0])
     text = stacks.read_text()
