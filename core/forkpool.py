@@ -15,8 +15,9 @@ import contextlib
 import multiprocessing
 import os
 import sys
+import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 
@@ -124,19 +125,55 @@ def start_process(proc: Any) -> None:
             time.sleep(0.01)
 
 
+# Held from a worker's pipe to the parent's closing of the worker's end: a run forks pools from
+# several threads at once (a model's cells while the next model's collation workers start), and
+# a process forked by one thread in the middle of another's set-up inherited that worker's end
+# of its pipe — and multiprocessing's exit sentinel — so the worker's death no longer read as
+# end-of-file here, and joining it waited out its timeout. A child gets a fresh, free lock (it
+# was forked while this one was held, and a plan-ahead process forks pools of its own).
+_FORK_LOCK = threading.Lock()
+
+
+def _fresh_fork_lock() -> None:
+    global _FORK_LOCK
+    _FORK_LOCK = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_fresh_fork_lock)
+
+
+@contextlib.contextmanager
+def one_fork_at_a_time() -> Iterator[None]:
+    """Hold the fork lock: around making a child's pipe, starting it and closing the child's end
+    in this process, for a process started outside ``start_workers`` too (the compile-ahead
+    process), so no pool worker forked meanwhile inherits that end."""
+    with _FORK_LOCK:
+        yield
+
+
 def start_workers(fn: Callable[[Any], Any], processes: int, what: str, encode: Callable[[Any], Any] | None = None,
                   setup: Callable[[], Any] | None = None) -> list[tuple[Any, Any]]:
     """``processes`` forked workers running ``fn``, each with a pipe of its own:
     [(process, the parent's end of its pipe)]. Fork, not spawn: the workers inherit ``fn`` and
-    everything it reaches without pickling it; only items and results travel."""
+    everything it reaches without pickling it; only items and results travel. Forks of all
+    threads' pools are made one at a time (``_FORK_LOCK``), so a worker's end of its pipe is
+    held by that worker alone."""
     ctx = multiprocessing.get_context("fork")
     workers: list[tuple[Any, Any]] = []
     try:
         for _ in range(processes):
-            mine, theirs = ctx.Pipe(duplex=True)
-            proc = ctx.Process(target=_worker_main, args=(theirs, fn, os.getpid(), what, encode, setup), daemon=True)
-            start_process(proc)
-            theirs.close()  # only the worker holds its end: its death reads as end-of-file here
+            with one_fork_at_a_time():
+                mine, theirs = ctx.Pipe(duplex=True)
+                proc = ctx.Process(target=_worker_main, args=(theirs, fn, os.getpid(), what, encode, setup),
+                                   daemon=True)
+                try:
+                    start_process(proc)
+                except BaseException:
+                    mine.close()
+                    raise
+                finally:
+                    theirs.close()  # only the worker holds its end: its death reads as end-of-file here
             workers.append((proc, mine))
     except BaseException:
         stop_workers(workers, finished=False)

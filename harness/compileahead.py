@@ -181,7 +181,7 @@ class CompileAhead:
     ``CompileAheadGroup``)."""
 
     def __init__(self, job: dict[str, Any], log: Any) -> None:
-        from core.forkpool import start_process
+        from core.forkpool import one_fork_at_a_time, start_process
 
         ctx = multiprocessing.get_context("spawn")
         # The job (up to the whole training text) goes through a private file, not the spawn
@@ -192,16 +192,19 @@ class CompileAhead:
         fd, self.job_path = tempfile.mkstemp(prefix="tokbench-compile-ahead-", suffix=".pickle")
         with os.fdopen(fd, "wb") as f:
             pickle.dump(job, f, protocol=pickle.HIGHEST_PROTOCOL)
-        self.conn, child = ctx.Pipe()
         self.log = log
         self.wait = switch(WAIT_ENV) is True
         self.warmed: dict[str, dict[str, Any]] = {}  # label -> {"train": {...}, "score": {...}}
         self.error: str | None = None
         self.finished: dict[str, Any] | None = None
-        self.proc = ctx.Process(target=_child, args=(child, self.job_path, os.getpid()), name="tokbench-compile-ahead",
-                                daemon=True)
-        start_process(self.proc)  # a fork refused under a file lock is tried again (core.forkpool)
-        child.close()
+        with one_fork_at_a_time():  # no pool worker forked meanwhile keeps the child's end open
+            self.conn, child = ctx.Pipe()
+            self.proc = ctx.Process(target=_child, args=(child, self.job_path, os.getpid()),
+                                    name="tokbench-compile-ahead", daemon=True)
+            try:
+                start_process(self.proc)  # a fork refused under a file lock is tried again (core.forkpool)
+            finally:
+                child.close()
         self._sent_length = False
 
     def first_length(self, n: int) -> None:

@@ -1,0 +1,78 @@
+"""``core.forkpool``: pools started from several threads at once fork one worker at a time, so a
+worker's end of its pipe is held by that worker alone (its death reads as end-of-file at once);
+and a worker, forked while the lock was held, can start a pool of its own."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import signal
+import sys
+import threading
+import time
+
+import pytest
+
+from core import forkpool
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="fork, PR_SET_PDEATHSIG")
+
+
+def _echo(x: int) -> int:
+    return x
+
+
+def _start_from_threads(n_threads: int, per_thread: int, done: threading.Event) -> list[tuple[object, object]]:
+    """Workers started by ``n_threads`` threads at once; the threads live until ``done`` (workers
+    die with the thread that forked them: PR_SET_PDEATHSIG)."""
+    got: list[list[tuple[object, object]]] = [[] for _ in range(n_threads)]
+    go = threading.Barrier(n_threads + 1)
+
+    def start(i: int) -> None:
+        go.wait()
+        for _ in range(per_thread):
+            got[i] += forkpool.start_workers(_echo, 1, "test pool")
+        go.wait()
+        done.wait(60)
+
+    for i in range(n_threads):
+        threading.Thread(target=start, args=(i,), daemon=True).start()
+    go.wait()  # all start together
+    go.wait()  # all have started their workers
+    return [w for ws in got for w in ws]
+
+
+def test_a_killed_worker_reads_as_end_of_file_at_once_when_pools_start_together() -> None:
+    for _ in range(3):
+        done = threading.Event()
+        workers = _start_from_threads(4, 3, done)
+        try:
+            for _proc, conn in workers:  # all alive and answering
+                conn.send((7,))
+                assert conn.poll(10) and conn.recv() == (True, 7)
+            for proc, conn in workers:
+                os.kill(proc.pid, signal.SIGKILL)
+                t0 = time.monotonic()
+                # readable at its end: no other process holds the worker's end of the pipe
+                assert conn.poll(5), "another process holds the killed worker's end of its pipe"
+                with pytest.raises((EOFError, OSError)):
+                    conn.recv()
+                proc.join(timeout=5)  # multiprocessing's exit sentinel is not held elsewhere either
+                assert not proc.is_alive() and time.monotonic() - t0 < 4
+        finally:
+            forkpool.stop_workers(workers, finished=False)
+            done.set()
+
+
+def _nested(n: int) -> list[int]:
+    """In a worker: a pool of its own (the worker was forked while ``_FORK_LOCK`` was held)."""
+    return forkpool.pool_map(_echo, list(range(n)), 2, "inner pool", limit=20)
+
+
+def _may_have_children() -> None:
+    multiprocessing.current_process().daemon = False  # as harness.planahead.allow_children
+
+
+def test_a_worker_starts_a_pool_of_its_own() -> None:
+    assert forkpool.pool_map(_nested, [3, 4], 2, "outer pool", limit=60, setup=_may_have_children) == [
+        [0, 1, 2], [0, 1, 2, 3]]
