@@ -12,6 +12,7 @@ list of tasks; ``harness.accel.ordered_pool_map`` builds a streaming one from th
 from __future__ import annotations
 
 import contextlib
+import gc
 import multiprocessing
 import os
 import sys
@@ -144,6 +145,20 @@ if hasattr(os, "register_at_fork"):
 
 
 @contextlib.contextmanager
+def gc_frozen() -> Iterator[None]:
+    """``gc.freeze()`` for the length of a fork: the child is born with every object it
+    inherits in the permanent generation, so its collections never walk them (no page of the
+    parent's heap copied for a header write; ``benchmarks/bench_fork_gc.py``) and never finalize
+    the parent's unreachable cycles, which may hold CUDA or pinned tensors a forked child must not
+    free. The parent unfreezes at once: its own collections go on as before."""
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
+
+
+@contextlib.contextmanager
 def one_fork_at_a_time() -> Iterator[None]:
     """Hold the fork lock: around making a child's pipe, starting it and closing the child's end
     in this process, for a process started outside ``start_workers`` too (the compile-ahead
@@ -168,7 +183,8 @@ def start_workers(fn: Callable[[Any], Any], processes: int, what: str, encode: C
                 proc = ctx.Process(target=_worker_main, args=(theirs, fn, os.getpid(), what, encode, setup),
                                    daemon=True)
                 try:
-                    start_process(proc)
+                    with gc_frozen():
+                        start_process(proc)
                 except BaseException:
                     mine.close()
                     raise

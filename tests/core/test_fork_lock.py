@@ -1,15 +1,18 @@
 """``core.forkpool``: pools started from several threads at once fork one worker at a time, so a
 worker's end of its pipe is held by that worker alone (its death reads as end-of-file at once);
-and a worker, forked while the lock was held, can start a pool of its own."""
+a worker, forked while the lock was held, can start a pool of its own; and a worker never
+collects (nor finalizes) the objects it inherited."""
 
 from __future__ import annotations
 
+import gc
 import multiprocessing
 import os
 import signal
 import sys
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -76,3 +79,47 @@ def _may_have_children() -> None:
 def test_a_worker_starts_a_pool_of_its_own() -> None:
     assert forkpool.pool_map(_nested, [3, 4], 2, "outer pool", limit=60, setup=_may_have_children) == [
         [0, 1, 2], [0, 1, 2, 3]]
+
+
+class _Finalized:
+    """A reference cycle whose finalizer notes the pid that ran it."""
+
+    def __init__(self, note: str) -> None:
+        self.note = note
+        self.me = self
+
+    def __del__(self) -> None:
+        with open(self.note, "a") as f:
+            f.write(f"{os.getpid()}\n")
+
+
+def _collect(_: int) -> int:
+    gc.collect()
+    return gc.get_freeze_count()
+
+
+def test_a_worker_never_collects_what_it_inherited(tmp_path: Path) -> None:
+    """The parent's unreachable cycles (they may hold CUDA or pinned tensors) are finalized by the
+    parent, never by a forked worker's collection; the parent's objects stay collectable."""
+    note = tmp_path / "finalized"
+    gc.disable()  # keep the cycle uncollected until the workers are forked
+    try:
+        _Finalized(str(note))  # unreachable at once: garbage only a collection frees
+        workers = forkpool.start_workers(_collect, 2, "test pool")
+        assert gc.get_freeze_count() == 0  # the parent unfroze right after the fork
+        try:
+            frozen = []
+            for _proc, conn in workers:
+                conn.send((0,))
+                assert conn.poll(20)
+                ok, n = conn.recv()
+                assert ok
+                frozen.append(n)
+        finally:
+            forkpool.stop_workers(workers, finished=True)
+        assert min(frozen) > 1000  # the workers hold the inherited objects frozen
+        assert not note.exists()  # no worker ran the parent's finalizer
+    finally:
+        gc.enable()
+    gc.collect()
+    assert note.read_text().split() == [str(os.getpid())]  # the parent did, once
