@@ -406,6 +406,9 @@ def score_items(
     # On CUDA collation runs in worker processes, as training's does: in the prefetch thread it
     # held the GIL the loop below needs to launch each forward (an H200 spent 22-72 % of the
     # scoring wall outside the forwards, BENCHMARKS.md session 10). On CPU: in the thread.
+    # a forward or a read-back that never returns ends the run with one line (harness.watchdog;
+    # made before the pool and thread below, so a bad limit leaves none of them behind)
+    dog = Watchdog(f"scoring ({type(encoder).__name__})")
     collated = ordered_pool_map(collate, chunks, collate_processes(device) if collate_workers is None else collate_workers,
                                 stage="scoring-batch collation")
     feed = Prefetcher(collated, prepare, depth=2, name="scoring batches")
@@ -427,8 +430,7 @@ def score_items(
     loop = {"wait": 0.0, "launch": 0.0, "finish": 0.0}
     cpu = {"launch": 0.0, "finish": 0.0}
     t_next = c_next = 0.0
-    # a forward or a read-back that never returns ends the run with one line (harness.watchdog)
-    dog = Watchdog(f"scoring ({type(encoder).__name__})").start()
+    dog.start()
     try:
         for idx, wins, sfrom, cpu_batch, flops, made in feed:
             dog.beat()

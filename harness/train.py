@@ -304,6 +304,9 @@ def train_encoder(
         todo = ((dp.shard(chunk) if dp is not None else chunk)
                 for i, chunk in enumerate(batched(windows, per_step)) if i >= skip)
         collated = ordered_pool_map(collate, todo, collate_processes(device))
+    # a step that never returns ends the run with one line (harness.watchdog; made before the
+    # thread below, so a bad limit leaves no thread behind)
+    dog = Watchdog(f"training ({type(encoder).__name__})")
     feed = Prefetcher(collated, prepare, depth=4, name="training batches")
     clock0 = compile_clock()
     cache0 = cache_counts()
@@ -345,8 +348,7 @@ def train_encoder(
             window_bytes += nb
             last_lv = lv
 
-    # a step that never returns ends the run with one line (harness.watchdog)
-    dog = Watchdog(f"training ({type(encoder).__name__})").start()
+    dog.start()
     try:
         for parts in feed:
             dog.beat()
