@@ -123,3 +123,42 @@ def test_a_worker_never_collects_what_it_inherited(tmp_path: Path) -> None:
         gc.enable()
     gc.collect()
     assert note.read_text().split() == [str(os.getpid())]  # the parent did, once
+
+
+class _NeedsLock:
+    """A reference cycle whose finalizer takes a lock, as freeing a CUDA tensor takes the CUDA
+    caching allocator's mutex."""
+
+    lock = threading.Lock()
+
+    def __init__(self) -> None:
+        self.me = self
+
+    def __del__(self) -> None:
+        if self.lock.acquire(timeout=60):  # in a child forked while another thread held it: never
+            self.lock.release()
+
+
+def test_a_lock_held_at_the_fork_cannot_hang_a_worker_through_an_inherited_finalizer() -> None:
+    """Another thread of the parent holds the lock while the workers fork, so in a child it is
+    held for ever; a child that collected the inherited cycle would wait on it (without the
+    freeze this test ends in the pool's stall error)."""
+    release, holding = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with _NeedsLock.lock:
+            holding.set()
+            release.wait(60)
+
+    holder = threading.Thread(target=hold, daemon=True)
+    holder.start()
+    assert holding.wait(10)
+    gc.disable()
+    try:
+        _NeedsLock()  # unreachable at once
+        assert forkpool.pool_map(_collect, [0, 1], 2, "test pool", limit=10) is not None
+    finally:
+        release.set()
+        holder.join(10)
+        gc.enable()
+        gc.collect()  # the parent finalizes it, the lock free again
