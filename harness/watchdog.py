@@ -107,13 +107,20 @@ class Watchdog:
         os._exit(2)
 
 
+def stacks_name() -> str:
+    """``stacks.txt``; ``stacks-rank2.txt`` on rank 2 of a data-parallel job (every rank's run
+    shares the run directory, and each writes its own file)."""
+    rank = os.environ.get("RANK", "0")
+    return STACKS_NAME if rank in ("", "0") else f"stacks-rank{int(rank) if rank.isdigit() else 'x'}.txt"
+
+
 def write_stacks() -> str:
-    """Every thread's Python stack into ``STACKS_DIR/stacks.txt`` (a fresh file in the temporary
-    directory when that is unset or cannot be written); returns its path."""
+    """Every thread's Python stack into ``STACKS_DIR/stacks_name()`` (a fresh file in the
+    temporary directory when that is unset or cannot be written); returns its path."""
     for folder in (STACKS_DIR, None):
         try:
             if folder is not None:
-                path = Path(folder) / STACKS_NAME
+                path = Path(folder) / stacks_name()
                 f = open(path, "w", encoding="utf-8")  # noqa: SIM115 - closed below
             else:
                 fd, name = tempfile.mkstemp(prefix="tokbench-stacks-", suffix=".txt")

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from harness.cli import main
-from harness.watchdog import Watchdog, stall_limit
+from harness.watchdog import Watchdog, stacks_name, stall_limit
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -93,3 +93,14 @@ def test_a_bad_limit_is_one_line_exit_2_before_any_training(tmp_path: Path, monk
     assert [ln for ln in err.splitlines() if ln.startswith("tokbench: error:")] == [
         "tokbench: error: TOKBENCH_STALL_SECONDS='soon': expected a positive number of seconds"]
     assert not (tmp_path / "o" / "models").exists() or not any((tmp_path / "o" / "models").iterdir())
+
+
+def test_each_rank_of_a_data_parallel_job_writes_its_own_stacks(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("RANK", raising=False)
+    assert stacks_name() == "stacks.txt"
+    monkeypatch.setenv("RANK", "0")
+    assert stacks_name() == "stacks.txt"
+    monkeypatch.setenv("RANK", "3")
+    assert stacks_name() == "stacks-rank3.txt"
+    monkeypatch.setenv("RANK", "../x")  # not a number: no path from the environment
+    assert stacks_name() == "stacks-rankx.txt"
