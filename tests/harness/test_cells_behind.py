@@ -128,10 +128,15 @@ def test_wanted_on_a_gpu_by_default_and_env_checked(monkeypatch: pytest.MonkeyPa
         cells_behind_wanted("cuda")
 
 
-@pytest.mark.parametrize("env", ["TOKBENCH_CELLS_BEHIND", "TOKBENCH_SCORE_BEHIND",  # harness.scorebehind
-                                 "TOKBENCH_SCORE_SIDE_STREAM"])  # harness.score
+@pytest.mark.parametrize("env,expected", [
+    ("TOKBENCH_CELLS_BEHIND", "expected 0 or 1"),
+    ("TOKBENCH_SCORE_BEHIND", "expected 0 or 1"),  # harness.scorebehind
+    ("TOKBENCH_SCORE_SIDE_STREAM", "expected 0 or 1"),  # harness.score
+    ("TOKBENCH_STALL_SECONDS", "expected a positive number of seconds"),  # harness.watchdog
+])
 def test_bad_env_is_one_line_exit_2_before_any_training(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                        capsys: pytest.CaptureFixture[str], env: str) -> None:
+                                                        capsys: pytest.CaptureFixture[str], env: str,
+                                                        expected: str) -> None:
     from test_run import make_suite
 
     suite = make_suite(tmp_path)
@@ -140,7 +145,7 @@ def test_bad_env_is_one_line_exit_2_before_any_training(tmp_path: Path, monkeypa
     err = capsys.readouterr().err
     assert "Traceback" not in err
     assert [ln for ln in err.splitlines() if ln.startswith("tokbench: error:")] == [
-        f"tokbench: error: {env}='on': expected 0 or 1"]
+        f"tokbench: error: {env}='on': {expected}"]
     assert not (tmp_path / "o" / "models").exists() or not any((tmp_path / "o" / "models").iterdir())
 
 
