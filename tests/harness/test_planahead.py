@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -142,6 +143,19 @@ def test_process_result_error_and_death() -> None:
     dead = PlanAhead(lambda: os._exit(7))  # type: ignore[func-returns-value]
     with pytest.raises(WorkerDied, match=r"plan-ahead: worker 0 \(pid \d+\) died \(exit code 7\)"):
         dead.wait()
+
+
+def test_a_silent_process_is_a_named_error_not_a_hang(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Waiting for the plans is bounded like the guarded loops: twice TOKBENCH_STALL_SECONDS."""
+    monkeypatch.setenv("TOKBENCH_STALL_SECONDS", "0.5")
+    stuck = PlanAhead(lambda: time.sleep(60))  # type: ignore[arg-type,return-value]
+    pid = stuck.proc.pid
+    t0 = time.monotonic()
+    with pytest.raises(TimeoutError, match=r"plan-ahead: worker 0 \(pid \d+\) sent no plans in 1 s \(stalled"):
+        stuck.wait()
+    assert time.monotonic() - t0 < 20
+    with pytest.raises(ProcessLookupError):  # killed and reaped, not left running
+        os.kill(pid, 0)
 
 
 def test_fit_on_demand_answers_membership_without_fitting() -> None:
