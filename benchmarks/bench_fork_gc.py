@@ -19,12 +19,13 @@ Prints per mode the child's ``gc.collect()`` seconds and its private dirty memor
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
 import os
 import statistics
 import time
 
-from core.forkpool import pool_map
+from core import forkpool
 
 
 def private_dirty_mb() -> float:
@@ -52,30 +53,22 @@ def main() -> None:
     heap = [[(i, str(i))] for i in range(args.objects)]
     print(f"parent: {len(heap):,} lists held, {len(gc.get_objects()):,} tracked objects, "
           f"private dirty {private_dirty_mb():.0f} MB")
-    import core.forkpool as fp
-
+    frozen = forkpool.gc_frozen
     for mode in ("frozen", "not frozen"):
-        if mode == "not frozen":  # what start_workers did before: no freeze around the fork
-            fp_freeze, fp.gc_frozen = fp.gc_frozen, _no_freeze
+        # "not frozen": what start_workers did before, no freeze around the fork
+        forkpool.gc_frozen = frozen if mode == "frozen" else contextlib.nullcontext
         secs, mbs = [], []
-        for _ in range(args.reps):
-            # two tasks, two workers: each worker collects once, first thing
-            for s, mb in pool_map(child_collect, [0, 1], 2, "fork gc bench"):
-                secs.append(s)
-                mbs.append(mb)
-        if mode == "not frozen":
-            fp.gc_frozen = fp_freeze
+        try:
+            for _ in range(args.reps):
+                # two tasks, two workers: each worker collects once, first thing
+                for s, mb in forkpool.pool_map(child_collect, [0, 1], 2, "fork gc bench"):
+                    secs.append(s)
+                    mbs.append(mb)
+        finally:
+            forkpool.gc_frozen = frozen
         print(f"{mode:>10}: child gc.collect {statistics.median(secs) * 1e3:8.1f} ms, "
               f"private dirty after it +{statistics.median(mbs):7.1f} MB (median of {len(secs)} workers)")
     del heap
-
-
-class _no_freeze:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: object) -> None:
-        return None
 
 
 if __name__ == "__main__":

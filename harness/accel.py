@@ -45,6 +45,7 @@ from core.forkpool import pool_map as _pool_map
 from core.forkpool import receive as _core_receive
 from core.switches import switch
 from encoders.backbone import Backbone
+from harness.watchdog import stall_limit
 
 
 def attention_backends() -> str:
@@ -216,14 +217,10 @@ def compile_since(start: dict[str, float]) -> dict[str, float]:
 _DONE = object()
 
 
-def stall_seconds() -> float:
-    """How long a consumer waits for one batch (or a pool worker for one result: a collated
-    batch, a perturbation task) before the run fails with a one-line error naming the stage
-    instead of hanging silently (``TOKBENCH_STALL_SECONDS``, default 600: one step's collation
-    takes well under a second, one perturbation task — a perturbation of one eval set — seconds)."""
-    from harness.watchdog import stall_limit
-
-    return stall_limit()  # also the guarded loops' limit (``harness.watchdog``)
+# How long a consumer waits for one batch, or a pool worker for one result, before the run fails
+# with a one-line error naming the stage (``harness.watchdog.stall_limit``: one validated
+# ``TOKBENCH_STALL_SECONDS``, also behind the guarded loops' limit)
+stall_seconds = stall_limit
 
 
 def _caller_stream() -> Any:

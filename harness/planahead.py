@@ -26,7 +26,7 @@ from typing import Any
 
 from core.forkpool import can_fork, receive, send, start_workers, stop_workers, usable_cpus
 from core.switches import switch
-from harness.watchdog import stall_limit
+from harness.watchdog import loop_limit
 
 ENV = "TOKBENCH_PLAN_AHEAD"
 WHAT = "plan-ahead"
@@ -98,7 +98,7 @@ class PlanAhead:
                 try:
                     # bounded as the guarded loops are (harness.watchdog): a process that
                     # neither answers nor dies is a named error, not a silent hang
-                    self.result = receive(self.conn, self.proc, 0, 2 * stall_limit(), WHAT, "plans")
+                    self.result = receive(self.conn, self.proc, 0, loop_limit(), WHAT, "plans")
                 except BaseException as e:
                     self.error = e
                     self.stop(finished=False)

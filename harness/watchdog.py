@@ -28,13 +28,13 @@ from types import TracebackType
 # Where a firing watchdog writes the stacks (the run directory, set by the run); None: the
 # system's temporary directory
 STACKS_DIR: Path | None = None
-STACKS_NAME = "stacks.txt"
 
 
 def stall_limit() -> float:
-    """``TOKBENCH_STALL_SECONDS`` (default 600): the longest a guarded loop may go without a
-    beat (one step or batch: well under a second on a GPU; a cold compile, tens of seconds).
-    Not a positive number: a ``ValueError`` naming it."""
+    """``TOKBENCH_STALL_SECONDS`` (default 600): how long a consumer waits for one batch, or a
+    pool worker for one result (a collated batch, a perturbation task) before the run fails with
+    a one-line error naming the stage — one step's collation takes well under a second, one
+    perturbation task seconds. Not a positive number: a ``ValueError`` naming it."""
     raw = os.environ.get("TOKBENCH_STALL_SECONDS", "600")
     try:
         limit = float(raw)
@@ -45,12 +45,18 @@ def stall_limit() -> float:
     return limit
 
 
+def loop_limit() -> float:
+    """Twice ``stall_limit()``: the longest a guarded loop goes without a beat, and the wait for
+    the plan-ahead process. Twice, so that a wait the pools bound fails first with its own named
+    error; what nothing else bounds ends here."""
+    return 2 * stall_limit()
+
+
 class Watchdog:
     """``with Watchdog("scoring bytes") as dog: for b in batches: ...; dog.beat()``.
 
-    ``limit`` defaults to twice ``stall_limit()``: a loop waiting for its next batch gets the
-    prefetch thread's or the pool's own named error first (they fire at ``stall_limit()``), and
-    the watchdog only catches what nothing else bounds. A daemon thread checks every
+    ``limit`` defaults to ``loop_limit()``: a loop waiting for its next batch gets the prefetch
+    thread's or the pool's own named error first (they fire at ``stall_limit()``). A daemon thread checks every
     ``min(1, limit / 4)`` s; the first beat is the context's entry, so a loop's first step (its
     cold compile included) gets the whole limit too. ``fire``: what happens when the limit
     passes (default ``fail``, which never returns); tests pass their own.
@@ -59,7 +65,7 @@ class Watchdog:
     def __init__(self, stage: str, limit: float | None = None,
                  fire: Callable[[float], None] | None = None) -> None:
         self.stage = stage
-        self.limit = 2 * stall_limit() if limit is None else float(limit)
+        self.limit = loop_limit() if limit is None else float(limit)
         self._fire = fire if fire is not None else self.fail
         self._last = time.monotonic()
         self._stop = threading.Event()
@@ -111,7 +117,7 @@ def stacks_name() -> str:
     """``stacks.txt``; ``stacks-rank2.txt`` on rank 2 of a data-parallel job (every rank's run
     shares the run directory, and each writes its own file)."""
     rank = os.environ.get("RANK", "0")
-    return STACKS_NAME if rank in ("", "0") else f"stacks-rank{int(rank) if rank.isdigit() else 'x'}.txt"
+    return "stacks.txt" if rank in ("", "0") else f"stacks-rank{int(rank) if rank.isdigit() else 'x'}.txt"
 
 
 def write_stacks() -> str:
