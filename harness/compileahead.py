@@ -581,7 +581,7 @@ def _score(runner: Any, model: Any, sample: list[Any], seed: int) -> None:
     rows = [(p.item, mode) for _, mode, plan in clean_cells(runner, sample, seed) for p in plan if p is not None]
     items, groups = [r[0] for r in rows], [r[1] for r in rows]
     if items:
-        score_items(model.enc, items, runner.device, suite.eval.batch_windows, suite.budget.dtype == "bfloat16",
+        score_items(model.enc, items, runner.device, suite.eval.batch_windows, suite.score_dtype == "bfloat16",
                     stats={}, mc_samples=suite.eval.mc_samples,
                     permuter=permuter_for(model.spec.permutation, suite.budget.context_bytes, seed), groups=groups)
     _sync(runner.device)

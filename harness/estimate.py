@@ -480,7 +480,7 @@ def _score_timing(runner: Runner, model: TrainedModel, sample: list[EvalSet],
     suite = runner.suite
     seed = suite.seeds[0]
     bw = _score_batch(suite.eval.batch_windows, dev)
-    bf16 = suite.budget.dtype == "bfloat16"
+    bf16 = suite.score_dtype == "bfloat16"
     cells = clean_cells(runner, sample, seed)
     items = [p.item for _, _, plan in cells for p in plan if p is not None]
     n_win = sum(len(it.windows) for it in items)

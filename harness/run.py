@@ -723,6 +723,7 @@ class Runner:
             "git_sha": git_sha(),
             "packages": package_versions(),
             "hardware": hardware(self.device),
+            "precision": self.precision_facts(),
             "data": self.data_facts,
             "encoders": self.encoder_facts,
             "analyses": self.analysis_facts,
@@ -1070,7 +1071,7 @@ class Runner:
         t0 = time.perf_counter()
         clock0, cache0 = compile_clock(), cache_counts()
         scores = score_items(model.enc, items, self.device, self.suite.eval.batch_windows,
-                             self.budget.dtype == "bfloat16", stats=stats, needed=needed, progress=progress,
+                             self.suite.score_dtype == "bfloat16", stats=stats, needed=needed, progress=progress,
                              mc_samples=self.suite.eval.mc_samples,
                              permuter=permuter_for(model.spec.permutation, self.budget.context_bytes, seed),
                              groups=modes, flat=flat)
@@ -1230,12 +1231,22 @@ class Runner:
                 per = self.encoder_facts[r["encoder"]].setdefault("bytes_per_segment_by_eval", {})
                 per[f"{r['dataset']} (seed {r['seed']})"] = r["bytes_per_segment"]
 
+    def precision_facts(self) -> dict[str, str]:
+        """The compute precision training and scoring actually ran in on this device (bf16
+        autocast applies on CUDA only; ``budget.dtype`` and ``eval.dtype`` ask for it)."""
+        cuda = self.device.type == "cuda"
+        return {"train": self.budget.dtype if cuda else "float32",
+                "score": self.suite.score_dtype if cuda else "float32"}
+
     def cell_key(self, model_key: str, fp: str, pspec: PerturbationSpec, mode: str, seed: int,
                  mc: bool = False) -> str:
         """mc: the encoder's score is a Monte Carlo estimate (MDM), so eval.mc_samples is part of
-        the key (left out otherwise, so exact cells keep their keys)."""
+        the key (left out otherwise, so exact cells keep their keys). The scoring precision is part
+        of it where it differs from the training's (``budget.dtype`` is in the model key)."""
         ev = self.suite.eval
+        own_dtype = self.suite.score_dtype != self.budget.dtype
         return stable_hash({**({"mc_samples": ev.mc_samples} if mc else {}),
+            **({"score_dtype": self.suite.score_dtype} if own_dtype else {}),
             "model": model_key, "data": fp, "perturbation": pspec.name, "id": pspec.id, "severity": pspec.severity,
             "params": pspec.params, "mode": mode, "seed": seed, "context": self.budget.context_bytes,
             "stride": ev.stride_bytes, "fraction": ev.context_fraction, "target": ev.target_bytes,

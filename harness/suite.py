@@ -73,7 +73,8 @@ class BudgetConfig:
     the ``flops_reference`` encoder spends on train_bytes (fit stages included).
     flops_reference: label of the encoder whose FLOPs set the budget under match=flops (null =
     the first encoder).
-    dtype: float32 | bfloat16 — compute dtype of training and scoring (bfloat16 on GPU only).
+    dtype: float32 | bfloat16 — compute dtype of training, and of scoring unless eval.dtype says
+    otherwise (bfloat16 on GPU only).
     compile: auto | true | false — ``torch.compile`` the backbone's blocks (auto: on CUDA only).
     Speed only: the model cache key leaves it out.
     micro_batch_bytes: split each step into micro-batches of this many bytes and accumulate
@@ -161,6 +162,10 @@ class EvalConfig:
     cell and document, on the first encoder's row: the texts are the same for every encoder).
     mc_samples: Monte Carlo samples per window for encoders whose score is an estimate (masked
     diffusion's NELBO, docs/mdm.md); >= 2, so each window's estimate has a standard error.
+    dtype: auto | float32 | bfloat16 — scoring precision. auto follows budget.dtype; float32
+    scores in full precision models trained in bfloat16 (bf16 scoring moved cells by up to
+    2.7e-4 BPB against fp32 on an H100, BENCHMARKS.md), at the cost of slower forwards. On the
+    CPU scoring is float32 whatever this says.
     """
 
     modes: tuple[Literal["full", "clean_target"], ...] = ("full", "clean_target")
@@ -173,6 +178,7 @@ class EvalConfig:
     batch_windows: int = 32
     keep_texts: bool = True
     mc_samples: int = 8
+    dtype: Literal["auto", "float32", "bfloat16"] = "auto"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -242,6 +248,12 @@ class Suite:
     plugin_paths: tuple[str, ...] = (".",)
     raw: dict[str, Any] = field(default_factory=dict, compare=False)
     path: str = ""
+
+    @property
+    def score_dtype(self) -> Literal["float32", "bfloat16"]:
+        """The precision cells are scored in: ``eval.dtype``, or ``budget.dtype`` under auto (bf16
+        autocast applies on CUDA only)."""
+        return self.budget.dtype if self.eval.dtype == "auto" else self.eval.dtype
 
     def n_cells(self, per_seed: bool = False) -> int:
         """Cells a run scores: encoders × eval sets × (clean + perturbation cells) × modes, times

@@ -677,7 +677,7 @@ def _provenance(data: load.RunData) -> list[tuple[str, str]]:
         head = {k: run.get(k) for k in ("schema_version", "tokbench_version", "created", "git_sha")
                 if k in run}
         blocks.append((f"{name}: run", json.dumps(head, indent=2, ensure_ascii=False)))
-        for key in ("suite", "data", "hardware", "packages", "timings"):
+        for key in ("suite", "data", "hardware", "precision", "packages", "timings"):
             if run.get(key):
                 blocks.append((f"{name}: {key}", json.dumps(run[key], indent=2,
                                                             ensure_ascii=False, default=str)))
