@@ -460,6 +460,10 @@ def _warm_all(conn: Any, job: dict[str, Any], tmp: Path) -> None:
 
     suite = job["suite"]
     seed = job["seed"]
+    if suite.budget.deterministic:  # the run's kernels, so its graphs are the ones the run needs
+        from harness.determinism import set_deterministic_kernels
+
+        set_deterministic_kernels()
     runner = Runner(suite, RunOptions(out=tmp / "run", device=job["device"], prepare=False, report=False,
                                       progress=False, cache_dir=job["cache_dir"], plan_cache=False,
                                       log=lambda s: None))

@@ -245,12 +245,15 @@ class DistRunner(Runner):
     def run(self) -> Path:
         """Run the suite under the run directory's lock (taken by rank 0 unless the launcher
         already holds it)."""
-        if self.dist.rank == 0 and not os.environ.get(LOCK_HELD_ENV):
-            from harness.launch import run_lock
+        from harness.determinism import deterministic_kernels
 
-            with run_lock(self.rd.root, self.log):
-                return self._run_ranks()
-        return self._run_ranks()
+        with deterministic_kernels(self.budget.deterministic):
+            if self.dist.rank == 0 and not os.environ.get(LOCK_HELD_ENV):
+                from harness.launch import run_lock
+
+                with run_lock(self.rd.root, self.log):
+                    return self._run_ranks()
+            return self._run_ranks()
 
     def _run_ranks(self) -> Path:
         ctx = self.dist

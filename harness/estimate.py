@@ -100,7 +100,15 @@ class DoesNotFit(ValueError):
 
 def dry_run(suite: Suite, opts: RunOptions, emit: Callable[[str], None] | None = None) -> str:
     """The dry run's text; with ``emit``, each line is also handed to it as soon as it is known
-    (a model's line once that model is measured)."""
+    (a model's line once that model is measured). Timed with the run's kernels
+    (``budget.deterministic``)."""
+    from harness.determinism import deterministic_kernels
+
+    with deterministic_kernels(suite.budget.deterministic):
+        return _dry_run(suite, opts, emit)
+
+
+def _dry_run(suite: Suite, opts: RunOptions, emit: Callable[[str], None] | None) -> str:
     lines: list[str] = []
 
     def say(line: str = "") -> None:

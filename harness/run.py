@@ -51,6 +51,7 @@ from harness.accel import (
 )
 from harness.batchscore import CachedRow, PlanCache, code_hash, perturb_many
 from harness.data import DataPart, char_boundary, load_data, source_context, training_windows
+from harness.determinism import deterministic_kernels
 from harness.fragility import (
     BaselineDoc,
     baseline_metrics,
@@ -118,11 +119,12 @@ class RunOptions:
 def cache_budget(budget: Any) -> dict[str, Any]:
     """The budget as it enters the model cache key: without the speed-only keys, so turning
     compile or micro-batching on reuses the models trained without them (and old caches); and
-    ``data_parallel`` only when true, so the keys (and caches) of one-process runs did not change
-    when that key was added."""
+    ``data_parallel`` and ``deterministic`` only when true, so the keys (and caches) of earlier
+    runs did not change when those keys were added."""
     out = {k: v for k, v in asdict(budget).items() if k not in SPEED_KEYS}
-    if not out.get("data_parallel"):
-        out.pop("data_parallel", None)
+    for key in ("data_parallel", "deterministic"):
+        if not out.get(key):
+            out.pop(key, None)
     return out
 
 
@@ -758,7 +760,8 @@ class Runner:
                 # session 26). The work that is heavy runs on the GPU or in other processes.
                 torch.set_num_threads(1)
             try:
-                return self._run()
+                with deterministic_kernels(self.budget.deterministic):
+                    return self._run()
             except OSError as e:
                 if e.errno == errno.ENOSPC:  # the CLI says how much space is needed (guards.py)
                     from harness.guards import disk_need_estimate
@@ -1231,12 +1234,14 @@ class Runner:
                 per = self.encoder_facts[r["encoder"]].setdefault("bytes_per_segment_by_eval", {})
                 per[f"{r['dataset']} (seed {r['seed']})"] = r["bytes_per_segment"]
 
-    def precision_facts(self) -> dict[str, str]:
+    def precision_facts(self) -> dict[str, Any]:
         """The compute precision training and scoring actually ran in on this device (bf16
-        autocast applies on CUDA only; ``budget.dtype`` and ``eval.dtype`` ask for it)."""
+        autocast applies on CUDA only; ``budget.dtype`` and ``eval.dtype`` ask for it), and
+        whether the kernels were deterministic ones (``budget.deterministic``)."""
         cuda = self.device.type == "cuda"
         return {"train": self.budget.dtype if cuda else "float32",
-                "score": self.suite.score_dtype if cuda else "float32"}
+                "score": self.suite.score_dtype if cuda else "float32",
+                "deterministic": self.budget.deterministic}
 
     def cell_key(self, model_key: str, fp: str, pspec: PerturbationSpec, mode: str, seed: int,
                  mc: bool = False) -> str:

@@ -82,6 +82,11 @@ class BudgetConfig:
     gradient is the same sum, to float rounding. Speed/memory only: left out of the cache key.
     data_parallel: under torchrun / --nproc, train each model on all ranks together (DDP; each
     rank takes a slice of every step's windows) instead of whole models per rank.
+    deterministic: deterministic kernels (torch's deterministic algorithms, cuBLAS's fixed
+    workspace, cuDNN without benchmark mode, no config chosen by timing in Inductor or FuzzyTok),
+    so a seed's numbers repeat on the same GPU and software; on a GPU two trainings of one seed
+    otherwise differ (BENCHMARKS.md, session 29). Slower; CPU runs are deterministic either way.
+    Part of the model cache key when true. See harness/determinism.py.
     """
 
     train_bytes: int = 1_000_000
@@ -101,6 +106,7 @@ class BudgetConfig:
     compile: Literal["auto"] | bool = "auto"
     micro_batch_bytes: int = 0
     data_parallel: bool = False
+    deterministic: bool = False
 
     @property
     def windows_per_step(self) -> int:

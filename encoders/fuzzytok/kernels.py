@@ -186,11 +186,20 @@ _Q_BLOCK_T = min(c.kwargs["BLOCK_T"] for c in _FWD_CONFIGS + _TMA_CONFIGS)
 _DW_CHUNK_UNIT = 128
 
 
+def untimed_if_deterministic(configs: list[triton.Config]) -> list[triton.Config]:
+    """``configs``, or under torch's deterministic algorithms (tokbench's ``budget.deterministic``)
+    its first alone, which the autotuner then launches without timing: a config chosen by timing
+    may differ from run to run, and tile widths set the order in which the channel sum is added
+    up. Read when a key is first tuned (``ThinLauncher``): a key tuned before the switch keeps
+    its choice for the process."""
+    return configs[:1] if torch.are_deterministic_algorithms_enabled() else configs
+
+
 def _prune_block_configs(configs: list[triton.Config], named_args: dict, **kwargs: object) -> list:
     """Keep block-kernel configs whose window is at least twice the halo (≤ 50 % recompute)."""
     halo = named_args["HALO"]
     keep = [c for c in configs if c.kwargs["BLOCK_T"] >= 2 * halo]
-    return keep or [max(configs, key=lambda c: c.kwargs["BLOCK_T"])]
+    return untimed_if_deterministic(keep or [max(configs, key=lambda c: c.kwargs["BLOCK_T"])])
 
 
 # GELU without libdevice's erff. With x = |z|/√2, h = erfc(x)/2 = Φ(−|z|) comes from
@@ -413,7 +422,7 @@ def _prune_fwd(configs: list[triton.Config], named_args: dict, **kwargs: object)
     ci, co = int(kwargs["CI"]), int(kwargs["CO"])
     configs = _by_width(configs, _FWD_SMALL, ci, co)
     width = max(64, triton.next_power_of_2(co))
-    return [c for c in configs if c.kwargs["BLOCK_N"] <= width] or configs[:1]
+    return untimed_if_deterministic([c for c in configs if c.kwargs["BLOCK_N"] <= width] or configs[:1])
 
 
 # reset_to_zero: a tuning trial with one tile height leaves column sums in rows that a taller
@@ -449,8 +458,8 @@ def _prune_tma(configs: list[triton.Config], named_args: dict, **kwargs: object)
     """Keep the shape's size class (``_by_width``) of TMA configs whose blocks divide the channel
     counts (``tma_fits`` checked that one exists)."""
     ci, co = int(kwargs["CI"]), int(kwargs["CO"])
-    return [c for c in _by_width(configs, _TMA_SMALL, ci, co)
-            if ci % c.kwargs["BLOCK_C"] == 0 and co % c.kwargs["BLOCK_N"] == 0]
+    return untimed_if_deterministic([c for c in _by_width(configs, _TMA_SMALL, ci, co)
+                                     if ci % c.kwargs["BLOCK_C"] == 0 and co % c.kwargs["BLOCK_N"] == 0])
 
 
 def _prune_dw(configs: list[triton.Config], named_args: dict, **kwargs: object) -> list[triton.Config]:
@@ -459,7 +468,8 @@ def _prune_dw(configs: list[triton.Config], named_args: dict, **kwargs: object) 
     ci, co = int(kwargs["CI"]), int(kwargs["CO"])
     configs = _by_width(configs, _DW_SMALL, ci, co)
     mi, ni = max(32, triton.next_power_of_2(ci)), max(32, triton.next_power_of_2(co))
-    return [c for c in configs if c.kwargs["BLOCK_M"] <= mi and c.kwargs["BLOCK_N"] <= ni] or configs[:1]
+    return untimed_if_deterministic([c for c in configs if c.kwargs["BLOCK_M"] <= mi and c.kwargs["BLOCK_N"] <= ni]
+                                    or configs[:1])
 
 
 def _set_block_shapes(nargs: dict) -> None:
@@ -878,7 +888,12 @@ class ThinLauncher:
 
     def _tune_key(self, key: tuple | None, grid, make_args, consts: dict) -> None:  # noqa: ANN001
         store = tuning = None
-        if not INTERPRET and (TUNE_CACHE or PARALLEL_COMPILE >= 2):
+        if torch.are_deterministic_algorithms_enabled():
+            # the pruned list is the first config alone (``untimed_if_deterministic``): launched
+            # as the choice, without the autotuner's one-config timing run
+            tkey, configs = self._tuning(make_args, consts)
+            self.tuner.cache.setdefault(tkey, configs[0])
+        elif not INTERPRET and (TUNE_CACHE or PARALLEL_COMPILE >= 2):
             try:
                 tuning = self._tuning(make_args, consts)  # once, for the stored choice and the precompile
             except Exception:  # noqa: BLE001 - an optimisation only: the autotuner tunes as before

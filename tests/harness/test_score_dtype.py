@@ -59,7 +59,8 @@ def test_the_run_scores_in_eval_dtype_and_keys_cells_by_it(tmp_path: Path, monke
     assert main(base) == 0  # budget.dtype float32, eval.dtype auto
     assert seen and not any(seen)
     first, rows = _cells(out), (out / "results.csv").read_text()
-    assert json.loads((out / "run.json").read_text())["precision"] == {"train": "float32", "score": "float32"}
+    assert json.loads((out / "run.json").read_text())["precision"] == {"train": "float32", "score": "float32",
+                                                                     "deterministic": False}
 
     # The training's own precision, named: the same cells, none scored again.
     seen.clear()
@@ -74,4 +75,5 @@ def test_the_run_scores_in_eval_dtype_and_keys_cells_by_it(tmp_path: Path, monke
     assert len(list((out / "models").glob("*.pt"))) == 1
     # On the CPU bf16 autocast does not apply: the numbers are the fp32 ones, and run.json says so.
     assert (out / "results.csv").read_text() == rows
-    assert json.loads((out / "run.json").read_text())["precision"] == {"train": "float32", "score": "float32"}
+    assert json.loads((out / "run.json").read_text())["precision"] == {"train": "float32", "score": "float32",
+                                                                     "deterministic": False}
