@@ -61,10 +61,15 @@ def attention_backends() -> str:
       small model's step then waited on the host), and torch 2.11 chose it for BPE's compiled
       scoring forwards when merely enabled (session 16), so lengths that vary stay on flash;
     * ``0`` — cuDNN off everywhere (before session 15: flash, memory-efficient, math);
-    * ``1`` — torch's own choice everywhere (in torch 2.11 and 2.13 cuDNN comes last)."""
+    * ``1`` — torch's own choice everywhere (in torch 2.11 and 2.13 cuDNN comes last).
+
+    Under torch's deterministic algorithms (``budget.deterministic``, harness/determinism.py)
+    cuDNN stays off whatever the variable says: its backward is nondeterministic."""
     mode = os.environ.get("TOKBENCH_CUDNN_SDPA", "fixed")
     if mode not in ("fixed", "0", "1"):
         raise ValueError(f"TOKBENCH_CUDNN_SDPA={mode!r} is not one of fixed, 0, 1")
+    if torch.are_deterministic_algorithms_enabled():
+        mode = "0"
     backbone.CUDNN_FIXED = mode == "fixed"  # read by every Backbone.forward
     torch.backends.cuda.enable_cudnn_sdp(mode != "0")
     return mode

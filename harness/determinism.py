@@ -11,7 +11,9 @@ FuzzyTok's kernels, cuDNN's benchmark mode — where a different winner sums in 
 algorithms (which also put Inductor in its deterministic mode: no timed config choices, eager
 fallbacks for scatter-like ops), cuDNN's deterministic kernels without benchmark mode, cuBLAS's
 fixed workspace (``CUBLAS_WORKSPACE_CONFIG``, read when a cuBLAS handle is created, so before the
-first GEMM), and FuzzyTok's first config instead of a timed one
+first GEMM), no cuDNN attention (its backward is nondeterministic and torch has no deterministic
+option for it; flash and memory-efficient attention take a deterministic backward under the
+switch), and FuzzyTok's first config instead of a timed one
 (``encoders.fuzzytok.kernels`` reads ``torch.are_deterministic_algorithms_enabled()`` when it
 tunes a key). An op with no deterministic implementation is then a one-line error naming it.
 """
@@ -24,6 +26,8 @@ from collections.abc import Iterator
 
 import torch
 
+import encoders.backbone as backbone
+
 CUBLAS_ENV = "CUBLAS_WORKSPACE_CONFIG"
 CUBLAS_FIXED = ":4096:8"  # one of the two settings cuBLAS documents as deterministic
 # torch's message for an op without a deterministic implementation (``alertNotDeterministic``)
@@ -35,9 +39,10 @@ class NotDeterministic(ValueError):
     honoured: a ValueError, so the CLI prints it as one line, exit code 2)."""
 
 
-def _state() -> tuple[bool, bool, bool, bool, str | None]:
+def _state() -> tuple[bool, bool, bool, bool, str | None, bool, bool]:
     return (torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled(),
-            torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark, os.environ.get(CUBLAS_ENV))
+            torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark, os.environ.get(CUBLAS_ENV),
+            torch.backends.cuda.cudnn_sdp_enabled(), backbone.CUDNN_FIXED)
 
 
 def set_deterministic_kernels() -> None:
@@ -47,6 +52,8 @@ def set_deterministic_kernels() -> None:
     torch.use_deterministic_algorithms(True)
     torch.backends.cudnn.deterministic = True
     torch.backends.cudnn.benchmark = False
+    torch.backends.cuda.enable_cudnn_sdp(False)  # harness.accel.attention_backends keeps it off too
+    backbone.CUDNN_FIXED = False
 
 
 def error_line(e: BaseException) -> str | None:
@@ -77,10 +84,12 @@ def deterministic_kernels(on: bool) -> Iterator[None]:
             raise
         raise NotDeterministic(line) from e
     finally:
-        algorithms, warn_only, cudnn_det, cudnn_bench, cublas = before
+        algorithms, warn_only, cudnn_det, cudnn_bench, cublas, cudnn_sdp, cudnn_fixed = before
         torch.use_deterministic_algorithms(algorithms, warn_only=warn_only)
         torch.backends.cudnn.deterministic = cudnn_det
         torch.backends.cudnn.benchmark = cudnn_bench
+        torch.backends.cuda.enable_cudnn_sdp(cudnn_sdp)
+        backbone.CUDNN_FIXED = cudnn_fixed
         if cublas is None:
             os.environ.pop(CUBLAS_ENV, None)
         else:

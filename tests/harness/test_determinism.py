@@ -11,6 +11,7 @@ import pytest
 import torch
 from test_run import make_suite
 
+import encoders.backbone as backbone
 from harness.cli import main
 from harness.determinism import (
     CUBLAS_ENV,
@@ -28,12 +29,30 @@ def _switches() -> tuple[bool, bool, bool, str | None]:
 
 def test_inside_on_and_back_after(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(CUBLAS_ENV, raising=False)
+    monkeypatch.setattr(backbone, "CUDNN_FIXED", True)  # as harness.accel.attention_backends leaves it on CUDA
+    torch.backends.cuda.enable_cudnn_sdp(True)
     before = _switches()
     with deterministic_kernels(True):
         assert _switches() == (True, True, False, CUBLAS_FIXED)
-    assert _switches() == before
+        assert not torch.backends.cuda.cudnn_sdp_enabled() and not backbone.CUDNN_FIXED
+    assert _switches() == before and torch.backends.cuda.cudnn_sdp_enabled() and backbone.CUDNN_FIXED
     with deterministic_kernels(False):
         assert _switches() == before
+
+
+def test_cudnn_attention_stays_off_under_the_switch(monkeypatch: pytest.MonkeyPatch) -> None:
+    from harness.accel import attention_backends
+
+    monkeypatch.setattr(backbone, "CUDNN_FIXED", False)
+    monkeypatch.delenv("TOKBENCH_CUDNN_SDPA", raising=False)
+    sdp = torch.backends.cuda.cudnn_sdp_enabled()
+    try:
+        with deterministic_kernels(True):
+            assert attention_backends() == "0"  # as the compile-ahead process's runner sets it up
+            assert not torch.backends.cuda.cudnn_sdp_enabled() and not backbone.CUDNN_FIXED
+        assert attention_backends() == "fixed" and backbone.CUDNN_FIXED
+    finally:
+        torch.backends.cuda.enable_cudnn_sdp(sdp)
 
 
 def test_a_workspace_setting_of_the_users_is_kept(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,7 +1,8 @@
-"""Compare two runs of the same models scored in two precisions (``benchmarks/gpu_score_precision.sh``):
-each run's ``precision`` and scoring seconds from run.json, and each model cell's BPB gap.
+"""Compare two runs cell by cell (``benchmarks/gpu_repeat.sh``: a seed against its repeat, bf16
+scoring against fp32): each run's ``precision`` and seconds from run.json, and each model cell's
+BPB gap.
 
-    python benchmarks/score_precision_compare.py OUT/bf16 OUT/fp32 [--bound 2e-4]
+    python benchmarks/compare_cells.py OUT/A OUT/B [--bound 2e-4]
 
 reads ``<prefix>_run.json`` and ``<prefix>_results.csv`` of each prefix. Cells are matched by
 (encoder, seed, dataset, perturbation_id, severity, mode, permutation); a cell in one run only is
@@ -35,8 +36,8 @@ def gaps(a: dict[tuple[str, ...], float], b: dict[tuple[str, ...], float]) -> di
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("first", help="prefix of the first run's files, e.g. OUT/bf16")
-    ap.add_argument("second", help="prefix of the second run's files, e.g. OUT/fp32")
+    ap.add_argument("first", help="prefix of the first run's files, e.g. OUT/A")
+    ap.add_argument("second", help="prefix of the second run's files, e.g. OUT/B")
     ap.add_argument("--bound", type=float, default=2e-4, help="the per-cell bound to count against (BPB)")
     args = ap.parse_args(argv)
     runs = []
@@ -45,12 +46,16 @@ def main(argv: list[str] | None = None) -> int:
         t = run.get("timings", {})
         print(f"{prefix}: precision {run.get('precision')}; scoring {t.get('score_seconds', 0):.1f} s "
               f"(packed jobs {t.get('score_items_seconds', 0):.1f} s, of which compiling "
-              f"{t.get('score_compile_seconds', 0):.1f} s); total {t.get('total_seconds', 0):.1f} s")
+              f"{t.get('score_compile_seconds', 0):.1f} s); training {t.get('train_seconds', 0):.1f} s; "
+              f"total {t.get('total_seconds', 0):.1f} s")
+        for label, v in run.get("speed", {}).get("train", {}).items():
+            if "mfu_median_step" in v:
+                print(f"  train {label:<16} MFU at the median step {v['mfu_median_step']:.3f}")
         runs.append(cells(Path(f"{prefix}_results.csv")))
     try:
         g = gaps(*runs)
     except ValueError as e:
-        print(f"score_precision_compare: {e}", file=sys.stderr)
+        print(f"compare_cells: {e}", file=sys.stderr)
         return 2
     by_encoder: dict[str, list[float]] = {}
     for k, v in g.items():
