@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import statistics
 import sys
 from pathlib import Path
 
@@ -60,8 +61,11 @@ def main(argv: list[str] | None = None) -> int:
     by_encoder: dict[str, list[float]] = {}
     for k, v in g.items():
         by_encoder.setdefault(k[0], []).append(v)
+    clean = {k: v for k, v in g.items() if k[3] == "clean"}
     for enc, vs in by_encoder.items():
-        print(f"{enc:<12} cells {len(vs):>4}  max |ΔBPB| {max(vs):.2e}  within {args.bound:g}: "
+        on_clean = [v for k, v in clean.items() if k[0] == enc]
+        print(f"{enc:<12} cells {len(vs):>4}  median |ΔBPB| {statistics.median(vs):.2e}  max {max(vs):.2e}"
+              f"  max on clean cells {max(on_clean, default=0):.2e}  within {args.bound:g}: "
               f"{sum(v <= args.bound for v in vs)}")
     within = sum(v <= args.bound for v in g.values())
     print(f"all: {within} of {len(g)} cells within {args.bound:g}; max |ΔBPB| {max(g.values(), default=0):.2e}")

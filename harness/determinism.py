@@ -1,7 +1,7 @@
 """``budget.deterministic``: the same numbers from the same suite and seed on a GPU, run after run.
 
 On the CPU the run is deterministic as it stands. On a GPU two trainings of the same seed
-differed: by up to 8.5e-3 BPB on clean cells and 0.4 BPB on the far out-of-distribution ones
+differed: by up to 1.2e-2 BPB on clean cells and 0.4 BPB on the far out-of-distribution ones
 (BENCHMARKS.md, session 29). The sources are kernels whose order of summation changes from run
 to run (atomic adds: index and scatter backwards, some attention backwards), cuBLAS's
 workspace-dependent reductions, and choices made by timing — Triton autotuning in Inductor and in
