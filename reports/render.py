@@ -733,6 +733,7 @@ def _render(data: load.RunData, out_dir: Path, title: str, n_boot: int, n_perm: 
         runs=list(data.runs),
         git_sha=next((str(r.get("git_sha")) for r in data.runs.values() if r.get("git_sha")), ""),
         created=next((str(r.get("created")) for r in data.runs.values() if r.get("created")), ""),
+        precision=precision_text(data.runs),
         rendered=_dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         encoders=[(e, colors[e]) for e in t.encoders],
         modes=t.modes, primary_mode=t.primary_mode, level_mode=t.level_mode, n_seeds=t.n_seeds,
@@ -756,11 +757,32 @@ def _render(data: load.RunData, out_dir: Path, title: str, n_boot: int, n_perm: 
     return html_path
 
 
+def precision_text(runs: dict[str, dict[str, Any]]) -> str:
+    """How the runs computed (run.json ``precision``; runs before it have none): "training
+    bfloat16, scoring float32, deterministic kernels", one phrase per distinct setting. On a GPU
+    without ``budget.deterministic`` a repeat of a seed gives other numbers, and the phrase says so."""
+    seen: list[str] = []
+    for run in runs.values():
+        p = (run or {}).get("precision")
+        if not isinstance(p, dict):
+            continue
+        parts = [f"training {p.get('train')}", f"scoring {p.get('score')}"]
+        if p.get("deterministic"):
+            parts.append("deterministic kernels")
+        elif str((run.get("hardware") or {}).get("device", "")).startswith("cuda"):
+            parts.append("GPU kernels not deterministic (a repeated seed differs)")
+        text = ", ".join(parts)
+        if text not in seen:
+            seen.append(text)
+    return "; ".join(seen)
+
+
 def _markdown(ctx: dict[str, Any], tables: dict[str, Table], figs: dict[str, FigureOut]) -> str:
     L = [f"# {md_text(ctx['title'])}", ""]
     if ctx["git_sha"] or ctx["created"]:
         L += [f"Run created {md_text(ctx['created'] or '—')}, git {md_text(ctx['git_sha'] or '—')}; "
-              f"{ctx['n_seeds']} seed(s); bootstrap {ctx['n_boot']} resamples.", ""]
+              f"{ctx['n_seeds']} seed(s); bootstrap {ctx['n_boot']} resamples."
+              + (f" Computed in {md_text(ctx['precision'])}." if ctx["precision"] else ""), ""]
     L += [line for w in ctx["warnings"] for line in (f"> {md_text(w)}", "")]  # as the HTML's
     for sec in ctx["sections"]:
         body = [md_table(tables[k]) for k in sec.tables if k in tables and tables[k].rows]

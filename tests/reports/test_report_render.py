@@ -286,3 +286,30 @@ def test_more_encoders_than_colours_leave_the_per_encoder_charts_out(
     for text in (html, md):
         assert f"{MAX_SERIES + 1} encoders are more than the {MAX_SERIES} colours" in text
         assert "Training loss" in text.split("colours", 1)[1]
+
+
+def test_the_header_says_how_the_run_computed(make_run, tmp_path: Path) -> None:
+    """run.json's ``precision`` (and, on a GPU without deterministic kernels, that a repeat
+    differs) in the HTML header and the Markdown, escaped like everything else; runs from
+    before the key show nothing."""
+    import json
+
+    from reports.render import precision_text
+
+    run = make_run()
+    meta = json.loads((run / "run.json").read_text(encoding="utf-8"))
+    meta["precision"] = {"train": "bfloat16", "score": "<i>float32</i>", "deterministic": False}
+    meta["hardware"]["device"] = "cuda"
+    (run / "run.json").write_text(json.dumps(meta), encoding="utf-8")
+    html = render_run(run, tmp_path / "rep", svg=False, **FAST).read_text(encoding="utf-8")
+    assert ("computed in training bfloat16, scoring &lt;i&gt;float32&lt;/i&gt;, GPU kernels not deterministic "
+            "(a repeated seed differs)") in html
+    md = (tmp_path / "rep" / "report.md").read_text(encoding="utf-8")
+    assert "Computed in training bfloat16, scoring" in md and "<i>" not in md
+    on = {"a": {"precision": {"train": "float32", "score": "float32", "deterministic": True},
+                "hardware": {"device": "cuda"}}}
+    assert precision_text(on) == "training float32, scoring float32, deterministic kernels"
+    cpu = {"a": {"precision": {"train": "float32", "score": "float32", "deterministic": False},
+                 "hardware": {"device": "cpu"}}, "b": {}}
+    assert precision_text(cpu) == "training float32, scoring float32"
+    assert precision_text({"old": {"hardware": {"device": "cuda"}}}) == ""
