@@ -10,7 +10,8 @@
 #
 # Data and wheels as for gpu_standard.sh (docs/gpu.md). Writes $OUT/{A,B,C}_{run.log,run.json,
 # results.csv} and $OUT/compare_{AB,BC}.log; RUN_TIMEOUT per run (default 200 s); SKIP_FP32=1
-# leaves run C out. A run that fails (an op without a deterministic kernel is one line in its
+# leaves run C out; SUITE=smoke (or another suite name) repeats that suite instead of the
+# standard one. A run that fails (an op without a deterministic kernel is one line in its
 # log) stops the script.
 source "$(dirname "$0")/gpu_common.sh"
 gpu_unpack standard
@@ -24,7 +25,7 @@ for s in "$@"; do SETS+=(--set "$s"); done
 run_one() {  # NAME DIR [more args]: one run, its files copied to $OUT/NAME_*
   local name=$1 dir=$2
   shift 2
-  timeout ${RUN_TIMEOUT:-200} python3 -m harness.cli run standard "${SETS[@]}" "$@" --device cuda --no-prepare \
+  timeout ${RUN_TIMEOUT:-200} python3 -m harness.cli run "${SUITE:-standard}" "${SETS[@]}" "$@" --device cuda --no-prepare \
     --quiet --no-report --out "$dir" > "$OUT/${name}_run.log" 2>&1
   local rc=$?
   tail -3 "$OUT/${name}_run.log"
