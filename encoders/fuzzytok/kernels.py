@@ -1109,8 +1109,12 @@ def conv_forward(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | Non
 
 def gemm_weight(weight: torch.Tensor, transpose: bool, dtype: torch.dtype) -> torch.Tensor:
     """Conv1d weight (C_out, C_in, K) → the kernel's contiguous (K, C_in, C_out), or (K, C_out, C_in)
-    for the input gradient, in the activations' dtype."""
-    return gemm_weights(weight.unsqueeze(0), transpose, dtype)[0]
+    for the input gradient, in the activations' dtype. ``gemm_weights``' layout for one layer,
+    without its unsqueeze and select: two ATen calls fewer per eager forward and input gradient."""
+    w = weight.permute(*((2, 0, 1) if transpose else (2, 1, 0)))
+    if w.dtype == dtype:
+        return w.contiguous()
+    return torch.empty(w.shape, device=w.device, dtype=dtype).copy_(w)
 
 
 def gemm_weights(weight: torch.Tensor, transpose: bool, dtype: torch.dtype) -> torch.Tensor:

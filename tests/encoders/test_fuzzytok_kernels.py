@@ -291,3 +291,18 @@ def test_gelu_epilogue_matches_float64_erf() -> None:
     err = errors()
     assert err["gelu_rel"] <= 2e-7
     assert err["gelu_grad"] <= 5e-7
+
+
+@pytest.mark.parametrize("transpose", [False, True])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_one_layers_gemm_weight_is_the_blocks_layout(transpose: bool, dtype: torch.dtype) -> None:
+    """``gemm_weight`` (one conv's weight) lays out and casts exactly as ``gemm_weights`` does
+    for each layer of a block: (K, C_in, C_out), or (K, C_out, C_in) for the input gradient."""
+    from encoders.fuzzytok import kernels as kn
+
+    w = torch.randn(3, 7, 5, 4, generator=torch.Generator().manual_seed(5))  # (L, C_out, C_in, K)
+    block = kn.gemm_weights(w, transpose, dtype)
+    for i in range(3):
+        one = kn.gemm_weight(w[i], transpose, dtype)
+        assert one.is_contiguous() and one.dtype == dtype and torch.equal(one, block[i])
+    assert block.shape[1:] == ((4, 7, 5) if transpose else (4, 5, 7))
