@@ -68,6 +68,7 @@ import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 import triton.testing  # noqa: E402
 from triton._C.libtriton import native_specialize_impl  # noqa: E402
+from triton.backends.compiler import BaseBackend  # noqa: E402
 from triton.tools.tensor_descriptor import TensorDescriptor  # noqa: E402
 
 INTERPRET = os.environ.get("TRITON_INTERPRET", "0") == "1"
@@ -716,8 +717,6 @@ PARALLEL_COMPILE = _parallel_compile_threads()
 
 def _spec_backend(jit: object, device: int) -> object:
     """The backend whose argument specialisation Triton's JIT uses on ``device``."""
-    from triton.backends.compiler import BaseBackend
-
     caches = getattr(jit, "device_caches", None)
     if caches is not None and device in caches:
         return caches[device][3]  # (kernel cache, key cache, target, backend, binder)
@@ -1144,17 +1143,9 @@ def launch_conv(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None, dil
     B, T, _ = x.shape
     K, ci, co = w.shape
     y = torch.empty(B, T, co, device=x.device, dtype=x.dtype) if out is None else out
-    if (mode in (MODE_LAYER_SAVE, MODE_ADD_ACTGRAD)) != (pre is not None) or (
-            (mode == MODE_ADD_ACTGRAD) != (grad_out is not None) or (grad_out is None) != (col_sums is None)):
-        raise ValueError(f"launch_conv: mode {mode} got pre={pre is not None}, grad_out={grad_out is not None}, "
-                         f"col_sums={col_sums is not None}")
     q_rows = _cdiv(T, _Q_BLOCK_T)
-    if col_sums is not None and (col_sums.shape != (B * q_rows, co) or col_sums.dtype != torch.float32
-                                 or not col_sums.is_contiguous()):
-        raise ValueError(f"launch_conv: col_sums must be col_sum_buffer({B}, {T}, {co}), got {tuple(col_sums.shape)}")
-    for name, t in (("out", out), ("pre", pre), ("grad_out", grad_out)):
-        if t is not None and (t.shape != (B, T, co) or not t.is_contiguous()):
-            raise ValueError(f"launch_conv: {name} must be contiguous {(B, T, co)}, got {tuple(t.shape)}")
+    if out is not None or pre is not None or grad_out is not None or col_sums is not None or mode in _AUX_MODES:
+        _check_buffers(mode, B, T, co, q_rows, out, pre, grad_out, col_sums)  # the plain call skips it
     if B == 0 or T == 0:
         return y
     r = _dense(res) if res is not None else y
@@ -1164,8 +1155,6 @@ def launch_conv(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None, dil
     gout = grad_out if grad_out is not None else y
     # Without col_sums, q_ptr is a one-element scratch tensor: the autotuner zeroes q_ptr.
     q = col_sums if col_sums is not None else _scratch(x.device)
-    common = dict(CI=ci, CO=co, K=K, DIR=1 if transpose else -1, HAS_BIAS=bias is not None, MODE=mode,
-                  ACT=ACTIVATIONS[act])
     if tma_fits(x, w, y, r, aux, gout):
         sms = _num_sms(x.device)
         w2 = w.view(K * ci, co)
@@ -1183,15 +1172,38 @@ def launch_conv(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None, dil
         def pgrid(meta: dict) -> tuple[int]:
             return (min(meta["PER_SM"] * sms, B * _cdiv(T, meta["BLOCK_T"]) * (co // meta["BLOCK_N"])),)
 
-        _CONV_TMA(pgrid, make_args, rest, dict(common, INTERP=INTERPRET), static=(x.dtype, w.dtype))
+        _CONV_TMA(pgrid, make_args, rest, dict(CI=ci, CO=co, K=K, DIR=1 if transpose else -1, HAS_BIAS=bias is not None,
+                                                MODE=mode, ACT=ACTIVATIONS[act], INTERP=INTERPRET),
+                  static=(x.dtype, w.dtype))
         return y
 
     def grid(meta: dict) -> tuple[int, int, int]:
         return (_cdiv(T, meta["BLOCK_T"]), _cdiv(co, meta["BLOCK_N"]), B)
 
     args = (x, w, b, r, y, aux, gout, q, T, dilation, q_rows)
-    _CONV(grid, lambda meta: args, args, common)
+    _CONV(grid, lambda meta: args, args, dict(CI=ci, CO=co, K=K, DIR=1 if transpose else -1, HAS_BIAS=bias is not None,
+                                              MODE=mode, ACT=ACTIVATIONS[act]))
     return y
+
+
+# Modes that read or write ``pre`` (and MODE_ADD_ACTGRAD also ``grad_out`` and ``col_sums``).
+_AUX_MODES = frozenset((MODE_LAYER_SAVE, MODE_ADD_ACTGRAD))
+
+
+def _check_buffers(mode: int, B: int, T: int, co: int, q_rows: int, out: torch.Tensor | None,
+                   pre: torch.Tensor | None, grad_out: torch.Tensor | None, col_sums: torch.Tensor | None) -> None:
+    """``launch_conv``'s optional buffers against its mode and shapes (ValueError naming the first
+    that does not fit)."""
+    if (mode in _AUX_MODES) != (pre is not None) or (
+            (mode == MODE_ADD_ACTGRAD) != (grad_out is not None) or (grad_out is None) != (col_sums is None)):
+        raise ValueError(f"launch_conv: mode {mode} got pre={pre is not None}, grad_out={grad_out is not None}, "
+                         f"col_sums={col_sums is not None}")
+    if col_sums is not None and (col_sums.shape != (B * q_rows, co) or col_sums.dtype != torch.float32
+                                 or not col_sums.is_contiguous()):
+        raise ValueError(f"launch_conv: col_sums must be col_sum_buffer({B}, {T}, {co}), got {tuple(col_sums.shape)}")
+    for name, t in (("out", out), ("pre", pre), ("grad_out", grad_out)):
+        if t is not None and (t.shape != (B, T, co) or not t.is_contiguous()):
+            raise ValueError(f"launch_conv: {name} must be contiguous {(B, T, co)}, got {tuple(t.shape)}")
 
 
 @functools.cache
@@ -1248,7 +1260,10 @@ def tma_fits(x: torch.Tensor, w: torch.Tensor, *others: torch.Tensor) -> bool:
     _, ci, co = w.shape
     if not _tma_shape_fits(ci, co):
         return False
-    return all(t.is_contiguous() and t.data_ptr() % 16 == 0 for t in (x, w, *others))
+    for t in {id(t): t for t in (x, w, *others)}.values():  # each tensor once: y often stands in for several
+        if not t.is_contiguous() or t.data_ptr() % 16:
+            return False
+    return True
 
 
 @functools.cache

@@ -37,12 +37,17 @@ from encoders.fuzzytok.reference import conv_block_ref, dilated_causal_conv_ref
 Impl = Literal["auto", "triton", "torch"]
 
 
+_KERNELS: list = []  # the kernels module once imported (an import statement costs µs a call)
+
+
 def _kernels():  # noqa: ANN202 - module
     # Imported on first use: importing it enables Triton's interpreter on machines without a GPU,
     # which only the Triton path needs.
-    from encoders.fuzzytok import kernels
+    if not _KERNELS:
+        from encoders.fuzzytok import kernels
 
-    return kernels
+        _KERNELS.append(kernels)
+    return _KERNELS[0]
 
 
 # -- dilated_causal_conv -------------------------------------------------------------------------
@@ -127,8 +132,9 @@ def _eager_plain(*tensors: Tensor | None) -> bool:
         return False
     if torch._C._are_functorch_transforms_active():
         return False
-    if any(t is not None and type(t) is not Tensor for t in tensors):
-        return False
+    for t in tensors:  # a loop, not any() over a generator: a few µs a call on the lent hosts
+        if t is not None and type(t) is not Tensor:
+            return False
     return not torch.is_autocast_enabled(tensors[0].device.type)  # type: ignore[union-attr]
 
 
