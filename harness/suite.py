@@ -169,9 +169,9 @@ class EvalConfig:
     mc_samples: Monte Carlo samples per window for encoders whose score is an estimate (masked
     diffusion's NELBO, docs/mdm.md); >= 2, so each window's estimate has a standard error.
     dtype: auto | float32 | bfloat16 — scoring precision. auto follows budget.dtype; float32
-    scores in full precision models trained in bfloat16 (bf16 scoring moved cells by up to
-    2.7e-4 BPB against fp32 on an H100, BENCHMARKS.md), at the cost of slower forwards. On the
-    CPU scoring is float32 whatever this says.
+    scores in full precision models trained in bfloat16 (bf16 scoring stayed within 2e-4 BPB of
+    fp32 in most cells, and moved some by up to 4.4e-4, BENCHMARKS.md), at the cost of slower
+    forwards. On the CPU scoring is float32 whatever this says.
     """
 
     modes: tuple[Literal["full", "clean_target"], ...] = ("full", "clean_target")
