@@ -306,3 +306,21 @@ def test_one_layers_gemm_weight_is_the_blocks_layout(transpose: bool, dtype: tor
         one = kn.gemm_weight(w[i], transpose, dtype)
         assert one.is_contiguous() and one.dtype == dtype and torch.equal(one, block[i])
     assert block.shape[1:] == ((4, 7, 5) if transpose else (4, 5, 7))
+
+
+def test_launch_conv_names_a_buffer_that_does_not_fit() -> None:
+    """The optional buffers are checked whenever one is given or the mode needs one (the plain
+    call skips the checks): a missing ``pre``, an ``out`` of another shape, a wrong column-sum
+    buffer are each a ValueError naming it, before anything is launched."""
+    from encoders.fuzzytok import kernels as kn
+
+    x = torch.randn(1, 8, 4)
+    w = kn.gemm_weight(torch.randn(6, 4, 3), False, x.dtype)
+    with pytest.raises(ValueError, match="got pre=False"):
+        kn.launch_conv(x, w, None, 1, mode=kn.MODE_LAYER_SAVE, res=x)
+    with pytest.raises(ValueError, match="out must be contiguous"):
+        kn.launch_conv(x, w, None, 1, out=torch.empty(1, 8, 5))
+    g = torch.empty(1, 8, 6)
+    with pytest.raises(ValueError, match="col_sums must be col_sum_buffer"):
+        kn.launch_conv(x, w, None, 1, mode=kn.MODE_ADD_ACTGRAD, res=g, pre=g, grad_out=torch.empty_like(g),
+                       col_sums=torch.zeros(3, 6))
