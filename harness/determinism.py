@@ -27,6 +27,7 @@ from collections.abc import Iterator
 import torch
 
 import encoders.backbone as backbone
+from harness.accel import attention_backends
 
 CUBLAS_ENV = "CUBLAS_WORKSPACE_CONFIG"
 CUBLAS_FIXED = ":4096:8"  # one of the two settings cuBLAS documents as deterministic
@@ -52,8 +53,7 @@ def set_deterministic_kernels() -> None:
     torch.use_deterministic_algorithms(True)
     torch.backends.cudnn.deterministic = True
     torch.backends.cudnn.benchmark = False
-    torch.backends.cuda.enable_cudnn_sdp(False)  # harness.accel.attention_backends keeps it off too
-    backbone.CUDNN_FIXED = False
+    attention_backends()  # its rule: no cuDNN attention under deterministic algorithms
 
 
 def error_line(e: BaseException) -> str | None:

@@ -1110,20 +1110,21 @@ def gemm_weight(weight: torch.Tensor, transpose: bool, dtype: torch.dtype) -> to
     """Conv1d weight (C_out, C_in, K) → the kernel's contiguous (K, C_in, C_out), or (K, C_out, C_in)
     for the input gradient, in the activations' dtype. ``gemm_weights``' layout for one layer,
     without its unsqueeze and select: two ATen calls fewer per eager forward and input gradient."""
-    w = weight.permute(*((2, 0, 1) if transpose else (2, 1, 0)))
-    if w.dtype == dtype:
-        return w.contiguous()
-    return torch.empty(w.shape, device=w.device, dtype=dtype).copy_(w)
+    return _dense_in(weight.permute(*((2, 0, 1) if transpose else (2, 1, 0))), dtype)
 
 
 def gemm_weights(weight: torch.Tensor, transpose: bool, dtype: torch.dtype) -> torch.Tensor:
     """A block's (L, C_out, C_in, K) weights → (L, K, C_in, C_out) (or (L, K, C_out, C_in) for input
     gradients) in one copy: ``gemm_weight`` of every layer at once (one launch, not L)."""
-    w = weight.permute(*((0, 3, 1, 2) if transpose else (0, 3, 2, 1)))
+    return _dense_in(weight.permute(*((0, 3, 1, 2) if transpose else (0, 3, 2, 1))), dtype)
+
+
+def _dense_in(w: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """A contiguous copy of the view ``w`` in ``dtype``: re-laid out and cast in one copy (not a
+    contiguous copy, then a cast)."""
     if w.dtype == dtype:
         return w.contiguous()
-    out = torch.empty(w.shape, device=w.device, dtype=dtype)
-    return out.copy_(w)  # re-laid out and cast in one copy (not a contiguous copy, then a cast)
+    return torch.empty(w.shape, device=w.device, dtype=dtype).copy_(w)
 
 
 def launch_conv(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None, dilation: int,
@@ -1155,6 +1156,8 @@ def launch_conv(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None, dil
     gout = grad_out if grad_out is not None else y
     # Without col_sums, q_ptr is a one-element scratch tensor: the autotuner zeroes q_ptr.
     q = col_sums if col_sums is not None else _scratch(x.device)
+    consts = dict(CI=ci, CO=co, K=K, DIR=1 if transpose else -1, HAS_BIAS=bias is not None, MODE=mode,
+                  ACT=ACTIVATIONS[act])
     if tma_fits(x, w, y, r, aux, gout):
         sms = _num_sms(x.device)
         w2 = w.view(K * ci, co)
@@ -1172,17 +1175,15 @@ def launch_conv(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None, dil
         def pgrid(meta: dict) -> tuple[int]:
             return (min(meta["PER_SM"] * sms, B * _cdiv(T, meta["BLOCK_T"]) * (co // meta["BLOCK_N"])),)
 
-        _CONV_TMA(pgrid, make_args, rest, dict(CI=ci, CO=co, K=K, DIR=1 if transpose else -1, HAS_BIAS=bias is not None,
-                                                MODE=mode, ACT=ACTIVATIONS[act], INTERP=INTERPRET),
-                  static=(x.dtype, w.dtype))
+        consts["INTERP"] = INTERPRET  # the TMA kernel's own constexpr
+        _CONV_TMA(pgrid, make_args, rest, consts, static=(x.dtype, w.dtype))
         return y
 
     def grid(meta: dict) -> tuple[int, int, int]:
         return (_cdiv(T, meta["BLOCK_T"]), _cdiv(co, meta["BLOCK_N"]), B)
 
     args = (x, w, b, r, y, aux, gout, q, T, dilation, q_rows)
-    _CONV(grid, lambda meta: args, args, dict(CI=ci, CO=co, K=K, DIR=1 if transpose else -1, HAS_BIAS=bias is not None,
-                                              MODE=mode, ACT=ACTIVATIONS[act]))
+    _CONV(grid, lambda meta: args, args, consts)
     return y
 
 

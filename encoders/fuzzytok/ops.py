@@ -23,6 +23,7 @@ Python autograd wrapper and redispatch cost more host time than a small convolut
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Sequence
 from typing import Literal
@@ -37,17 +38,13 @@ from encoders.fuzzytok.reference import conv_block_ref, dilated_causal_conv_ref
 Impl = Literal["auto", "triton", "torch"]
 
 
-_KERNELS: list = []  # the kernels module once imported (an import statement costs µs a call)
-
-
+@functools.cache  # an import statement costs µs a call
 def _kernels():  # noqa: ANN202 - module
     # Imported on first use: importing it enables Triton's interpreter on machines without a GPU,
     # which only the Triton path needs.
-    if not _KERNELS:
-        from encoders.fuzzytok import kernels
+    from encoders.fuzzytok import kernels
 
-        _KERNELS.append(kernels)
-    return _KERNELS[0]
+    return kernels
 
 
 # -- dilated_causal_conv -------------------------------------------------------------------------
