@@ -402,9 +402,16 @@ def _child(conn: Any, job_path: str, parent: int) -> None:
     training graphs first (the run needs them first), then their scoring graphs. Sends
     ("warmed", label, part, facts) as each part is done, ("error", line) if anything fails, then
     ("done", facts)."""
-    from core.forkpool import die_with_parent
+    from core.forkpool import can_fork, die_with_parent
 
     die_with_parent(parent)
+    # A spawned process's default start method is "spawn": a multiprocessing lock made in it
+    # (tqdm makes one when Inductor compiles) is then a named semaphore the resource tracker
+    # watches, and the os._exit below skips its unlinking, so every GPU run ended with
+    # "resource_tracker: There appear to be N leaked semaphore objects". Under "fork", the run's
+    # own default on Linux, a lock is unlinked as it is made and nothing is left to track.
+    if can_fork():
+        multiprocessing.set_start_method("fork", force=True)
     # a daemon (the run ends it at exit) that still forks collation workers of its own: they
     # die with it (PR_SET_PDEATHSIG); on the H200 the refusal stopped it before its first model
     from harness.planahead import allow_children
