@@ -13,6 +13,14 @@ forward, not in launches; this says which.
 
     python3 benchmarks/bench_score_forward.py --compile both    # on a GPU
     python3 benchmarks/bench_score_forward.py --device cpu --windows 2 --dim 64 --layers 2 --heads 4 --reps 2
+    python3 benchmarks/bench_score_forward.py --floor --compile skip    # the kernels' floor alone
+
+``--floor``: the same families' forwards reduced to their tensor-core work — each matmul of a
+block (qkv, proj, MLP in and out) at its shape, causal attention (SDPA as the run picks it) and the
+head in bf16, each timed alone, the block's summed over the layers. The sum is the least time a
+forward of this width and batch can take with these kernels, everything else (norms, RoPE,
+GELU, residual adds, the fp32 head's extra work, the host) free; its MFU is the most any scoring
+forward of this shape could reach with them — the yardstick for the run's scoring MFU.
 
 Times are medians of ``--reps`` forwards after 2 warm-up ones (CUDA events on a GPU). FLOPs: 2
 per multiply-add of every linear layer (and the head), causal attention at half (QK^T and AV:
@@ -72,9 +80,12 @@ def main() -> None:
     ap.add_argument("--heads", type=int, default=6)
     ap.add_argument("--reps", type=int, default=10)
     ap.add_argument("--gemm", type=int, default=8192, help="side of the ceiling's GEMM")
-    ap.add_argument("--compile", choices=["no", "yes", "both"], default="no",
+    ap.add_argument("--floor", action="store_true",
+                    help="also time each tensor-core op of a forward alone (see the module docstring)")
+    ap.add_argument("--compile", choices=["no", "yes", "both", "skip"], default="no",
                     help="the backbone eager (no), compiled as the run compiles it (yes: "
-                         "harness.accel.compile_backbones, batch and length symbolic), or each in turn")
+                         "harness.accel.compile_backbones, batch and length symbolic), each in turn, "
+                         "or not at all (skip: with --floor, the floor alone)")
     args = ap.parse_args()
     dev = torch.device(args.device)
     torch.manual_seed(0)
@@ -86,20 +97,65 @@ def main() -> None:
           f"torch {torch.__version__}; backbone {args.layers} x {args.dim}, {args.windows} windows; "
           f"GEMM ceiling {ceiling / 1e12:.1f} TFLOP/s")
     autocast = torch.autocast(dev.type, dtype=torch.bfloat16, enabled=dev.type == "cuda")
-    for compiled in {"no": [False], "yes": [True], "both": [False, True]}[args.compile]:
+    if args.floor:
+        print("-- the kernels' floor: each tensor-core op alone, a block's summed over the layers")
+        print(f"{'case':<12} {'positions':>9} {'op':<34} {'ms':>8} {'TFLOP/s':>8} {'of ceiling':>10}")
+        for name, vocab, n in FAMILIES:
+            with torch.inference_mode(), autocast:
+                for op, sec, flops in floor_parts(cfg, vocab, n, args.windows, args.reps, dev):
+                    print(f"{name:<12} {n:>9} {op:<34} {sec * 1e3:8.2f} {flops / sec / 1e12:8.1f} "
+                          f"{flops / sec / ceiling:9.1%}")
+    for compiled in {"no": [False], "yes": [True], "both": [False, True], "skip": []}[args.compile]:
         torch.manual_seed(0)
         bb = Backbone(cfg).to(dev).eval()
         if compiled:
             compile_backbones(bb)
         print(f"-- backbone {'compiled (symbolic batch and length)' if compiled else 'eager'}")
         print(f"{'case':<12} {'positions':>9} {'part':<34} {'ms':>8} {'TFLOP/s':>8} {'of ceiling':>10}")
-        for name, vocab, n in (("bytes", 256, 1024), ("bpe-4096", 4096, 290), ("bpe-16384", 16384, 256)):
+        for name, vocab, n in FAMILIES:
             with torch.inference_mode(), autocast:
                 for part, sec, flops in parts(bb, vocab, n, args.windows, args.reps, dev):
                     print(f"{name:<12} {n:>9} {part:<34} {sec * 1e3:8.2f} {flops / sec / 1e12:8.1f} "
                           f"{flops / sec / ceiling:9.1%}")
             if dev.type == "cuda":
                 torch.cuda.empty_cache()
+
+
+# (family, vocabulary, positions a scoring window): bytes 1 KB windows of 1024 positions; BPE ~3.5
+# bytes a token
+FAMILIES = (("bytes", 256, 1024), ("bpe-4096", 4096, 290), ("bpe-16384", 16384, 256))
+
+
+def floor_parts(cfg: BackboneConfig, vocab: int, n: int, windows: int, reps: int, dev: torch.device
+                ) -> list[tuple[str, float, float]]:
+    """(op, median seconds, FLOPs) of each tensor-core op of one family's scoring forward, timed
+    alone on random bf16 operands (fp32 on a CPU) under the caller's autocast: a block's four
+    matmuls on M = windows * n rows, causal SDPA on (windows, heads, n, dim / heads), and the
+    head; then "block ops x layers" and "floor: + head", the summed time with the FLOPs
+    ``Backbone.flops`` counts (attention at half) and the head's 2 * M * dim * vocab."""
+    d, h, m = cfg.dim, cfg.mlp_ratio * cfg.dim, windows * n
+    dt = torch.bfloat16 if dev.type == "cuda" else torch.float32
+    hd = d // cfg.heads
+    rows = [(f"qkv {m} x {d} -> {3 * d}", m, d, 3 * d), (f"proj {m} x {d} -> {d}", m, d, d),
+            (f"mlp in {m} x {d} -> {h}", m, d, h), (f"mlp out {m} x {h} -> {d}", m, h, d)]
+    out = []
+    for op, rows_, k, cols in rows:
+        a = torch.randn(rows_, k, device=dev, dtype=dt)
+        w = torch.randn(cols, k, device=dev, dtype=dt)
+        out.append((op, timed(lambda a=a, w=w: F.linear(a, w), reps, dev), 2.0 * rows_ * k * cols))
+    q, k_, v = (torch.randn(windows, cfg.heads, n, hd, device=dev, dtype=dt) for _ in range(3))
+    attn_flops = 2 * 2 * n * n * d * 0.5 * windows  # QK^T and AV, causal at half
+    out.append((f"attention {windows} x {cfg.heads} x {n} x {hd}",
+                timed(lambda: F.scaled_dot_product_attention(q, k_, v, is_causal=True), reps, dev), attn_flops))
+    block_s, block_f = sum(s for _, s, _ in out), sum(f for *_, f in out)
+    out.append((f"block ops x {cfg.layers}", cfg.layers * block_s, cfg.layers * block_f))
+    a = torch.randn(m, d, device=dev, dtype=dt)
+    w = torch.randn(vocab, d, device=dev, dtype=dt)
+    head_f = 2.0 * m * d * vocab
+    head_s = timed(lambda: F.linear(a, w), reps, dev)
+    out.append((f"head {m} x {d} -> {vocab}", head_s, head_f))
+    out.append(("floor: block ops x layers + head", cfg.layers * block_s + head_s, cfg.layers * block_f + head_f))
+    return out
 
 
 @contextmanager
