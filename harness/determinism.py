@@ -13,7 +13,7 @@ fallbacks for scatter-like ops), cuDNN's deterministic kernels without benchmark
 fixed workspace (``CUBLAS_WORKSPACE_CONFIG``, read when a cuBLAS handle is created, so before the
 first GEMM), no cuDNN attention (its backward is nondeterministic and torch has no deterministic
 option for it; flash and memory-efficient attention take a deterministic backward under the
-switch), and FuzzyTok's first config instead of a timed one
+switch), and FuzzyTok's first config the device runs instead of a timed one
 (``encoders.fuzzytok.kernels`` reads ``torch.are_deterministic_algorithms_enabled()`` when it
 tunes a key). An op with no deterministic implementation is then a one-line error naming it.
 """

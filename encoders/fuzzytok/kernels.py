@@ -187,20 +187,67 @@ _Q_BLOCK_T = min(c.kwargs["BLOCK_T"] for c in _FWD_CONFIGS + _TMA_CONFIGS)
 _DW_CHUNK_UNIT = 128
 
 
-def untimed_if_deterministic(configs: list[triton.Config]) -> list[triton.Config]:
-    """``configs``, or under torch's deterministic algorithms (tokbench's ``budget.deterministic``)
-    its first alone, which the autotuner then launches without timing: a config chosen by timing
-    may differ from run to run, and tile widths set the order in which the channel sum is added
-    up. Read when a key is first tuned (``ThinLauncher``): a key tuned before the switch keeps
-    its choice for the process."""
-    return configs[:1] if torch.are_deterministic_algorithms_enabled() else configs
+def _launch_errors() -> tuple[type[BaseException], ...]:
+    """The errors of a config the device cannot run (the autotuner skips them while timing)."""
+    from triton.runtime.errors import OutOfResources
+
+    errors: list[type[BaseException]] = [OutOfResources]
+    try:
+        from triton.runtime.errors import PTXASError
+
+        errors.append(PTXASError)
+    except ImportError:
+        pass
+    return tuple(errors)
+
+
+def first_that_runs(tuner: triton.runtime.Autotuner, tkey: tuple, configs: list[triton.Config],
+                    launch: object) -> object:
+    """Under torch's deterministic algorithms (tokbench's ``budget.deterministic``): the first of
+    ``configs`` (a pruned list, in its order of preference) that the device can launch becomes
+    ``tuner``'s choice for its key ``tkey``, without timing anything; ``launch()`` (the call as
+    the caller makes it, through the autotuner) runs it. Returns what ``launch`` returns.
+
+    Why not the timed winner: it can differ between runs, and tile widths set the order in which
+    the channel sum is added up. Why not the first config alone: the lists are ordered for bf16,
+    and a float32 call (scoring under ``eval.dtype: float32``) can need more shared memory than
+    the device has for it — an H200 refused the first TMA config of a float32 key (262,200 of
+    232,448 bytes; BENCHMARKS.md, session 30). Whether a config fits is a property of the device
+    and the key, not of timing, so the choice is the same in every run. A config the device
+    refuses raises before anything runs (Triton checks its resources while loading the binary)."""
+    errors = _launch_errors()
+    refused: BaseException | None = None
+    for cfg in configs:
+        tuner.cache[tkey] = cfg  # the autotuner launches its cached choice without timing
+        try:
+            return launch()  # type: ignore[operator]
+        except errors as e:
+            refused = e
+    tuner.cache.pop(tkey, None)
+    assert refused is not None, "first_that_runs: no configs"
+    raise refused
+
+
+def autotuner_key(tuner: triton.runtime.Autotuner, named: dict, consts: dict) -> tuple[tuple, list]:
+    """(the autotuner's own key of a call with arguments ``named`` (name -> value, signature
+    order) and constexprs ``consts``, as ``Autotuner.run`` forms it; the configs its ``run``
+    would time for it: pruned)."""
+    every = {**named, **consts}
+    tkey = [every[k] for k in tuner.keys if k in every]
+    tkey += [str(v.dtype) for k, v in every.items() if k in tuner.arg_names and hasattr(v, "dtype")]
+    tuner.nargs = named
+    try:
+        configs = tuner.prune_configs(consts)
+    finally:
+        tuner.nargs = None
+    return tuple(tkey), configs
 
 
 def _prune_block_configs(configs: list[triton.Config], named_args: dict, **kwargs: object) -> list:
     """Keep block-kernel configs whose window is at least twice the halo (≤ 50 % recompute)."""
     halo = named_args["HALO"]
     keep = [c for c in configs if c.kwargs["BLOCK_T"] >= 2 * halo]
-    return untimed_if_deterministic(keep or [max(configs, key=lambda c: c.kwargs["BLOCK_T"])])
+    return keep or [max(configs, key=lambda c: c.kwargs["BLOCK_T"])]
 
 
 # GELU without libdevice's erff. With x = |z|/√2, h = erfc(x)/2 = Φ(−|z|) comes from
@@ -423,7 +470,7 @@ def _prune_fwd(configs: list[triton.Config], named_args: dict, **kwargs: object)
     ci, co = int(kwargs["CI"]), int(kwargs["CO"])
     configs = _by_width(configs, _FWD_SMALL, ci, co)
     width = max(64, triton.next_power_of_2(co))
-    return untimed_if_deterministic([c for c in configs if c.kwargs["BLOCK_N"] <= width] or configs[:1])
+    return [c for c in configs if c.kwargs["BLOCK_N"] <= width] or configs[:1]
 
 
 # reset_to_zero: a tuning trial with one tile height leaves column sums in rows that a taller
@@ -459,8 +506,8 @@ def _prune_tma(configs: list[triton.Config], named_args: dict, **kwargs: object)
     """Keep the shape's size class (``_by_width``) of TMA configs whose blocks divide the channel
     counts (``tma_fits`` checked that one exists)."""
     ci, co = int(kwargs["CI"]), int(kwargs["CO"])
-    return untimed_if_deterministic([c for c in _by_width(configs, _TMA_SMALL, ci, co)
-                                     if ci % c.kwargs["BLOCK_C"] == 0 and co % c.kwargs["BLOCK_N"] == 0])
+    return [c for c in _by_width(configs, _TMA_SMALL, ci, co)
+            if ci % c.kwargs["BLOCK_C"] == 0 and co % c.kwargs["BLOCK_N"] == 0]
 
 
 def _prune_dw(configs: list[triton.Config], named_args: dict, **kwargs: object) -> list[triton.Config]:
@@ -469,8 +516,7 @@ def _prune_dw(configs: list[triton.Config], named_args: dict, **kwargs: object) 
     ci, co = int(kwargs["CI"]), int(kwargs["CO"])
     configs = _by_width(configs, _DW_SMALL, ci, co)
     mi, ni = max(32, triton.next_power_of_2(ci)), max(32, triton.next_power_of_2(co))
-    return untimed_if_deterministic([c for c in configs if c.kwargs["BLOCK_M"] <= mi and c.kwargs["BLOCK_N"] <= ni]
-                                    or configs[:1])
+    return [c for c in configs if c.kwargs["BLOCK_M"] <= mi and c.kwargs["BLOCK_N"] <= ni] or configs[:1]
 
 
 def _set_block_shapes(nargs: dict) -> None:
@@ -837,18 +883,8 @@ class ThinLauncher:
         return len(configs)
 
     def _tuning(self, make_args, consts: dict) -> tuple[tuple, list]:  # noqa: ANN001
-        """(the autotuner's own key of this call, as ``Autotuner.run`` forms it; the configs its
-        ``run`` would time: pruned)."""
-        named0 = dict(zip(self.arg_names, make_args(None)))
-        every = {**named0, **consts}
-        tkey = [every[k] for k in self.tuner.keys if k in every]
-        tkey += [str(v.dtype) for k, v in every.items() if k in self.tuner.arg_names and hasattr(v, "dtype")]
-        self.tuner.nargs = named0
-        try:
-            configs = self.tuner.prune_configs(consts)
-        finally:
-            self.tuner.nargs = None
-        return tuple(tkey), configs
+        """(the autotuner's own key of this call; the configs its ``run`` would time: pruned)."""
+        return autotuner_key(self.tuner, dict(zip(self.arg_names, make_args(None))), consts)
 
     def _choice_file(self, tkey: tuple, configs: list) -> tuple[object, str]:
         """(Triton's cache manager, file name) of the stored choice among ``configs`` for ``tkey``."""
@@ -887,17 +923,15 @@ class ThinLauncher:
 
     def _tune_key(self, key: tuple | None, grid, make_args, consts: dict) -> None:  # noqa: ANN001
         store = tuning = None
-        if torch.are_deterministic_algorithms_enabled():
-            # the pruned list is the first config alone (``untimed_if_deterministic``): launched
-            # as the choice, without the autotuner's one-config timing run
-            tkey, configs = self._tuning(make_args, consts)
-            self.tuner.cache.setdefault(tkey, configs[0])
+        deterministic = torch.are_deterministic_algorithms_enabled()
+        if deterministic:
+            tuning = self._tuning(make_args, consts)  # the first config the device runs: ``first_that_runs``
         elif not INTERPRET and (TUNE_CACHE or PARALLEL_COMPILE >= 2):
             try:
                 tuning = self._tuning(make_args, consts)  # once, for the stored choice and the precompile
             except Exception:  # noqa: BLE001 - an optimisation only: the autotuner tunes as before
                 tuning = None
-        if TUNE_CACHE and tuning is not None:
+        if TUNE_CACHE and tuning is not None and not deterministic:  # a stored choice was timed
             tkey, configs = tuning
             try:
                 if tkey not in self.tuner.cache and len(configs) > 1:
@@ -908,13 +942,16 @@ class ThinLauncher:
                         store = tuning
             except Exception:  # noqa: BLE001 - an optimisation only: the autotuner tunes as before
                 store = None
-        if PARALLEL_COMPILE >= 2:
+        if PARALLEL_COMPILE >= 2 and not deterministic:  # only the configs tried get compiled
             try:
                 self._precompile(grid, make_args, consts, PARALLEL_COMPILE, tuning)
             except Exception:  # noqa: BLE001 - an optimisation only: the autotuner compiles as before
                 pass
         args = make_args(None)
-        compiled = self.tuner[grid](*args, **consts)
+        if deterministic and tuning is not None and tuning[0] not in self.tuner.cache:
+            compiled = first_that_runs(self.tuner, *tuning, lambda: self.tuner[grid](*args, **consts))
+        else:
+            compiled = self.tuner[grid](*args, **consts)
         self.tuned_calls += 1
         if store is not None and store[0] in self.tuner.cache:
             try:
@@ -1347,6 +1384,12 @@ def block_forward(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | No
         useful = meta["BLOCK_T"] - halo
         return (min(nprog, B * _cdiv(T, useful)),)
 
-    _block_kernel[grid](x, w, b, d, y, scratch, B, T, halo, C=C, L=L, K=K, ACT=ACTIVATIONS[act],
-                        HAS_BIAS=bias is not None)
+    args = (x, w, b, d, y, scratch, B, T, halo)
+    consts = {"C": C, "L": L, "K": K, "ACT": ACTIVATIONS[act], "HAS_BIAS": bias is not None}
+    if torch.are_deterministic_algorithms_enabled():
+        tkey, configs = autotuner_key(_block_kernel, dict(zip(_block_kernel.arg_names, args)), consts)
+        if tkey not in _block_kernel.cache:
+            first_that_runs(_block_kernel, tkey, configs, lambda: _block_kernel[grid](*args, **consts))
+            return y
+    _block_kernel[grid](*args, **consts)
     return y
