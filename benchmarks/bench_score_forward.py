@@ -99,27 +99,28 @@ def main() -> None:
     autocast = torch.autocast(dev.type, dtype=torch.bfloat16, enabled=dev.type == "cuda")
     if args.floor:
         print("-- the kernels' floor: each tensor-core op alone, a block's summed over the layers")
-        print(f"{'case':<12} {'positions':>9} {'op':<34} {'ms':>8} {'TFLOP/s':>8} {'of ceiling':>10}")
-        for name, vocab, n in FAMILIES:
-            with torch.inference_mode(), autocast:
-                for op, sec, flops in floor_parts(cfg, vocab, n, args.windows, args.reps, dev):
-                    print(f"{name:<12} {n:>9} {op:<34} {sec * 1e3:8.2f} {flops / sec / 1e12:8.1f} "
-                          f"{flops / sec / ceiling:9.1%}")
+        table("op", lambda vocab, n: floor_parts(cfg, vocab, n, args.windows, args.reps, dev), autocast, ceiling, dev)
     for compiled in {"no": [False], "yes": [True], "both": [False, True], "skip": []}[args.compile]:
         torch.manual_seed(0)
         bb = Backbone(cfg).to(dev).eval()
         if compiled:
             compile_backbones(bb)
         print(f"-- backbone {'compiled (symbolic batch and length)' if compiled else 'eager'}")
-        print(f"{'case':<12} {'positions':>9} {'part':<34} {'ms':>8} {'TFLOP/s':>8} {'of ceiling':>10}")
-        for name, vocab, n in FAMILIES:
-            with torch.inference_mode(), autocast:
-                for part, sec, flops in parts(bb, vocab, n, args.windows, args.reps, dev):
-                    print(f"{name:<12} {n:>9} {part:<34} {sec * 1e3:8.2f} {flops / sec / 1e12:8.1f} "
-                          f"{flops / sec / ceiling:9.1%}")
-            if dev.type == "cuda":
-                torch.cuda.empty_cache()
+        table("part", lambda vocab, n, bb=bb: parts(bb, vocab, n, args.windows, args.reps, dev), autocast, ceiling, dev)
 
+
+def table(what: str, rows: Callable[[int, int], list[tuple[str, float, float]]], autocast: object,
+          ceiling: float, dev: torch.device) -> None:
+    """Print ``rows(vocab, positions)`` — (name, seconds, FLOPs) — for each family, under inference
+    mode and ``autocast``: ms, TFLOP/s and the share of the GEMM ceiling (FLOP/s)."""
+    print(f"{'case':<12} {'positions':>9} {what:<34} {'ms':>8} {'TFLOP/s':>8} {'of ceiling':>10}")
+    for name, vocab, n in FAMILIES:
+        with torch.inference_mode(), autocast:  # type: ignore[attr-defined]
+            for part, sec, flops in rows(vocab, n):
+                print(f"{name:<12} {n:>9} {part:<34} {sec * 1e3:8.2f} {flops / sec / 1e12:8.1f} "
+                      f"{flops / sec / ceiling:9.1%}")
+        if dev.type == "cuda":
+            torch.cuda.empty_cache()
 
 # (family, vocabulary, positions a scoring window): bytes 1 KB windows of 1024 positions; BPE ~3.5
 # bytes a token
