@@ -34,7 +34,8 @@ run_one() {  # NAME DIR [more args]: one run, its files copied to $OUT/NAME_*
   local rc=$?
   tail -3 "$OUT/${name}_run.log"
   cp "$dir/run.json" "$OUT/${name}_run.json" 2>/dev/null
-  cp "$dir/results.csv" "$OUT/${name}_results.csv" 2>/dev/null
+  # a failed run's directory can hold an earlier run's results.csv (run C reuses B's): not its own
+  [ $rc -ne 0 ] || cp "$dir/results.csv" "$OUT/${name}_results.csv" 2>/dev/null
   echo "run $name: exit $rc"
   return $rc
 }

@@ -187,20 +187,6 @@ _Q_BLOCK_T = min(c.kwargs["BLOCK_T"] for c in _FWD_CONFIGS + _TMA_CONFIGS)
 _DW_CHUNK_UNIT = 128
 
 
-def _launch_errors() -> tuple[type[BaseException], ...]:
-    """The errors of a config the device cannot run (the autotuner skips them while timing)."""
-    from triton.runtime.errors import OutOfResources
-
-    errors: list[type[BaseException]] = [OutOfResources]
-    try:
-        from triton.runtime.errors import PTXASError
-
-        errors.append(PTXASError)
-    except ImportError:
-        pass
-    return tuple(errors)
-
-
 def first_that_runs(tuner: triton.runtime.Autotuner, tkey: tuple, configs: list[triton.Config],
                     launch: object) -> object:
     """Under torch's deterministic algorithms (tokbench's ``budget.deterministic``): the first of
@@ -215,13 +201,15 @@ def first_that_runs(tuner: triton.runtime.Autotuner, tkey: tuple, configs: list[
     232,448 bytes; BENCHMARKS.md, session 30). Whether a config fits is a property of the device
     and the key, not of timing, so the choice is the same in every run. A config the device
     refuses raises before anything runs (Triton checks its resources while loading the binary)."""
-    errors = _launch_errors()
+    # the errors of a config the device cannot run: the ones the autotuner skips while timing
+    from triton.runtime.errors import OutOfResources, PTXASError
+
     refused: BaseException | None = None
     for cfg in configs:
         tuner.cache[tkey] = cfg  # the autotuner launches its cached choice without timing
         try:
             return launch()  # type: ignore[operator]
-        except errors as e:
+        except (OutOfResources, PTXASError) as e:
             refused = e
     tuner.cache.pop(tkey, None)
     assert refused is not None, "first_that_runs: no configs"
