@@ -43,7 +43,19 @@ fi
 # ``harness.cli.stacks_on_sigusr1``) and SIGKILL 15 s later, instead of a silent SIGTERM
 KILL_ARGS=()
 [ -z "$STACKS" ] || KILL_ARGS=(-s USR1 -k 15)
-timeout "${KILL_ARGS[@]}" ${RUN_TIMEOUT:-400} python3 -m harness.cli run standard "${SETS[@]}" --device cuda --no-prepare --quiet $RUN_ARGS --out "$RUN" 2>&1 | tee "$OUT/run.log"
+# PYSPY=1: the run's process sampled by py-spy (its wheel in $GPU_DIR/wheels; `--nonblocking`, so
+# the run is never paused), every thread, idle samples included, 49 Hz, as collapsed stacks in
+# $OUT/pyspy.txt (benchmarks/pyspy_phases.py reads them); where py-spy cannot attach, the run goes on
+PROF=()
+if [ -n "$PYSPY" ]; then
+  SPY=$(command -v py-spy || ls "$(python3 -c 'import sysconfig; print(sysconfig.get_path("scripts"))')/py-spy" ~/.local/bin/py-spy 2>/dev/null | head -1)
+  # sampling must work here first (a container may refuse ptrace): a 2 s trial on a sleeping child
+  if [ -n "$SPY" ] && timeout 30 "$SPY" record --nonblocking --rate 49 --format raw -o /tmp/pyspy_trial.txt -- python3 -c "import time; time.sleep(2)" > /tmp/pyspy_trial.log 2>&1; then
+    PROF=("$SPY" record --nonblocking --idle --threads --rate 49 --format raw -o "$OUT/pyspy.txt" --)
+  fi
+  echo "py-spy: ${SPY:-not found}; ${PROF[*]:-not sampling}" | tee -a "$OUT/env.log"
+fi
+timeout "${KILL_ARGS[@]}" ${RUN_TIMEOUT:-400} "${PROF[@]}" python3 -m harness.cli run standard "${SETS[@]}" --device cuda --no-prepare --quiet $RUN_ARGS --out "$RUN" 2>&1 | tee "$OUT/run.log"
 cp "$RUN/run.json" "$RUN/results.csv" "$OUT/" 2>/dev/null
 [ ! -f "$RUN/stacks.txt" ] || cp "$RUN/stacks.txt" "$OUT/"  # a stuck loop's stacks (harness.watchdog)
 python3 - "$RUN/run.json" <<'PY' | tee "$OUT/speed.log"

@@ -74,14 +74,16 @@ from harness.results import (
 from harness.score import (
     FlatWindows,
     PlanRow,
+    ScoreJob,
     dedup_enabled,
     flatten_windows,
     plan_clean_target,
     plan_full,
     plan_partition,
-    score_items,
+    score_prestart_wanted,
     side_stream_wanted,
     split_for_target,
+    start_scoring,
 )
 from harness.scorebehind import ForwardsBehind, score_behind_wanted
 from harness.suite import SCHEMA_VERSION, EncoderSpec, PerturbationSpec, Suite
@@ -1062,22 +1064,33 @@ class Runner:
                     modes.append(mode)
         return items, needed, modes
 
+    def start_forwards(self, model: TrainedModel, items: list[Any], needed: list[bool], modes: list[str], seed: int,
+                       stats: dict[str, Any], flat: FlatWindows | None = None) -> ScoreJob:
+        """One packed job's set-up with its collation started (``harness.score.start_scoring``);
+        ``run_forwards`` runs it (arguments as there)."""
+        return start_scoring(model.enc, items, self.device, self.suite.eval.batch_windows,
+                             self.suite.score_dtype == "bfloat16", stats=stats, needed=needed,
+                             mc_samples=self.suite.eval.mc_samples,
+                             permuter=permuter_for(model.spec.permutation, self.budget.context_bytes, seed),
+                             groups=modes, flat=flat)
+
     def run_forwards(self, model: TrainedModel, items: list[Any], needed: list[bool], modes: list[str], seed: int,
                      stats: dict[str, Any], progress: Callable[[int], Any] | None = None,
-                     flat: FlatWindows | None = None) -> tuple[list[Any], dict[str, Any]]:
+                     flat: FlatWindows | None = None, job: ScoreJob | None = None,
+                     started: Callable[[], Any] | None = None) -> tuple[list[Any], dict[str, Any]]:
         """``score_items`` of one packed job into ``stats``, and its facts: wall seconds,
         seconds compiled meanwhile (by any thread: the clocks are the process's) and the compile
-        caches' counts. ``flat``: the items' windows flattened once for every model of the set."""
+        caches' counts. ``flat``: the items' windows flattened once for every model of the set.
+        ``job``: this job started ahead (``start_forwards``, with the same arguments), else it
+        starts here; ``started``: called once its first forward is launched (``score_items``)."""
         label = model.spec.label
         if self.compile_ahead is not None:
             self.compile_ahead.ready(label, "score")  # waits only under TOKBENCH_COMPILE_AHEAD_WAIT=1
         t0 = time.perf_counter()
         clock0, cache0 = compile_clock(), cache_counts()
-        scores = score_items(model.enc, items, self.device, self.suite.eval.batch_windows,
-                             self.suite.score_dtype == "bfloat16", stats=stats, needed=needed, progress=progress,
-                             mc_samples=self.suite.eval.mc_samples,
-                             permuter=permuter_for(model.spec.permutation, self.budget.context_bytes, seed),
-                             groups=modes, flat=flat)
+        if job is None:
+            job = self.start_forwards(model, items, needed, modes, seed, stats, flat)
+        scores = job.run(progress, started)
         return scores, {"seconds": time.perf_counter() - t0, "compile_seconds": sum(compile_since(clock0).values()),
                         "cache": cache_counts_since(cache0)}
 
@@ -1158,73 +1171,97 @@ class Runner:
             # for the set, not once a model (score_items' whole set-up, of which this is the
             # work, took 0.65-1.06 s a model on a slow H100 host: BENCHMARKS.md, session 25)
             flat: FlatWindows | None = None
-            for label, model in models.items():
-                if not any(label in c[3] for c in cells):
-                    continue
-                # All cells of this model and eval set are packed into one job, the finished ones
-                # too: batches are then the same in a fresh and in a resumed run (so are the
-                # numbers, to the last bit); batches holding only finished cells are skipped.
-                plan_of = [plans[(c[0].id, c[0].severity, c[1])] for c in cells]
-                items, needed, modes = self.forward_inputs(plans, [label in c[3] for c in cells])
-                got = self.take_behind(label, es, needed)  # made while the next model trained
-                if got is not None:
-                    scores, stats, facts = got
-                    _add_numbers(self.score_facts.setdefault(label, {}), stats)
-                else:
-                    n_windows = sum(len(it.windows) for it, nd in zip(items, needed) if nd)
-                    wbar = tqdm(total=n_windows, desc=f"score {label} {es.part.name}", unit="win", leave=False,
-                                file=sys.stderr, mininterval=1.0,
-                                disable=not self.opts.progress or n_windows < 1000)  # long documents: show progress
-                    if flat is None:
-                        t_flat = time.perf_counter()
-                        flat = flatten_windows(items, dedup_enabled())
-                        self._add_time("score_flatten_seconds", t_flat)
-                    scores, facts = self.run_forwards(model, items, needed, modes, seed,
-                                                      self.score_facts.setdefault(label, {}), progress=wbar.update,
-                                                      flat=flat)
-                    wbar.close()
-                    self.timings["score_items_seconds"] = self.timings.get("score_items_seconds", 0.0) + facts["seconds"]
-                # of which compiling: inference-mode graphs and kernel keys new to scoring
-                self.timings["score_compile_seconds"] = self.timings.get("score_compile_seconds", 0.0) + facts["compile_seconds"]
-                for k, v in facts["cache"].items():
-                    self.score_compile_cache[k] = self.score_compile_cache.get(k, 0) + v
-                tasks, k = [], 0
-                for (pspec, mode, ck, todo), plan in zip(cells, plan_of):
-                    n = sum(p is not None for p in plan)
-                    if label in todo:
-                        tasks.append((pspec, mode, ck[label], plan, k, n))
-                    k += n
+            # The next model's job is started while this one's forwards run (``ScoreJob``): its
+            # first batches are collated by then. Not beside scoring behind training (its jobs
+            # run in that thread) or under TOKBENCH_SCORE_PRESTART=0.
+            order = [label for label in models if any(label in c[3] for c in cells)]
+            prestart = self.behind is None and score_prestart_wanted()
+            ahead: dict[str, ScoreJob] = {}
+            try:
+                self._score_models(seed, es, fp, plans, cells, models, order, prestart, ahead, bar, behind, flat)
+            finally:
+                for job in ahead.values():  # started for a model that did not get to run (an error)
+                    job.close()
 
-                def cell_work(i: int, tasks: list[Any] = tasks, model: TrainedModel = model, es: EvalSet = es,
-                              fp: str = fp, scores: list[Any] = scores) -> None:
-                    pspec, mode, key, plan, k, n = tasks[i]  # the children have it (fork): only i is sent
-                    cell = self.score_cell(model, es, pspec, mode, seed, plan, scores[k : k + n])
-                    cell["row"]["fingerprint"] = fp
-                    cell["row"].update(model.meta.get("sweep") or {})  # scaling columns of a grid point
-                    self.rd.save_cell(key, cell)
+    def _score_models(self, seed: int, es: EvalSet, fp: str, plans: dict[Any, Any], cells: list[Any],
+                      models: dict[str, TrainedModel], order: list[str], prestart: bool,
+                      ahead: dict[str, ScoreJob], bar: Any, behind: CellsBehind, flat: FlatWindows | None) -> None:
+        """``_score_sets``' packed jobs of one eval set, model by model in ``order`` (those with
+        cells to make); ``ahead`` holds the jobs started early (``prestart``)."""
+        for pos, label in enumerate(order):
+            model = models[label]
+            # All cells of this model and eval set are packed into one job, the finished ones
+            # too: batches are then the same in a fresh and in a resumed run (so are the
+            # numbers, to the last bit); batches holding only finished cells are skipped.
+            plan_of = [plans[(c[0].id, c[0].severity, c[1])] for c in cells]
+            items, needed, modes = self.forward_inputs(plans, [label in c[3] for c in cells])
+            got = self.take_behind(label, es, needed)  # made while the next model trained
+            if got is not None:
+                scores, stats, facts = got
+                _add_numbers(self.score_facts.setdefault(label, {}), stats)
+            else:
+                n_windows = sum(len(it.windows) for it, nd in zip(items, needed) if nd)
+                wbar = tqdm(total=n_windows, desc=f"score {label} {es.part.name}", unit="win", leave=False,
+                            file=sys.stderr, mininterval=1.0,
+                            disable=not self.opts.progress or n_windows < 1000)  # long documents: show progress
+                if flat is None:
+                    t_flat = time.perf_counter()
+                    flat = flatten_windows(items, dedup_enabled())
+                    self._add_time("score_flatten_seconds", t_flat)
+                started = None
+                if prestart and pos + 1 < len(order):
+                    nxt = order[pos + 1]
 
-                # A cell is its documents' scores summed, its samples and its analysis buckets:
-                # pure CPU work on this process's memory (28 s a standard seed on the H200 host,
-                # one cell after another), so forked processes share it out; each writes its own
-                # cells (atomic files, distinct names) and the numbers do not depend on where.
-                # At most 4: forking this process (GBs of CUDA mappings) is not free — at 50
-                # documents a cell set the H200 host took 1.5 s a model with up to 16 workers,
-                # where session 11's serial rate gives ≈ 1.1 s (BENCHMARKS.md, session 12).
-                # On a GPU they are made while the next model scores (``CellsBehind``; several
-                # models' at once when the scores were made behind training: ``cell_jobs``).
-                def cells_job(tasks: list[Any] = tasks, cell_work: Callable[[int], None] = cell_work) -> None:
-                    t0 = time.perf_counter()
-                    perturb_many(range(len(tasks)), cell_work, cell_processes(), stage="cells")  # type: ignore[arg-type]
-                    with self._timings_lock:  # jobs may end at once: no lost addition
-                        self._add_time("score_cells_seconds", t0)
+                    def started(nxt: str = nxt, flat: FlatWindows = flat) -> None:
+                        n_items, n_needed, n_modes = self.forward_inputs(plans, [nxt in c[3] for c in cells])
+                        ahead[nxt] = self.start_forwards(models[nxt], n_items, n_needed, n_modes, seed,
+                                                         self.score_facts.setdefault(nxt, {}), flat)
+                scores, facts = self.run_forwards(model, items, needed, modes, seed,
+                                                  self.score_facts.setdefault(label, {}), progress=wbar.update,
+                                                  flat=flat, job=ahead.pop(label, None), started=started)
+                wbar.close()
+                self.timings["score_items_seconds"] = self.timings.get("score_items_seconds", 0.0) + facts["seconds"]
+            # of which compiling: inference-mode graphs and kernel keys new to scoring
+            self.timings["score_compile_seconds"] = self.timings.get("score_compile_seconds", 0.0) + facts["compile_seconds"]
+            for k, v in facts["cache"].items():
+                self.score_compile_cache[k] = self.score_compile_cache.get(k, 0) + v
+            tasks, k = [], 0
+            for (pspec, mode, ck, todo), plan in zip(cells, plan_of):
+                n = sum(p is not None for p in plan)
+                if label in todo:
+                    tasks.append((pspec, mode, ck[label], plan, k, n))
+                k += n
 
-                def landed(n: int = len(tasks)) -> None:
-                    bar.update(n)
-                    # run.json as each model's cells land: a run killed later (in another model's
-                    # scoring, or in the report) still shows where scoring's time went
-                    atomic_write_json(self.rd.root / "run.json", self.run_json("running"))
+            def cell_work(i: int, tasks: list[Any] = tasks, model: TrainedModel = model, es: EvalSet = es,
+                          fp: str = fp, scores: list[Any] = scores) -> None:
+                pspec, mode, key, plan, k, n = tasks[i]  # the children have it (fork): only i is sent
+                cell = self.score_cell(model, es, pspec, mode, seed, plan, scores[k : k + n])
+                cell["row"]["fingerprint"] = fp
+                cell["row"].update(model.meta.get("sweep") or {})  # scaling columns of a grid point
+                self.rd.save_cell(key, cell)
 
-                behind.submit(cells_job, landed)
+            # A cell is its documents' scores summed, its samples and its analysis buckets:
+            # pure CPU work on this process's memory (28 s a standard seed on the H200 host,
+            # one cell after another), so forked processes share it out; each writes its own
+            # cells (atomic files, distinct names) and the numbers do not depend on where.
+            # At most 4: forking this process (GBs of CUDA mappings) is not free — at 50
+            # documents a cell set the H200 host took 1.5 s a model with up to 16 workers,
+            # where session 11's serial rate gives ≈ 1.1 s (BENCHMARKS.md, session 12).
+            # On a GPU they are made while the next model scores (``CellsBehind``; several
+            # models' at once when the scores were made behind training: ``cell_jobs``).
+            def cells_job(tasks: list[Any] = tasks, cell_work: Callable[[int], None] = cell_work) -> None:
+                t0 = time.perf_counter()
+                perturb_many(range(len(tasks)), cell_work, cell_processes(), stage="cells")  # type: ignore[arg-type]
+                with self._timings_lock:  # jobs may end at once: no lost addition
+                    self._add_time("score_cells_seconds", t0)
+
+            def landed(n: int = len(tasks)) -> None:
+                bar.update(n)
+                # run.json as each model's cells land: a run killed later (in another model's
+                # scoring, or in the report) still shows where scoring's time went
+                atomic_write_json(self.rd.root / "run.json", self.run_json("running"))
+
+            behind.submit(cells_job, landed)
 
     def record_bytes_per_segment(self) -> None:
         """bytes per token / patch / byte on each clean eval set (BPE's "multilingual inequity")."""

@@ -161,6 +161,14 @@ def side_stream_wanted() -> bool:
     return True if on is None else on
 
 
+def score_prestart_wanted() -> bool:
+    """``TOKBENCH_SCORE_PRESTART``: start the next model's packed scoring job while this one's
+    forwards run (1, the default; ``ScoreJob``), or each job when its turn comes (0), to compare.
+    Any other value is a ``ValueError`` naming it (the CLI's one-line error)."""
+    on = switch("TOKBENCH_SCORE_PRESTART")
+    return True if on is None else on
+
+
 @dataclass
 class FlatWindows:
     """The windows of many items, flattened, and the distinct ones among them.
@@ -200,7 +208,6 @@ def flatten_windows(items: Sequence[ScoreItem], dedup: bool = True) -> FlatWindo
     return FlatWindows(flat, distinct, occurrences, distinct_of, dedup)
 
 
-@torch.inference_mode()
 def score_items(
     encoder: Encoder,
     items: Sequence[ScoreItem],
@@ -216,6 +223,7 @@ def score_items(
     dedup: bool = True,
     collate_workers: int | None = None,
     flat: FlatWindows | None = None,
+    started: Callable[[], Any] | None = None,
 ) -> list[DocScore | None]:
     """Score documents: windows of all items — of many cells, when the caller packs them — are
     batched together (``encoder.score_windows_per_batch(batch_windows)`` per forward: BPE takes
@@ -268,7 +276,87 @@ def score_items(
     scoring the same items (a run's packed jobs of one eval set) flatten them once; ``setup_seconds``
     then holds the rest of the set-up only. A ``flat`` of other items (another window count) or
     another dedup is a ``ValueError``.
+    started: called once, in this thread, right after the first forward is launched (the run
+    starts the next model's job there: ``start_scoring``).
+
+    ``score_items(...)`` is ``start_scoring(...).run(progress, started)``: a job started ahead
+    collates its first batches while another job's forwards run (``start_scoring``).
     """
+    job = start_scoring(encoder, items, device, batch_windows, bf16, stats=stats, needed=needed,
+                        mc_samples=mc_samples, permuter=permuter, groups=groups, dedup=dedup,
+                        collate_workers=collate_workers, flat=flat)
+    return job.run(progress, started)
+
+
+class ScoreJob:
+    """A ``score_items`` call made in two steps: ``start_scoring`` does its set-up and starts its
+    collation (the pool's workers fork and collate, the prefetch thread counts FLOPs and pins the
+    first batches, in the background); ``run`` forwards every batch and returns the scores;
+    ``close`` ends a job that will not run (its pool and thread), and is a no-op after ``run``.
+
+    Why: each of a run's packed scoring jobs (one per model and eval set) waited 0.5-1.3 s for its
+    first collated batch while the GPU idled (run.json ``speed.score.*.first_batch_seconds``: 7.0
+    s of a standard seed on session 30's H200), so the run starts the next model's job while this
+    one's forwards run (``harness.run``). The batches and their order are the same either way, so
+    are the numbers (tests/harness/test_score_prestart.py)."""
+
+    def __init__(self, gen: Any) -> None:
+        self._gen = gen
+        self._done = False
+
+    def run(self, progress: Callable[[int], Any] | None = None,
+            started: Callable[[], Any] | None = None) -> list[DocScore | None]:
+        """Forward every batch (``score_items``' ``progress`` and ``started``); once only."""
+        if self._done:
+            raise RuntimeError("ScoreJob.run: this job has run or was closed")
+        self._done = True
+        try:
+            with torch.inference_mode():
+                self._gen.send((progress, started))
+        except StopIteration as e:
+            return e.value
+        raise RuntimeError("ScoreJob.run: the scoring generator yielded twice")  # pragma: no cover
+
+    def close(self) -> None:
+        """Stop a job that has not run: its watchdog, prefetch thread and collation workers."""
+        if not self._done:
+            self._done = True
+            self._gen.close()
+
+
+def start_scoring(
+    encoder: Encoder,
+    items: Sequence[ScoreItem],
+    device: torch.device,
+    batch_windows: int = 32,
+    bf16: bool = False,
+    stats: dict[str, Any] | None = None,
+    needed: Sequence[bool] | None = None,
+    mc_samples: int | None = None,
+    permuter: WindowPermuter | None = None,
+    groups: Sequence[str] | None = None,
+    dedup: bool = True,
+    collate_workers: int | None = None,
+    flat: FlatWindows | None = None,
+) -> ScoreJob:
+    """``score_items``' set-up, and its collation started (``ScoreJob``); same arguments but
+    ``progress`` and ``started``, which go to ``ScoreJob.run``. The caller must ``run`` or
+    ``close`` the job (a job never run keeps its pool's workers until then)."""
+    gen = _score_job(encoder, items, device, batch_windows, bf16, stats, needed, mc_samples, permuter,
+                     groups, dedup, collate_workers, flat)
+    with torch.inference_mode():
+        next(gen)  # the set-up, up to the loop: collation is under way when this returns
+    return ScoreJob(gen)
+
+
+def _score_job(encoder: Encoder, items: Sequence[ScoreItem], device: torch.device, batch_windows: int,
+               bf16: bool, stats: dict[str, Any] | None, needed: Sequence[bool] | None, mc_samples: int | None,
+               permuter: WindowPermuter | None, groups: Sequence[str] | None, dedup: bool,
+               collate_workers: int | None, flat: FlatWindows | None) -> Any:
+    """``score_items``' body as a generator: it runs the set-up, yields once (collation started)
+    and, sent ``(progress, started)``, scores and returns the scores (``ScoreJob``)."""
+    progress: Callable[[int], Any] | None = None
+    on_started: Callable[[], Any] | None = None
     t_call = time.perf_counter()
     encoder.eval()
     # ``batch_windows`` counts a byte model's windows; token models take more (their sequences
@@ -299,7 +387,6 @@ def score_items(
         torch.autocast("cuda", dtype=torch.bfloat16) if bf16 and device.type == "cuda"
         else torch.autocast("cpu", enabled=False)
     )
-    t0 = time.perf_counter()
     fwd_flops = 0.0
 
     if permuter is not None and any(sf for _, _, sf in flat):
@@ -430,8 +517,14 @@ def score_items(
     loop = {"wait": 0.0, "launch": 0.0, "finish": 0.0}
     cpu = {"launch": 0.0, "finish": 0.0}
     t_next = c_next = 0.0
-    dog.start()
+    t_setup = time.perf_counter()
     try:
+        # Started: the pool's first workers are collating. The caller sends what ``run`` got
+        # (or closes the generator: the finally below stops the thread and the pool).
+        progress, on_started = yield
+        # A job started ahead waited here for its turn: its clocks (first batch, seconds) start now.
+        t0 = time.perf_counter()
+        dog.start()
         for idx, wins, sfrom, cpu_batch, flops, made in feed:
             dog.beat()
             t_got, c_got = time.perf_counter(), time.thread_time()
@@ -452,6 +545,10 @@ def score_items(
             t_launched, c_launched = time.perf_counter(), time.thread_time()
             loop["launch"] += t_launched - t_got
             cpu["launch"] += c_launched - c_got
+            if on_started is not None:  # once: the first forward is on its way (a hook of the caller's)
+                on_started, hook = None, on_started
+                hook()
+                t_launched, c_launched = time.perf_counter(), time.thread_time()  # the hook's time is its own
             if pending is not None:
                 finish(*pending)
             pending = (idx, wins, sfrom, *host, started)
@@ -499,7 +596,7 @@ def score_items(
         _add_stats(stats, fwd_flops, seconds, done)
         # where the wall outside the forwards' loop goes: windows flattened and sorted before it,
         # the first collated batch awaited, the per-document scores assembled after it
-        for k, v in (("setup_seconds", t0 - t_call), ("first_batch_seconds", (t_first or t_loop) - t0),
+        for k, v in (("setup_seconds", t_setup - t_call), ("first_batch_seconds", (t_first or t_loop) - t0),
                      ("assemble_seconds", t_end - t_loop),
                      ("loop_wait_seconds", loop["wait"]), ("loop_launch_seconds", loop["launch"]),
                      ("loop_sync_seconds", sync_seconds), ("loop_finish_seconds", loop["finish"] - sync_seconds),

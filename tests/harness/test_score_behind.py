@@ -106,13 +106,13 @@ def test_scoring_behind_training_gives_the_same_files_and_scores_each_model_ther
     suite = make_suite(tmp_path)
     suite.write_text(SUITE.replace("  - name: bytes\n", "  - name: bytes\n  - {name: bpe, vocab_size: 300}\n"))
     where: list[str] = []
-    real = harness.run.score_items
+    real = harness.run.start_scoring  # where each packed job starts (it then runs in that thread)
 
     def spy(*a, **k):  # noqa: ANN002, ANN003, ANN202
         where.append(threading.current_thread().name)
         return real(*a, **k)
 
-    monkeypatch.setattr(harness.run, "score_items", spy)
+    monkeypatch.setattr(harness.run, "start_scoring", spy)
     # two models' cells at once where they are made behind (cell_jobs: on a GPU host's CPUs)
     monkeypatch.setattr(harness.run, "cell_jobs", lambda behind: 2 if behind else 1)
     runs = {}
@@ -157,7 +157,7 @@ def test_an_error_in_a_forward_behind_training_is_a_one_line_error(tmp_path: Pat
     def broken(*a, **k):  # noqa: ANN002, ANN003, ANN202
         raise ValueError("bytes: scoring broke on window 3")
 
-    monkeypatch.setattr(harness.run, "score_items", broken)
+    monkeypatch.setattr(harness.run, "start_scoring", broken)
     monkeypatch.setenv("TOKBENCH_SCORE_BEHIND", "1")
     suite = make_suite(tmp_path)
     assert main(["run", str(suite), "--out", str(tmp_path / "o"), "--quiet", "--no-report"]) == 2

@@ -39,15 +39,15 @@ def _cells(out: Path) -> set[str]:
 
 
 def _bf16_flags(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
-    """Record the ``bf16`` argument of every ``score_items`` call the run makes."""
+    """Record the ``bf16`` argument of every packed scoring job the run starts (``start_scoring``)."""
     seen: list[bool] = []
-    real = harness.run.score_items
+    real = harness.run.start_scoring
 
     def spy(encoder, items, device, batch_windows=32, bf16=False, **kw):  # noqa: ANN001, ANN003, ANN202
         seen.append(bf16)
         return real(encoder, items, device, batch_windows, bf16, **kw)
 
-    monkeypatch.setattr(harness.run, "score_items", spy)
+    monkeypatch.setattr(harness.run, "start_scoring", spy)
     return seen
 
 
