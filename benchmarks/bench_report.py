@@ -11,7 +11,7 @@ included, as a user runs it), with ``uptime`` before and after (the machine may 
 "rendered" minute). One untimed serial report first warms the page cache and the bytecode.
 ``--phases``: first, one serial render in a fresh process with wall clocks around the report's
 phases (load, tables, each figure, the rest), to see what the figures are worth. ``--tasks``:
-in a fresh process, the figure phase drawn with 1 and then N processes, twice, with each
+in a fresh process, the figures and pairwise tests' pool (add_comparisons) with 1 and then N processes, twice, with each
 figure's time in the process that drew it (how much slower a figure is beside another).
 
 ``--make``: a run folder from committed results files (GPU runs keep no samples.jsonl);
@@ -117,9 +117,10 @@ def phases(run: Path) -> None:
         setattr(mod, name, timed)
 
     wrap(load, "load_run")
-    wrap(R, "compute_tables", "compute_tables (bootstrap, paired tests)")
+    wrap(R, "tables_before_comparisons", "tables_before_comparisons (bootstrap, tests)")
+    wrap(R, "add_comparisons", "add_comparisons (paired tests, every figure drawn)")
     wrap(R, "build_tables")
-    wrap(R, "_figures", "_figures (all figures, files written)")
+    wrap(R, "_write_figures", "_write_figures (figure files written)")
     wrap(R, "figure_bytes", "  of which layout + PNG + SVG (figure_bytes)")
     for n in ("severity_curves", "delta_heatmap", "language_bars", "bucket_bars", "segment_hist",
               "loss_curves"):
@@ -136,35 +137,42 @@ def phases(run: Path) -> None:
 
 
 def tasks(run: Path, processes: int, reps: int) -> None:
-    """The figure phase with 1 and ``processes`` processes, alternated, each figure timed where
-    it is drawn (in this process or a worker)."""
+    """The pool that draws the figures and resamples the pairwise comparisons
+    (``reports.tables.add_comparisons``) with 1 and ``processes`` processes, alternated; each
+    figure timed where it is drawn (in this process or a worker)."""
     import reports.render as R
+    import reports.tables as T
 
-    fork_map = R.fork_map
+    fork_map = T.fork_map
     spent: dict[str, float] = {}
 
     def timed_map(fn, n, procs, what="report figure"):  # type: ignore[no-untyped-def]
+        if "figure" not in what:
+            return fork_map(fn, n, procs, what)
+
         def timed(i: int) -> object:
             s = time.perf_counter()
             out = fn(i)
-            print(f"    figure task {i} in pid {os.getpid()}: {time.perf_counter() - s:.2f} s",
-                  flush=True)
+            if isinstance(out, tuple):  # a figure's (files, seconds); a comparison's dict is not
+                print(f"    figure task {i} in pid {os.getpid()}: {time.perf_counter() - s:.2f} s",
+                      flush=True)
             return out
         return fork_map(timed, n, procs, what)
 
-    figures = R._figures
+    add = R.add_comparisons
 
-    def timed_figures(*a: object, **k: object) -> object:
+    def timed_add(*a: object, **k: object) -> object:
         s = time.perf_counter()
-        out = figures(*a, **k)
+        out = add(*a, **k)
         spent["figures"] = time.perf_counter() - s
         return out
 
-    R.fork_map, R._figures = timed_map, timed_figures
+    T.fork_map, R.add_comparisons = timed_map, timed_add
     for _ in range(reps):
         for p in (1, processes):
             R.render_run(run, Path(f"/tmp/bench-report-tasks-{p}"), processes=p)
-            print(f"  processes={p}: figure phase (_figures) {spent['figures']:.2f} s", flush=True)
+            print(f"  processes={p}: figures and pairwise tests (add_comparisons) {spent['figures']:.2f} s",
+                  flush=True)
 
 
 def main() -> int:

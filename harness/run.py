@@ -1576,7 +1576,7 @@ def phase_table(timings: dict[str, float], encoders: dict[str, Any]) -> str:
             ("score_baselines_seconds", "  compressor baselines"),
             ("model_save_wait_seconds", "waiting for model files"), ("assemble_seconds", "results files"),
             ("report_seconds", "report"), ("report_load_seconds", "  reading the results"),
-            ("report_tables_seconds", "  statistics"), ("report_figures_seconds", "  figures"),
+            ("report_tables_seconds", "  statistics"), ("report_figures_seconds", "  figures, pairwise tests"),
             ("report_page_seconds", "  the page")]
     for k, label in rows:
         if k in timings:

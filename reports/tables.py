@@ -14,9 +14,10 @@ lower BPB is better, so a larger ΔBPB is a larger degradation.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import zlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from itertools import combinations
 from typing import Any
@@ -321,13 +322,16 @@ def _comparison_stats(idx: _Index, key: tuple, n_boot: int, n_perm: int, seed: i
 
 
 def comparison_table(groups: pd.DataFrame, idx: _Index, encoders: list[str], n_boot: int,
-                     n_perm: int, seed: int, processes: int = 1) -> pd.DataFrame:
+                     n_perm: int, seed: int, processes: int = 1,
+                     beside: Sequence[Callable[[], Any]] = ()) -> tuple[pd.DataFrame, list[Any]]:
     """Every encoder pair on every shared group: on clean cells the BPB difference, on perturbed
     cells the ΔBPB difference (difference in degradation: negative = A degrades less). Paired
     bootstrap CI, byte-weighted paired permutation p, Wilcoxon p; Holm over all rows.
 
     processes: how many forked processes run the comparisons' resampling
-    (``_comparison_stats``, one comparison a task; 1 = in this one); the same table either way."""
+    (``_comparison_stats``, one comparison a task; 1 = in this one); the same table either way.
+    beside: tasks for the same pool, handed out first (they are the longer ones); returns the
+    table and their results, in order."""
     out = []
     tasks: list[tuple] = []  # (a, b, pid, sev, mode), one per row
     keys = list(groups[["perturbation_id", "severity", "mode"]].drop_duplicates()
@@ -349,8 +353,11 @@ def comparison_table(groups: pd.DataFrame, idx: _Index, encoders: list[str], n_b
                 p_wilcoxon=math.nan)
             out.append(row)
             tasks.append((a, b, pid, sev, mode))
-    done = fork_map(lambda i: _comparison_stats(idx, tasks[i], n_boot, n_perm, seed),
-                    len(tasks), processes, "report table (comparisons)")
+    nb = len(beside)
+    both = fork_map(lambda i: beside[i]() if i < nb else _comparison_stats(idx, tasks[i - nb], n_boot, n_perm, seed),
+                    nb + len(tasks), processes,
+                    "report table (comparisons)" if not nb else "report figure or table (comparisons)")
+    done = both[nb:]
     for row, st in zip(out, done):
         # existing keys keep their place; diff_paired, new, goes last as it always did
         row.update(st)
@@ -359,7 +366,7 @@ def comparison_table(groups: pd.DataFrame, idx: _Index, encoders: list[str], n_b
         sig_p = df.p_perm < 0.05
         sig_w = df.p_wilcoxon < 0.05
         df["wilcoxon_agrees"] = np.where(df.p_wilcoxon.isna(), None, sig_p == sig_w)
-    return df
+    return df, both[:nb]
 
 
 def _top_cells(groups: pd.DataFrame, mode: str) -> dict[str, float]:
@@ -786,7 +793,18 @@ def compute_tables(data: RunData, n_boot: int = 1000, n_perm: int = 10000, seed:
     processes: how many forked processes (``reports.pool.fork_map``; 1 = in this one) run the
     resampling of the per-group and the pairwise tables, most of this function's time. Every
     bootstrap and permutation draw comes from a generator keyed by its group or comparison
-    (``_rng``), never from one shared stream, so the tables are the same for any ``processes``."""
+    (``_rng``), never from one shared stream, so the tables are the same for any ``processes``
+    (and in any order of computation: ``tables_before_comparisons`` then ``add_comparisons``,
+    which is what this does)."""
+    t, idx = tables_before_comparisons(data, n_boot, n_perm, seed, processes)
+    return add_comparisons(t, idx, data, n_boot, n_perm, seed, processes)[0]
+
+
+def tables_before_comparisons(data: RunData, n_boot: int = 1000, n_perm: int = 10000, seed: int = 0,
+                              processes: int = 1) -> tuple[Tables, _Index]:
+    """Every table but the pairwise comparisons (``comparisons`` empty, ``verdict_lines`` empty,
+    the mean tests' p-values not yet Holm-adjusted with them) — all that the report's figures
+    draw from — and the samples' index ``add_comparisons`` needs. ``compute_tables`` is the two."""
     res = data.results
     encoders = list(dict.fromkeys(res.encoder))
     modes = [m for m in MODES if m in set(res["mode"])]
@@ -798,16 +816,27 @@ def compute_tables(data: RunData, n_boot: int = 1000, n_perm: int = 10000, seed:
     groups["p_delta_holm"] = stats.holm(groups.p_delta.to_numpy(float)) if len(groups) else []
     rob = robustness_table(groups)
     fam = family_table(rob)
-    cmp = comparison_table(groups, idx, encoders, n_boot, n_perm, seed, processes)
     means = mean_degradation_tests(groups, idx, encoders, modes, n_boot, n_perm, seed)
-    holm_family(cmp, means)
     langs, scripts = language_tables(data, idx, level_mode, primary, n_boot, seed)
     eff = efficiency_table(data, encoders, level_mode)
     table = verdict(groups, rob, eff, encoders, primary, level_mode)
     anomalies = anomaly_table(groups, modes)
-    bounds = list(dict.fromkeys(res.encoder[res.objective == "mdm"])) if "objective" in res else []
-    lines = summary_findings(table, cmp, means, anomalies, primary, level_mode, bounds)
     return Tables(encoders=encoders, modes=modes, primary_mode=primary, level_mode=level_mode,
-                  groups=groups, robustness=rob, families=fam, comparisons=cmp, languages=langs,
-                  scripts=scripts, efficiency=eff, verdict=table, verdict_lines=lines,
-                  n_seeds=int(res.seed.nunique()), mean_tests=means, anomalies=anomalies)
+                  groups=groups, robustness=rob, families=fam, comparisons=pd.DataFrame(), languages=langs,
+                  scripts=scripts, efficiency=eff, verdict=table, verdict_lines=[],
+                  n_seeds=int(res.seed.nunique()), mean_tests=means, anomalies=anomalies), idx
+
+
+def add_comparisons(t: Tables, idx: _Index, data: RunData, n_boot: int = 1000, n_perm: int = 10000,
+                    seed: int = 0, processes: int = 1, beside: Sequence[Callable[[], Any]] = ()
+                    ) -> tuple[Tables, list[Any]]:
+    """``t`` (from ``tables_before_comparisons``) with the pairwise comparisons, the Holm
+    adjustment they share with the mean tests, and the summary findings; and the results of
+    ``beside``: tasks run in the comparisons' pool of processes, ahead of them (the report's
+    figures, drawn while the comparisons resample: ``reports.render``)."""
+    res = data.results
+    cmp, done = comparison_table(t.groups, idx, t.encoders, n_boot, n_perm, seed, processes, beside=beside)
+    holm_family(cmp, t.mean_tests)
+    bounds = list(dict.fromkeys(res.encoder[res.objective == "mdm"])) if "objective" in res else []
+    lines = summary_findings(t.verdict, cmp, t.mean_tests, t.anomalies, t.primary_mode, t.level_mode, bounds)
+    return dataclasses.replace(t, comparisons=cmp, verdict_lines=lines), done

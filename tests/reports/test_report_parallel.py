@@ -153,11 +153,24 @@ def test_workers_use_one_blas_thread() -> None:
     assert all(n >= 1 for n in fork_map(lambda i: one_blas_thread(), 2, 2))
 
 
-def test_render_records_its_phases_and_each_figures_seconds(synthetic_run: Path, tmp_path: Path) -> None:
+def test_render_records_its_phases_and_each_figures_seconds(synthetic_run: Path, tmp_path: Path,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
     from reports import render
 
+    calls: list[tuple[str, int, int]] = []
+    real = tables.fork_map
+
+    def spy(fn: Callable[[int], Any], n: int, processes: int, what: str = "report figure") -> list[Any]:
+        calls.append((what, n, processes))
+        return real(fn, n, processes, what)
+
+    monkeypatch.setattr(tables, "fork_map", spy)
     for procs in (1, 2):
+        calls.clear()
         render_run(synthetic_run, tmp_path / str(procs), processes=procs, **QUICK)
+        # the figures are drawn in the comparisons' pool, ahead of them: one pool of both
+        mixed = [n for what, n, p in calls if what == "report figure or table (comparisons)" and p == procs]
+        assert len(mixed) == 1 and mixed[0] > len(render.LAST_TIMINGS["figure_seconds"]) > 0
         t = dict(render.LAST_TIMINGS)
         assert {"load", "tables", "other_tables", "figures", "page"} <= set(t)
         assert all(t[k] > 0 for k in ("load", "tables", "figures", "page"))
