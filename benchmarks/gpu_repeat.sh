@@ -14,7 +14,8 @@
 #
 # Data and wheels as for gpu_standard.sh (docs/gpu.md). Writes $OUT/{A,B,C}_{run.log,run.json,
 # results.csv} and $OUT/compare_{AB,BC}.log; RUN_TIMEOUT per run (default 200 s); SKIP_FP32=1
-# leaves run C out; SUITE=smoke (or another suite name) repeats that suite instead of the
+# leaves run C out; SKIP_B=1 leaves run B out (run C then scores A's models: one full seed with
+# deterministic kernels and its fp32 scoring fit a device call; compare_AC.log); SUITE=smoke (or another suite name) repeats that suite instead of the
 # standard one. A run that fails (an op without a deterministic kernel is one line in its
 # log) stops the script.
 source "$(dirname "$0")/gpu_common.sh"
@@ -43,8 +44,12 @@ cold() {  # empty compile caches for the next run, as on a fresh machine
   export TORCHINDUCTOR_CACHE_DIR=$(mktemp -d /tmp/inductor.XXXX) TRITON_CACHE_DIR=$(mktemp -d /tmp/triton.XXXX)
 }
 cold; run_one A "$BASE/A" || exit 1
-cold; run_one B "$BASE/B" || exit 1
-python3 benchmarks/compare_cells.py "$OUT/A" "$OUT/B" --bound 0 2>&1 | tee "$OUT/compare_AB.log"
+LAST=A
+if [ -z "$SKIP_B" ]; then
+  cold; run_one B "$BASE/B" || exit 1
+  python3 benchmarks/compare_cells.py "$OUT/A" "$OUT/B" --bound 0 2>&1 | tee "$OUT/compare_AB.log"
+  LAST=B
+fi
 [ -z "$SKIP_FP32" ] || exit 0
-run_one C "$BASE/B" --set eval.dtype=float32 || exit 1
-python3 benchmarks/compare_cells.py "$OUT/B" "$OUT/C" 2>&1 | tee "$OUT/compare_BC.log"
+run_one C "$BASE/$LAST" --set eval.dtype=float32 || exit 1
+python3 benchmarks/compare_cells.py "$OUT/$LAST" "$OUT/C" 2>&1 | tee "$OUT/compare_${LAST}C.log"
