@@ -72,7 +72,7 @@ from harness.run import (
     TrainedModel,
     cell_processes,
 )
-from harness.score import dedup_enabled, flatten_windows, score_items
+from harness.score import dedup_enabled, flatten_windows, score_items, score_prestart_wanted
 from harness.suite import Suite
 from harness.train import autocast_for, fit_context, make_optimizer, train_encoder, train_step
 
@@ -164,6 +164,7 @@ def _dry_run(suite: Suite, opts: RunOptions, emit: Callable[[str], None] | None)
     tokenizers: dict[str, Any] = {}
     per_model: dict[str, dict[str, float]] = {}
     order = runner.training_order()  # the run's order: compiled code one model leaves, the next reuses
+    prestart = score_prestart_wanted() and not runner.score_behind  # as ``Runner._score_sets`` decides
     with _private_compile_caches(compile_on):
         for spec in order:
             t_model = time.perf_counter()
@@ -181,7 +182,11 @@ def _dry_run(suite: Suite, opts: RunOptions, emit: Callable[[str], None] | None)
             # the last job, the last model's cells of the last eval set, is waited for
             if runner.cells_behind:
                 cell_work = cell_work / len(evals) if spec is order[-1] else 0.0
-            t_score = (m["score_window_s"] * score_windows + m["score_job_s"] * len(evals)
+            # a job's fixed cost (set-up, workers forked, first batches collated) is hidden for
+            # every model but the first of an eval set: its job starts while the one before it
+            # runs (``harness.score.ScoreJob``)
+            job_s = m["score_job_s"] * len(evals) if spec is order[0] or not prestart else 0.0
+            t_score = (m["score_window_s"] * score_windows + job_s
                        + cell_work / cell_procs + m["score_compile_s"])
             fitted_ahead = bool(ahead and m["host_fit"])
             if fitted_ahead:

@@ -153,3 +153,32 @@ def test_plan_ahead_takes_the_first_seeds_analysis_text_work(tmp_path: Path,
     assert first > 0
     assert p["perturbation"] == pytest.approx(max(0.0, own + first - (p["fits"] + p["compile"] + p["training"])))
     assert "the first seed's in the plan-ahead process" in text
+
+
+@pytest.mark.parametrize("prestart", ["0", "1"])
+def test_a_jobs_fixed_cost_counts_for_the_first_model_only_when_jobs_start_ahead(
+        tmp_path: Path, prestart: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The run starts each model's scoring job while the one before it runs
+    (``TOKBENCH_SCORE_PRESTART``, harness.score.ScoreJob), so a job's fixed cost (set-up, first
+    batches) is on the critical path for the first model of an eval set only. A fixed cost of
+    100 s a job, far above the rest, shows where the estimate counts it."""
+    import harness.estimate as E
+
+    real = E._measure_model
+
+    def measured(*a, **k):  # noqa: ANN002, ANN003, ANN202
+        m = real(*a, **k)
+        m["score_job_s"] = 100.0
+        return m
+
+    monkeypatch.setattr(E, "_measure_model", measured)
+    monkeypatch.setenv("TOKBENCH_SCORE_PRESTART", prestart)
+    (tmp_path / "corpus").mkdir()
+    (tmp_path / "corpus" / "a.txt").write_text("\n\n".join(
+        f"Paragraph {p}: the quick brown fox jumps over the lazy dog, again and again." for p in range(40)))
+    (tmp_path / "s.yaml").write_text(SUITE)
+    out = tmp_path / "o"
+    dry_run(load_suite(tmp_path / "s.yaml"), RunOptions(out=out, device="cpu", progress=False, log=lambda s: None))
+    models = json.loads((out / "estimate.json").read_text())["models"]
+    assert models["bytes"]["score_s"] >= 100  # the first model (one eval set): its job's cost counts
+    assert (models["bpe"]["score_s"] >= 100) is (prestart == "0")
