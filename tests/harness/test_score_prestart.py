@@ -169,3 +169,36 @@ def test_a_run_gives_the_same_files_with_jobs_started_ahead_or_in_turn(
     for label, sp in runs["in-turn"][0]["speed"]["score"].items():
         got = runs["ahead"][0]["speed"]["score"][label]
         assert (got["windows"], got["scored_bytes"]) == (sp["windows"], sp["scored_bytes"]), label
+
+
+def test_a_job_that_fails_to_start_ahead_is_a_one_line_error_and_leaves_no_worker(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """The second model's job fails as it starts (from the first job's hook): the run ends with
+    one line naming the error, the first job's collation is torn down, and no process it forked
+    is left."""
+    from test_run import SUITE, make_suite
+
+    import harness.run
+
+    suite = make_suite(tmp_path)
+    suite.write_text(SUITE.replace("  - name: bytes\n", "  - name: bytes\n  - {name: bytes, id: bytes-2}\n"))
+    real = harness.run.start_scoring
+    calls: list[int] = []
+
+    def failing(*a: Any, **k: Any) -> ScoreJob:
+        calls.append(1)
+        if len(calls) == 2:
+            raise ValueError("bytes-2: the scoring set-up broke")
+        return real(*a, **k)
+
+    monkeypatch.setattr(harness.run, "start_scoring", failing)
+    monkeypatch.setenv("TOKBENCH_SCORE_PRESTART", "1")
+    before = _children()
+    assert main(["run", str(suite), "--out", str(tmp_path / "o"), "--quiet", "--no-report"]) == 2
+    err = capsys.readouterr().err
+    lines = [ln for ln in err.splitlines() if ln.startswith("tokbench: error:")]
+    assert "Traceback" not in err and len(lines) == 1 and "the scoring set-up broke" in lines[0]
+    deadline = time.time() + 10
+    while _children() - before and time.time() < deadline:
+        time.sleep(0.05)
+    assert not _children() - before
