@@ -208,23 +208,9 @@ def flatten_windows(items: Sequence[ScoreItem], dedup: bool = True) -> FlatWindo
     return FlatWindows(flat, distinct, occurrences, distinct_of, dedup)
 
 
-def score_items(
-    encoder: Encoder,
-    items: Sequence[ScoreItem],
-    device: torch.device,
-    batch_windows: int = 32,
-    bf16: bool = False,
-    stats: dict[str, Any] | None = None,
-    needed: Sequence[bool] | None = None,
-    progress: Callable[[int], Any] | None = None,
-    mc_samples: int | None = None,
-    permuter: WindowPermuter | None = None,
-    groups: Sequence[str] | None = None,
-    dedup: bool = True,
-    collate_workers: int | None = None,
-    flat: FlatWindows | None = None,
-    started: Callable[[], Any] | None = None,
-) -> list[DocScore | None]:
+def score_items(encoder: Encoder, items: Sequence[ScoreItem], device: torch.device, batch_windows: int = 32,
+                bf16: bool = False, *, progress: Callable[[int], Any] | None = None,
+                started: Callable[[], Any] | None = None, **options: Any) -> list[DocScore | None]:
     """Score documents: windows of all items — of many cells, when the caller packs them — are
     batched together (``encoder.score_windows_per_batch(batch_windows)`` per forward: BPE takes
     4x the windows of a byte model; longest first so padded encoders waste little), per-unit NLL is spread onto bytes (``UnitNLL.byte_nll``, which also checks that
@@ -280,12 +266,10 @@ def score_items(
     starts the next model's job there: ``start_scoring``).
 
     ``score_items(...)`` is ``start_scoring(...).run(progress, started)``: a job started ahead
-    collates its first batches while another job's forwards run (``start_scoring``).
+    collates its first batches while another job's forwards run (``start_scoring``). The keyword
+    arguments above but ``progress`` and ``started`` (``options``) are ``start_scoring``'s.
     """
-    job = start_scoring(encoder, items, device, batch_windows, bf16, stats=stats, needed=needed,
-                        mc_samples=mc_samples, permuter=permuter, groups=groups, dedup=dedup,
-                        collate_workers=collate_workers, flat=flat)
-    return job.run(progress, started)
+    return start_scoring(encoder, items, device, batch_windows, bf16, **options).run(progress, started)
 
 
 class ScoreJob:
@@ -339,8 +323,8 @@ def start_scoring(
     collate_workers: int | None = None,
     flat: FlatWindows | None = None,
 ) -> ScoreJob:
-    """``score_items``' set-up, and its collation started (``ScoreJob``); same arguments but
-    ``progress`` and ``started``, which go to ``ScoreJob.run``. The caller must ``run`` or
+    """``score_items``' set-up, and its collation started (``ScoreJob``); the arguments are
+    ``score_items``' (documented there) but ``progress`` and ``started``, which go to ``ScoreJob.run``. The caller must ``run`` or
     ``close`` the job (a job never run keeps its pool's workers until then)."""
     gen = _score_job(encoder, items, device, batch_windows, bf16, stats, needed, mc_samples, permuter,
                      groups, dedup, collate_workers, flat)

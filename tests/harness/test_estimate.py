@@ -33,11 +33,17 @@ eval: {max_docs: 5, target_bytes: 24, sample_docs: 1, batch_windows: 8}
 """
 
 
-def test_dry_run_hands_out_each_line_as_it_is_known(tmp_path: Path) -> None:
+def _write_suite(tmp_path: Path) -> Path:
+    """SUITE and its corpus in ``tmp_path``; returns the suite's path."""
     (tmp_path / "corpus").mkdir()
     (tmp_path / "corpus" / "a.txt").write_text("\n\n".join(
         f"Paragraph {p}: the quick brown fox jumps over the lazy dog, again and again." for p in range(40)))
     (tmp_path / "s.yaml").write_text(SUITE)
+    return tmp_path / "s.yaml"
+
+
+def test_dry_run_hands_out_each_line_as_it_is_known(tmp_path: Path) -> None:
+    _write_suite(tmp_path)
     suite = load_suite(tmp_path / "s.yaml")
     seen: list[tuple[str, bool]] = []  # (line, estimate.json already written?)
     out = tmp_path / "o"
@@ -92,10 +98,7 @@ def test_plan_ahead_counts_only_what_outlasts_training(tmp_path: Path, ahead: st
     estimate's perturbation is the part of the process's own seconds that outlasts the fits,
     compile and training; without it, all of them."""
     monkeypatch.setenv("TOKBENCH_PLAN_AHEAD", ahead)
-    (tmp_path / "corpus").mkdir()
-    (tmp_path / "corpus" / "a.txt").write_text("\n\n".join(
-        f"Paragraph {p}: the quick brown fox jumps over the lazy dog, again and again." for p in range(40)))
-    (tmp_path / "s.yaml").write_text(SUITE)
+    _write_suite(tmp_path)
     out = tmp_path / "o"
     text = dry_run(load_suite(tmp_path / "s.yaml"), RunOptions(out=out, device="cpu", progress=False, log=lambda s: None))
     est = json.loads((out / "estimate.json").read_text())
@@ -173,10 +176,7 @@ def test_a_jobs_fixed_cost_counts_for_the_first_model_only_when_jobs_start_ahead
 
     monkeypatch.setattr(E, "_measure_model", measured)
     monkeypatch.setenv("TOKBENCH_SCORE_PRESTART", prestart)
-    (tmp_path / "corpus").mkdir()
-    (tmp_path / "corpus" / "a.txt").write_text("\n\n".join(
-        f"Paragraph {p}: the quick brown fox jumps over the lazy dog, again and again." for p in range(40)))
-    (tmp_path / "s.yaml").write_text(SUITE)
+    _write_suite(tmp_path)
     out = tmp_path / "o"
     dry_run(load_suite(tmp_path / "s.yaml"), RunOptions(out=out, device="cpu", progress=False, log=lambda s: None))
     models = json.loads((out / "estimate.json").read_text())["models"]
