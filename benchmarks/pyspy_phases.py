@@ -1,6 +1,6 @@
 """Where a run's threads spent their time, from py-spy's collapsed stacks (issue 16).
 
-    PYTHONPATH=$PWD python3 benchmarks/pyspy_phases.py PYSPY.txt [--rate 49] [--top 40] [--thread MainThread]
+    PYTHONPATH=$PWD python3 benchmarks/pyspy_phases.py PYSPY.txt[.gz] [--rate 49] [--top 40] [--thread MainThread]
         [--under FUNCTION]
 
 ``benchmarks/gpu_standard.sh`` with ``PYSPY=1`` records the run's process that way (py-spy
@@ -15,6 +15,7 @@ stacks that pass through a function named F (e.g. ``_score_job``, ``train_encode
 from __future__ import annotations
 
 import argparse
+import gzip
 import re
 import sys
 from collections import Counter
@@ -27,7 +28,10 @@ THREAD = re.compile(r"^thread \((?P<tid>[^)]*)\)(?:: (?P<name>.*))?$")
 def parse(path: Path) -> list[tuple[str, list[str], int]]:
     """(thread name, frames outermost first, samples) per line of a raw py-spy file."""
     out = []
-    for raw in path.read_text(encoding="utf-8", errors="replace").splitlines():
+    data = path.read_bytes()
+    if path.suffix == ".gz":  # committed profiles are gzipped (a seed's: 4.9 MB of text)
+        data = gzip.decompress(data)
+    for raw in data.decode("utf-8", errors="replace").splitlines():
         m = LINE.match(raw.strip())
         if not m:
             continue

@@ -34,6 +34,18 @@ def test_seconds_per_thread_and_function(tmp_path: Path, capsys: pytest.CaptureF
     assert "MainThread, stacks through score: 1.0 s" in capsys.readouterr().out
 
 
+def test_a_gzipped_file_reads_the_same(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import gzip
+
+    plain, packed = tmp_path / "p.txt", tmp_path / "p.txt.gz"
+    plain.write_text(RAW)
+    packed.write_bytes(gzip.compress(RAW.encode()))
+    assert bench.main([str(plain)]) == 0
+    want = capsys.readouterr().out
+    assert bench.main([str(packed)]) == 0
+    assert capsys.readouterr().out == want
+
+
 def test_a_file_without_stacks_is_exit_2(tmp_path: Path) -> None:
     p = tmp_path / "empty.txt"
     p.write_text("nothing here\n")
