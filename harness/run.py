@@ -1166,11 +1166,6 @@ class Runner:
                 cell["row"]["fingerprint"] = fp
                 self.rd.save_cell(k, cell)
             self._add_time("score_baselines_seconds", t0)
-            # Every model's packed job holds the same items (``forward_inputs``: the plans'
-            # ScoreItems in cell order), so their windows are flattened and made distinct once
-            # for the set, not once a model (score_items' whole set-up, of which this is the
-            # work, took 0.65-1.06 s a model on a slow H100 host: BENCHMARKS.md, session 25)
-            flat: FlatWindows | None = None
             # The next model's job is started while this one's forwards run (``ScoreJob``): its
             # first batches are collated by then. Not beside scoring behind training (its jobs
             # run in that thread) or under TOKBENCH_SCORE_PRESTART=0.
@@ -1178,16 +1173,21 @@ class Runner:
             prestart = self.behind is None and score_prestart_wanted()
             ahead: dict[str, ScoreJob] = {}
             try:
-                self._score_models(seed, es, fp, plans, cells, models, order, prestart, ahead, bar, behind, flat)
+                self._score_models(seed, es, fp, plans, cells, models, order, prestart, ahead, bar, behind)
             finally:
                 for job in ahead.values():  # started for a model that did not get to run (an error)
                     job.close()
 
     def _score_models(self, seed: int, es: EvalSet, fp: str, plans: dict[Any, Any], cells: list[Any],
                       models: dict[str, TrainedModel], order: list[str], prestart: bool,
-                      ahead: dict[str, ScoreJob], bar: Any, behind: CellsBehind, flat: FlatWindows | None) -> None:
+                      ahead: dict[str, ScoreJob], bar: Any, behind: CellsBehind) -> None:
         """``_score_sets``' packed jobs of one eval set, model by model in ``order`` (those with
         cells to make); ``ahead`` holds the jobs started early (``prestart``)."""
+        # Every model's packed job holds the same items (``forward_inputs``: the plans'
+        # ScoreItems in cell order), so their windows are flattened and made distinct once
+        # for the set, not once a model (score_items' whole set-up, of which this is the
+        # work, took 0.65-1.06 s a model on a slow H100 host: BENCHMARKS.md, session 25)
+        flat: FlatWindows | None = None
         for pos, label in enumerate(order):
             model = models[label]
             # All cells of this model and eval set are packed into one job, the finished ones
