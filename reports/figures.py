@@ -92,6 +92,9 @@ def setup_style(texts: Iterable[str] | None = None) -> None:
         "savefig.dpi": 110,
         "axes.titlesize": 10,
         "axes.titleweight": "bold",
+        # Every text in a figure is data (encoder labels, perturbation ids) or plain words: a
+        # label with two '$' must print as itself, not as mathtext (or crash its parser).
+        "text.parse_math": False,
     })
 
 

@@ -36,6 +36,7 @@ from reports.tables import (
     clean_buckets,
     language_note,
     pair_matrix,
+    significant,
     tables_before_comparisons,
 )
 
@@ -209,8 +210,8 @@ def build_tables(t: Tables) -> dict[str, Table]:
         ("docs", lambda r: f"{r.n_docs:.0f}" if _ok(r.n_docs) else "—", True),
     ], t.anomalies, note=("Cells whose ΔBPB is significantly below zero: a sign-flip permutation "
                           "test of perturbed vs clean NLL on the same documents and seeds, "
-                          f"Holm-adjusted over every ΔBPB-vs-zero test in this report, p < {ALPHA}."
-                          " An improvement under noise is unexpected; read it as a question about "
+                          f"Holm-adjusted over every ΔBPB-vs-zero test in this report, p < {ALPHA}, "
+                          "and a paired 95 % CI below zero. An improvement under noise is unexpected; read it as a question about "
                           "the data or the model, not as robustness."))
 
     cmp = _ordered(t, t.comparisons, ["mode"])
@@ -237,7 +238,10 @@ def build_tables(t: Tables) -> dict[str, Table]:
                  "sign pattern reaches the observed statistic, the Hoeffding upper bound on the exact "
                  "p). p (Holm): Holm-adjusted "
                  "over every encoder-vs-encoder test in this report (every cell, both modes, and "
-                 "the mean-degradation tests of the summary). Wilcoxon: signed-rank test on per-document "
+                 "the mean-degradation tests of the summary). Significant = Holm-adjusted p < "
+                 f"{ALPHA} and a 95 % CI that excludes zero (with several seeds the CI also holds "
+                 "the seed-to-seed variation the permutation test does not see). Wilcoxon: "
+                 "signed-rank test on per-document "
                  "BPB differences (unweighted); 'agree' = same decision at 0.05 as the permutation "
                  "test.", collapsed=len(cmp) > 60)
 
@@ -354,7 +358,8 @@ def degradation_matrix(t: Tables, mode: str) -> Table:
             "encoders share: wins = the row encoder's ΔBPB is significantly smaller (it degrades "
             "less), losses = significantly larger, ties = not distinguishable; significance = "
             f"Holm-adjusted p < {ALPHA} over every encoder comparison in this report (paired "
-            "sign-flip permutation test on documents × seeds). Every cell: table "
+            "sign-flip permutation test on documents × seeds) and a 95 % CI (hierarchical "
+            "bootstrap: seeds, then documents) that excludes zero. Every cell: table "
             "'Paired comparisons'.")
     return Table(key, title, ["row \\ column", *encs], rows, note, set(range(1, len(encs) + 1)),
                  classes=classes)
@@ -378,7 +383,7 @@ def clean_matrix(t: Tables) -> Table:
                 continue
             x = x.iloc[0]
             d = x["diff"] if x.a == r else -x["diff"]
-            sig = _ok(x.p_holm) and x.p_holm < ALPHA
+            sig = bool(significant(x.p_holm, x.ci_lo, x.ci_hi))
             word = ("lower" if d < 0 else "higher") if sig else "not distinguishable"
             row.append(f"{fsign(d)} ({word}, Holm {p_phrase(x.p_holm)})")
             cls.append(("win" if d < 0 else "loss") if sig else "tie")
@@ -386,7 +391,8 @@ def clean_matrix(t: Tables) -> Table:
         classes.append(cls)
     return Table("matrix_clean", title, ["row \\ column", *t.encoders], rows,
                  f"Clean BPB of the row encoder minus the column encoder on the same documents "
-                 f"and seeds; 'lower'/'higher' only when Holm-adjusted p < {ALPHA}.",
+                 f"and seeds; 'lower'/'higher' only when Holm-adjusted p < {ALPHA} and the "
+                 "difference's 95 % CI excludes zero.",
                  set(range(1, len(t.encoders) + 1)), classes=classes)
 
 
@@ -698,6 +704,39 @@ def _provenance(data: load.RunData) -> list[tuple[str, str]]:
     return blocks
 
 
+BOUND_MARK = "†"  # after an encoder scored by the masked-diffusion ELBO, wherever a table names it
+BOUND_NOTE = (f"{BOUND_MARK} scored by the masked-diffusion ELBO: its BPB is an upper bound on the "
+              "model's own NLL, not an exact value, so a difference to it bounds the true difference "
+              "from one side only, and its ΔBPB is a difference of two bounds.")
+# Table columns that hold encoder labels (the comparisons' value columns are also named A and B:
+# a cell is marked only where its whole text is a bound encoder's label, which a number never is)
+_ENCODER_COLUMNS = frozenset({"encoder", "A", "B", "row \\ column"})
+
+
+def mark_bounds(tables: dict[str, Table], bounds: Sequence[str], skip: Sequence[str] = ()) -> None:
+    """In place: every label of an encoder in ``bounds`` (masked-diffusion ELBO) gets
+    ``BOUND_MARK`` — in encoder columns, in column headings (matrices and wide tables list
+    encoders there) — and each table that shows one gets ``BOUND_NOTE``. ``skip``: tables that
+    say it in their own words (the AR-vs-MDM table)."""
+    marked = {b: f"{b} {BOUND_MARK}" for b in bounds}
+    if not marked:
+        return
+    for key, t in tables.items():
+        if key in skip or not t.rows:
+            continue
+        hit = False
+        cols = [i for i, c in enumerate(t.columns) if c in _ENCODER_COLUMNS]
+        for row in t.rows:
+            for i in cols:
+                if row[i] in marked:
+                    row[i], hit = marked[row[i]], True
+        for i, c in enumerate(t.columns):
+            if c in marked:
+                t.columns[i], hit = marked[c], True
+        if hit:
+            t.note = f"{t.note} {BOUND_NOTE}".strip()
+
+
 def fragility_table(data: load.RunData) -> Table:
     """The permutation panel's table (``reports.fragility``); no rows when the run has no
     permutations and no compressor baselines."""
@@ -729,6 +768,7 @@ def _render(data: load.RunData, out_dir: Path, title: str, n_boot: int, n_perm: 
     tables["permutations"] = fragility_table(data)
     tables["ar_vs_mdm"] = _table("ar_vs_mdm", mdm.TITLE, mdm.TABLE_SPEC,
                                  mdm.ar_vs_mdm(data, n_boot=n_boot, seed=seed), note=mdm.NOTE)
+    mark_bounds(tables, t.bounds, skip=["ar_vs_mdm"])
     t3 = time.perf_counter()
     # Scaling sweeps (flop_budget set): their own section, fitted from the same rows.
     from reports.scaling import with_train_part_bytes
@@ -757,7 +797,8 @@ def _render(data: load.RunData, out_dir: Path, title: str, n_boot: int, n_perm: 
         modes=t.modes, primary_mode=t.primary_mode, level_mode=t.level_mode, n_seeds=t.n_seeds,
         verdict_lines=t.verdict_lines, tables=tables, figs=figs, samples=samples,
         bins=list(enumerate(BIN_LABELS)), note_bpb=NOTE_BPB, note_flops=_flops_note(t),
-        provenance=_provenance(data), warnings=data.warnings + ([crowded] if crowded else []), n_boot=n_boot, n_perm=n_perm,
+        provenance=_provenance(data), warnings=data.warnings + ([crowded] if crowded else [])
+        + ([bound_warning(t.bounds)] if t.bounds else []), n_boot=n_boot, n_perm=n_perm,
         stat_seed=seed, language_note=language_note(data),
         sections=sections(t, mdm=bool(tables["ar_vs_mdm"].rows),
                           fragility=bool(tables["permutations"].rows)),
@@ -773,6 +814,15 @@ def _render(data: load.RunData, out_dir: Path, title: str, n_boot: int, n_perm: 
     write_text_atomic(html_path, html)  # last: report.html present means the report is whole
     LAST_TIMINGS.update(tables=t1 - t0, figures=t2 - t1, other_tables=t3 - t2, page=time.perf_counter() - t3)
     return html_path
+
+
+def bound_warning(bounds: Sequence[str]) -> str:
+    """The report's warning when some encoders' BPB is a masked-diffusion ELBO (an upper bound):
+    tables mark them (``mark_bounds``); the figures draw the bound as it is."""
+    many = len(bounds) > 1
+    return (f"{', '.join(bounds)} {'are' if many else 'is'} scored by the masked-diffusion ELBO "
+            f"(marked {BOUND_MARK} in tables): {'their' if many else 'its'} BPB is an upper bound on "
+            f"the model's own NLL, not an exact value; the figures draw the bound.")
 
 
 def precision_text(runs: dict[str, dict[str, Any]]) -> str:
@@ -845,7 +895,7 @@ FULL_MODE_NOTE = (
 
 def _summary_md(ctx: dict[str, Any]) -> list[str]:
     return ([f"- {md_text(f.text)}" for f in ctx["verdict_lines"]] + ["", md_table(ctx["tables"]["verdict"]),
-            f"> {ctx['note_bpb']}", "", f"> {ctx['note_flops']}", ""])
+            f"> {md_text(ctx['note_bpb'])}", "", f"> {md_text(ctx['note_flops'])}", ""])
 
 
 def _full_md(ctx: dict[str, Any]) -> list[str]:

@@ -141,6 +141,8 @@ def make_figures(fit: ScalingFit, dataset: str) -> list[tuple[str, str, str, Any
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    # encoder labels and eval-set names are data: a '$' prints as itself, never as mathtext
+    matplotlib.rcParams["text.parse_math"] = False
     encs = sorted(fit.optima.encoder.unique())
     colors = _palette(encs)
     out = []

@@ -187,7 +187,8 @@ def paired_permutation_test(
     """Two-sided byte-weighted paired permutation (sign-flip) test of "no difference".
 
     diff_bits: (n,) per-unit difference in BPB (bits/byte) between the two encoders on the same
-    document; weights: (n,) its bytes. The statistic T = Σ w·d / Σ w is exactly the difference of
+    document; weights: (n,) its bytes. Units of no bytes are left out; a non-finite difference
+    or weight among the rest makes the test undefined (NaN, "untested"). The statistic T = Σ w·d / Σ w is exactly the difference of
     the pooled ratios, so the test is about the quantity the report shows. Under H0 the encoder
     labels are exchangeable within a document, i.e. each d flips sign. Exact enumeration of all
     2^n sign patterns for n ≤ ``exact_max_units`` (default EXACT_PERMUTATION_MAX_UNITS), else
@@ -204,8 +205,12 @@ def paired_permutation_test(
     w = np.asarray(weights, dtype=float)
     if d.shape != w.shape or d.ndim != 1:
         raise ValueError("paired_permutation_test: diff_bits and weights must be 1-D, same length")
+    keep = w > 0  # a unit of no bytes has no BPB (0/0): it carries no information
+    d, w = d[keep], w[keep]
     n = len(d)
-    if n == 0 or w.sum() <= 0:
+    if n == 0 or not (np.isfinite(d).all() and np.isfinite(w).all()):
+        # a NaN statistic compares false with every T*, which the exact path would turn into
+        # p = 0: an undefined difference is no evidence at all
         return math.nan
     c = d * w / w.sum()  # contribution of each unit to T
     t_obs = abs(c.sum())

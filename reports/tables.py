@@ -57,6 +57,8 @@ class Tables:
     n_seeds: int = 1
     mean_tests: pd.DataFrame = field(default_factory=pd.DataFrame)  # mean_degradation_tests
     anomalies: pd.DataFrame = field(default_factory=pd.DataFrame)  # anomaly_table
+    # encoders scored by the masked-diffusion ELBO: their BPB is an upper bound (``mdm_bounds``)
+    bounds: list[str] = field(default_factory=list)
 
 
 def _rng(base_seed: int, *key: Any) -> np.random.Generator:
@@ -440,11 +442,26 @@ def holm_family(*frames: pd.DataFrame) -> None:
 ALPHA = 0.05  # significance level after Holm, everywhere in the report
 
 
+def significant(p_holm: Any, lo: Any, hi: Any) -> np.ndarray:
+    """Whether tested differences are called significant (elementwise; a 0-d array for scalars):
+    Holm-adjusted p < ALPHA **and** the 95 % CI excludes zero.
+
+    Why both: the permutation test's units are (seed, document) pairs, so with several seeds it
+    conditions on the trained models, while the hierarchical bootstrap CI also carries
+    seed-to-seed variation. A difference whose CI holds zero is a tie whatever p says (with one
+    seed the two seldom disagree, and then the call is the cautious one). A CI that was not
+    computed (NaN) leaves the decision to p."""
+    p, lo, hi = (np.asarray(v, dtype=float) for v in (p_holm, lo, hi))
+    known = np.isfinite(lo) & np.isfinite(hi)
+    return np.isfinite(p) & (p < ALPHA) & (~known | (lo > 0) | (hi < 0))
+
+
 def pair_matrix(cmp: pd.DataFrame, encoders: list[str], mode: str) -> pd.DataFrame:
     """Encoder × encoder counts over the perturbed cells of ``mode`` (ΔBPB comparisons).
 
     One row per ordered pair (row encoder r, column encoder c, r ≠ c): ``wins`` = cells where r
-    degrades significantly less than c (Holm-adjusted p < ALPHA), ``losses`` = significantly
+    degrades significantly less than c (``significant``: Holm-adjusted p < ALPHA and a CI
+    without zero), ``losses`` = significantly
     more, ``ties`` = tested but not distinguishable, ``untested`` = no paired documents.
     """
     out = []
@@ -461,8 +478,11 @@ def pair_matrix(cmp: pd.DataFrame, encoders: list[str], mode: str) -> pd.DataFra
                 if len(p) else np.zeros(0)
             if not len(diff):
                 continue
+            # a reversed pair's CI is the negated one: whether it holds zero is the same
+            lo = np.r_[fwd.ci_lo.to_numpy(float), rev.ci_lo.to_numpy(float)]
+            hi = np.r_[fwd.ci_hi.to_numpy(float), rev.ci_hi.to_numpy(float)]
             tested = np.isfinite(ph)
-            sig = tested & (ph < ALPHA)
+            sig = tested & significant(ph, lo, hi)
             out.append(dict(row=r, col=c, wins=int((sig & (diff < 0)).sum()),
                             losses=int((sig & (diff > 0)).sum()), ties=int((tested & ~sig).sum()),
                             untested=int((~tested).sum())))
@@ -487,15 +507,16 @@ ANOMALY_CAUSES = {
 
 def anomaly_table(groups: pd.DataFrame, modes: list[str] | None = None) -> pd.DataFrame:
     """Perturbed groups whose ΔBPB is significantly *negative* (the perturbation improves the
-    encoder): ``p_delta_holm`` < ALPHA (Holm over every ΔBPB-vs-zero test of the report) and
-    ΔBPB < 0. Columns: encoder, mode, perturbation_id, severity, delta, delta_lo, delta_hi,
-    p_delta_holm, n_docs, cause."""
+    encoder): ``p_delta_holm`` < ALPHA (Holm over every ΔBPB-vs-zero test of the report), a
+    paired CI without zero (``significant``) and ΔBPB < 0. Columns: encoder, mode,
+    perturbation_id, severity, delta, delta_lo, delta_hi, p_delta_holm, n_docs, cause."""
     cols = ["encoder", "mode", "perturbation_id", "severity", "delta", "delta_lo", "delta_hi",
             "p_delta_holm", "n_docs"]
     if not len(groups) or "p_delta_holm" not in groups:
         return pd.DataFrame(columns=cols + ["cause"])
-    a = groups[(groups.perturbation_id != CLEAN_ID) & (groups.delta < 0)
-               & (groups.p_delta_holm < ALPHA)][cols].copy()
+    sig = significant(groups.p_delta_holm, groups.delta_lo, groups.delta_hi)
+    a = groups[(groups.perturbation_id != CLEAN_ID).to_numpy() & (groups.delta < 0).to_numpy()
+               & sig][cols].copy()
     a["cause"] = a["mode"].map(ANOMALY_CAUSES).fillna("")
     rank = {m: i for i, m in enumerate(modes or [])}  # primary mode first
     a = a.assign(_r=a["mode"].map(lambda m: rank.get(m, len(rank))))
@@ -709,11 +730,13 @@ def _vs(best: str, others: list[str], tests: pd.DataFrame, lower_is: str) -> tup
         flip = -1.0 if r.a != best else 1.0  # orient as best − other
         d, lo, hi = flip * r["diff"], flip * r.ci_lo, flip * r.ci_hi
         lo, hi = min(lo, hi), max(lo, hi)
-        detail = f"{o}: {sig3(d)} [{sig3(lo)}, {sig3(hi)}], Holm {p_phrase(r.p_holm)}"
-        if r.p_holm < ALPHA:
+        detail = f"{o}: {sig3(d)} [95 % CI {sig3(lo)}, {sig3(hi)}], Holm {p_phrase(r.p_holm)}"
+        if significant(r.p_holm, lo, hi):
             # pooled over all documents it is best, but on the documents both encoders scored
             # the other one can be significantly better (different coverage): say so
             (sig if d < 0 else worse).append(detail)
+        elif r.p_holm < ALPHA:  # the test alone would call it: say why it is a tie
+            nsig.append(f"{detail} (the CI holds zero)")
         else:
             nsig.append(detail)
     parts = []
@@ -767,6 +790,13 @@ def summary_findings(verdict_df: pd.DataFrame, cmp: pd.DataFrame, mean_tests: pd
         clause, status = _vs(best.encoder, [e for e in encs if e != best.encoder],
                              m if len(m) else pd.DataFrame(columns=["a", "b"]),
                              "less degradation than")
+        bound = [e for e in encs if e in set(bounds)]
+        if bound:
+            # perturbed and clean ELBO each bound their NLL from above; their difference bounds
+            # nothing, so the sentence must not read as an exact degradation
+            clause += (f"; {', '.join(bound)} {'is' if len(bound) == 1 else 'are'} scored by the "
+                       f"masked-diffusion ELBO, so {'its' if len(bound) == 1 else 'their'} ΔBPB is "
+                       "a difference of two upper bounds, not a bound on the true ΔBPB")
         out.append(Finding(f"{head} — {clause}.", status))
     if len(anomalies):
         # one line for all of them (details and causes: the Robustness section)
@@ -777,7 +807,7 @@ def summary_findings(verdict_df: pd.DataFrame, cmp: pd.DataFrame, mean_tests: pd
                 f"{pid} improves {enc} at severity "
                 f"{', '.join(f'{x:g}' for x in sorted(set(g.severity)))} "
                 f"({', '.join(dict.fromkeys(g['mode']))}; largest: ΔBPB {sig3(worst.delta)} "
-                f"[{sig3(worst.delta_lo)}, {sig3(worst.delta_hi)}] in {worst['mode']}, Holm "
+                f"[95 % CI {sig3(worst.delta_lo)}, {sig3(worst.delta_hi)}] in {worst['mode']}, Holm "
                 f"{p_phrase(worst.p_delta_holm)})")
         out.append(Finding(
             f"Anomal{'y' if len(anomalies) == 1 else 'ies'} — a perturbation makes an encoder "
@@ -824,7 +854,14 @@ def tables_before_comparisons(data: RunData, n_boot: int = 1000, n_perm: int = 1
     return Tables(encoders=encoders, modes=modes, primary_mode=primary, level_mode=level_mode,
                   groups=groups, robustness=rob, families=fam, comparisons=pd.DataFrame(), languages=langs,
                   scripts=scripts, efficiency=eff, verdict=table, verdict_lines=[],
-                  n_seeds=int(res.seed.nunique()), mean_tests=means, anomalies=anomalies), idx
+                  n_seeds=int(res.seed.nunique()), mean_tests=means, anomalies=anomalies,
+                  bounds=mdm_bounds(res)), idx
+
+
+def mdm_bounds(res: pd.DataFrame) -> list[str]:
+    """The encoders of ``res`` (results rows) scored by the masked-diffusion ELBO, in run order:
+    their BPB bounds the model's own NLL from above, so every place that shows it says so."""
+    return list(dict.fromkeys(res.encoder[res.objective == "mdm"])) if "objective" in res else []
 
 
 def add_comparisons(t: Tables, idx: _Index, data: RunData, n_boot: int = 1000, n_perm: int = 10000,
@@ -834,9 +871,8 @@ def add_comparisons(t: Tables, idx: _Index, data: RunData, n_boot: int = 1000, n
     adjustment they share with the mean tests, and the summary findings; and the results of
     ``beside``: tasks run in the comparisons' pool of processes, ahead of them (the report's
     figures, drawn while the comparisons resample: ``reports.render``)."""
-    res = data.results
     cmp, done = comparison_table(t.groups, idx, t.encoders, n_boot, n_perm, seed, processes, beside=beside)
     holm_family(cmp, t.mean_tests)
-    bounds = list(dict.fromkeys(res.encoder[res.objective == "mdm"])) if "objective" in res else []
-    lines = summary_findings(t.verdict, cmp, t.mean_tests, t.anomalies, t.primary_mode, t.level_mode, bounds)
+    lines = summary_findings(t.verdict, cmp, t.mean_tests, t.anomalies, t.primary_mode, t.level_mode,
+                             t.bounds)
     return dataclasses.replace(t, comparisons=cmp, verdict_lines=lines), done

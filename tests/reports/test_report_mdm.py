@@ -97,3 +97,32 @@ def test_summary_says_which_clean_bpb_is_a_bound(tmp_path: Path) -> None:
     plain = compute_tables(load_run(_write_run(tmp_path / "plain", with_objective=False)), n_boot=50,
                            n_perm=200).verdict_lines
     assert not any("ELBO" in f.text for f in plain)
+
+
+def test_every_table_and_the_summary_mark_the_bound(tmp_path: Path) -> None:
+    # Not only the clean-BPB sentence: each table that names b|mdm marks it (†) and says why,
+    # the mean-degradation sentence says its ΔBPB is a difference of bounds, and the report
+    # opens with a warning; the AR encoder is never marked.
+    from reports.render import BOUND_MARK, BOUND_NOTE, build_tables, mark_bounds
+    from reports.tables import compute_tables
+
+    t = compute_tables(load_run(_write_run(tmp_path / "run")), n_boot=50, n_perm=200)
+    assert t.bounds == ["b|mdm"]
+    (mean,) = [f.text for f in t.verdict_lines if f.text.startswith("Smallest mean degradation")]
+    assert "b|mdm is scored by the masked-diffusion ELBO, so its ΔBPB is a difference of two" in mean
+    tables = build_tables(t)
+    mark_bounds(tables, t.bounds)
+    shown = [k for k, tb in tables.items() if tb.rows and any(
+        "b|mdm" in c for c in [*tb.columns, *(x for row in tb.rows for x in row)])]
+    assert {"verdict", "comparisons", "matrix_clean", "robustness"} <= set(shown)
+    for k in shown:
+        tb = tables[k]
+        cells = [*tb.columns, *(x for row in tb.rows for x in row)]
+        assert all(c == f"b|mdm {BOUND_MARK}" for c in cells if "b|mdm" in c), k
+        assert "b|ar" in cells and f"b|ar {BOUND_MARK}" not in cells, k
+        assert tb.note.endswith(BOUND_NOTE), k
+    render_run(tmp_path / "run", n_boot=50)
+    html = (tmp_path / "run" / "report.html").read_text(encoding="utf-8")
+    md = (tmp_path / "run" / "report.md").read_text(encoding="utf-8")
+    assert 'class="warn">b|mdm is scored by the masked-diffusion ELBO (marked † in tables)' in html
+    assert f"b\\|mdm {BOUND_MARK}" in md

@@ -313,3 +313,27 @@ def test_the_header_says_how_the_run_computed(make_run, tmp_path: Path) -> None:
                  "hardware": {"device": "cpu"}}, "b": {}}
     assert precision_text(cpu) == "training float32, scoring float32"
     assert precision_text({"old": {"hardware": {"device": "cuda"}}}) == ""
+
+
+def test_labels_with_dollars_and_markup_stay_plain_text(tmp_path: Path) -> None:
+    # The label checks allow '$', '<', '`' and brackets. Two '$' used to send a figure's legend
+    # through matplotlib's mathtext (a crash on "$^^$"), and the Markdown cost note carried the
+    # labels unescaped (raw HTML and link syntax in report.md).
+    import json
+    import random
+
+    from synthetic_run import write_simple_run
+
+    labels = ["a$^^$b", "x<i>`y`[l](http://e.x)"]
+    rng = random.Random(2)
+    run = write_simple_run(tmp_path / "run", labels, [0], 8,
+                           lambda e, s, p, d: 2.0 + 0.1 * (e == labels[1]) + 0.3 * (p != "clean")
+                           + rng.gauss(0.0, 0.02), cells=(("clean", 0.0), ("typo.keyboard", 0.1)))
+    (run / "run.json").write_text(json.dumps({"suite": {"name": "labels"}, "encoders": {
+        labels[0]: {"flops_per_byte_infer": 1e6}, labels[1]: {"flops_per_byte_infer": 3e6}}}))
+    render_run(run, **FAST)
+    md = (run / "report.md").read_text(encoding="utf-8")
+    (note,) = [line for line in md.splitlines() if line.startswith("> Compute is not equal")]
+    assert "3.0×" in note and "<i>" not in note and "&lt;i&gt;" in note
+    assert not re.search(r"(?<!\\)\]\(", note) and "\\[l\\](http" in note  # no live link
+    assert (run / "figures").is_dir() and any((run / "figures").glob("*.png"))

@@ -82,6 +82,21 @@ def test_permutation_test_weights_bytes() -> None:
     assert stats.paired_permutation_test(d, np.array([1.0, 1.0, 1.0, 9.0])) == pytest.approx(1.0)
 
 
+def test_permutation_test_leaves_out_empty_documents_and_refuses_undefined_ones() -> None:
+    d, w = np.array([1.0, 1.0, 1.0]), np.ones(3)
+    want = stats.paired_permutation_test(d, w)  # 2 / 8: only all-+ and all-− reach |T|
+    # a document of no bytes has no BPB (0/0 = NaN): it is left out, not a unit of the test
+    with np.errstate(invalid="ignore"):
+        nan_diff = np.float64(0.0) / np.float64(0.0)
+    assert stats.paired_permutation_test(np.r_[d, nan_diff], np.r_[w, 0.0]) == pytest.approx(want)
+    # an undefined difference on a document with bytes is no evidence: NaN ("untested"), on
+    # the exact path (≤ 14 units, where a NaN statistic used to give p = 0) and the random one
+    for n in (6, 30):
+        dd = np.r_[np.linspace(-1.0, 2.0, n - 1), np.nan]
+        assert math.isnan(stats.paired_permutation_test(dd, np.full(n, 100.0)))
+    assert math.isnan(stats.paired_permutation_test(d, np.array([1.0, np.inf, 1.0])))
+
+
 def test_permutation_monte_carlo_and_hoeffding_tail() -> None:
     d = np.ones(20)  # exact p = 2 / 2^20; no random pattern reaches it
     p = stats.paired_permutation_test(d, np.ones(20), n_perm=999, rng=np.random.default_rng(0))
