@@ -99,3 +99,12 @@ def test_load_warning_when_oversubscribed() -> None:
     warn = load_warning((5.2, 4.0, 3.0), cores=2)
     assert "oversubscribed" in warn and "5.2" in warn and "idle machine" in warn
     assert load_warning((1.9, 1.0, 1.0), cores=2) == ""
+
+
+def test_load_warning_switch_turns_off_the_live_reading_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(os, "getloadavg", lambda: (99.0, 99.0, 99.0))
+    monkeypatch.setenv("TOKBENCH_LOAD_WARNING", "1")
+    assert "99.0" in load_warning(cores=2)
+    monkeypatch.setenv("TOKBENCH_LOAD_WARNING", "0")  # as tests/conftest.py sets it
+    assert load_warning(cores=2) == ""
+    assert "5.2" in load_warning((5.2, 4.0, 3.0), cores=2)  # an explicit reading still warns
