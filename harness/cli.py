@@ -45,12 +45,19 @@ class UsageError(ValueError):
 
 def find_suite(name: str) -> Path:
     """A suite path as given, or a shipped suite by name (``smoke`` → suites/smoke.yaml)."""
+    if not name:
+        raise UsageError("suite: the name is empty; give a suite file or a shipped suite's name")
     p = Path(name)
     if p.is_file():
         return p
     for cand in (SUITES_DIR / name, SUITES_DIR / f"{name}.yaml"):
         if cand.is_file():
             return cand
+    # it exists but cannot be a suite (a directory, /dev/null): say so, not "not found"
+    if p.is_dir():
+        raise UsageError(f"suite {name}: is a directory, not a suite file")
+    if p.exists():
+        raise UsageError(f"suite {name}: is not a regular file")
     raise UsageError(f"suite file not found: {name}")
 
 
@@ -226,25 +233,37 @@ def cmd_report(args: argparse.Namespace) -> int:
             raise UsageError("report: several run directories need --out DIR for the merged report")
         args.run_dirs = args.run_dir
         return cmd_compare(args)
+    options = report_options(args)  # bad numbers first: they need no run directory to be wrong
     run_dir = Path(args.run_dir[0])
     if not (run_dir / "results.csv").exists():
         raise UsageError(f"{run_dir}: no results.csv (not a finished tokbench run directory)")
-    print(render_run(run_dir, Path(args.out) if args.out else None, **report_options(args)))
+    print(render_run(run_dir, Path(args.out) if args.out else None, **options))
     return 0
 
 
+MAX_BOOTSTRAP = 1_000_000  # 1000x the default; far beyond any CI's precision needs
+
+
 def report_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The keyword arguments of ``render_run`` / ``render_compare``, each number checked here so
+    a bad one is a one-line usage error before any file is read, not a numpy error later."""
+    if not 1 <= args.bootstrap <= MAX_BOOTSTRAP:  # above: a (n, K) array numpy cannot allocate
+        raise UsageError(f"--bootstrap {args.bootstrap}: must be between 1 and {MAX_BOOTSTRAP:,} "
+                         "(resamples per interval)")
+    if args.seed < 0:
+        raise UsageError(f"--seed {args.seed}: must be >= 0")
     return {"n_boot": args.bootstrap, "seed": args.seed, "svg": not args.no_svg}
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
     from reports import render_compare
 
+    options = report_options(args)
     dirs = [Path(d) for d in args.run_dirs]
     for d in dirs:
         if not (d / "results.csv").exists():
             raise UsageError(f"{d}: no results.csv (not a finished tokbench run directory)")
-    print(render_compare(dirs, Path(args.out), **report_options(args)))
+    print(render_compare(dirs, Path(args.out), **options))
     return 0
 
 
@@ -257,14 +276,15 @@ def cmd_perturb(args: argparse.Namespace) -> int:
         text = args.text
     else:
         text = "The quick brown fox jumps over the lazy dog. Tokenizer-free models read bytes."
-    params: dict[str, Any] = {}
-    import yaml
+    from harness.config.overrides import parse_value
 
+    params: dict[str, Any] = {}
     for kv in args.param or ():
         k, sep, v = kv.partition("=")
-        if not sep:
+        if not sep or not k.strip():
             raise UsageError(f"--param {kv!r}: expected key=value")
-        params[k] = yaml.safe_load(v)
+        # the suite loader and its limits, as for --set: a parse error or an alias bomb is one line
+        params[k.strip()], _ = parse_value(v, f"--param {kv!r}")
     sev = args.severity or [0.0, 0.05, 0.2]
     print(preview(args.name, sev, text, args.seed, params, lang=args.lang))
     return 0

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -12,7 +13,7 @@ from typing import Any
 import yaml
 
 from harness.config.where import ConfigError, KeyPath, Where, show_value
-from harness.yaml_limits import YamlLimitError, check_yaml_text
+from harness.yaml_limits import MAX_TEXT_CHARS, YamlLimitError, check_yaml_text
 
 # --------------------------------------------------------------------------------------------
 # YAML with line marks
@@ -132,17 +133,42 @@ def _display(path: Path) -> str:
     return str(path) if rel.startswith(os.pardir) else rel
 
 
+def _file_kind(path: Path) -> str:
+    """"file" for a regular file, else what is wrong with it, worded to follow a file name."""
+    try:
+        mode = path.stat().st_mode
+    except (FileNotFoundError, NotADirectoryError):
+        return "not found"
+    if stat.S_ISREG(mode):
+        return "file"
+    return "is a directory" if stat.S_ISDIR(mode) else "is not a regular file"
+
+
 def read_suite_file(
     path: Path, stack: tuple[Path, ...]
 ) -> tuple[dict[str, Any], dict[KeyPath, str]]:
     """Read one suite file and, recursively, the files it includes; returns the merged tree."""
     file = _display(path)
+    # stat first: a directory, a device (/dev/zero) or a FIFO must not be read, and a huge file is
+    # refused before it is in memory (UTF-8 is at most 4 bytes per character)
     try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ConfigError(f"{file}: suite file not found") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise ConfigError(f"{file}: cannot read suite file: {e}") from None
+        kind = _file_kind(path)
+        size = path.stat().st_size if kind == "file" else 0
+        if kind == "file" and size <= 4 * MAX_TEXT_CHARS:
+            text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:  # removed between the stat and the read
+        kind = "not found"
+    except (OSError, ValueError) as e:  # ValueError: undecodable bytes, a NUL in the path
+        raise ConfigError(f"{file}: cannot read suite file: {' '.join(str(e).split())}") from None
+    if kind == "not found":
+        raise ConfigError(f"{file}: suite file not found")
+    if kind != "file":
+        raise ConfigError(f"{file}: {kind}" + (", not a suite file" if "directory" in kind else ""))
+    if size > 4 * MAX_TEXT_CHARS:
+        raise ConfigError(
+            f"{file}:1: the suite file is {size:,} bytes; "
+            f"the limit is {MAX_TEXT_CHARS:,} characters"
+        )
     data, locs = parse_yaml(text, file)
     if data is None:
         data = {}
@@ -160,12 +186,17 @@ def read_suite_file(
     merged_locs: dict[KeyPath, str] = {}
     for i, item in enumerate(items):
         w = where.at(i) if isinstance(inc, list) else where
-        target = (path.parent / item).resolve()
+        try:
+            target = (path.parent / item).resolve()
+            kind = _file_kind(target)
+        except (OSError, ValueError, RuntimeError) as e:
+            # ValueError: a NUL byte in the path; RuntimeError: a symlink loop (Python < 3.13)
+            raise w.error(f"cannot use included file {item!r}: {e}") from None
         if target in stack or target == path:
             chain = " -> ".join(_display(p) for p in (*stack, path, target))
             raise w.error(f"include cycle: {chain}")
-        if not target.is_file():
-            raise w.error(f"included file {item!r} not found (looked for {_display(target)})")
+        if kind != "file":
+            raise w.error(f"included file {item!r} {kind} (looked for {_display(target)})")
         sub, sub_locs = read_suite_file(target, (*stack, path))
         merged, merged_locs = merge_trees(merged, merged_locs, sub, sub_locs)
     own_locs = {k: v for k, v in locs.items() if not (k and k[0] == "include")}

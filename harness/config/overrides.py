@@ -43,6 +43,21 @@ def _shorthand_key(path: KeyPath) -> str | None:
     return None
 
 
+def parse_value(text: str, where_text: str) -> tuple[Any, dict[KeyPath, str]]:
+    """One command-line value (``--set``, ``--param``) read as YAML with the suite loader and its
+    limits (harness/yaml_limits.py); empty means null. Returns (value, {key path: where_text});
+    a bad value is a ConfigError ``<where_text>: cannot read the value as YAML: <problem>``."""
+    if not text.strip():
+        return None, {(): where_text}
+    try:
+        value, locs = parse_yaml(text, where_text)
+    except ConfigError as e:
+        # drop parse_yaml's "<where>:<line>: [invalid YAML: ]" prefix: the value is one line
+        problem = re.sub(r"^.*?:\d+: (?:invalid YAML: )?", "", str(e)[len(where_text) :])
+        raise ConfigError(f"{where_text}: cannot read the value as YAML: {problem}") from None
+    return value, dict.fromkeys(locs, where_text)
+
+
 def apply_override(data: dict[str, Any], locs: dict[KeyPath, str], arg: str) -> None:
     """Apply one ``--set key.path=value`` in place; the value is parsed as YAML (``[1, 2]``,
     ``{a: 1}``, ``null``, ``3e-4`` ...; empty means null). Missing mappings on the way are made."""
@@ -54,14 +69,8 @@ def apply_override(data: dict[str, Any], locs: dict[KeyPath, str], arg: str) -> 
         raise ConfigError(f"{where_text}: expected KEY.PATH=VALUE (e.g. budget.lr=1e-3)")
     if keys[0] == "include":
         raise ConfigError(f"{where_text}: include cannot be set from the command line")
-    value, value_locs = None, {}
-    if text.strip():
-        try:
-            value, value_locs = parse_yaml(text, where_text)
-        except ConfigError as e:
-            # drop parse_yaml's "<where>:<line>: [invalid YAML: ]" prefix: the value is one line
-            problem = re.sub(r"^.*?:\d+: (?:invalid YAML: )?", "", str(e)[len(where_text) :])
-            raise ConfigError(f"{where_text}: cannot read the value as YAML: {problem}") from None
+    # an empty value (null) is located at the --set argument too, not at the base file's line
+    value, value_locs = parse_value(text, where_text)
 
     cur: Any = data
     path: list[str | int] = []
