@@ -1,10 +1,19 @@
-"""Upper bounds on sizes in a suite: a typo such as ``layers: 100000000000000000000`` is refused
-at validate time on one line instead of dying in the allocator after training starts.
+"""Bounds on sizes in a suite: a typo such as ``layers: 100000000000000000000`` is refused at
+validate time on one line instead of dying in the allocator after training starts, and so is a
+size that is zero or negative where that is nonsense (``max_bytes: -1`` used to train on one
+document; ``max_types: -1`` silently dropped the last word type through ``types[:-1]``).
 
 The bounds are by field name, so they apply to every config dataclass built from YAML (the
-suite's own and every encoder's / perturbation's) through one hook in the loader:
+suite's own and every source's / encoder's / perturbation's / analysis's) through one hook in
+the loader (its name is older than the lower bounds; it checks both):
 
     check_upper_bounds(cls, kwargs, where)   # before cls(**kwargs); raises where.error(...)
+
+Lower bounds (``LOWER_BOUNDS``) hold for every field of that name: a null value is never
+checked (in ``X | None`` fields null means "no limit", "all" or a default), and the message
+says that null is accepted where the field allows it. Fields where 0 means something (``0 =
+none``: ``warmup_bytes``, ``micro_batch_bytes``, ``dictionary_bytes``, ``sample_docs``,
+``min_*``) get ``>= 0``; a plugin's own stricter rules stay in its ``__post_init__``.
 
 They are far above anything that fits one machine today (the memory guard in
 ``harness.memory`` refuses what does not fit *this* device); they exist to turn absurd numbers into
@@ -53,6 +62,84 @@ UPPER_BOUNDS: dict[str, float] = {
     "severity": 100,
 }
 
+# field name -> smallest accepted value (inclusive). Sizes and counts only; every name here is
+# a size in every config that uses it (the survey of docs/suite_reference.md).
+LOWER_BOUNDS: dict[str, int] = {
+    # shapes (backbone, encoders, scaling.ladder)
+    "layers": 1,
+    "dim": 1,
+    "local_dim": 1,
+    "entropy_dim": 1,
+    "heads": 1,
+    "local_heads": 1,
+    "entropy_heads": 1,
+    "mlp_ratio": 1,
+    "kernel_size": 1,
+    "vocab_size": 1,  # bpe asks for >= 256 itself (the single bytes)
+    "bpe_vocab": 256,  # the morphology analysis trains a BPE of this many tokens
+    "ngram_table_size": 1,
+    "max_patch_bytes": 1,
+    "mdm_span": 1,
+    "min_frequency": 1,
+    # byte budgets: training, fit stages, data sources (null = all, where allowed)
+    "train_bytes": 1,
+    "context_bytes": 1,
+    "batch_bytes": 1,
+    "fit_bytes": 1,
+    "entropy_train_bytes": 1,
+    "threshold_fit_bytes": 1,
+    "bpe_train_bytes": 1,
+    "max_bytes": 1,
+    "member_bytes": 1,
+    "warmup_bytes": 0,
+    "micro_batch_bytes": 0,
+    "dictionary_bytes": 0,
+    "min_bytes": 0,
+    # counts
+    "max_docs": 1,
+    "max_pages": 1,
+    "max_types": 1,
+    "min_types": 0,
+    "max_repeats": 1,
+    "min_word_len": 0,
+    "min_part_len": 1,
+    "min_doc_bytes": 0,
+    # eval
+    "target_bytes": 1,
+    "stride_bytes": 1,
+    "batch_windows": 1,
+    "sample_docs": 0,
+    # scaling
+    "min_steps": 1,
+    "lr_ref_dim": 1,
+}
+
+
+def lower_bound_problem(name: str, value: Any, nullable: bool = False) -> str | None:
+    """Why ``value`` is too small for field ``name`` (None when it is fine or not a number);
+    ``nullable``: the field accepts null, which the message then offers as "no limit"."""
+    if isinstance(value, (tuple, list)):
+        return next((p for v in value if (p := lower_bound_problem(name, v, nullable))), None)
+    low = LOWER_BOUNDS.get(name)
+    if low is None or isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    # 1 reads "> 0": a float field (``mlp_ratio: 0.5``) may be fractional; an int one cannot
+    too_small = value <= 0 if low == 1 else value < low
+    if isinstance(value, float) and math.isnan(value) or too_small:
+        need = "must be > 0" if low == 1 else f"must be >= {low}"
+        return f"{need}{' (or null)' if nullable else ''}, got {value!r}"
+    return None
+
+
+def _nullable(cls: type, name: str) -> bool:
+    """Whether field ``name`` of dataclass ``cls`` is annotated ``X | None`` (from its text:
+    annotations are strings under ``from __future__ import annotations``)."""
+    for f in getattr(cls, "__dataclass_fields__", {}).values():
+        if f.name == name:
+            text = f.type if isinstance(f.type, str) else repr(f.type)
+            return "None" in text or "Optional" in text
+    return False
+
 
 def bound_problem(name: str, value: Any) -> str | None:
     """Why ``value`` is too large for field ``name`` (None when it is fine)."""
@@ -76,8 +163,9 @@ def bound_problem(name: str, value: Any) -> str | None:
 
 def check_upper_bounds(cls: type, kwargs: Mapping[str, Any], where: Any) -> None:
     """Raise ``where.at(field).error(...)`` (a one-line ConfigError) for the first value over its
-    bound. ``where`` is the loader's ``Where``; ``cls`` is unused but names the hook's target."""
+    upper bound or under its lower bound. ``where`` is the loader's ``Where``; ``cls`` tells
+    which fields accept null (for the message)."""
     for name, value in kwargs.items():
-        problem = bound_problem(name, value)
+        problem = lower_bound_problem(name, value, _nullable(cls, name)) or bound_problem(name, value)
         if problem:
             raise where.at(name).error(problem)

@@ -133,6 +133,8 @@ class MorfessorSegmenter(Segmenter):
         """Train on the ``max_types`` most frequent lowercase word types of ``words`` (ties broken
         alphabetically, so the result depends only on the words and the seed). A model already
         trained in this process on the same types and seed is reused (``_trained``)."""
+        if max_types < 1:  # a negative slice end would drop the last types instead
+            raise ValueError(f"max_types must be >= 1, got {max_types}")
         counts = Counter(words)
         types = sorted(counts, key=lambda w: (-counts[w], w))[:max_types]
         key = hashlib.sha256("\n".join([str(seed), *sorted(types)]).encode("utf-8", "surrogateescape")).hexdigest()
@@ -317,6 +319,17 @@ def _choose(n: int, severity: float, rng: random.Random) -> list[int]:
     return sorted(rng.sample(range(n), k)) if k else []
 
 
+def field_error(p: Perturbation, field: str, problem: str) -> ValueError:
+    """A ValueError about one parameter: its text names the perturbation and the field; the
+    attributes ``field`` and ``problem`` let the suite loader report it at
+    ``perturbations[i].<field>`` with that key's line (harness/config/build.py), which a
+    perturbation may not import."""
+    err = ValueError(f"{getattr(type(p), 'registry_name', type(p).__name__)}: {field} {problem}")
+    err.field = field  # type: ignore[attr-defined]
+    err.problem = problem  # type: ignore[attr-defined]
+    return err
+
+
 def _replace_spans(text: str, edits: list[tuple[int, int, str]]) -> str:
     out, pos = [], 0
     for s, e, new in sorted(edits):
@@ -330,13 +343,19 @@ def _replace_spans(text: str, edits: list[tuple[int, int, str]]) -> str:
 @dataclass(kw_only=True)
 class _MorphBase(Perturbation):
     """Shared: a segmenter trained by ``fit`` (Morfessor on at most ``max_types`` word types) or
-    the heuristic affix segmenter of ``lang`` before that. min_word_len: shorter words are never
-    changed."""
+    the heuristic affix segmenter of ``lang`` before that. max_types: the most frequent word types
+    Morfessor trains on (>= 1). min_word_len: shorter words are never changed (>= 0)."""
 
     max_types: int = 5000
     min_word_len: int = 4
 
     def __post_init__(self) -> None:
+        # Checked here so `tokbench validate` refuses them (max_types=-1 used to pass and drop
+        # the last word type through ``types[:-1]``).
+        if isinstance(self.max_types, bool) or not isinstance(self.max_types, int) or self.max_types < 1:
+            raise field_error(self, "max_types", f"must be an integer >= 1, got {self.max_types!r}")
+        if isinstance(self.min_word_len, bool) or not isinstance(self.min_word_len, int) or self.min_word_len < 0:
+            raise field_error(self, "min_word_len", f"must be an integer >= 0, got {self.min_word_len!r}")
         # State, not parameters: kept out of the dataclass fields (fields seed the rng).
         self._segmenter: Segmenter | None = None
 
@@ -394,7 +413,7 @@ _CLOSED_COMPOUND_LANGS = {"de", "nl", "sv", "da", "no", "nb", "nn", "is", "fi", 
 class Compound(Perturbation):
     """Split compounds and/or join adjacent words.
 
-    split: a word that is the concatenation of two known words of at least ``min_part_len``
+    split: a word that is the concatenation of two known words of at least ``min_part_len`` (>= 1)
     letters ("database" = "data" + "base") gets a space (or ``split_with``) between them; known
     words are the word types of the ``fit`` texts seen at least twice, plus those of the document.
     join: two adjacent words separated by one space or hyphen, each of at least ``min_part_len``
@@ -408,6 +427,8 @@ class Compound(Perturbation):
     min_part_len: int = 4
 
     def __post_init__(self) -> None:
+        if isinstance(self.min_part_len, bool) or not isinstance(self.min_part_len, int) or self.min_part_len < 1:
+            raise field_error(self, "min_part_len", f"must be an integer >= 1, got {self.min_part_len!r}")
         self._vocab: set[str] = set()  # fit() state, not a parameter
 
     def fit(self, texts: list[str]) -> None:
@@ -469,6 +490,11 @@ class AffixSwap(_MorphBase):
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        # A named dictionary is a local input: refuse a missing one at validate time, not when
+        # the first document is perturbed.
+        if self.dictionary is not None and not Path(self.dictionary).expanduser().is_file():
+            raise field_error(self, "dictionary", f"Hunspell dictionary {self.dictionary!r} not found "
+                              "(a .dic file, its .aff beside it)")
         self._attested: dict[str, set[str]] = {}  # fit() state, not a parameter
 
     def fit(self, texts: list[str]) -> None:
@@ -488,7 +514,7 @@ class AffixSwap(_MorphBase):
                 into.setdefault(self._key(w), set()).add(w)
 
     def _alternatives_fn(self, text: str) -> Callable[[str], list[str]]:
-        dic = Path(self.dictionary) if self.dictionary else find_hunspell(self.lang or "en")
+        dic = Path(self.dictionary).expanduser() if self.dictionary else find_hunspell(self.lang or "en")
         if self.dictionary and not (dic and dic.is_file()):
             raise ValueError(f"morph.affix_swap: dictionary {self.dictionary!r} not found")
         if dic is not None:

@@ -12,6 +12,27 @@ from pathlib import Path
 from typing import Any
 
 
+def field_error(source: str, field: str, problem: str) -> ValueError:
+    """A ValueError about one source parameter: its text is ``<source> source: <field> <problem>``;
+    the attributes ``field`` and ``problem`` let the suite loader report it at
+    ``data.train.<field>`` / ``data.eval[i].<field>`` with that key's line
+    (harness/config/build.py), which a source may not import."""
+    err = ValueError(f"{source} source: {field} {problem}")
+    err.field = field  # type: ignore[attr-defined]
+    err.problem = problem  # type: ignore[attr-defined]
+    return err
+
+
+def check_positive(source: str, obj: Any, *names: str) -> None:
+    """Refuse a size field of ``obj`` that is not > 0 (None, where allowed, means no limit):
+    ``max_bytes: -1`` used to stop after the first document, ``max_pages: -1`` to drop the last
+    page through a negative slice."""
+    for name in names:
+        v = getattr(obj, name)
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
+            raise field_error(source, name, f"must be > 0 (or null: no limit), got {v!r}")
+
+
 @dataclass(frozen=True)
 class Document:
     """One document. ``id`` is stable across runs (it seeds the split and perturbations).

@@ -33,8 +33,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
-from sources.base import Document, Source, SourceContext
-from sources.fetch import fetch_packages, require
+from sources.base import Document, Source, SourceContext, check_positive
+from sources.fetch import check_metadata, fetch_packages, require
 from sources.script import detect_script
 
 # Package-name suffixes whose ISO 639 code is not their first part (``hi-in`` → hi needs no entry).
@@ -87,7 +87,7 @@ class DebianSource(Source):
 
     package: the Debian package name (e.g. ``fortunes-de``).
     doc_bytes: documents are packed to about this many UTF-8 bytes (ignored by ``sword``).
-    max_docs: stop after this many documents (None = all), in the package's sorted order.
+    max_docs: stop after this many documents (> 0; None = all), in the package's sorted order.
     """
 
     package: str
@@ -103,8 +103,7 @@ class DebianSource(Source):
                              f"with {self.prefix.rstrip('-')!r}")
         if self.doc_bytes < 16:
             raise ValueError(f"{self.registry_name} source: doc_bytes={self.doc_bytes} must be >= 16")
-        if self.max_docs is not None and self.max_docs < 0:
-            raise ValueError(f"{self.registry_name} source: max_docs={self.max_docs} must be >= 0")
+        check_positive(self.registry_name, self, "max_docs")
 
     # --- the Source interface -------------------------------------------------------------
     def packages(self) -> tuple[str, ...]:
@@ -113,6 +112,12 @@ class DebianSource(Source):
 
     def prepare(self, ctx: SourceContext) -> None:
         fetch_packages(self.packages(), ctx.cache_dir, source=self.registry_name, log=ctx.log)
+
+    def check(self, ctx: SourceContext) -> None:
+        """``tokbench validate``: refuse a cached package whose metadata is damaged beyond the
+        run's own repair (sources/fetch.py); the tree is hashed only when a run reads it."""
+        for p in self.packages():
+            check_metadata(ctx.cache_dir, p, self.registry_name)
 
     def provenance(self, ctx: SourceContext) -> dict[str, Any]:
         pkgs = [require(ctx.cache_dir, p, self.registry_name).provenance() for p in self.packages()]

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from sources.base import Document, Source, SourceContext
+from sources.base import Document, Source, SourceContext, check_positive
 from sources.debian import DebianSource
 from sources.fetch import fetch_packages
 from sources.firefox_l10n import FirefoxL10nSource
@@ -27,7 +27,7 @@ class DebianMixSource(Source):
     members: ``"<source>:<package>"`` entries (``"sword:sword-text-web"``,
     ``"fortunes:fortunes-de"``, ``"firefox_l10n:firefox-esr-l10n-ar"``), each built with its
     defaults. member_bytes: take each member's documents in order until this many UTF-8 bytes
-    (None = all), so one large member does not swamp the rest.
+    (> 0; None = all), so one large member does not swamp the rest.
 
     Document ids are the members' own ids (unique across packages, since they hold the package's
     paths), so the split puts a document in the same part whether it comes from the mixture or
@@ -38,6 +38,7 @@ class DebianMixSource(Source):
     member_bytes: int | None = None
 
     def __post_init__(self) -> None:
+        check_positive("debian_mix", self, "member_bytes")
         if not self.members:
             raise ValueError("debian_mix source: members is empty")
         for m in self.members:
@@ -68,6 +69,11 @@ class DebianMixSource(Source):
         fetch_packages(self.packages(), ctx.cache_dir, source="debian_mix", log=ctx.log)
         for s in self._sources():
             s.prepare(ctx)  # renders man pages; the fetch above made it a no-op otherwise
+
+    def check(self, ctx: SourceContext) -> None:
+        """``tokbench validate``: each member's check (damaged package metadata)."""
+        for s in self._sources():
+            s.check(ctx)
 
     def provenance(self, ctx: SourceContext) -> dict[str, Any]:
         return {"source": "debian_mix", "members": [s.provenance(ctx) for s in self._sources()]}

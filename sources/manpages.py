@@ -15,7 +15,7 @@ from typing import ClassVar
 
 from tqdm import tqdm
 
-from sources.base import SourceContext
+from sources.base import SourceContext, check_positive
 from sources.debian import DebianSource
 from sources.fetch import OWN_TEXT_HINT, SourceUnavailableError, require
 from sources.registry import register
@@ -75,10 +75,14 @@ class ManpagesSource(DebianSource):
     rendered with groff (cached under ``<cache>/rendered/``; ``prepare`` renders them once, one
     groff call a page, with a progress bar). Pages that only include another page (``.so``) are skipped.
 
-    max_pages: render only the first pages in sorted path order (None = all)."""
+    max_pages: render only the first pages in sorted path order (> 0; None = all)."""
 
     prefix: ClassVar[str] = "manpages-"
     max_pages: int | None = None
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_positive(self.registry_name, self, "max_pages")
 
     def _pages(self, root: Path) -> list[Path]:
         man = root / "usr" / "share" / "man"

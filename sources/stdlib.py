@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sources.base import Document, Source, SourceContext
+from sources.base import Document, Source, SourceContext, check_positive, field_error
 from sources.registry import register
 
 _SKIP_DIRS = {"test", "tests", "idlelib", "site-packages", "dist-packages", "lib2to3", "ensurepip", "turtledemo", "__pycache__", "tkinter", "pydoc_data"}
@@ -29,7 +29,8 @@ _SKIP_DIRS = {"test", "tests", "idlelib", "site-packages", "dist-packages", "lib
 class StdlibSource(Source):
     """Docstrings and comments of the Python standard library.
 
-    min_bytes: shortest block kept; max_bytes: stop after this many bytes (None = all, ~5-10 MB);
+    min_bytes: shortest block kept (>= 0); max_bytes: stop after this many bytes (> 0; None = all,
+    ~5-10 MB);
     kinds: which blocks to take (docstring, comment).
     """
 
@@ -37,6 +38,11 @@ class StdlibSource(Source):
     min_bytes: int = 200
     max_bytes: int | None = None
     kinds: tuple[str, ...] = ("docstring", "comment")
+
+    def __post_init__(self) -> None:
+        check_positive("stdlib", self, "max_bytes")
+        if self.min_bytes < 0:
+            raise field_error("stdlib", "min_bytes", f"must be >= 0, got {self.min_bytes}")
 
     def documents(self, ctx: SourceContext) -> Iterator[Document]:
         root = Path(sysconfig.get_paths()["stdlib"])

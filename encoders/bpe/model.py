@@ -54,17 +54,20 @@ _FITTED_MAX = 4
 
 @dataclass(frozen=True, kw_only=True)
 class BpeConfig:
-    """vocab_size: tokens including the 256 single bytes (ignored when ``file`` is given).
-    pattern: pre-tokenizer regex, by name (``gpt2``, ``cl100k``) or as a regex.
+    """vocab_size: tokens including the 256 single bytes, so >= 256 (ignored when ``file`` is
+    given).
+    pattern: pre-tokenizer regex, by name (``gpt2``, ``cl100k``) or as a regex; a regex that does
+    not compile is refused when the suite is validated.
     file: a local ``.tiktoken`` rank file (e.g. cl100k_base) to use instead of training merges;
-    absolute or relative to the working directory. Never downloaded.
-    dim: embedding width when the encoder runs without a backbone (else the backbone's).
-    min_frequency: a pair must occur this often in the training sample to be merged.
-    fit_bytes: bytes of the training split the merges are learned on (None: the suite's
+    absolute or relative to the working directory; it must exist when the suite is validated.
+    Never downloaded.
+    dim: embedding width when the encoder runs without a backbone (else the backbone's); >= 1.
+    min_frequency: a pair must occur this often (>= 1) in the training sample to be merged.
+    fit_bytes: bytes (> 0) of the training split the merges are learned on (None: the suite's
     ``train_bytes``; set it to cap merge training on very large budgets).
     objective: ar (next-token prediction, causal) | mdm (masked diffusion, bidirectional).
     mdm_schedule: linear | cosine — masking schedule α(t) of the MDM objective.
-    mdm_span: masked-span length in slots during MDM training (1 = independent masks)."""
+    mdm_span: masked-span length in slots during MDM training (>= 1; 1 = independent masks)."""
 
     vocab_size: int = 512
     pattern: str = "gpt2"
@@ -75,6 +78,41 @@ class BpeConfig:
     objective: Literal["ar", "mdm"] = "ar"
     mdm_schedule: Literal["linear", "cosine"] = "linear"
     mdm_span: int = 1
+
+    def __post_init__(self) -> None:
+        """Every check that needs no training data runs here, when the suite is validated
+        (``tokbench validate``), not in ``BpeEncoder.__init__``: a bad value used to surface only
+        when the run reached this encoder, after training the ones before it, and without the
+        suite key. Each error carries ``field`` so the loader names ``encoders[i].<field>``."""
+        if self.file is None and self.vocab_size < 256:
+            raise config_error("vocab_size", f"must be >= 256 (the single bytes are tokens), "
+                               f"got {self.vocab_size}",
+                               f"bpe.vocab_size={self.vocab_size} is below 256 (the single bytes)")
+        try:
+            resolve_pattern(self.pattern)
+        except ValueError as e:
+            raise config_error("pattern", str(e), str(e)) from None
+        if self.file is not None and not Path(self.file).expanduser().is_file():
+            raise config_error("file", f"BPE rank file not found: {Path(self.file).expanduser()} "
+                               "(a local .tiktoken file; tokbench never downloads one)")
+        for key in ("dim", "min_frequency", "mdm_span"):
+            if getattr(self, key) < 1:
+                raise config_error(key, f"must be >= 1, got {getattr(self, key)}")
+        if self.fit_bytes is not None and self.fit_bytes <= 0:
+            raise config_error("fit_bytes", f"must be > 0 or null (the suite's train_bytes), "
+                               f"got {self.fit_bytes}")
+
+
+def config_error(field: str, problem: str, text: str | None = None) -> ValueError:
+    """A ValueError about one ``BpeConfig`` field. Its text (``text``, default ``bpe.<field>:
+    <problem>``) names the field for code that builds configs directly; the attributes ``field``
+    and ``problem`` let the suite loader (harness/config/build.py) report it as
+    ``FILE:LINE: encoders[i].<field>: <problem>`` instead of at the entry (an encoder may not
+    import the harness, so it cannot raise the loader's own error)."""
+    err = ValueError(text or f"bpe.{field}: {problem}")
+    err.field = field  # type: ignore[attr-defined]
+    err.problem = problem  # type: ignore[attr-defined]
+    return err
 
 
 @dataclass(frozen=True)
@@ -134,20 +172,14 @@ class BpeEncoder(MaskedDiffusion, Encoder):
 
     def __init__(self, config: BpeConfig, backbone: BackboneConfig | None) -> None:
         super().__init__(config, backbone)
-        resolve_pattern(config.pattern)  # a bad regex fails at construction, naming the pattern
+        # vocab_size, pattern, file and fit_bytes were checked by BpeConfig.__post_init__
         self.tokenizer: BpeTokenizer | None = None
         self.fit_facts: dict[str, Any] = {}  # key, fingerprint, bytes_per_token_train, ...
         if config.file is not None:
             self.tokenizer = BpeTokenizer.from_file(Path(config.file).expanduser(), config.pattern)
             V = self.tokenizer.n_vocab
         else:
-            if config.vocab_size < 256:
-                raise ValueError(
-                    f"bpe.vocab_size={config.vocab_size} is below 256 (the single bytes)"
-                )
             V = config.vocab_size
-        if config.fit_bytes is not None and config.fit_bytes <= 0:
-            raise ValueError(f"bpe.fit_bytes={config.fit_bytes} must be positive")
         dim = backbone.dim if backbone is not None else config.dim
         self.objective = config.objective
         mdm = config.objective == "mdm"

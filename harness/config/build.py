@@ -57,6 +57,28 @@ def _resolve(kind: plugins.Kind, name: Any, where: Where, search_paths: Sequence
         raise where.error(str(e)) from None
 
 
+def plugin_config(cls: type, mapping: Any, where: Where, **kwargs: Any) -> Any:
+    """``from_mapping`` for a plugin's config class (source, encoder, perturbation, analysis),
+    with its own checks located at the field they are about.
+
+    A plugin may not import the harness, so its ``__post_init__`` raises a plain ValueError; when
+    that error has a ``field`` attribute naming one of the class's fields (and optionally
+    ``problem``, the text without the field's name), the error is reported at
+    ``FILE:LINE: <entry>.<field>: <problem>``, with the line of that key, instead of at the
+    entry (``encoders/bpe/model.py``: ``config_error``). Errors without it stay at the entry.
+    ``from_mapping`` raises its ConfigError from inside its ``except`` block, so the plugin's
+    error is the ConfigError's ``__context__``."""
+    try:
+        return from_mapping(cls, mapping, where, **kwargs)
+    except ConfigError as e:
+        cause = e.__context__
+        field = getattr(cause, "field", None)
+        if isinstance(cause, ValueError) and isinstance(field, str) and field in init_fields(cls):
+            problem = getattr(cause, "problem", None) or str(cause)
+            raise where.at(field).error(str(problem)) from None
+        raise
+
+
 def _entry(value: Any, where: Where, what: str) -> dict[str, Any]:
     """A list entry: a mapping, or a bare string as shorthand for ``{name: string}``."""
     if isinstance(value, str):
@@ -104,7 +126,7 @@ def source_spec(
     if language is not None and "language" in cfg_fields:
         cfg_map["language"] = language
     try:
-        config = from_mapping(cls, cfg_map, where)
+        config = plugin_config(cls, cfg_map, where)
     except ConfigError as e:
         if "source" in entry or "missing required key" not in str(e):
             raise
@@ -220,7 +242,7 @@ def _encoders(
         base_label = enc_id or plugins.default_label(name, cls)
         for combo in itertools.product(*(params[k] for k in swept)):
             p = {**params, **dict(zip(swept, combo))}
-            config = from_mapping(cfg_cls, p, w)
+            config = plugin_config(cfg_cls, p, w)
             label = base_label + "".join(f"-{_label_value(v)}" for v in combo)
             if label in owner:
                 other = owner[label]
@@ -307,7 +329,7 @@ def _perturbations(
 
         params = {k: v for k, v in entry.items() if k not in ("name", "id", "severity")}
         for s in severities:
-            inst = from_mapping(cls, params, w, exclude=("lang",), fixed={"severity": s})
+            inst = plugin_config(cls, params, w, exclude=("lang",), fixed={"severity": s})
             # every field but lang, severity included (harness.suite: they seed the rng)
             resolved = {n: getattr(inst, n) for n in cls_fields if n != "lang"}
             specs.append(
@@ -336,7 +358,7 @@ def _analyses(
         entry, name, cls = _plugin_entry(item, w, "analysis", search_paths)
         check_keys(entry, {"name"} | set(init_fields(cls)), w)  # 'name' among the valid keys
         params = {k: v for k, v in entry.items() if k != "name"}
-        config = from_mapping(cls, params, w)
+        config = plugin_config(cls, params, w)
         for j, ds in enumerate(getattr(config, "datasets", ()) or ()):
             if ds not in eval_names:
                 close = difflib.get_close_matches(ds, sorted(eval_names), n=1)
