@@ -30,6 +30,7 @@ from typing import Any, Literal
 import torch
 from torch import nn
 
+from core.errors import field_error
 from encoders.backbone import Backbone, BackboneConfig, OutputHead, backbone_flops
 from encoders.base import (
     BOS,
@@ -145,7 +146,9 @@ class BltConfig:
 
     def __post_init__(self) -> None:
         def bad(key: str, value: Any, need: str) -> ValueError:
-            return ValueError(f"blt: {key}={value!r} is invalid: {need}")
+            # located at the key's own line by the suite loader (core.errors)
+            return field_error("blt", key, f"{need}, got {value!r}",
+                               f"blt: {key}={value!r} is invalid: {need}")
 
         if self.patching not in ("entropy", "space", "static"):
             raise bad("patching", self.patching, "use entropy, space or static")

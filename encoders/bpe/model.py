@@ -38,6 +38,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from core.errors import field_error
 from encoders.backbone import Backbone, BackboneConfig, OutputHead, backbone_flops
 from encoders.base import Encoder, FitContext, TensorBatch, UnitNLL, batch_scored_index, unit_index
 from encoders.bpe.tokenizer import BpeTokenizer, merge_key, resolve_pattern
@@ -85,34 +86,22 @@ class BpeConfig:
         when the run reached this encoder, after training the ones before it, and without the
         suite key. Each error carries ``field`` so the loader names ``encoders[i].<field>``."""
         if self.file is None and self.vocab_size < 256:
-            raise config_error("vocab_size", f"must be >= 256 (the single bytes are tokens), "
+            raise field_error("bpe", "vocab_size", f"must be >= 256 (the single bytes are tokens), "
                                f"got {self.vocab_size}",
                                f"bpe.vocab_size={self.vocab_size} is below 256 (the single bytes)")
         try:
             resolve_pattern(self.pattern)
         except ValueError as e:
-            raise config_error("pattern", str(e), str(e)) from None
+            raise field_error("bpe", "pattern", str(e), str(e)) from None
         if self.file is not None and not Path(self.file).expanduser().is_file():
-            raise config_error("file", f"BPE rank file not found: {Path(self.file).expanduser()} "
+            raise field_error("bpe", "file", f"BPE rank file not found: {Path(self.file).expanduser()} "
                                "(a local .tiktoken file; tokbench never downloads one)")
         for key in ("dim", "min_frequency", "mdm_span"):
             if getattr(self, key) < 1:
-                raise config_error(key, f"must be >= 1, got {getattr(self, key)}")
+                raise field_error("bpe", key, f"must be >= 1, got {getattr(self, key)}")
         if self.fit_bytes is not None and self.fit_bytes <= 0:
-            raise config_error("fit_bytes", f"must be > 0 or null (the suite's train_bytes), "
+            raise field_error("bpe", "fit_bytes", f"must be > 0 or null (the suite's train_bytes), "
                                f"got {self.fit_bytes}")
-
-
-def config_error(field: str, problem: str, text: str | None = None) -> ValueError:
-    """A ValueError about one ``BpeConfig`` field. Its text (``text``, default ``bpe.<field>:
-    <problem>``) names the field for code that builds configs directly; the attributes ``field``
-    and ``problem`` let the suite loader (harness/config/build.py) report it as
-    ``FILE:LINE: encoders[i].<field>: <problem>`` instead of at the entry (an encoder may not
-    import the harness, so it cannot raise the loader's own error)."""
-    err = ValueError(text or f"bpe.{field}: {problem}")
-    err.field = field  # type: ignore[attr-defined]
-    err.problem = problem  # type: ignore[attr-defined]
-    return err
 
 
 @dataclass(frozen=True)

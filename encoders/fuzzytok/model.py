@@ -20,6 +20,7 @@ from typing import Any, Literal
 import torch
 from torch import nn
 
+from core.errors import field_error
 from encoders.backbone import Backbone, BackboneConfig, OutputHead, backbone_flops
 from encoders.base import ByteLevelEncoder, TensorBatch
 from encoders.fuzzytok.ops import conv_block, use_triton
@@ -50,19 +51,19 @@ class FuzzyTokConfig:
 
     def __post_init__(self) -> None:
         if self.dim < 1:
-            raise ValueError(f"fuzzytok.dim must be >= 1, got {self.dim}")
+            raise field_error("fuzzytok", "dim", f"must be >= 1, got {self.dim}")
         if self.kernel_size < 1:
-            raise ValueError(f"fuzzytok.kernel_size must be >= 1, got {self.kernel_size}")
+            raise field_error("fuzzytok", "kernel_size", f"must be >= 1, got {self.kernel_size}")
         if not self.dilations or any(d < 1 for d in self.dilations):
-            raise ValueError(f"fuzzytok.dilations must be a non-empty list of integers >= 1, got {list(self.dilations)}")
+            raise field_error("fuzzytok", "dilations", f"must be a non-empty list of integers >= 1, got {list(self.dilations)}")
         if self.blocks < 0:
-            raise ValueError(f"fuzzytok.blocks must be >= 0, got {self.blocks}")
+            raise field_error("fuzzytok", "blocks", f"must be >= 0, got {self.blocks}")
         if self.activation not in ("gelu", "relu", "silu", "none"):
-            raise ValueError(f"fuzzytok.activation: unknown value {self.activation!r} (gelu, relu, silu, none)")
+            raise field_error("fuzzytok", "activation", f"unknown value {self.activation!r} (gelu, relu, silu, none)")
         if self.impl not in ("auto", "triton", "torch"):
-            raise ValueError(f"fuzzytok.impl: unknown value {self.impl!r} (auto, triton, torch)")
+            raise field_error("fuzzytok", "impl", f"unknown value {self.impl!r} (auto, triton, torch)")
         if self.fused_block and self.recompute is False:
-            raise ValueError("fuzzytok.recompute: false needs fused_block: false "
+            raise field_error("fuzzytok", "recompute", "false needs fused_block: false "
                              "(the fused block keeps no intermediates to reuse)")
 
     @property

@@ -65,7 +65,8 @@ def plugin_config(cls: type, mapping: Any, where: Where, **kwargs: Any) -> Any:
     that error has a ``field`` attribute naming one of the class's fields (and optionally
     ``problem``, the text without the field's name), the error is reported at
     ``FILE:LINE: <entry>.<field>: <problem>``, with the line of that key, instead of at the
-    entry (``encoders/bpe/model.py``: ``config_error``). Errors without it stay at the entry.
+    entry (``core.errors.field_error``, used by bpe, blt and fuzzytok). Errors without it stay at
+    the entry.
     ``from_mapping`` raises its ConfigError from inside its ``except`` block, so the plugin's
     error is the ConfigError's ``__context__``."""
     try:

@@ -193,3 +193,34 @@ def test_cli_validate_refuses_on_one_line(override: str, key: str) -> None:
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1, proc.stderr
     assert lines[0].startswith(f"tokbench: error: --set {override}: {key}: "), lines[0]
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "key", "problem"),
+    [
+        # a plugin's own checks (core.errors.field_error), not the by-name bounds
+        ("    blocks: 1", "    blocks: 1\n    dilations: []", "encoders[1].dilations",
+         "must be a non-empty list of integers >= 1"),
+        ("    blocks: 1", "    blocks: 1\n    fused_block: true\n    recompute: false",
+         "encoders[1].recompute", "false needs fused_block: false"),
+    ],
+)
+def test_a_plugins_own_check_is_located_at_its_key(tmp_path: Path, old: str, new: str, key: str,
+                                                    problem: str) -> None:
+    text = SUITE.replace(old, new)
+    path = tmp_path / "suite.yaml"
+    path.write_text(text)
+    line = next(i for i, s in enumerate(text.splitlines(), 1) if s.strip().startswith(key.split(".")[-1]))
+    with pytest.raises(ConfigError) as e:
+        load_suite(path)
+    assert str(e.value).startswith(f"{path}:{line}: {key}: ") and problem in str(e.value), str(e.value)
+
+
+def test_blt_checks_are_located_at_their_key(tmp_path: Path) -> None:
+    text = SUITE.replace("  - name: bytes\n", "  - name: blt\n    local_dim: 30\n    local_heads: 4\n  - name: bytes\n")
+    path = tmp_path / "suite.yaml"
+    path.write_text(text)
+    line = text.splitlines().index("    local_dim: 30") + 1
+    with pytest.raises(ConfigError) as e:
+        load_suite(path)
+    assert str(e.value).startswith(f"{path}:{line}: encoders[0].local_dim: must be divisible by local_heads=4")
