@@ -77,19 +77,30 @@ _SHARED_CODE = ("harness/perturb.py", "harness/score.py", "harness/metrics.py", 
 
 @functools.cache
 def code_hash(cls: type | None) -> str:
-    """sha256 over the source files that decide a plan: the perturbation class's module and the
-    shared planning code (perturb, cut, edit rate, word count). Part of the plan cache key, so
-    editing a perturbation never serves stale perturbed texts."""
+    """sha256 over the source files that decide a plan: the shared planning code (perturb, cut,
+    edit rate, word count) and the perturbation's code. Part of the plan cache key, so editing a
+    perturbation never serves stale perturbed texts.
+
+    The perturbation's code is every module of its package, not only the class's own: a class
+    often delegates (``case.random``'s ``perturb`` is in ``perturbations/chartable.py``, word
+    choice in ``wordsel.py``), and a module the class imports is not known from the class. For
+    the built-in ones that is all of ``perturbations/`` (once per process, a few ms); for a
+    plugin, every ``.py`` under the directory of its module."""
     root = Path(__file__).resolve().parents[1]
     files = [root / f for f in _SHARED_CODE]
     if cls is not None:
         try:
-            files.append(Path(inspect.getfile(cls)))
+            own = Path(inspect.getfile(cls)).resolve()
         except (TypeError, OSError):
-            pass
+            own = None
+        if own is not None:
+            builtin = root / "perturbations"
+            pkg = builtin if own.is_relative_to(builtin) else own.parent
+            files += sorted(pkg.rglob("*.py"))
     h = hashlib.sha256()
     for f in files:
-        h.update(f.read_bytes() if f.is_file() else str(f).encode())
+        h.update(str(f.relative_to(root) if f.is_relative_to(root) else f).encode() + b"\0")
+        h.update(f.read_bytes() if f.is_file() else b"")
     return h.hexdigest()[:16]
 
 

@@ -1349,6 +1349,9 @@ class Runner:
             keys[(pspec.id, pspec.severity, mode)] = cache.key(
                 data=es.part.fingerprint, perturbation=pspec.name, id=pspec.id, severity=pspec.severity,
                 params=pspec.params, seed=seed, mode=mode, fraction=ev.context_fraction if mode != "full" else None,
+                # clean_target cuts the scored continuation by these: its word count and whether
+                # a document has anything to score are in the cached rows
+                target=(ev.target_bytes, self.budget.context_bytes) if mode != "full" else None,
                 # a fitted perturbation (e.g. morphology) learned from the training text
                 train=self.data_facts["train"]["fingerprint"], version=tokbench_version(),
                 # the instance's class (the suite's own object: no fit needed for the key)

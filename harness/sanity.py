@@ -92,9 +92,11 @@ def probe_causality(enc: Encoder, data: bytes, rng: random.Random, n_positions: 
         # byte t alone (whitespace stays whitespace, so a word boundary at t survives)
         pool = [b for b in (ws if data[t] in ws else alphabet) if b != data[t]] or [b for b in range(256) if b != data[t]]
         muts.append(data[:t] + bytes([rng.choice(pool)]) + data[t + 1 :])
-        # every byte after t, then every byte from t on
+        # every byte after t (from the text's alphabet), then every byte from t on (byte t as
+        # above, the rest any byte value)
         muts.append(data[: t + 1] + bytes(rng.choice(alphabet) for _ in range(len(data) - t - 1)))
-        muts.append(data[:t] + bytes([data[t]]) + bytes(rng.randrange(256) for _ in range(len(data) - t - 1)))
+        muts.append(data[:t] + bytes([rng.choice(pool)])
+                    + bytes(rng.randrange(256) for _ in range(len(data) - t - 1)))
         base = enc.predict_logprobs(data, [t])
         if t not in base:
             continue

@@ -270,3 +270,36 @@ def test_plan_cache_key_follows_the_perturbation_code() -> None:
 
     assert code_hash(A) == code_hash(A) and len(code_hash(None)) == 16
     assert code_hash(None) != code_hash(PlanCache)  # a different module file, a different key
+
+
+def test_plan_cache_key_covers_every_module_of_the_perturbations_package(tmp_path: Path) -> None:
+    # case.random's perturb is in chartable.py, not case.py: an edit there must change the key.
+    # Every built-in perturbation hashes the whole package (so two of them share it); a plugin
+    # hashes every module under its own directory.
+    import importlib
+    import sys
+
+    from harness.batchscore import code_hash
+    from perturbations.case import RandomCase
+    from perturbations.typo import KeyboardTypo
+
+    assert code_hash(RandomCase) == code_hash(KeyboardTypo) != code_hash(None)
+    pkg = tmp_path / "tbplug"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "helper.py").write_text("def up(s):\n    return s.upper()\n")
+    (pkg / "mod.py").write_text(
+        "from perturbations.base import Perturbation\nfrom tbplug.helper import up\n\n\n"
+        "class Shout(Perturbation):\n    def perturb(self, text, rng):\n        return up(text)\n")
+    sys.path.insert(0, str(tmp_path))
+    try:
+        cls = importlib.import_module("tbplug.mod").Shout
+        before = code_hash(cls)
+        (pkg / "helper.py").write_text("def up(s):\n    return s.lower()\n")
+        code_hash.cache_clear()  # a new process, as the next run is
+        assert code_hash(cls) != before
+    finally:
+        sys.path.remove(str(tmp_path))
+        for m in ("tbplug", "tbplug.mod", "tbplug.helper"):
+            sys.modules.pop(m, None)
+        code_hash.cache_clear()

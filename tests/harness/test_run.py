@@ -112,6 +112,25 @@ def test_fresh_run_gives_the_same_numbers(finished: tuple[Path, Path], tmp_path:
     assert (tmp_path / "again" / "results.csv").read_text() == (out / "results.csv").read_text()
 
 
+def test_plan_cache_keys_the_scored_continuation(finished: tuple[Path, Path], tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    # clean_target's cached plan rows hold the scored continuation's word count (and whether a
+    # document has anything to score), both cut by eval.target_bytes: a run with another
+    # target_bytes read the first run's counts from the shared cache (n_words and word_ppl off)
+    suite, out = finished
+    runs = {name: tmp_path / name for name in ("a", "b", "c")}
+    for d in runs.values():
+        shutil.copytree(out / "models", d / "models")  # eval settings are not in a model's key
+    base = ["run", str(suite), "--quiet", "--no-report"]
+    monkeypatch.setenv("TOKBENCH_CACHE", str(tmp_path / "shared"))
+    assert main([*base, "--out", str(runs["a"])]) == 0  # target_bytes 24: fills the cache
+    assert main([*base, "--out", str(runs["b"]), "--set", "eval.target_bytes=8"]) == 0
+    monkeypatch.setenv("TOKBENCH_CACHE", str(tmp_path / "fresh"))
+    assert main([*base, "--out", str(runs["c"]), "--set", "eval.target_bytes=8"]) == 0
+    rows_b, rows_c = read_rows(runs["b"]), read_rows(runs["c"])
+    assert rows_b == rows_c and rows_b != read_rows(runs["a"])
+
+
 def test_killed_run_resumes_without_losing_cells(finished: tuple[Path, Path], tmp_path: Path) -> None:
     suite, out = finished
     copy = tmp_path / "killed"
@@ -151,6 +170,12 @@ def test_a_real_kill_mid_run_then_resume(tmp_path: Path) -> None:
     assert "loaded from cache" in resumed.stderr  # the trained model survived the kill
     rows = read_rows(out)
     assert len(rows) == 12
+    # the same numbers as a run that was never killed (its own run directory and cache)
+    fresh = tmp_path / "fresh"
+    cmd[cmd.index(str(out))] = str(fresh)
+    assert subprocess.run(cmd, capture_output=True, env={**env, "TOKBENCH_CACHE": str(tmp_path / "cache2")}
+                          ).returncode == 0
+    assert (fresh / "results.csv").read_text() == (out / "results.csv").read_text()
 
 
 @pytest.mark.parametrize(
