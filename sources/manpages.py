@@ -4,6 +4,7 @@ plain text with ``groff -k -Tutf8`` and split into paragraphs."""
 from __future__ import annotations
 
 import gzip
+import hashlib
 import re
 import shutil
 import subprocess
@@ -15,9 +16,10 @@ from typing import ClassVar
 
 from tqdm import tqdm
 
+from core.files import write_bytes_atomic
 from sources.base import SourceContext, check_positive
 from sources.debian import DebianSource
-from sources.fetch import OWN_TEXT_HINT, SourceUnavailableError, require
+from sources.fetch import OWN_TEXT_HINT, CacheDamagedError, SourceUnavailableError, require
 from sources.registry import register
 
 _HEADER = re.compile(r"^\S+\([0-9A-Za-z]+\)\s.*\S\([0-9A-Za-z]+\)$")
@@ -30,6 +32,31 @@ _CJK_SPACE = re.compile(f"(?<=[{_CJK}]) (?=[{_CJK}])")
 # that keeps paragraphs unbroken, each one is ~2000 box-drawing characters (6 KB of UTF-8): the
 # ATTRIBUTES tables alone made ~70 % of manpages-dev's bytes such rules. The cell rows stay.
 _RULE = re.compile(r"^[\u2500-\u257f\s]+$")
+
+# A rendered page's first line is the sha256 of the text below it, and a directory rendered by
+# this code holds CHECKED_MARK: there a page without a matching line (truncated, edited, torn) is
+# damaged and rendered again, or refused where groff is missing (a GPU box with carried data).
+# A directory rendered before checksums (no mark: an older cache or data pack) is read as it is.
+SUM_PREFIX = b"tokbench-rendered sha256="
+CHECKED_MARK = ".checksummed"
+
+
+def read_rendered(path: Path, strict: bool) -> str | None:
+    """The text of a rendered page file, or None when it is damaged: its checksum line does not
+    match, or (``strict``, a directory with ``CHECKED_MARK``) it has none."""
+    raw = path.read_bytes()
+    if raw.startswith(SUM_PREFIX):
+        head, _, body = raw.partition(b"\n")
+        if hashlib.sha256(body).hexdigest().encode() != head[len(SUM_PREFIX):]:
+            return None
+    elif strict:
+        return None
+    else:
+        body = raw
+    try:
+        return body.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
 
 
 def clean_rendered_man(text: str) -> list[str]:
@@ -94,21 +121,29 @@ class ManpagesSource(DebianSource):
         return ctx.cache_dir / "rendered" / f"{self.package}_{version.replace(':', '%3a')}"
 
     @staticmethod
-    def _rendered(root: Path, page: Path, render_dir: Path) -> Path:
-        """The page's rendered text file under ``render_dir``, rendering it if missing."""
+    def _rendered(root: Path, page: Path, render_dir: Path) -> str:
+        """The page's rendered text, from its file under ``render_dir`` when that is whole, else
+        rendered (again) and stored with its checksum line (module comment at ``SUM_PREFIX``)."""
         out = render_dir / (page.relative_to(root).as_posix() + ".txt")
         if out.is_file():
-            return out
+            text = read_rendered(out, strict=(render_dir / CHECKED_MARK).is_file())
+            if text is not None:
+                return text
+            if shutil.which("groff") is None:
+                raise CacheDamagedError(
+                    f"{out}: damaged rendered page (its checksum does not match); run `tokbench "
+                    "data prepare SUITE` where groff is installed, or carry the data again")
         raw = page.read_bytes()
         if raw[:2] == b"\x1f\x8b":
             raw = gzip.decompress(raw)
         body = [ln for ln in raw.splitlines() if ln.strip() and not ln.startswith((b".\\\"", b"'\\\""))]
         text = "" if body and body[0].startswith(b".so ") else render_man(raw)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        part = out.with_suffix(".part")
-        part.write_text(text, encoding="utf-8")
-        part.replace(out)
-        return out
+        if not (render_dir / CHECKED_MARK).is_file():
+            write_bytes_atomic(render_dir / CHECKED_MARK, b"", make_parents=True)
+        data = text.encode("utf-8")
+        write_bytes_atomic(out, SUM_PREFIX + hashlib.sha256(data).hexdigest().encode() + b"\n" + data,
+                           make_parents=True)
+        return text
 
     def prepare(self, ctx: SourceContext) -> None:
         super().prepare(ctx)
@@ -122,6 +157,6 @@ class ManpagesSource(DebianSource):
         render_dir = self._render_dir(ctx)
         for page in self._pages(root):
             rel = page.relative_to(root).as_posix()
-            text = self._rendered(root, page, render_dir).read_text(encoding="utf-8")
+            text = self._rendered(root, page, render_dir)
             for para in clean_rendered_man(text):
                 yield rel, para

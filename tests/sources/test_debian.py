@@ -201,6 +201,43 @@ def test_manpages_source_renders_utf8_without_hyphenation(ctx: SourceContext) ->
     assert list((ctx.cache_dir / "rendered").rglob("ls.1.gz.txt"))
 
 
+@pytest.mark.skipif(shutil.which("groff") is None, reason="groff is not installed")
+def test_a_damaged_rendered_page_is_rendered_again_or_refused(ctx: SourceContext,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    from sources.fetch import CacheDamagedError
+    from sources.manpages import CHECKED_MARK, SUM_PREFIX
+
+    fake_package(ctx.cache_dir, "manpages-de",
+                 {"usr/share/man/de/man1/ls.1.gz": gzip.compress(MAN_PAGE.encode())})
+    src = ManpagesSource(package="manpages-de", doc_bytes=100_000)
+    want = [d.data for d in src.documents(ctx)]
+    (page,) = (ctx.cache_dir / "rendered").rglob("ls.1.gz.txt")
+    assert page.read_bytes().startswith(SUM_PREFIX)
+    assert (ctx.cache_dir / "rendered" / "manpages-de_1.0-1" / CHECKED_MARK).is_file()
+    whole = page.read_bytes()
+    for damage in (whole[: len(whole) // 2], b"", whole.replace(b"Donau", b"Rhein")):
+        page.write_bytes(damage)  # truncated, emptied (no checksum line at all), edited
+        assert [d.data for d in src.documents(ctx)] == want  # rendered again from the page
+        assert page.read_bytes() == whole
+    page.write_bytes(whole[:40])
+    monkeypatch.setattr(shutil, "which", lambda name: None)  # a GPU box: carried text, no groff
+    with pytest.raises(CacheDamagedError, match=r"ls\.1\.gz\.txt: damaged rendered page"):
+        list(src.documents(ctx))
+
+
+def test_a_rendered_directory_from_before_checksums_is_read_as_it_is(ctx: SourceContext,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    # an older cache or data pack: no mark, no checksum lines; read without groff
+    fake_package(ctx.cache_dir, "manpages-de",
+                 {"usr/share/man/de/man1/ls.1.gz": gzip.compress(MAN_PAGE.encode())})
+    src = ManpagesSource(package="manpages-de", doc_bytes=100_000)
+    out = ctx.cache_dir / "rendered" / "manpages-de_1.0-1" / "usr/share/man/de/man1/ls.1.gz.txt"
+    out.parent.mkdir(parents=True)
+    out.write_text("NAME\n       ls - list\n")
+    monkeypatch.setattr(shutil, "which", lambda name: None)
+    assert [d.data.decode() for d in src.documents(ctx)] == ["NAME\nls - list"]
+
+
 def test_manpage_cleaning_drops_table_rules() -> None:
     # tbl's boxes at the 2000-column render width: the rules go, the cell rows stay
     rule = "─" * 1990
