@@ -26,6 +26,8 @@ import tempfile
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from sources.fetch import FetchedPackage, check_package
+
 MANIFEST = "MANIFEST.json"
 # --slim: per package, the subtrees of root/ its source reads; other packages are kept whole. An
 # entry with a glob in it keeps only the matching files under the directory before the glob
@@ -58,16 +60,25 @@ def suite_packages(suite: Any) -> tuple[list[str], list[str]]:
 
 
 def _rendered_dir(cache_dir: Path, package: str) -> Path:
-    """Where sources keep a package's rendered text (``sources.manpages``: one .txt per page)."""
-    version = json.loads((cache_dir / "debian" / package / "package.json").read_text())["version"]
+    """Where sources keep a package's rendered text (``sources.manpages``: one .txt per page),
+    for the package's checked version (``_checked``)."""
+    version = _checked(cache_dir, package).version
     return cache_dir / "rendered" / f"{package}_{version.replace(':', '%3a')}"
+
+
+def _checked(cache_dir: Path, package: str) -> FetchedPackage:
+    """The cached package after its integrity checks (``sources.fetch.check_package``: a damaged
+    one is rebuilt from its kept .deb or refused on one line), so a pack never ships damage."""
+    pkg = check_package(cache_dir, package, source="data pack")
+    if pkg is None:
+        raise ValueError(f"data pack: Debian package {package!r} is not prepared in {cache_dir}; "
+                         "run `tokbench data prepare SUITE` first")
+    return pkg
 
 
 def _files(cache_dir: Path, package: str, slim: bool) -> list[Path]:
     d = cache_dir / "debian" / package
-    if not (d / "package.json").is_file():
-        raise ValueError(f"data pack: Debian package {package!r} is not prepared in {cache_dir}; "
-                         "run `tokbench data prepare SUITE` first")
+    _checked(cache_dir, package)
     keep = SLIM_KEEP.get(package, ()) if slim and package in SLIM_KEEP else ("",)
     out = [d / "package.json"]
     for k in keep:

@@ -130,3 +130,15 @@ def test_unpack_refuses_a_tampered_or_escaping_archive(tmp_path: Path) -> None:
 def test_pack_names_an_unprepared_package(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="not prepared"):
         pack(suite_reading("missing"), tmp_path, tmp_path / "x.tar.gz")
+
+
+def test_pack_refuses_a_damaged_package(tmp_path: Path) -> None:
+    # the cache's integrity checks run before anything is packed: damage never travels
+    from sources.fetch import CacheDamagedError
+
+    src = tmp_path / "src"
+    fake_package(src, "other", {"usr/share/o.txt": b"o"})
+    (src / "debian" / "other" / "package.json").write_text("[1]")
+    with pytest.raises(CacheDamagedError, match=r"'other' is damaged: .*package\.json: expected a JSON object"):
+        pack(suite_reading("other"), src, tmp_path / "x.tar.gz")
+    assert not (tmp_path / "x.tar.gz").exists()
