@@ -173,7 +173,9 @@ def parts(bb: Backbone, vocab: int, n: int, windows: int, reps: int, dev: torch.
           ) -> list[tuple[str, float, float]]:
     """(part, median seconds, FLOPs) of the cumulative parts of one family's forward: the
     backbone, + the head in each scoring mode (OutputHead's fp32 / split / mixed / bf16, and an fp32
-    head through TF32 tensor cores), + the fp32 head and the per-token NLL."""
+    head through TF32 tensor cores), + the fp32 head and the per-token NLL; last, the whole
+    forward in fp32 without autocast, as ``eval.dtype: float32`` scores (beside "+ head split +
+    NLL", the bf16 run's path: what full-precision scoring costs)."""
     dim = bb.cfg.dim
     head = OutputHead(dim, vocab).to(dev)
     x = torch.randn(windows, n, dim, device=dev)
@@ -196,6 +198,12 @@ def parts(bb: Backbone, vocab: int, n: int, windows: int, reps: int, dev: torch.
         finally:
             torch.backends.cuda.matmul.allow_tf32 = old
 
+    def fp32_forward() -> torch.Tensor:
+        # ``eval.dtype: float32``: the whole forward without autocast (fp32 GEMMs; the run does
+        # not turn TF32 on), fp32 head and NLL
+        with torch.autocast(dev.type, enabled=False):
+            return with_nll()
+
     cases: list[tuple[str, Callable[[], object], float, str]] = [
         ("backbone", lambda: bb(x), f_bb, "fp32"),
         ("+ head, fp32 (OutputHead fp32)", lambda: head(bb(x)), f_all, "fp32"),  # no grad + autocast
@@ -206,6 +214,7 @@ def parts(bb: Backbone, vocab: int, n: int, windows: int, reps: int, dev: torch.
         ("+ head fp32 + NLL", with_nll, f_all, "fp32"),
         ("+ head split + NLL", with_nll, f_all, "split"),
         ("+ head mixed + NLL", with_nll, f_all, "mixed"),
+        ("all fp32, no autocast + NLL", fp32_forward, f_all, "fp32"),
     ]
     out = []
     for part, fn, flops, mode in cases:
