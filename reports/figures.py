@@ -254,7 +254,9 @@ def _bars(df: pd.DataFrame, cat: str, labels: dict[str, str], encoders: list[str
         d = df[df.encoder == enc].set_index(cat).reindex(cats)
         x = np.arange(len(cats)) + (i - (n - 1) / 2) * width
         err = np.vstack([(d.bpb - d.ci_lo).to_numpy(), (d.ci_hi - d.bpb).to_numpy()])
-        yerr = np.where(np.isfinite(err), err, 0.0) if np.isfinite(err).any() else None
+        # a CI bound can sit an ulp on the wrong side of the point when every document has the
+        # same BPB (the ratio summed in another order): matplotlib refuses a negative error bar
+        yerr = np.where(np.isfinite(err), np.maximum(err, 0.0), 0.0) if np.isfinite(err).any() else None
         ax.bar(x, d.bpb, width, color=colors[enc], label=enc, yerr=yerr, capsize=2,
                error_kw={"lw": 0.8})
     ax.set_xticks(np.arange(len(cats)), [labels.get(c, c) for c in cats], rotation=20,

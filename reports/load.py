@@ -385,9 +385,83 @@ def _run_name(run_dir: Path) -> str:
     return Path(run_dir).resolve().name or str(run_dir)
 
 
+def _fingerprint_of(run: dict[str, Any], dataset: str) -> str | None:
+    """The fingerprint run.json records for an eval set, or None. The harness writes
+    ``data["eval:<name>"]``; older or hand-made files use ``data[<name>]`` or
+    ``data["eval"][<name>]``."""
+    data = run.get("data")
+    if not isinstance(data, dict):
+        return None
+    nested = data.get("eval")
+    for entry in (data.get(f"eval:{dataset}"), data.get(dataset),
+                  nested.get(dataset) if isinstance(nested, dict) else None):
+        if isinstance(entry, dict) and entry.get("fingerprint"):
+            return str(entry["fingerprint"])
+    return None
+
+
+def eval_fingerprints(run: RunData) -> dict[str, str | None]:
+    """Eval set name -> fingerprint of its documents (None where the run records none).
+
+    results.csv's ``fingerprint`` column (docs/results.md) comes first: it is written with every
+    cell, so it is what was scored; run.json's ``data`` section is the fallback. Several values
+    for one eval set (cells from different data) are joined, so they match no single one."""
+    frames = [f for f in (run.results, run.baselines, run.samples) if "dataset" in f.columns]
+    datasets = list(dict.fromkeys(str(d) for f in frames for d in f["dataset"]))
+    rows = [f for f in (run.results, run.baselines) if {"dataset", "fingerprint"} <= set(f.columns)]
+    out: dict[str, str | None] = {}
+    for ds in datasets:
+        fps = sorted({str(x) for f in rows for x in f.loc[f["dataset"] == ds, "fingerprint"]
+                      if isinstance(x, str) and x})
+        out[ds] = ",".join(fps) if fps else _fingerprint_of(run.run, ds)
+    return out
+
+
+def _short(fp: str | None) -> str:
+    return "none recorded" if not fp else fp.split(":", 1)[-1][:12] + "…"
+
+
+def unpaired_eval_sets(names: list[str], runs: list[RunData]
+                       ) -> tuple[dict[str, dict[str, str]], list[str]]:
+    """Eval sets that must not be paired across runs, and a warning for each.
+
+    An eval set name shared by runs pairs their documents by (seed, eval set, doc id); that is
+    only honest when the runs scored the same documents, i.e. the same fingerprint. Where the
+    fingerprints differ, or a run records none (nothing shows the text is the same), runs are
+    grouped by fingerprint (a run without one is a group of its own) and every group's copy of
+    the eval set is renamed ``<run>[+<run>…]/<eval set>``, so no document pairs across groups.
+    Returns (run name -> {eval set -> new name}, warnings)."""
+    fps = {n: eval_fingerprints(r) for n, r in zip(names, runs)}
+    rename: dict[str, dict[str, str]] = {n: {} for n in names}
+    warnings: list[str] = []
+    for ds in dict.fromkeys(ds for n in names for ds in fps[n]):
+        holders = [n for n in names if ds in fps[n]]
+        groups: dict[str, list[str]] = {}
+        for n in holders:
+            fp = fps[n][ds]
+            groups.setdefault(fp if fp else f"\0{n}", []).append(n)  # no fingerprint: alone
+        if len(holders) < 2 or len(groups) == 1:
+            continue
+        shown = []
+        for members in groups.values():
+            label = "+".join(members) + "/" + ds
+            shown.append(label)
+            for n in members:
+                rename[n][ds] = label
+        which = ", ".join(f"{n}: {_short(fps[n][ds])}" for n in holders)
+        warnings.append(
+            f"Runs {', '.join(holders)} evaluate eval set '{ds}' on different or unverifiable "
+            f"data (fingerprints {which}). Its documents are NOT paired across these runs: it is "
+            f"shown as {', '.join(repr(s) for s in shown)}, and encoders of different runs are "
+            "not compared on it (no shared documents).")
+    return rename, warnings
+
+
 def merge_runs(runs: list[RunData]) -> RunData:
     """Merge runs for ``tokbench compare``: encoder labels become ``<run>/<label>`` so the same
-    encoder in two runs stays two lines; documents still pair by (seed, dataset, doc_id)."""
+    encoder in two runs stays two lines; documents pair by (seed, dataset, doc_id) only where the
+    runs scored the same data (``unpaired_eval_sets``: an eval set whose fingerprints differ is
+    renamed per run, with a warning first in ``warnings``)."""
     if not runs:
         raise ValueError("compare: no run directories given")
     names = [_run_name(r.path) for r in runs]
@@ -396,12 +470,15 @@ def merge_runs(runs: list[RunData]) -> RunData:
         names = [f"{r.path.resolve().parent.name}-{n}" for r, n in zip(runs, names)]
     if len(set(names)) < len(names):
         names = [f"{n}#{i + 1}" for i, n in enumerate(names)]
-    res, sam, buc, texts, warn, base = [], [], [], [], [], []
+    rename, data_warn = unpaired_eval_sets(names, runs)
+    res, sam, buc, texts, warn, base = [], [], [], [], list(data_warn), []
     for name, r in zip(names, runs):
         def relabel(df: pd.DataFrame, name: str = name) -> pd.DataFrame:
             df = df.copy()
             if "encoder" in df.columns and len(df):
                 df["encoder"] = name + "/" + df["encoder"].astype(str)
+            if rename[name] and "dataset" in df.columns and len(df):
+                df["dataset"] = df["dataset"].astype(str).replace(rename[name])
             return df
 
         res.append(relabel(r.results).assign(run=name))
@@ -411,7 +488,10 @@ def merge_runs(runs: list[RunData]) -> RunData:
         if len(r.buckets):
             buc.append(relabel(r.buckets))
         for t in r.texts:
-            texts.append({**t, "encoder": f"{name}/{t['encoder']}"})
+            t = {**t, "encoder": f"{name}/{t['encoder']}"}
+            if str(t.get("dataset")) in rename[name]:
+                t["dataset"] = rename[name][str(t["dataset"])]
+            texts.append(t)
         warn += [f"{name}: {w}" for w in r.warnings]
     run_objs = {n: r.run for n, r in zip(names, runs)}
     encoders = {}

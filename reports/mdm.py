@@ -7,9 +7,10 @@ while an AR encoder's BPB is its exact NLL; every table this module makes says s
     df = ar_vs_mdm(load_run(run_dir))        # one row per (AR, MDM) pair and mode
     # reports.render shows it with TABLE_SPEC / TITLE / NOTE (section "AR vs MDM", when not empty)
 
-Pairs: an MDM encoder and an AR encoder with the same registry name and the same config apart from
-the MDM keys (``objective``, ``mdm_*``), from run.json; without run.json, the one AR and one MDM
-label of an encoder name. Columns (BPB in bits per UTF-8 byte; clean cells):
+Pairs: an MDM encoder and an AR encoder of the same run (in a merged report, ``<run>/`` labels
+of one run directory: never across runs, whose data may differ) with the same registry name and
+the same config apart from the MDM keys (``objective``, ``mdm_*``), from run.json; without
+run.json, the one AR and one MDM label of an encoder name in that run. Columns (BPB in bits per UTF-8 byte; clean cells):
 
     ar, mdm, mode, n_docs,
     bpb_ar [lo, hi]         AR BPB, 95 % bootstrap CI over documents (and seeds)
@@ -58,14 +59,19 @@ def pairs(data: RunData) -> list[tuple[str, str]]:
     res = data.results
     obj = dict(zip(res["encoder"], _objectives(res)))
     names = dict(zip(res["encoder"], res["encoder_name"]))
+    # merged runs (``merge_runs``): the run is part of the key, so AR and MDM pair within one run
+    # (same data, same budget), never across runs, and two runs with the same pair keep both
+    runs = dict(zip(res["encoder"], res["run"])) if "run" in res.columns else {}
     encs = (data.run or {}).get("encoders") or {}
 
     def key(label: str) -> str:
         e = encs.get(label)
         if not isinstance(e, dict) or not isinstance(e.get("config"), dict):
-            return names[label]
-        cfg = {k: v for k, v in e["config"].items() if k not in MDM_KEYS}
-        return json.dumps([e.get("name", names[label]), cfg], sort_keys=True, default=str)
+            ident: list[Any] = [names[label]]
+        else:
+            cfg = {k: v for k, v in e["config"].items() if k not in MDM_KEYS}
+            ident = [e.get("name", names[label]), cfg]
+        return json.dumps([str(runs.get(label, "")), *ident], sort_keys=True, default=str)
 
     by_key: dict[str, dict[str, list[str]]] = {}
     for label in dict.fromkeys(res["encoder"]):

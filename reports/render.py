@@ -141,10 +141,24 @@ def _keyed(t: Tables, key: str, title: str, df: pd.DataFrame, keys: list[tuple[s
                   collapsed)
 
 
+def _seeds_note(t: Tables) -> str:
+    """The seeds behind each encoder's numbers, counted per encoder: runs merged by ``tokbench
+    compare`` may hold one seed each, which is not "pooled over 2 seeds"."""
+    counts = t.encoder_seeds or {e: t.n_seeds for e in t.encoders}
+    distinct = sorted(set(counts.values()))
+    if distinct == [1]:
+        return "One seed per encoder: CI from a bootstrap over documents; no across-seed sd."
+    boot = "CI: hierarchical bootstrap (seeds, then documents) where an encoder has several"
+    if len(distinct) == 1:
+        return (f"BPB pooled over {distinct[0]} seeds per encoder; {boot}; mean ± sd: across "
+                "seeds.")
+    per = ", ".join(f"{e}: {n}" for e, n in counts.items())
+    return (f"Seeds differ between encoders ({per}); each encoder's BPB is pooled over its own "
+            f"seeds; {boot}; mean ± sd: across seeds, where there are several.")
+
+
 def build_tables(t: Tables) -> dict[str, Table]:
-    seeds_note = (f"BPB pooled over {t.n_seeds} seeds; CI: hierarchical bootstrap (seeds, then "
-                  "documents); mean ± sd: across seeds." if t.n_seeds > 1 else
-                  "One seed: CI from a bootstrap over documents; no across-seed sd.")
+    seeds_note = _seeds_note(t)
     out: dict[str, Table] = {}
     v = t.verdict
     out["verdict"] = _table("verdict", "Per encoder", [
@@ -225,7 +239,9 @@ def build_tables(t: Tables) -> dict[str, Table]:
         ("A", lambda r: fsign(r.value_a) if r.quantity != "BPB" else f3(r.value_a), True),
         ("B", lambda r: fsign(r.value_b) if r.quantity != "BPB" else f3(r.value_b), True),
         ("A − B", lambda r: fsign(r.diff), True),
-        ("95 % CI", lambda r: fci(r.ci_lo, r.ci_hi, True), True),
+        ("95 % CI", lambda r: (r.untested if isinstance(getattr(r, "untested", ""), str)
+                               and getattr(r, "untested", "") else fci(r.ci_lo, r.ci_hi, True)),
+         True),
         ("docs", lambda r: str(int(r.n_units)), True),
         ("p (perm.)", lambda r: fp(r.p_perm), True),
         ("p (Holm)", lambda r: fp(r.p_holm), True),
@@ -382,6 +398,11 @@ def clean_matrix(t: Tables) -> Table:
                 cls.append("self")
                 continue
             x = x.iloc[0]
+            why = x.get("untested", "")
+            if isinstance(why, str) and why:  # no paired documents: no difference to show
+                row.append(why)
+                cls.append("tie")
+                continue
             d = x["diff"] if x.a == r else -x["diff"]
             sig = bool(significant(x.p_holm, x.ci_lo, x.ci_hi))
             word = ("lower" if d < 0 else "higher") if sig else "not distinguishable"
@@ -392,7 +413,9 @@ def clean_matrix(t: Tables) -> Table:
     return Table("matrix_clean", title, ["row \\ column", *t.encoders], rows,
                  f"Clean BPB of the row encoder minus the column encoder on the same documents "
                  f"and seeds; 'lower'/'higher' only when Holm-adjusted p < {ALPHA} and the "
-                 "difference's 95 % CI excludes zero.",
+                 "difference's 95 % CI excludes zero; 'no shared documents': the two scored no "
+                 "document under the same seed (e.g. runs on different data or seeds), so no "
+                 "difference is given.",
                  set(range(1, len(t.encoders) + 1)), classes=classes)
 
 

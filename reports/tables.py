@@ -54,7 +54,8 @@ class Tables:
     efficiency: pd.DataFrame
     verdict: pd.DataFrame
     verdict_lines: list[Finding] = field(default_factory=list)
-    n_seeds: int = 1
+    n_seeds: int = 1  # the most seeds any one encoder has (``seed_counts``)
+    encoder_seeds: dict[str, int] = field(default_factory=dict)  # encoder -> its seeds
     mean_tests: pd.DataFrame = field(default_factory=pd.DataFrame)  # mean_degradation_tests
     anomalies: pd.DataFrame = field(default_factory=pd.DataFrame)  # anomaly_table
     # encoders scored by the masked-diffusion ELBO: their BPB is an upper bound (``mdm_bounds``)
@@ -294,6 +295,21 @@ def _paired_units(idx: _Index, a: str, b: str, pid: str, sev: float, mode: str
     return out
 
 
+NO_SAMPLES = "no per-document samples"
+NO_SHARED = "no shared documents"
+
+
+def untested_reason(idx: _Index, a: str, b: str, pid: str, sev: float, mode: str) -> str:
+    """Why encoders ``a`` and ``b`` could not be paired on a cell: NO_SAMPLES when a cell they
+    need has no per-document rows, else NO_SHARED (both scored documents, but no (seed, eval
+    set, document) in common: other seeds, other eval sets, or data kept apart by
+    ``reports.load.merge_runs``)."""
+    need = [(a, pid, sev), (b, pid, sev)]
+    if pid != CLEAN_ID:
+        need += [(a, CLEAN_ID, 0.0), (b, CLEAN_ID, 0.0)]
+    return NO_SAMPLES if any(idx.get(e, p, s, mode) is None for e, p, s in need) else NO_SHARED
+
+
 def _comparison_stats(idx: _Index, key: tuple, n_boot: int, n_perm: int, seed: int
                       ) -> dict[str, Any]:
     """The paired numbers of one comparison ``key = (a, b, pid, sev, mode)`` (``comparison_table``'s
@@ -360,9 +376,15 @@ def comparison_table(groups: pd.DataFrame, idx: _Index, encoders: list[str], n_b
                     nb + len(tasks), processes,
                     "report table (comparisons)" if not nb else "report figure or table (comparisons)")
     done = both[nb:]
-    for row, st in zip(out, done):
+    for row, task, st in zip(out, tasks, done):
         # existing keys keep their place; diff_paired, new, goes last as it always did
         row.update(st)
+        # Without paired documents the two pooled levels come from different documents (or
+        # different data): their difference would be a claim with no CI and no test, so none is
+        # given, and the row says why it is untested.
+        row["untested"] = "" if st else untested_reason(idx, *task)
+        if not st:
+            row["diff"] = math.nan
     df = pd.DataFrame(out)
     if len(df):
         sig_p = df.p_perm < 0.05
@@ -390,7 +412,8 @@ def mean_degradation_tests(groups: pd.DataFrame, idx: _Index, encoders: list[str
     difference of the two encoders' mean ΔBPB (every cell scores the same clean bytes per
     document in both modes). p: the byte-weighted sign-flip permutation test on d; CI: paired
     hierarchical bootstrap. Columns: a, b, mode, value_a, value_b (mean ΔBPB on the shared
-    documents), diff, ci_lo, ci_hi, n_units, n_cells, p_perm.
+    documents), diff, ci_lo, ci_hi, n_units, n_cells, p_perm, untested (NO_SHARED on a row
+    whose cells share no document: no difference, NaN p; else "").
     """
     rows = []
     for mode in modes:
@@ -405,7 +428,10 @@ def mean_degradation_tests(groups: pd.DataFrame, idx: _Index, encoders: list[str
                 continue
             al = _align(ca, cb, *cells[a], *cells[b])
             n, P = len(al[0]), len(top)
-            if not n:
+            if not n:  # untested (NaN p: outside the Holm family), so the summary says why
+                rows.append(dict(a=a, b=b, mode=mode, value_a=math.nan, value_b=math.nan,
+                                 diff=math.nan, ci_lo=math.nan, ci_hi=math.nan, n_units=0,
+                                 n_cells=P, p_perm=math.nan, untested=NO_SHARED))
                 continue
             ia, ib = al[0], al[1]
             sa = sum(c.nll[i] for c, i in zip(cells[a], al[2:2 + P])) / P
@@ -422,9 +448,10 @@ def mean_degradation_tests(groups: pd.DataFrame, idx: _Index, encoders: list[str
                 a=a, b=b, mode=mode, value_a=va, value_b=vb, diff=va - vb, ci_lo=lo, ci_hi=hi,
                 n_units=n, n_cells=P,
                 p_perm=stats.paired_permutation_test(d_nats / (LN2 * w), w, n_perm,
-                                                     _rng(seed, "meanperm", *key))))
+                                                     _rng(seed, "meanperm", *key)),
+                untested=""))
     return pd.DataFrame(rows, columns=["a", "b", "mode", "value_a", "value_b", "diff", "ci_lo",
-                                       "ci_hi", "n_units", "n_cells", "p_perm"])
+                                       "ci_hi", "n_units", "n_cells", "p_perm", "untested"])
 
 
 def holm_family(*frames: pd.DataFrame) -> None:
@@ -709,7 +736,8 @@ def verdict(groups: pd.DataFrame, rob: pd.DataFrame, eff: pd.DataFrame, encoders
 @dataclass
 class Finding:
     """One summary sentence and its standing: ``status`` is "significant", "not
-    distinguishable", "untested" (no per-document samples) or "anomaly"."""
+    distinguishable", "untested" (no per-document samples, or no shared documents) or
+    "anomaly"."""
 
     text: str
     status: str
@@ -720,11 +748,16 @@ def _vs(best: str, others: list[str], tests: pd.DataFrame, lower_is: str) -> tup
     (rows with a, b, diff = a − b, ci_lo, ci_hi, p_holm; lower is better).
 
     lower_is: the word for "better" in the clause ("lower", "less degradation than")."""
-    sig, nsig, worse, untested = [], [], [], []
+    sig, nsig, worse = [], [], []
+    untested: dict[str, list[str]] = {}  # reason -> encoders
     for o in others:
         r = tests[((tests.a == best) & (tests.b == o)) | ((tests.a == o) & (tests.b == best))]
         if not len(r) or not is_num(r.p_holm.iloc[0]):
-            untested.append(o)
+            # the row's own reason where it has one (no shared documents is not the same
+            # thing as no samples: the runs may be from different data or seeds)
+            why = r.untested.iloc[0] if len(r) and "untested" in r.columns else ""
+            untested.setdefault(why if isinstance(why, str) and why else NO_SAMPLES,
+                                []).append(o)
             continue
         r = r.iloc[0]
         flip = -1.0 if r.a != best else 1.0  # orient as best − other
@@ -747,8 +780,8 @@ def _vs(best: str, others: list[str], tests: pd.DataFrame, lower_is: str) -> tup
     if worse:
         parts.append(f"but significantly worse on the documents both scored than "
                      f"{'; '.join(worse)}")
-    if untested:
-        parts.append(f"not tested against {', '.join(untested)} (no per-document samples)")
+    for why, encs in untested.items():
+        parts.append(f"not tested against {', '.join(encs)} ({why})")
     status = ("not distinguishable" if nsig or worse else "untested" if untested
               else "significant")
     return "; ".join(parts), status
@@ -854,8 +887,17 @@ def tables_before_comparisons(data: RunData, n_boot: int = 1000, n_perm: int = 1
     return Tables(encoders=encoders, modes=modes, primary_mode=primary, level_mode=level_mode,
                   groups=groups, robustness=rob, families=fam, comparisons=pd.DataFrame(), languages=langs,
                   scripts=scripts, efficiency=eff, verdict=table, verdict_lines=[],
-                  n_seeds=int(res.seed.nunique()), mean_tests=means, anomalies=anomalies,
+                  n_seeds=seed_counts(res), mean_tests=means, anomalies=anomalies,
+                  encoder_seeds={str(k): int(v) for k, v in
+                                 res.groupby("encoder", sort=False).seed.nunique().items()},
                   bounds=mdm_bounds(res)), idx
+
+
+def seed_counts(res: pd.DataFrame) -> int:
+    """Seeds behind each encoder's pooled numbers: the largest count over encoders. Not the
+    run's distinct seeds: in a comparison of run A (seed 0) and run B (seed 1) every number is
+    from one seed, and "pooled over 2 seeds" would be false."""
+    return int(res.groupby("encoder").seed.nunique().max()) if len(res) else 1
 
 
 def mdm_bounds(res: pd.DataFrame) -> list[str]:

@@ -266,6 +266,18 @@ def write_simple_run(path: Path, encoders: list[str], seeds: list[int], n_docs: 
     return path
 
 
+def set_fingerprint(run_dir: Path, fingerprint: str) -> Path:
+    """Give every row of ``run_dir``'s results.csv the eval-set ``fingerprint`` (the column the
+    harness writes, docs/results.md), so runs can be told to hold the same or different data."""
+    path = Path(run_dir) / "results.csv"
+    with path.open(newline="", encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    for r in rows:
+        r["fingerprint"] = fingerprint
+    _write_csv(path, rows)
+    return Path(run_dir)
+
+
 if __name__ == "__main__":  # python -m tests.reports.synthetic OUT_DIR — for looking at a report
     import sys
 

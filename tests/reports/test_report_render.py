@@ -337,3 +337,14 @@ def test_labels_with_dollars_and_markup_stay_plain_text(tmp_path: Path) -> None:
     assert "3.0×" in note and "<i>" not in note and "&lt;i&gt;" in note
     assert not re.search(r"(?<!\\)\]\(", note) and "\\[l\\](http" in note  # no live link
     assert (run / "figures").is_dir() and any((run / "figures").glob("*.png"))
+
+
+def test_documents_that_all_agree_still_draw_their_bars(tmp_path: Path) -> None:
+    # every document at the same BPB: the bootstrap's bounds can land an ulp beyond the point,
+    # which matplotlib refused as a negative error bar
+    from synthetic_run import write_simple_run
+
+    run = write_simple_run(tmp_path / "run", ["a", "b"], [0], 13,
+                           lambda e, s, p, d: 1 / 3 if e == "a" else 1 / 3 + 0.2)
+    render_run(run, **FAST)
+    assert (run / "report.html").is_file()
