@@ -11,6 +11,7 @@ Modes (see ``plan_full`` / ``plan_clean_target``):
 
 from __future__ import annotations
 
+import hashlib
 import math
 import os
 import time
@@ -26,6 +27,7 @@ from core.switches import switch
 from encoders.base import Encoder, UnitNLL
 from harness.accel import Prefetcher, collate_processes, ordered_pool_map, pin
 from harness.data import Window, char_boundary, cut_after, rolling_windows
+from harness.metrics import McVariance
 from harness.permutation import WindowPermuter, unpermute_segments
 from harness.watchdog import Watchdog
 from sources.base import Document
@@ -68,7 +70,9 @@ class PlanRow:
 @dataclass
 class DocScore:
     """Result for one document. nll in nats; byte_nll (n_scored,) float64 nats per scored byte;
-    nll_var: Monte Carlo variance (nats²) of ``nll`` when it is an estimate (MDM), else 0."""
+    nll_var: Monte Carlo variance (nats²) of ``nll`` when it is an estimate (MDM): an
+    ``McVariance`` (Σ over distinct windows of occurrences² · window variance, with the windows'
+    keys, so a cell counts windows shared between documents as one estimate too), else 0."""
 
     nll: float
     n_units: int
@@ -144,6 +148,17 @@ def plan_partition(data: bytes, context: int) -> ScoreItem:
     ``plan_full`` with stride = context, but with no left context, so each window is scored
     whole and a permutation never mixes context and scored bytes."""
     return ScoreItem(data, [Window(w.score_start, w.score_start, w.end) for w in rolling_windows(data, context, context)])
+
+
+def estimate_key(window: bytes, score_from: int) -> bytes:
+    """16-byte key of a window's Monte Carlo estimate (``McVariance.terms``): equal (bytes,
+    score_from) give one estimate — the same masks and times (``encoders.mdm`` seeds them by the
+    window's bytes) on the same input — whether dedup forwarded it once or each occurrence on its
+    own, in this call or another. A digest, not the bytes: a cell's totals keep one per window."""
+    h = hashlib.blake2b(digest_size=16)
+    h.update(score_from.to_bytes(8, "little"))
+    h.update(window)
+    return h.digest()
 
 
 def dedup_enabled(dedup: bool = True) -> bool:
@@ -248,8 +263,10 @@ def score_items(encoder: Encoder, items: Sequence[ScoreItem], device: torch.devi
     progress bar's ``update``).
     mc_samples: Monte Carlo samples per window for encoders whose score is an estimate (masked
     diffusion; their masks are seeded by each window's scored bytes, so batching changes nothing);
-    the per-window variances (``UnitNLL.window_var``) add up in ``DocScore.nll_var`` (windows
-    draw independent samples).
+    the per-window variances (``UnitNLL.window_var``) make ``DocScore.nll_var``: distinct
+    windows draw independent samples and add up, but equal windows are one estimate (same seed,
+    same input) and add occurrences² · variance (``McVariance``; ``CellTotals.add`` does the same
+    across a cell's documents).
     permuter: each window (all of it scored: ``score_from`` must be 0) is fed permuted, and its
     per-byte NLL and segments are put back in the document's byte order (docs/fragility.md).
     groups: per item, a label (the run's mode); ``stats["groups"][label]`` then holds the same
@@ -365,7 +382,7 @@ def _score_job(encoder: Encoder, items: Sequence[ScoreItem], device: torch.devic
     order = sorted(range(len(distinct)), key=lambda d: -len(distinct[d][0]))
     per_window: list[np.ndarray | None] = [None] * len(distinct)
     per_window_units = [0] * len(distinct)
-    per_window_var = [0.0] * len(distinct)
+    per_window_var: list[float | None] = [None] * len(distinct)  # None: an exact score
     per_window_segs: list[list[int] | None] = [None] * len(distinct)
     autocast = (
         torch.autocast("cuda", dtype=torch.bfloat16) if bf16 and device.type == "cuda"
@@ -463,7 +480,8 @@ def _score_job(encoder: Encoder, items: Sequence[ScoreItem], device: torch.devic
             per_window_units[d] = counts[j]
             if wvar is not None:
                 # MDM: masks and times are seeded by the scored bytes (``mdm_collate``), so an
-                # occurrence forwarded on its own would have drawn this same estimate
+                # occurrence forwarded on its own would have drawn this same estimate — the
+                # occurrences share one error, which the assembly below counts as such
                 per_window_var[d] = wvar[j]
             if segs is not None:
                 per_window_segs[d] = segs[j]
@@ -550,15 +568,23 @@ def _score_job(encoder: Encoder, items: Sequence[ScoreItem], device: torch.devic
     t_loop = time.perf_counter()
     per_item_nll: list[list[np.ndarray]] = [[] for _ in items]
     per_item_units = [0] * len(items)
-    per_item_var = [0.0] * len(items)
+    # per item, per distinct estimate (``estimate_key``): (occurrences in the item, variance)
+    per_item_var: list[dict[bytes, tuple[int, float]]] = [{} for _ in items]
+    keys: dict[int, bytes] = {}  # distinct window -> its estimate_key, made once
     per_item_segs: list[list[int] | None] = [None] * len(items)
-    for (i, _, _), d in zip(flat, fw.distinct_of):  # windows back in document order
+    for (i, w, sf), d in zip(flat, fw.distinct_of):  # windows back in document order
         arr = per_window[d]
         if arr is None:  # in a skipped batch: its item is not needed
             continue
         per_item_nll[i].append(arr)
         per_item_units[i] += per_window_units[d]
-        per_item_var[i] += per_window_var[d]
+        v = per_window_var[d]
+        if v is not None:
+            # keyed by content, not by ``d``: without dedup equal windows are distinct here but
+            # still one estimate (the first occurrence's variance stands for them all)
+            key = keys[d] if d in keys else keys.setdefault(d, estimate_key(w, sf))
+            k, v0 = per_item_var[i].get(key, (0, v))
+            per_item_var[i][key] = (k + 1, v0)
         segs_w = per_window_segs[d]
         if segs_w is not None:  # copied into the item's own list (extend), never shared
             segs = per_item_segs[i] if per_item_segs[i] is not None else []
@@ -570,7 +596,8 @@ def _score_job(encoder: Encoder, items: Sequence[ScoreItem], device: torch.devic
             out.append(None)
             continue
         bn = np.concatenate(per_item_nll[i]) if per_item_nll[i] else np.zeros(0)
-        out.append(DocScore(float(bn.sum()), per_item_units[i], per_item_segs[i], bn, per_item_var[i]))
+        var = McVariance(per_item_var[i]) if per_item_var[i] else 0.0
+        out.append(DocScore(float(bn.sum()), per_item_units[i], per_item_segs[i], bn, var))
     if stats is not None:
         t_end = time.perf_counter()
         seconds = t_end - t0
