@@ -203,6 +203,23 @@ def sweep_columns(point: GridPoint | None, train_flops: float | None = None,
             "train_flops": spent, "train_flops_full_attn": spent * ratio}
 
 
+def point_facts(point: GridPoint, train_part_bytes: int, train_fingerprint: str) -> dict[str, Any]:
+    """run.json's ``scaling`` entry of one trained point (``encoders[label].scaling``).
+
+    Call it after ``point.train_bytes`` holds the bytes the loop actually read. ``passes`` is
+    that D over the train part (what the report's "passes at D_opt" needs); ``planned_passes``
+    is the plan's, kept for the refusal rule. Mixing the two — actual bytes over planned
+    passes — inflated the text size the report derives by actual/planned. ``train_part_bytes``
+    and ``train_fingerprint`` are stored outright, so the report need not derive the one and
+    can refuse to pool points trained on different text."""
+    part = max(1, int(train_part_bytes))
+    return {"flop_budget": point.budget, "model_size": point.rung.name, "layers": point.rung.layers,
+            "dim": point.rung.dim, "lr": point.lr, "warmup_bytes": point.warmup_bytes,
+            "planned_steps": point.steps, "planned_passes": point.passes,
+            "passes": point.train_bytes / part, "train_part_bytes": part,
+            "train_fingerprint": train_fingerprint}
+
+
 def grid_table(points: Sequence[GridPoint], fmt_time: Callable[[float], str]) -> str:
     """``--dry-run`` text: one line per point, refusals with reasons, time per budget."""
     lines = [f"{'model':<26} {'layers x dim':>12} {'N (non-emb)':>12} {'FLOPs/byte':>11} {'train bytes':>13} "
@@ -348,9 +365,7 @@ def train_sweep(runner: Any, seed: int, train: Any) -> dict[str, tuple[Any, dict
                 "flops_per_byte_train": p.flops_per_byte, "flops_per_byte_train_full_attn": p.flops_per_byte_full,
                 "flops_per_byte_infer": stats["forward_flops"] / max(1, stats["bytes"]),
                 "total_flops": spent, "describe": enc.describe(),
-                "scaling": {"flop_budget": p.budget, "model_size": p.rung.name, "layers": p.rung.layers,
-                            "dim": p.rung.dim, "lr": p.lr, "warmup_bytes": p.warmup_bytes,
-                            "planned_steps": p.steps, "passes": p.passes},
+                "scaling": point_facts(p, train.n_bytes, train.fingerprint),
                 "sweep": sweep_columns(p, spent),
             }
             atomic_torch_save(enc.state_dict(), path)

@@ -21,6 +21,11 @@ The chain, per eval set and FLOP convention (docs/scaling.md):
 5. Robustness: each perturbation's clean_target ΔBPB (perturbed − clean, same model, same scored
    bytes) interpolated at the fitted ln N_opt of each budget, and its slope against log10 C.
 
+Fits across budgets (2–5) need ≥ MIN_BUDGETS budgets per encoder, and the frontier more vertices
+than parameters (``frontier_design``); short of that they are NaN with a note, never a number
+with an interval. Rows from several runs pool only as one grid (``pool_points``): the same grid
+point with two different results, or points on different text, raise PoolingError.
+
 Confidence intervals: a case bootstrap. Every resample redraws the ladder points of every (encoder,
 budget) profile with replacement (at least three distinct sizes) and refits the whole chain —
 parabolas → optima → exponents → frontier → crossing → robustness slopes — so the intervals carry
@@ -52,6 +57,12 @@ HEADLINE = "half"
 SWEEP_COLUMNS = ["flop_budget", "model_size", "params_non_embedding", "train_bytes", "train_flops",
                  "train_flops_full_attn"]
 MIN_DISTINCT_SIZES = 3  # a parabola needs three distinct ladder points
+# Budgets an encoder needs before any fit across budgets is reported for it (allocation exponents
+# a, b, its frontier's A and α, robustness slopes). Two vertices fix a line exactly, so the
+# straight-line fits would have no residual and nothing could show the power law is wrong; the
+# frontier has a third parameter per encoder's share (E), so a lone encoder needs one more (see
+# ``frontier_design``). Below it the numbers are reported as missing, never with an interval.
+MIN_BUDGETS = 3
 # Passes over the training text beyond which repetition stops being nearly free (Muennighoff et
 # al. 2023, "Scaling Data-Constrained Language Models": up to ~4 epochs cost about as much as new
 # data); a compute-optimal D past it is flagged, since that vertex's loss may sit high.
@@ -177,22 +188,161 @@ def _part_bytes(g: pd.DataFrame) -> float:
 
 
 def with_train_part_bytes(results: pd.DataFrame, encoders: dict[str, Any]) -> pd.DataFrame:
-    """``results`` with a ``train_part_bytes`` column: the training text's size behind each sweep
-    row, read from run.json (``encoders``: label → entry, as ``reports.load`` gives them, merged
-    runs' labels prefixed alike): a point's ``train_bytes`` ÷ its ``scaling.passes``. NaN where
-    run.json lacks either."""
-    def part(label: Any, train_bytes: Any) -> float:
-        passes = ((encoders.get(str(label)) or {}).get("scaling") or {}).get("passes")
-        try:
-            tb, ps = float(train_bytes), float(passes)
-        except (TypeError, ValueError):
-            return math.nan
-        return tb / ps if math.isfinite(tb) and math.isfinite(ps) and ps > 0 else math.nan
+    """``results`` with the run.json facts the scaling fit needs per sweep row (``encoders``:
+    label → entry, as ``reports.load`` gives them, merged runs' labels prefixed alike):
 
-    if "train_bytes" not in results.columns or not len(results):
-        return results.assign(train_part_bytes=np.nan)
-    return results.assign(train_part_bytes=[part(e, t) for e, t in
-                                            zip(results["encoder"], results["train_bytes"])])
+    - ``train_part_bytes``: the training text's size, ``scaling.train_part_bytes`` where run.json
+      has it, else (older runs) the point's ``train_bytes`` ÷ its ``scaling.passes``. Older runs
+      stored the *planned* passes next to the bytes actually read, so their derived size is high
+      by actual/planned (up to ~1.1×); newer ones store both sizes consistently.
+    - ``train_fingerprint``: ``scaling.train_fingerprint`` (which text the point trained on).
+    - ``model_key``: the model's cache key for the row's seed (the same point trained twice has
+      the same key).
+
+    NaN / None where run.json lacks a fact; the fit then skips the checks that need it."""
+    def facts(label: Any) -> dict[str, Any]:
+        return (encoders.get(str(label)) or {}).get("scaling") or {}
+
+    def part(label: Any, train_bytes: Any) -> float:
+        f = facts(label)
+        stored = _positive(f.get("train_part_bytes"))
+        if math.isfinite(stored):
+            return stored
+        tb, ps = _positive(train_bytes), _positive(f.get("passes"))
+        return tb / ps if math.isfinite(tb) and math.isfinite(ps) else math.nan
+
+    def key(label: Any, seed: Any) -> str | None:
+        try:
+            seeds = (encoders.get(str(label)) or {}).get("seeds") or {}
+            k = (seeds.get(str(int(float(seed)))) or {}).get("key")
+        except (TypeError, ValueError):
+            return None
+        return str(k) if k else None
+
+    if not len(results):
+        return results.assign(train_part_bytes=np.nan, train_fingerprint=None, model_key=None)
+    labels = results["encoder"] if "encoder" in results.columns else pd.Series([""] * len(results))
+    tbs = results["train_bytes"] if "train_bytes" in results.columns else [math.nan] * len(results)
+    seeds = results["seed"] if "seed" in results.columns else [None] * len(results)
+    return results.assign(
+        train_part_bytes=[part(e, t) for e, t in zip(labels, tbs)],
+        train_fingerprint=[(str(facts(e).get("train_fingerprint") or "") or None) for e in labels],
+        model_key=[key(e, sd) for e, sd in zip(labels, seeds)],
+    )
+
+
+def _positive(x: Any) -> float:
+    """float(x) if it is a finite positive number, else NaN."""
+    try:
+        v = float(x)
+    except (TypeError, ValueError):
+        return math.nan
+    return v if math.isfinite(v) and v > 0 else math.nan
+
+
+# ---------------------------------------------------------------------------------------------
+# Pooling: which sweep rows may be fitted together
+
+
+class PoolingError(ValueError):
+    """Sweep rows that must not be fitted together: the same grid point twice with different
+    results, or points measured on different eval text or trained on different training text."""
+
+
+# One grid point (of one eval set, under one perturbation and mode) is this key; the run it came
+# from is not part of it, so pieces of a grid run budget by budget merge back into one grid.
+POINT_KEY = ["dataset", "base", "flop_budget", "model_size", "seed"]
+ROW_KEY = POINT_KEY + ["perturbation_id", "severity", "mode"]
+PROVENANCE = {"fingerprint": "eval-set fingerprint",
+              "train_fingerprint": "training-text fingerprint", "model_key": "model key"}
+MAX_LISTED = 4  # points named in a message; the rest are counted
+
+
+def _text_values(col: pd.Series) -> set[str]:
+    """The non-empty text values of a provenance column (NaN, None and "" are "not known")."""
+    return {str(v) for v in col if isinstance(v, str) and v}
+
+
+def _point_name(r: Any) -> str:
+    return (f"{r['base']} at {fmt_flops(float(r['flop_budget']))} FLOPs, size {r['model_size']}, "
+            f"seed {r['seed']}" + (f" ({r['dataset']})" if "dataset" in r else ""))
+
+
+def _runs_of(g: pd.DataFrame) -> str:
+    runs = sorted({str(r) for r in g["run"]}) if "run" in g.columns else []
+    return f"runs {', '.join(runs)}" if runs else "the same results table"
+
+
+def pool_points(rows: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
+    """Check that the sweep rows (``sweep_rows``) may be pooled into one set of fits.
+
+    Distinct seeds and distinct budgets from several runs pool: that is how a grid is run piece by
+    piece. What does not:
+
+    - rows of one eval set with different eval-set ``fingerprint`` s, or sweep rows with different
+      ``train_fingerprint`` s (``with_train_part_bytes``): the points measure different text, and
+      one shared E across them would be meaningless — PoolingError;
+    - the same (dataset, encoder, budget, size, seed, perturbation, mode) more than once with
+      different BPB or different provenance: the same label names two different measurements
+      (another text, a re-run that came out differently), and averaging them would blend
+      incomparable points — PoolingError;
+    - the same point more than once with identical BPB and no contrary provenance (the same
+      directory given twice, a re-run served from the model cache): kept once, with a note, since
+      counting it twice would shrink every interval for no new information.
+
+    Returns (rows, notes)."""
+    if not len(rows):
+        return rows, []
+    problems: list[str] = []
+    if "train_fingerprint" in rows.columns:
+        fps = _text_values(rows["train_fingerprint"])
+        if len(fps) > 1:
+            short = ", ".join(sorted(f[:12] for f in fps))
+            problems.append(f"the sweep points were trained on {len(fps)} different training texts "
+                            f"(training-text fingerprints {short})")
+    if "fingerprint" in rows.columns:
+        for ds, g in rows.groupby("dataset", sort=True):
+            fps = _text_values(g["fingerprint"])
+            if len(fps) > 1:
+                problems.append(f"eval set {ds} has {len(fps)} different fingerprints across the "
+                                "sweep points (the runs scored different text under one name)")
+    key = [c for c in ROW_KEY if c in rows.columns]
+    kstr = rows[key].astype(str).agg("\x1f".join, axis=1)
+    dup = kstr.duplicated(keep=False).to_numpy()
+    notes: list[str] = []
+    if dup.any():
+        same_pts, diff_pts = [], []
+        pkey = [c for c in POINT_KEY if c in rows.columns]
+        for _, g in rows[dup].groupby(kstr[dup], sort=True):
+            vals = g["bpb"].to_numpy(float)
+            same = bool(np.allclose(vals, vals[0], rtol=1e-9, atol=1e-12, equal_nan=True))
+            same &= all(len(_text_values(g[c])) <= 1 for c in PROVENANCE if c in g.columns)
+            rec = (tuple(str(g.iloc[0][c]) for c in pkey), g, vals)
+            (same_pts if same else diff_pts).append(rec)
+        if diff_pts:
+            seen: dict[tuple[str, ...], str] = {}
+            for pk, g, vals in diff_pts:
+                if pk not in seen:
+                    seen[pk] = (f"{_point_name(g.iloc[0])} in {_runs_of(g)} (BPB "
+                                f"{' vs '.join(f'{v:.4g}' for v in vals[:3])})")
+            listed = list(seen.values())
+            more = f" and {len(listed) - MAX_LISTED} more" if len(listed) > MAX_LISTED else ""
+            problems.append(f"{len(listed)} grid point(s) appear more than once with different "
+                            f"results: {'; '.join(listed[:MAX_LISTED])}{more}")
+        if same_pts and not diff_pts:
+            pts = {pk: g for pk, g, _ in same_pts}
+            first = next(iter(pts.values()))
+            notes.append(f"{len(pts)} grid point(s) appear more than once with identical results "
+                         f"(e.g. {_point_name(first.iloc[0])} in {_runs_of(first)}): each is "
+                         "counted once. Give each grid point's run directory once.")
+            rows = rows[~kstr.duplicated(keep="first").to_numpy()]
+    if problems:
+        raise PoolingError(
+            "Scaling fits refused: " + "; ".join(problems) + ". Pooling these would fit one "
+            "frontier through incomparable points. Merge only run directories of one grid on the "
+            "same data: a point re-run into a second directory is the same point — give one of the "
+            "directories, not both. Distinct seeds and distinct budgets of one grid may be merged.")
+    return rows, notes
 
 
 # ---------------------------------------------------------------------------------------------
@@ -299,13 +449,38 @@ class Frontier:
         return math.exp(self.ln_a[enc] + self.alpha[enc] * self.ln_c0)
 
 
+def frontier_design(n_points: dict[str, int]) -> tuple[list[str], str]:
+    """Which encoders a joint frontier can be fitted to, and why none can.
+
+    n_points: encoder → its number of finite compute-optimal points (one per budget). The rule:
+    an encoder takes part only with at least MIN_BUDGETS points, and the joint fit needs more
+    points than parameters (one shared E, plus A and α per encoder: 1 + 2k). With as many points
+    as parameters or fewer, some E, A, α pass through the vertices exactly (or a whole curve of
+    them does), so α and E would be artefacts of the starting point and the bootstrap interval
+    would only measure profile noise. With two or more encoders of ≥ 3 budgets each the second
+    condition always holds (3k > 1 + 2k); a lone encoder needs 4.
+
+    Returns (encoders fitted, in order; "" or the reason no frontier is fitted)."""
+    encs = [k for k, n in n_points.items() if n >= MIN_BUDGETS]
+    if not encs:
+        return [], (f"no encoder has the {MIN_BUDGETS} budgets a frontier needs "
+                    f"({', '.join(f'{k}: {n}' for k, n in n_points.items())})")
+    n, free = sum(n_points[k] for k in encs), 1 + 2 * len(encs)
+    if n <= free:
+        return [], (f"{n} compute-optimal points for {free} parameters (a shared E, and A and α "
+                    "per encoder): the frontier is underdetermined")
+    return encs, ""
+
+
 def fit_frontier(points: dict[str, tuple[np.ndarray, np.ndarray]]) -> Frontier:
     """Joint least squares (in BPB) of L = E + A_k·C^(−α_k) over encoders k, one E.
 
-    points: encoder → (ln C (B,), L (B,)) of its compute-optimal points. E is bounded to
-    [0, min L) — it is a floor under every observed loss. Started from the best point of a grid
-    over E (for a fixed E the rest is a straight line in log-log), then refined jointly."""
-    encs = [k for k, (c, y) in points.items() if np.isfinite(c).sum() >= 2]
+    points: encoder → (ln C (B,), L (B,)) of its compute-optimal points. Only the encoders
+    ``frontier_design`` admits are fitted; when it admits none, the frontier is empty (E NaN):
+    an underdetermined fit is not reported. E is bounded to [0, min L) — it is a floor under
+    every observed loss. Started from the best point of a grid over E (for a fixed E the rest is
+    a straight line in log-log), then refined jointly."""
+    encs, _ = frontier_design(_finite_points(points))
     if not encs:
         return Frontier(math.nan, {}, {}, 0.0, False)
     all_c = np.concatenate([points[k][0] for k in encs])
@@ -353,6 +528,18 @@ def fit_frontier(points: dict[str, tuple[np.ndarray, np.ndarray]]) -> Frontier:
         e=float(p[0]), ln_a={k: float(p[1 + 2 * i]) for i, k in enumerate(encs)},
         alpha={k: float(p[2 + 2 * i]) for i, k in enumerate(encs)}, ln_c0=c0, ok=ok_fit,
     )
+
+
+def _finite_points(points: dict[str, tuple[np.ndarray, np.ndarray]]) -> dict[str, int]:
+    """encoder → how many of its (ln C, L) points are both finite."""
+    return {k: int((np.isfinite(c) & np.isfinite(y)).sum()) for k, (c, y) in points.items()}
+
+
+def determined_slope(x: np.ndarray, y: np.ndarray) -> float:
+    """``power_slope``'s slope when at least MIN_BUDGETS finite points carry it, else NaN: a line
+    through two points has no residual, so its slope is not reported as an estimate."""
+    ok = np.isfinite(x) & np.isfinite(y)
+    return power_slope(x, y)[0] if ok.sum() >= MIN_BUDGETS else math.nan
 
 
 def e_at_bound(fr: Frontier, optima: dict[str, list[Any]], rel: float = 1e-3) -> str:
@@ -516,8 +703,8 @@ def run_chain(groups: dict[str, list[Group]], pairs: list[tuple[str, str]],
         for enc, opts in optima.items():
             ln_c = np.array([o.ln_c[conv] for o in opts])
             pts[enc] = (ln_c, np.array([o.loss for o in opts]))
-            s[f"a|{conv}|{enc}"] = power_slope(ln_c, np.array([o.ln_n for o in opts]))[0]
-            s[f"b|{conv}|{enc}"] = power_slope(ln_c, np.array([o.ln_d for o in opts]))[0]
+            s[f"a|{conv}|{enc}"] = determined_slope(ln_c, np.array([o.ln_n for o in opts]))
+            s[f"b|{conv}|{enc}"] = determined_slope(ln_c, np.array([o.ln_d for o in opts]))
         fr = fit_frontier(pts)
         frontiers[conv] = fr
         s[f"E|{conv}"] = fr.e
@@ -529,7 +716,8 @@ def run_chain(groups: dict[str, list[Group]], pairs: list[tuple[str, str]],
     for enc, opts in optima.items():
         log10_c = np.array([o.ln_c[HEADLINE] for o in opts]) / math.log(10)
         for p in sorted({p for o in opts for p in o.delta}):
-            s[f"rob|{enc}|{p}"] = power_slope(log10_c, np.array([o.delta.get(p, math.nan) for o in opts]))[0]
+            s[f"rob|{enc}|{p}"] = determined_slope(
+                log10_c, np.array([o.delta.get(p, math.nan) for o in opts]))
     return ChainResult(optima, frontiers, s)
 
 
@@ -662,14 +850,15 @@ def fit_scaling(results: pd.DataFrame, *, n_boot: int = 200, seed: int = 0, leve
     """Fit every eval set of a (merged) results table; see the module docstring.
 
     results: results.csv rows (several runs concatenated is fine: the grid may be run budget by
-    budget). Rows without ``flop_budget`` are ignored. Same seed → same intervals."""
-    rows = sweep_rows(results)
+    budget; ``pool_points`` says what may not be pooled and raises PoolingError for it). Rows
+    without ``flop_budget`` are ignored. Same seed → same intervals. Fits across budgets that the
+    points cannot determine (``MIN_BUDGETS``, ``frontier_design``) are NaN, with a note."""
+    rows, notes = pool_points(sweep_rows(results))
     kinds = encoder_kinds(rows) if len(rows) else {}
     tabs: dict[str, list[dict[str, Any]]] = {k: [] for k in
                                              ("opt", "prof", "exp", "irr", "par", "rob", "robp", "law")}
     frontiers: dict[str, dict[str, Frontier]] = {}
     bands: dict[str, Any] = {}
-    notes: list[str] = []
     rng = np.random.default_rng(seed)
     for dataset in sorted(rows["dataset"].unique()) if len(rows) else []:
         groups = build_groups(rows, dataset)
@@ -712,6 +901,7 @@ def fit_scaling(results: pd.DataFrame, *, n_boot: int = 200, seed: int = 0, leve
                              f"{FREE_PASSES:g} times at {at}; past ~{FREE_PASSES:g} passes repetition is no "
                              "longer nearly free (Muennighoff et al. 2023), so these vertices' BPB may "
                              "sit high. More text would remove this.")
+        notes += _underdetermined_notes(dataset, point)
         bands[dataset] = {}
         for conv, fr in point.frontier.items():
             lo_e, hi_e = ci(f"E|{conv}")
@@ -767,6 +957,34 @@ def fit_scaling(results: pd.DataFrame, *, n_boot: int = 200, seed: int = 0, leve
                       frontiers, bands, n_boot, level, HEADLINE, notes, df["law"])
 
 
+def _vertex_counts(point: ChainResult, conv: str) -> dict[str, int]:
+    """encoder → its finite compute-optimal points under one FLOP convention."""
+    return _finite_points({enc: (np.array([o.ln_c[conv] for o in opts]),
+                                 np.array([o.loss for o in opts]))
+                           for enc, opts in point.optima.items()})
+
+
+def _underdetermined_notes(dataset: str, point: ChainResult) -> list[str]:
+    """Notes for the fits across budgets that are left out: per encoder with fewer than
+    MIN_BUDGETS budgets (no a, b, frontier or robustness slope), and for the frontier as a whole
+    when ``frontier_design`` admits no encoder. Vertex counts do not depend on the FLOP
+    convention, so one set of notes covers both (duplicates are dropped)."""
+    out: list[str] = []
+    for conv in CONVENTIONS:
+        counts = _vertex_counts(point, conv)
+        short = {k: n for k, n in counts.items() if n < MIN_BUDGETS}
+        for enc, n in short.items():
+            out.append(f"{dataset}: {enc}: {n} budget(s) with a compute-optimal point, fewer than "
+                       f"the {MIN_BUDGETS} a fit across budgets needs: its allocation exponents a "
+                       "and b, its frontier (A, α), any parity point with it and its robustness "
+                       "slopes are reported as missing. Run more budgets.")
+        encs, why = frontier_design(counts)
+        if not encs and len(short) < len(counts):
+            out.append(f"{dataset}: no compute-optimal frontier fitted: {why}. E, A, α and the "
+                       "parity points are reported as missing. Run more budgets.")
+    return list(dict.fromkeys(out))
+
+
 def _parity_row(dataset: str, conv: str, a: str, b: str, point: ChainResult, boots: list[ChainResult],
                 level: float) -> dict[str, Any]:
     """One byte-vs-BPE parity entry with its plain-language statement."""
@@ -776,7 +994,14 @@ def _parity_row(dataset: str, conv: str, a: str, b: str, point: ChainResult, boo
                                c_lo=math.nan, c_hi=math.nan, range_lo=math.nan, range_hi=math.nan,
                                decades_outside=math.nan, frac_inside=math.nan, leader_low="")
     if a not in fr.alpha or b not in fr.alpha:
-        return {**row, "status": "missing", "statement": f"{a} vs {b}: too few budgets to fit both frontiers."}
+        counts = _vertex_counts(point, conv)
+        _, why = frontier_design(counts)
+        why = why or ", ".join(f"{k}: {counts.get(k, 0)} budget(s)" for k in (a, b)
+                               if counts.get(k, 0) < MIN_BUDGETS)
+        return {**row, "status": "missing", "statement":
+                f"{a} vs {b}: too few budgets to fit both frontiers — {why}. Each encoder needs "
+                f"≥ {MIN_BUDGETS} budgets and the joint fit more points than parameters; no "
+                "parity point."}
     ca = [o.ln_c[conv] for o in point.optima[a]]
     cb = [o.ln_c[conv] for o in point.optima[b]]
     lo, hi = max(min(ca), min(cb)), min(max(ca), max(cb))

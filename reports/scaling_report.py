@@ -23,7 +23,7 @@ import pandas as pd
 
 from reports.fmt import ci, num
 from reports.render import FigureOut, Table, _jinja, md_table, md_text, save_figure
-from reports.scaling import CONVENTIONS, ScalingFit, fit_scaling, fmt_flops
+from reports.scaling import CONVENTIONS, PoolingError, ScalingFit, fit_scaling, fmt_flops
 
 CONV_TEXT = {
     "half": "causal attention counted at half cost (train_flops)",
@@ -241,8 +241,15 @@ def scaling_section(results: pd.DataFrame, fig_dir: Path | None = None, *, n_boo
     """Fit and render the scaling section; None when ``results`` has no sweep rows.
 
     results: results.csv rows (one run, or several runs of one grid concatenated). fig_dir: where
-    PNG (and SVG if asked) files go (figure paths in the Markdown are ``figures/<key>.png``)."""
-    fit = fit_scaling(results, n_boot=n_boot, seed=seed)
+    PNG (and SVG if asked) files go (figure paths in the Markdown are ``figures/<key>.png``).
+
+    Rows that may not be pooled (``reports.scaling.pool_points``: the same grid point with two
+    different results, different eval or training text) give a section that says so and shows no
+    fit, so the rest of a merged report still renders and the refusal sits where the fits would."""
+    try:
+        fit = fit_scaling(results, n_boot=n_boot, seed=seed)
+    except PoolingError as err:
+        return _refused_section(str(err), n_boot)
     if fit.empty:
         return None
     figs: list[FigureOut] = []
@@ -256,3 +263,14 @@ def scaling_section(results: pd.DataFrame, fig_dir: Path | None = None, *, n_boo
         headline_text=CONV_TEXT[fit.headline], other_text=CONV_TEXT[other], level=f"{fit.level:.0%}",
         n_boot=fit.n_boot, notes=fit.notes, tables=tables, figures=figs)
     return ScalingSection(fit, markupsafe.Markup(html), _markdown(fit, tables, figs), figs, tables)
+
+
+def _refused_section(message: str, n_boot: int) -> ScalingSection:
+    """The section when the sweep rows may not be pooled: the refusal, no tables, no figures."""
+    fit = fit_scaling(pd.DataFrame(), n_boot=n_boot)  # empty tables of the right shape
+    fit.notes = [message]
+    other = next(c for c in CONVENTIONS if c != fit.headline)
+    html = _jinja().get_template("sections/scaling.html.j2").render(
+        headline_text=CONV_TEXT[fit.headline], other_text=CONV_TEXT[other],
+        level=f"{fit.level:.0%}", n_boot=fit.n_boot, notes=fit.notes, tables=[], figures=[])
+    return ScalingSection(fit, markupsafe.Markup(html), _markdown(fit, [], []), [], [])

@@ -61,13 +61,15 @@ def crossing_true(x: Law, y: Law, scale_x: float = 1.0, scale_y: float = 1.0) ->
 def sweep_results(laws: dict[str, tuple[Law, str]], budgets: list[float], *, ladder: str = "centred",
                   n_sizes: int = 7, span: float = 3.0, noise: float = 0.0, seed: int = 0,
                   fixed_ladder: list[float] | None = None,
-                  perturbation: dict[str, tuple[float, float]] | None = None) -> pd.DataFrame:
+                  perturbation: dict[str, tuple[float, float]] | None = None,
+                  fingerprint: str = "synthetic:heldout") -> pd.DataFrame:
     """Results rows (clean, full mode + clean_target; optional one perturbation) of a sweep.
 
     laws: encoder → (law, token_unit). ladder "centred": n_sizes sizes log-spaced over ×/÷ span
     around each encoder's true N_opt(C); "fixed": ``fixed_ladder`` for every budget.
     perturbation: encoder → (Δ0, slope): ΔBPB = Δ0 + slope·log10(C/1e15) at every size (clean_target).
-    noise: Gaussian sd (BPB) added to every clean loss."""
+    noise: Gaussian sd (BPB) added to every clean loss. fingerprint: the eval set's fingerprint
+    column, as the harness writes it (runs that merge must show the same eval text)."""
     rng = np.random.default_rng(seed)
     rows = []
     for enc, (law, unit) in laws.items():
@@ -81,7 +83,8 @@ def sweep_results(laws: dict[str, tuple[Law, str]], budgets: list[float], *, lad
                 loss = float(law.loss(np.array(n), np.array(d))) + (rng.normal(0, noise) if noise else 0.0)
                 label = sweep_label(enc, c, f"s{i}")
                 base = dict(encoder=label, encoder_name="bpe" if unit == "token" else enc, seed=0,
-                            dataset="heldout", token_unit=unit, flop_budget=c, model_size=f"s{i}",
+                            dataset="heldout", fingerprint=fingerprint, token_unit=unit,
+                            flop_budget=c, model_size=f"s{i}",
                             params_non_embedding=n, train_bytes=d, train_flops=c,
                             train_flops_full_attn=c * (1 + law.attn), severity=0.0)
                 for mode in ("full", "clean_target"):
