@@ -31,14 +31,11 @@ RUN = b"=" * 160  # boilerplate: its middle windows (48 bytes, stride 24) are al
 
 
 def mdm() -> ByteEncoder:
-    """Large random weights: the estimate depends strongly on the masks (as in
-    tests/encoders/test_mdm.py)."""
-    torch.manual_seed(0)
-    enc = ByteEncoder(ByteConfig(objective="mdm"), TINY)
-    with torch.no_grad():
-        enc.embed.weight.normal_(0, 1.0)
-        enc.head.weight.normal_(0, 0.5)
-    return enc.eval()
+    """The byte MDM with large random weights of test_score_dedup: the estimate depends
+    strongly on the masks."""
+    from test_score_dedup import byte_mdm
+
+    return byte_mdm()  # type: ignore[return-value]
 
 
 def cell() -> list[ScoreItem]:

@@ -22,6 +22,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 
 from synthetic_scaling import Law, sweep_results  # noqa: E402
+from test_scaling_fit import BPE, BYTES  # noqa: E402 - the same laws as the fit's tests
 
 from reports.load import load_run, merge_runs  # noqa: E402
 from reports.scaling import (  # noqa: E402
@@ -34,8 +35,6 @@ from reports.scaling import (  # noqa: E402
 )
 from reports.scaling_report import scaling_section  # noqa: E402
 
-BYTES = Law(E=0.6, A=40.0, a=0.34, B=80.0, b=0.30, attn=0.25)
-BPE = Law(E=0.6, A=20.0, a=0.30, B=25.0, b=0.24, attn=0.05)
 LAWS = {"bytes": (BYTES, "byte"), "bpe": (BPE, "token")}
 BUDGETS = [1e15 * 10 ** (k / 2) for k in range(5)]
 ROB = {"bytes": (0.10, -0.02), "bpe": (0.30, 0.015)}
