@@ -77,6 +77,11 @@ def fci(lo: Any, hi: Any, sign: bool = False) -> str:
     return f"[{f(lo)}, {f(hi)}]"
 
 
+def _signed_ci(x: Any, lo: Any, hi: Any) -> str:
+    """A signed difference with its CI after it, or alone where there is none (no samples)."""
+    return f"{fsign(x)} {fci(lo, hi, True)}" if _ok(lo) and _ok(hi) else fsign(x)
+
+
 def fp(p: Any) -> str:
     return pvalue(p) if _ok(p) else "—"
 
@@ -167,7 +172,9 @@ def build_tables(t: Tables) -> dict[str, Table]:
          lambda r: f"{f3(r.clean_bpb)} {fci(r.clean_lo, r.clean_hi)}", True),
         ("seeds: mean ± sd", lambda r: (f"{f3(r.seed_mean)} ± {f3(r.seed_sd)}"
                                         if _ok(r.seed_sd) else "—"), True),
-        (f"mean ΔBPB ({t.primary_mode})", lambda r: fsign(r.mean_delta), True),
+        (f"mean ΔBPB ({t.primary_mode}) [95 % CI]",
+         lambda r: _signed_ci(r.mean_delta, getattr(r, "mean_lo", None), getattr(r, "mean_hi", None)),
+         True),
         ("rel.", lambda r: fpct(r.mean_rel), True),
         ("ΔBPB / +10 % edits", lambda r: fsign(r.mean_slope / 10
                                                 if _ok(r.mean_slope) else None), True),
@@ -176,7 +183,9 @@ def build_tables(t: Tables) -> dict[str, Table]:
         ("FLOPs/byte", lambda r: fsi(r.flops_per_byte), True),
         ("params", lambda r: fsi(r.params), True),
     ], v, note=f"Lower BPB is better; ΔBPB > 0 is degradation. Robustness columns use "
-               f"{t.primary_mode} mode at each perturbation's highest severity. {seeds_note}")
+               f"{t.primary_mode} mode at each perturbation's highest severity; the mean ΔBPB's "
+               "CI is a paired bootstrap over the documents scored in all of those cells. "
+               f"{seeds_note}")
 
     rob_note = ("ΔBPB = BPB(perturbed) − BPB(clean) on the same eval sets and seeds; the CI is a "
                 "paired bootstrap over documents (perturbed and clean NLL of a document drawn "

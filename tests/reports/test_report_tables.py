@@ -265,3 +265,24 @@ def test_without_samples_a_winner_is_untested(make_run) -> None:
     lowest = next(f for f in t.verdict_lines if f.text.startswith("Lowest clean BPB"))
     assert lowest.status == "untested" and "not tested against" in lowest.text
     assert "significantly" not in lowest.text
+
+
+def test_mean_degradation_carries_its_ci(three, tmp_path: Path) -> None:
+    # the verdict's mean ΔBPB (and the summary's "smallest mean degradation") has a paired
+    # bootstrap CI: around the value on the fixture, degenerate where every document degrades
+    # by exactly the same amount
+    from synthetic_run import write_simple_run
+
+    v = three.verdict
+    assert (v.mean_lo <= v.mean_delta + 1e-12).all() and (v.mean_delta <= v.mean_hi + 1e-12).all()
+    assert (v.mean_hi > v.mean_lo).all()
+    smallest = next(f for f in three.verdict_lines if f.text.startswith("Smallest mean"))
+    assert "[95 % CI " in smallest.text.split("—")[0]
+    run = write_simple_run(tmp_path / "flat", ["a", "b"], [0], 9,
+                           lambda e, s, p, d: 1.5 + (0.25 if p != "clean" else 0.0) + 0.01 * d
+                           + (0.125 if e == "b" and p != "clean" else 0.0),
+                           cells=(("clean", 0.0), ("typo.keyboard", 0.1)))
+    t = compute_tables(load_run(run), n_boot=50, n_perm=100)
+    a = t.verdict.set_index("encoder").loc["a"]
+    assert a.mean_delta == pytest.approx(0.25) and a.mean_lo == pytest.approx(0.25)
+    assert a.mean_hi == pytest.approx(0.25)
