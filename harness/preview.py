@@ -42,7 +42,13 @@ def _make(cls: type, severity: float, params: dict[str, Any]) -> Perturbation:
             raise ValueError(
                 f"perturbation {name!r} has no parameter {key!r}{hint}; parameters: {', '.join(known) or 'none'}"
             )
-    return cls(**{**params, "severity": severity})
+    # the suite loader's type checks and the plugin's own, as for a suite entry: a value of the
+    # wrong type is one line naming the parameter (`perturb: alphabet: expected a string, got
+    # null`), not an error from inside perturb()
+    from harness.config.build import plugin_config
+    from harness.config.where import Where
+
+    return plugin_config(cls, {**params, "severity": severity}, Where(default="perturb"))
 
 
 def preview(

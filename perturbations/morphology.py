@@ -33,6 +33,7 @@ from typing import ClassVar, Literal
 import regex
 
 from perturbations.base import Perturbation
+from perturbations.checks import check_fraction
 from perturbations.registry import register
 
 # A word: a letter followed by letters and combining marks (digits, "_" and apostrophes split).
@@ -312,6 +313,10 @@ def hunspell_paradigms(dic: Path) -> tuple[dict[str, list[int]], list[list[str]]
 
 
 # ---------------------------------------------------------------------------- perturbations
+# The longest part morph.compound splits a word into: longer "words" (hashes, base64, runs of one
+# letter) are not compounds, and scanning every split point of them was quadratic in their length
+MAX_PART_LEN = 64
+
 def _choose(n: int, severity: float, rng: random.Random) -> list[int]:
     """round(severity * n) distinct indices out of n, sorted, drawn with rng (the rng is not
     touched when severity is 0, so severity 0 is the identity)."""
@@ -350,6 +355,9 @@ class _MorphBase(Perturbation):
     min_word_len: int = 4
 
     def __post_init__(self) -> None:
+        # severity in [0, 1] as every built-in checks it (NaN behaved as 1 and 2 was clamped to 1
+        # while the row said 2, so a sweep went flat without a word)
+        check_fraction(self)
         # Checked here so `tokbench validate` refuses them (max_types=-1 used to pass and drop
         # the last word type through ``types[:-1]``).
         if isinstance(self.max_types, bool) or not isinstance(self.max_types, int) or self.max_types < 1:
@@ -427,6 +435,7 @@ class Compound(Perturbation):
     min_part_len: int = 4
 
     def __post_init__(self) -> None:
+        check_fraction(self)
         if isinstance(self.min_part_len, bool) or not isinstance(self.min_part_len, int) or self.min_part_len < 1:
             raise field_error(self, "min_part_len", f"must be an integer >= 1, got {self.min_part_len!r}")
         self._vocab: set[str] = set()  # fit() state, not a parameter
@@ -437,7 +446,10 @@ class Compound(Perturbation):
 
     def _split_point(self, low: str, vocab: set[str]) -> int | None:
         n = self.min_part_len
-        for c in range(n, len(low) - n + 1):  # leftmost split point with two known halves
+        if len(low) > 2 * MAX_PART_LEN:  # no split point has two parts short enough
+            return None
+        lo, hi = max(n, len(low) - MAX_PART_LEN), min(len(low) - n, MAX_PART_LEN)
+        for c in range(lo, hi + 1):  # leftmost split point with two known halves
             if low[:c] in vocab and low[c:] in vocab:
                 return c
         return None
@@ -464,12 +476,15 @@ class Compound(Perturbation):
                     sites.append((a.start(), b.end(), wa + second))
         sites.sort()
         edits: list[tuple[int, int, str]] = []
-        taken: list[tuple[int, int]] = []
+        # The chosen sites come in start order and the kept ones never overlap, so a site
+        # overlaps a kept one exactly when it starts before the last kept end (one comparison,
+        # not a scan of every kept site: that was quadratic on long texts)
+        last_end = -1
         for i in _choose(len(sites), self.severity, rng):
             s, e, new = sites[i]
-            if any(s < te and ts < e for ts, te in taken):
+            if s < last_end:
                 continue
-            taken.append((s, e))
+            last_end = e
             edits.append((s, e, new))
         return _replace_spans(text, edits)
 
@@ -495,6 +510,9 @@ class AffixSwap(_MorphBase):
         if self.dictionary is not None and not Path(self.dictionary).expanduser().is_file():
             raise field_error(self, "dictionary", f"Hunspell dictionary {self.dictionary!r} not found "
                               "(a .dic file, its .aff beside it)")
+        if self.dictionary is not None and not Path(self.dictionary).expanduser().with_suffix(".aff").is_file():
+            raise field_error(self, "dictionary", f"Hunspell dictionary {self.dictionary!r} has no "
+                              ".aff file beside it (its affix rules)")
         self._attested: dict[str, set[str]] = {}  # fit() state, not a parameter
 
     def fit(self, texts: list[str]) -> None:
