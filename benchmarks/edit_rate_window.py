@@ -1,7 +1,7 @@
 """How loose is the windowed edit rate? ``perturbations.measure.windowed_distance`` (used above
 ``EXACT_LIMIT`` characters) against the exact Levenshtein distance on one long text, for
-perturbations that insert and delete alike characters (``space.random``, action both) and for
-substitutions (``typo.random``), at a few severities.
+perturbations that insert and delete alike characters (``space.random``: both, insert, delete)
+and for substitutions (``typo.random``), at a few severities.
 
     PYTHONPATH=. python benchmarks/edit_rate_window.py
 
@@ -20,12 +20,13 @@ from perturbations.registry import REGISTRY
 def main() -> None:
     text = "".join(topics.values())
     print(f"text: pydoc_data.topics, {len(text):,} characters")
-    for name, params in (("space.random", {"action": "both"}), ("typo.random", {})):
+    for name, params in (("space.random", {"action": "both"}), ("space.random", {"action": "insert"}),
+                         ("space.random", {"action": "delete"}), ("typo.random", {})):
         for sev in (0.1, 0.3, 0.5):
             p = REGISTRY.resolve(name)(severity=sev, **params)
             out = apply(p, text, 0, name, {"severity": sev, **params}, "a")
             exact, windowed = edit_distance(text, out), windowed_distance(text, out)
-            print(f"{name:13s} severity {sev:.1f}: exact {exact:8,d}  windowed {windowed:8,d}  "
+            print(f"{name:13s} {params.get('action', ''):6s} severity {sev:.1f}: exact {exact:8,d}  windowed {windowed:8,d}  "
                   f"ratio {windowed / max(exact, 1):.3f}", flush=True)
 
 
