@@ -81,13 +81,13 @@ def code_hash(cls: type | None) -> str:
     edit rate, word count) and the perturbation's code. Part of the plan cache key, so editing a
     perturbation never serves stale perturbed texts.
 
-    The perturbation's code is every module of its package, not only the class's own: a class
-    often delegates (``case.random``'s ``perturb`` is in ``perturbations/chartable.py``, word
-    choice in ``wordsel.py``), and a module the class imports is not known from the class. For
-    the built-in ones that is all of ``perturbations/`` (once per process, a few ms); for a
-    plugin, every ``.py`` under the directory of its module."""
+    The perturbation's code is every module beside the class's, not only its own: a class often
+    delegates (``case.random``'s ``perturb`` is in ``perturbations/chartable.py``, word choice in
+    ``wordsel.py``), and a module the class imports is not known from the class. For the
+    built-in ones that is all of ``perturbations/``; for a plugin, the ``.py`` files of its
+    module's directory (not below it: a plugin beside a project's ``.venv`` must not hash it)."""
     root = Path(__file__).resolve().parents[1]
-    files = [root / f for f in _SHARED_CODE]
+    parts = [_files_hash(tuple(root / f for f in _SHARED_CODE), root)]
     if cls is not None:
         try:
             own = Path(inspect.getfile(cls)).resolve()
@@ -95,13 +95,20 @@ def code_hash(cls: type | None) -> str:
             own = None
         if own is not None:
             builtin = root / "perturbations"
-            pkg = builtin if own.is_relative_to(builtin) else own.parent
-            files += sorted(pkg.rglob("*.py"))
+            files = sorted(builtin.rglob("*.py")) if own.is_relative_to(builtin) else sorted(own.parent.glob("*.py"))
+            parts.append(_files_hash(tuple(files), root))
+    return hashlib.sha256("".join(parts).encode()).hexdigest()[:16]
+
+
+@functools.cache
+def _files_hash(files: tuple[Path, ...], root: Path) -> str:
+    """sha256 of files' names (relative to ``root`` where they are under it) and contents; cached
+    per process, so every built-in perturbation reads ``perturbations/`` once."""
     h = hashlib.sha256()
     for f in files:
         h.update(str(f.relative_to(root) if f.is_relative_to(root) else f).encode() + b"\0")
         h.update(f.read_bytes() if f.is_file() else b"")
-    return h.hexdigest()[:16]
+    return h.hexdigest()
 
 
 def perturb_many(tasks: Sequence[Any], work: Callable[[Any], list[CachedRow]], processes: int | None = None,

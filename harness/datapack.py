@@ -59,10 +59,9 @@ def suite_packages(suite: Any) -> tuple[list[str], list[str]]:
     return packages, optional
 
 
-def _rendered_dir(cache_dir: Path, package: str) -> Path:
+def _rendered_dir(cache_dir: Path, package: str, version: str) -> Path:
     """Where sources keep a package's rendered text (``sources.manpages``: one .txt per page),
-    for the package's checked version (``_checked``)."""
-    version = _checked(cache_dir, package).version
+    for its version (``_checked``'s)."""
     return cache_dir / "rendered" / f"{package}_{version.replace(':', '%3a')}"
 
 
@@ -76,9 +75,10 @@ def _checked(cache_dir: Path, package: str) -> FetchedPackage:
     return pkg
 
 
-def _files(cache_dir: Path, package: str, slim: bool) -> list[Path]:
+def _files(cache_dir: Path, package: str, slim: bool) -> tuple[list[Path], Path]:
+    """(the files of ``package`` to pack, its rendered-text directory), after its checks."""
     d = cache_dir / "debian" / package
-    _checked(cache_dir, package)
+    version = _checked(cache_dir, package).version
     keep = SLIM_KEEP.get(package, ()) if slim and package in SLIM_KEEP else ("",)
     out = [d / "package.json"]
     for k in keep:
@@ -87,9 +87,9 @@ def _files(cache_dir: Path, package: str, slim: bool) -> list[Path]:
         base = d / "root" / PurePosixPath(*parts[:cut]) if cut else d / "root"
         pattern = PurePosixPath(*parts[cut:]).as_posix() if cut < len(parts) else "**/*"
         out += sorted(p for p in base.glob(pattern) if p.is_file() and not p.is_symlink())
-    rendered = _rendered_dir(cache_dir, package)  # absent for packages nothing renders
+    rendered = _rendered_dir(cache_dir, package, version)  # absent for packages nothing renders
     out += sorted(p for p in rendered.rglob("*") if p.is_file() and not p.is_symlink())
-    return out
+    return out, rendered
 
 
 def pack(suite: Any, cache_dir: Path, out: Path, slim: bool = False) -> dict[str, Any]:
@@ -99,10 +99,12 @@ def pack(suite: Any, cache_dir: Path, out: Path, slim: bool = False) -> dict[str
     required, optional = suite_packages(suite)
     # an optional dictionary that was never fetched is left out (the run works without it)
     packages = required + [p for p in optional if (cache_dir / "debian" / p / "package.json").is_file()]
-    rendered = [d.name for p in packages if (cache_dir / "debian" / p / "package.json").is_file()
-                and (d := _rendered_dir(cache_dir, p)).is_dir()]
+    rendered: list[str] = []
     for pkg in packages:
-        for f in _files(cache_dir, pkg, slim):
+        pkg_files, rendered_dir = _files(cache_dir, pkg, slim)
+        if rendered_dir.is_dir():
+            rendered.append(rendered_dir.name)
+        for f in pkg_files:
             name = f.relative_to(cache_dir).as_posix()
             manifest[name] = hashlib.sha256(f.read_bytes()).hexdigest()
             files.append((f, name))

@@ -50,6 +50,16 @@ class McVariance(float):
         return McVariance, (self.terms,)  # float's own reduce would call __new__ with the value
 
 
+def add_term(terms: dict[bytes, tuple[int, float]], key: bytes, k: int, v: float) -> float:
+    """Count ``k`` more occurrences of the Monte Carlo estimate ``key`` (variance ``v``) in
+    ``terms`` (key -> (count, variance)); returns how much the variance of the total grows. An
+    estimate already counted k0 times is the same error again, so the total's variance goes from
+    k0²·v to (k0 + k)²·v (v of its first occurrence)."""
+    k0, v0 = terms.get(key, (0, v))
+    terms[key] = (k0 + k, v0)
+    return ((k0 + k) ** 2 - k0 * k0) * v0
+
+
 @dataclass
 class CellTotals:
     """Sums over the documents of one cell."""
@@ -76,11 +86,7 @@ class CellTotals:
         self.nll_nats += nll
         if isinstance(nll_var, McVariance):
             for key, (k, v) in nll_var.terms.items():
-                # an estimate already counted k0 times by other documents: the same error again,
-                # so the variance grows from k0²·v to (k0 + k)²·v (v of its first occurrence)
-                k0, v0 = self.mc_terms.get(key, (0, v))
-                self.mc_terms[key] = (k0 + k, v0)
-                self.nll_var += ((k0 + k) ** 2 - k0 * k0) * v0
+                self.nll_var += add_term(self.mc_terms, key, k, v)
         else:
             self.nll_var += nll_var
         self.n_bytes += n_bytes

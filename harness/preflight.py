@@ -10,6 +10,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+from core.switches import switch
+
 
 def check_data(suite: Any, cache_dir: Path | None = None) -> None:
     """Raise ValueError naming the suite key (``data.train`` / ``data.eval[i] (name)``) of the
@@ -37,7 +39,7 @@ def load_warning(load: tuple[float, float, float] | None = None, cores: int | No
     which hold on an idle machine); "" otherwise or where the load is unknown.
     ``TOKBENCH_LOAD_WARNING=0`` turns the live reading off (``load`` None): the test suite sets
     it, so a test that counts a command's stderr lines does not depend on the machine's load."""
-    if load is None and os.environ.get("TOKBENCH_LOAD_WARNING", "1") == "0":
+    if load is None and switch("TOKBENCH_LOAD_WARNING") is False:
         return ""
     try:
         load = load if load is not None else os.getloadavg()

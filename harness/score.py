@@ -27,7 +27,7 @@ from core.switches import switch
 from encoders.base import Encoder, UnitNLL
 from harness.accel import Prefetcher, collate_processes, ordered_pool_map, pin
 from harness.data import Window, char_boundary, cut_after, rolling_windows
-from harness.metrics import McVariance
+from harness.metrics import McVariance, add_term
 from harness.permutation import WindowPermuter, unpermute_segments
 from harness.watchdog import Watchdog
 from sources.base import Document
@@ -582,9 +582,9 @@ def _score_job(encoder: Encoder, items: Sequence[ScoreItem], device: torch.devic
         if v is not None:
             # keyed by content, not by ``d``: without dedup equal windows are distinct here but
             # still one estimate (the first occurrence's variance stands for them all)
-            key = keys[d] if d in keys else keys.setdefault(d, estimate_key(w, sf))
-            k, v0 = per_item_var[i].get(key, (0, v))
-            per_item_var[i][key] = (k + 1, v0)
+            if d not in keys:
+                keys[d] = estimate_key(w, sf)
+            add_term(per_item_var[i], keys[d], 1, v)
         segs_w = per_window_segs[d]
         if segs_w is not None:  # copied into the item's own list (extend), never shared
             segs = per_item_segs[i] if per_item_segs[i] is not None else []

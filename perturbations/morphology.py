@@ -32,6 +32,7 @@ from typing import ClassVar, Literal
 
 import regex
 
+from core.errors import field_error as core_field_error
 from perturbations.base import Perturbation
 from perturbations.checks import check_fraction
 from perturbations.registry import register
@@ -325,14 +326,10 @@ def _choose(n: int, severity: float, rng: random.Random) -> list[int]:
 
 
 def field_error(p: Perturbation, field: str, problem: str) -> ValueError:
-    """A ValueError about one parameter: its text names the perturbation and the field; the
-    attributes ``field`` and ``problem`` let the suite loader report it at
-    ``perturbations[i].<field>`` with that key's line (harness/config/build.py), which a
-    perturbation may not import."""
-    err = ValueError(f"{getattr(type(p), 'registry_name', type(p).__name__)}: {field} {problem}")
-    err.field = field  # type: ignore[attr-defined]
-    err.problem = problem  # type: ignore[attr-defined]
-    return err
+    """``core.errors.field_error`` with a perturbation's wording: ``<name>: <field> <problem>``
+    (the suite loader reports it at ``perturbations[i].<field>``)."""
+    name = getattr(type(p), "registry_name", type(p).__name__)
+    return core_field_error(name, field, problem, f"{name}: {field} {problem}")
 
 
 def _replace_spans(text: str, edits: list[tuple[int, int, str]]) -> str:
@@ -446,8 +443,7 @@ class Compound(Perturbation):
 
     def _split_point(self, low: str, vocab: set[str]) -> int | None:
         n = self.min_part_len
-        if len(low) > 2 * MAX_PART_LEN:  # no split point has two parts short enough
-            return None
+        # above 2 · MAX_PART_LEN letters the range is empty: nothing is scanned
         lo, hi = max(n, len(low) - MAX_PART_LEN), min(len(low) - n, MAX_PART_LEN)
         for c in range(lo, hi + 1):  # leftmost split point with two known halves
             if low[:c] in vocab and low[c:] in vocab:

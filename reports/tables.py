@@ -54,7 +54,7 @@ class Tables:
     efficiency: pd.DataFrame
     verdict: pd.DataFrame
     verdict_lines: list[Finding] = field(default_factory=list)
-    n_seeds: int = 1  # the most seeds any one encoder has (``seed_counts``)
+    n_seeds: int = 1  # the most seeds any one encoder has (``encoder_seeds``)
     encoder_seeds: dict[str, int] = field(default_factory=dict)  # encoder -> its seeds
     mean_tests: pd.DataFrame = field(default_factory=pd.DataFrame)  # mean_degradation_tests
     anomalies: pd.DataFrame = field(default_factory=pd.DataFrame)  # anomaly_table
@@ -824,6 +824,7 @@ def summary_findings(verdict_df: pd.DataFrame, cmp: pd.DataFrame, mean_tests: pd
     out: list[Finding] = []
     t = verdict_df
     encs = list(t.encoder)
+    bound = [e for e in encs if e in set(bounds)]  # scored by an ELBO (upper bound)
     if len(t) and t.clean_bpb.notna().any():
         best = t.loc[t.clean_bpb.idxmin()]
         head = f"Lowest clean BPB ({level_mode}): {best.encoder} at {best.clean_bpb:.3f} bits/byte"
@@ -832,7 +833,6 @@ def summary_findings(verdict_df: pd.DataFrame, cmp: pd.DataFrame, mean_tests: pd
                 if len(cmp) else cmp
             clause, status = _vs(best.encoder, [e for e in encs if e != best.encoder],
                                  c if len(c) else pd.DataFrame(columns=["a", "b"]), "lower than")
-            bound = [e for e in encs if e in set(bounds)]
             if bound:
                 # An ELBO only bounds the model's NLL from above: "lower" against it compares an
                 # exact score with a bound, so the sentence must say which numbers are bounds.
@@ -852,7 +852,6 @@ def summary_findings(verdict_df: pd.DataFrame, cmp: pd.DataFrame, mean_tests: pd
         clause, status = _vs(best.encoder, [e for e in encs if e != best.encoder],
                              m if len(m) else pd.DataFrame(columns=["a", "b"]),
                              "less degradation than")
-        bound = [e for e in encs if e in set(bounds)]
         if bound:
             # perturbed and clean ELBO each bound their NLL from above; their difference bounds
             # nothing, so the sentence must not read as an exact degradation
@@ -889,7 +888,7 @@ def compute_tables(data: RunData, n_boot: int = 1000, n_perm: int = 10000, seed:
     (and in any order of computation: ``tables_before_comparisons`` then ``add_comparisons``,
     which is what this does)."""
     t, idx = tables_before_comparisons(data, n_boot, n_perm, seed, processes)
-    return add_comparisons(t, idx, data, n_boot, n_perm, seed, processes)[0]
+    return add_comparisons(t, idx, n_boot, n_perm, seed, processes)[0]
 
 
 def tables_before_comparisons(data: RunData, n_boot: int = 1000, n_perm: int = 10000, seed: int = 0,
@@ -917,20 +916,15 @@ def tables_before_comparisons(data: RunData, n_boot: int = 1000, n_perm: int = 1
         table["mean_lo"] = [cis[e][0] for e in table.encoder]
         table["mean_hi"] = [cis[e][1] for e in table.encoder]
     anomalies = anomaly_table(groups, modes)
+    # seeds behind each encoder's pooled numbers; n_seeds is the most any one encoder has (not
+    # the run's distinct seeds: in a comparison of run A, seed 0, and run B, seed 1, every number
+    # is from one seed, and "pooled over 2 seeds" would be false)
+    per_encoder = {str(k): int(v) for k, v in res.groupby("encoder", sort=False).seed.nunique().items()}
     return Tables(encoders=encoders, modes=modes, primary_mode=primary, level_mode=level_mode,
                   groups=groups, robustness=rob, families=fam, comparisons=pd.DataFrame(), languages=langs,
                   scripts=scripts, efficiency=eff, verdict=table, verdict_lines=[],
-                  n_seeds=seed_counts(res), mean_tests=means, anomalies=anomalies,
-                  encoder_seeds={str(k): int(v) for k, v in
-                                 res.groupby("encoder", sort=False).seed.nunique().items()},
-                  bounds=mdm_bounds(res)), idx
-
-
-def seed_counts(res: pd.DataFrame) -> int:
-    """Seeds behind each encoder's pooled numbers: the largest count over encoders. Not the
-    run's distinct seeds: in a comparison of run A (seed 0) and run B (seed 1) every number is
-    from one seed, and "pooled over 2 seeds" would be false."""
-    return int(res.groupby("encoder").seed.nunique().max()) if len(res) else 1
+                  n_seeds=max(per_encoder.values(), default=1), mean_tests=means, anomalies=anomalies,
+                  encoder_seeds=per_encoder, bounds=mdm_bounds(res)), idx
 
 
 def mdm_bounds(res: pd.DataFrame) -> list[str]:
@@ -939,7 +933,7 @@ def mdm_bounds(res: pd.DataFrame) -> list[str]:
     return list(dict.fromkeys(res.encoder[res.objective == "mdm"])) if "objective" in res else []
 
 
-def add_comparisons(t: Tables, idx: _Index, data: RunData, n_boot: int = 1000, n_perm: int = 10000,
+def add_comparisons(t: Tables, idx: _Index, n_boot: int = 1000, n_perm: int = 10000,
                     seed: int = 0, processes: int = 1, beside: Sequence[Callable[[], Any]] = ()
                     ) -> tuple[Tables, list[Any]]:
     """``t`` (from ``tables_before_comparisons``) with the pairwise comparisons, the Holm

@@ -11,16 +11,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from core.errors import field_error as core_field_error
+
 
 def field_error(source: str, field: str, problem: str) -> ValueError:
-    """A ValueError about one source parameter: its text is ``<source> source: <field> <problem>``;
-    the attributes ``field`` and ``problem`` let the suite loader report it at
-    ``data.train.<field>`` / ``data.eval[i].<field>`` with that key's line
-    (harness/config/build.py), which a source may not import."""
-    err = ValueError(f"{source} source: {field} {problem}")
-    err.field = field  # type: ignore[attr-defined]
-    err.problem = problem  # type: ignore[attr-defined]
-    return err
+    """``core.errors.field_error`` with a source's wording: ``<source> source: <field> <problem>``
+    (the suite loader reports it at ``data.train.<field>`` / ``data.eval[i].<field>``)."""
+    return core_field_error(source, field, problem, f"{source} source: {field} {problem}")
 
 
 def check_positive(source: str, obj: Any, *names: str) -> None:

@@ -428,7 +428,8 @@ def _unpack(deb: Path, dest: Path, package: str) -> None:
     meta["checksum"] = _meta_checksum(meta)
     write_text_atomic(dest / META, json.dumps(meta, indent=1, ensure_ascii=False))
     _fsync_dir(dest)
-    _VERIFIED.pop(str(dest), None)
+    # the manifest was just made from these files: the next check need not hash them again
+    _VERIFIED[str(dest)] = _stat_key(dest / META)
 
 
 def fetch_packages(packages: Iterable[str], cache_dir: Path | None = None, source: str = "debian",

@@ -125,8 +125,9 @@ class ManpagesSource(DebianSource):
         """The page's rendered text, from its file under ``render_dir`` when that is whole, else
         rendered (again) and stored with its checksum line (module comment at ``SUM_PREFIX``)."""
         out = render_dir / (page.relative_to(root).as_posix() + ".txt")
+        marked = (render_dir / CHECKED_MARK).is_file()
         if out.is_file():
-            text = read_rendered(out, strict=(render_dir / CHECKED_MARK).is_file())
+            text = read_rendered(out, strict=marked)
             if text is not None:
                 return text
             if shutil.which("groff") is None:
@@ -138,7 +139,7 @@ class ManpagesSource(DebianSource):
             raw = gzip.decompress(raw)
         body = [ln for ln in raw.splitlines() if ln.strip() and not ln.startswith((b".\\\"", b"'\\\""))]
         text = "" if body and body[0].startswith(b".so ") else render_man(raw)
-        if not (render_dir / CHECKED_MARK).is_file():
+        if not marked:
             write_bytes_atomic(render_dir / CHECKED_MARK, b"", make_parents=True)
         data = text.encode("utf-8")
         write_bytes_atomic(out, SUM_PREFIX + hashlib.sha256(data).hexdigest().encode() + b"\n" + data,

@@ -279,7 +279,7 @@ def test_plan_cache_key_covers_every_module_of_the_perturbations_package(tmp_pat
     import importlib
     import sys
 
-    from harness.batchscore import code_hash
+    from harness.batchscore import _files_hash, code_hash
     from perturbations.case import RandomCase
     from perturbations.typo import KeyboardTypo
 
@@ -297,9 +297,11 @@ def test_plan_cache_key_covers_every_module_of_the_perturbations_package(tmp_pat
         before = code_hash(cls)
         (pkg / "helper.py").write_text("def up(s):\n    return s.lower()\n")
         code_hash.cache_clear()  # a new process, as the next run is
+        _files_hash.cache_clear()
         assert code_hash(cls) != before
     finally:
         sys.path.remove(str(tmp_path))
         for m in ("tbplug", "tbplug.mod", "tbplug.helper"):
             sys.modules.pop(m, None)
         code_hash.cache_clear()
+        _files_hash.cache_clear()

@@ -125,7 +125,7 @@ def test_equal_scored_bytes_with_other_context_are_another_estimate() -> None:
     a, b = b"one prefix" + cont, b"another prefix" + cont
     assert estimate_key(a, len(a) - len(cont)) != estimate_key(b, len(b) - len(cont))
     assert estimate_key(a, 3) != estimate_key(a, 4)
-    assert estimate_key(a, 3) == estimate_key(bytes(a), 3)
+    assert estimate_key(bytearray(a), 3) == estimate_key(a, 3)  # the content, not the object
 
 
 def test_mc_variance_is_a_float_that_keeps_its_terms() -> None:

@@ -347,4 +347,4 @@ def test_documents_that_all_agree_still_draw_their_bars(tmp_path: Path) -> None:
     run = write_simple_run(tmp_path / "run", ["a", "b"], [0], 13,
                            lambda e, s, p, d: 1 / 3 if e == "a" else 1 / 3 + 0.2)
     render_run(run, **FAST)
-    assert (run / "report.html").is_file()
+    assert (run / "report.html").is_file() and any((run / "figures").glob("*.png"))
