@@ -4,7 +4,7 @@ reading one cell back (``harness.cache.read_sealed_json``: the file, the JSON, t
 
     PYTHONPATH=$PWD python benchmarks/bench_assemble.py [--cells 840] [--docs 300] [--procs N]
 
-Why: "results files" took 5.4 s of a standard seed on an H100 host (BENCHMARKS.md, session 26),
+Why: "results files" took 5.4 s of a standard seed on an H100 host (before part files and the in-place seal check),
 GPU idle. Cells: ``--docs`` sample rows each, as ``Runner.score_cell`` makes them (the first of
 every six cells — the first encoder's — with both texts of about 1.5 KB, and four rows a cell
 with per-byte NLL of 1 KB and their segments); a result row of 40 fields; no buckets.

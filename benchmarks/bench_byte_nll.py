@@ -2,16 +2,16 @@
 for a byte-level batch (one unit per byte) and a BPE-like one (units of 1-8 bytes), and of
 ``core.segments.check_tiling`` over every window of the BPE-like batch (its segments: the units'
 lengths as Python lists), and of reading and checking the same segments from BPE's
-``TokenLengths`` as the scoring loop did until session 26 (each window indexed, converted and
+``TokenLengths`` one window at a time (each window indexed, converted and
 checked on its own) against ``core.segments.window_segments`` (all windows at once); and each
-window's values as numpy arrays: ``byte_nll``'s tensors then ``.numpy()`` each (the loop until
-session 26) against ``byte_nll_arrays`` (where the tree has it).
+window's values as numpy arrays: ``byte_nll``'s tensors then ``.numpy()`` each against
+``byte_nll_arrays`` (where the tree has it).
 
     PYTHONPATH=$PWD python benchmarks/bench_byte_nll.py [--windows 64] [--reps 50]
 
 Run it with PYTHONPATH pointing at two checkouts to compare implementations (the script only
 calls the public method). Why: on an H200 the scoring loop spent 20-30 ms a 256-window batch here
-as torch CPU ops, longer than the batch's forward (BENCHMARKS.md, session 10).
+as torch CPU ops, longer than the batch's forward.
 """
 
 from __future__ import annotations
@@ -69,7 +69,7 @@ def main() -> None:
         show(name, len(u.nll), lambda u=u, a=(lengths, sf): u.byte_nll(*a))
         # what the scoring loop's thread needs: each window's values as a numpy array
         show("  then .numpy() each", len(u.nll), lambda u=u, a=(lengths, sf): [t.numpy() for t in u.byte_nll(*a)])
-        if hasattr(u, "byte_nll_arrays"):  # the loop's call since session 26
+        if hasattr(u, "byte_nll_arrays"):  # what the scoring loop calls
             show("  byte_nll_arrays", len(u.nll), lambda u=u, a=(lengths, sf): u.byte_nll_arrays(*a))
     u, lengths, sf = batch(args.windows, 1024, 512, 8)
     ln = (u.end - u.start).tolist()

@@ -4,7 +4,7 @@ argument) against the per-argument Python path it replaced, on the CPU under Tri
     python3 benchmarks/bench_launch_key.py [--calls 20000]
 
 Both compute the same key (checked); the arguments are a TMA conv launch's ten (six tensors, four
-integers). Why: under cProfile on an H100 (BENCHMARKS.md, session 27) the key took 32 µs a call
+integers). Why: under cProfile on an H100 the per-argument key took 32 µs a call
 against 182 µs a ``launch_conv`` call, most of it a Python generator calling a wrapper once per
 argument.
 ``torch.add`` on a small CPU tensor is printed beside as the machine's yardstick.
@@ -24,7 +24,7 @@ from encoders.fuzzytok import kernels as kn  # noqa: E402
 
 
 def per_argument_key(la: kn.ThinLauncher, device: int, spec_args: tuple, consts: dict) -> tuple:
-    """The key as ``ThinLauncher.key`` formed it before session 27: a generator over the
+    """The key formed per argument, the reference for ``ThinLauncher.key``: a generator over the
     arguments, one Python call (which imported Triton's function) per argument."""
     def specialize(backend: object, arg: object, is_const: bool, sp: bool, al: bool) -> tuple:
         from triton._C.libtriton import native_specialize_impl as impl

@@ -1,12 +1,12 @@
 """Host time of BLT's ``patch_sizes`` on a scoring batch's host tensors (128 windows of 1 KB,
 scored from byte 0-511, a patch every 4 bytes): the numpy path against the same steps as torch
-CPU ops (``_patch_sizes_torch``, which ran on the scoring loop's thread until session 26), with
+CPU ops (``_patch_sizes_torch``), with
 torch's intra-op threads as the process has them, and again while ``--busy`` other processes
 spin on the CPUs (a run's collation and cell workers).
 
     PYTHONPATH=$PWD python benchmarks/bench_patch_sizes.py [--reps 50] [--busy 12]
 
-Why: a profile of BLT's scoring on an H100 host (BENCHMARKS.md, session 26) put 5 ms a batch in
+Why: a profile of BLT's scoring on an H100 host put 5 ms a batch in
 those torch CPU ops (``aten::ge`` 0.8 ms, ``aten::nonzero`` 2 ms on a 128 x 1024 tensor).
 """
 

@@ -7,7 +7,7 @@ float32 logits from bf16 operands, TF32, or bf16 logits as training computes the
 per-token NLL (fp32 log-softmax and gather) — each against the bf16 8192^3 GEMM rate measured
 in the same process.
 
-Why: on the H200 (BENCHMARKS.md, session 9) scoring ran at 8-11 % of that rate for BPE and
+Why: on an H200 scoring ran at 8-11 % of that rate for BPE and
 16-17 % for bytes whether a forward held 64 or 256 windows, so its cost is in the kernels of a
 forward, not in launches; this says which.
 

@@ -4,7 +4,7 @@ run: where its wall time goes between the GPU and the host.
     python3 benchmarks/bench_score_items.py                       # on a GPU: the grid below
     python3 benchmarks/bench_score_items.py --device cpu --dim 64 --layers 2 --heads 4 --docs 4 --grid 0:8
 
-Why: in the standard suite's runs (BENCHMARKS.md, session 10) scoring ran at 9-13 % of the bf16
+Why: in the standard suite's runs scoring ran at 9-13 % of the bf16
 GEMM ceiling *inside* its forwards while the same backbone, compiled, runs at 35 % in
 ``bench_score_forward.py`` — the forwards' spans on the GPU hold idle time, so something on the
 host paces them. This scores the byte model (untrained weights: the speed does not depend on

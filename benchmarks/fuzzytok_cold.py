@@ -1,4 +1,4 @@
-"""Where FuzzyTok's cold first training step goes (issue 16: 29-30 s on an H200, sessions 8-9).
+"""Where FuzzyTok's cold first training step goes (issue 16: 29-30 s on an H200 before compiling in threads).
 
     python3 benchmarks/fuzzytok_cold.py [--windows 256] [--context 1024] [--steps 3]
 

@@ -4,7 +4,7 @@ with every tuned choice forgotten, in bf16 and in float32 — scoring's forward 
 a training step's forward and backward. Per case: whether the two runs gave the same output and
 gradients bit for bit, the largest difference from the PyTorch reference path (``impl="torch"``,
 the same dtype), and the config each kernel chose (``first_that_runs``: the first of its pruned
-list that the device runs; session 30's H200 refused the first TMA config of a float32 key).
+list that the device runs; an H200 refuses the first TMA config of a float32 key).
 
     PYTHONPATH=$PWD python3 benchmarks/fuzzytok_deterministic_check.py [--dim 256] [--batch 8 --length 1024]
 

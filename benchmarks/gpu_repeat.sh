@@ -9,7 +9,7 @@
 #   bash benchmarks/gpu_repeat.sh [extra --set overrides...]
 #
 # Three full standard seeds pass a device call's 10 minutes; a reduced seed fits (BENCHMARKS.md,
-# session 29): FRESH=1 GPU_DIR=$PWD/.gpu bash benchmarks/gpu_repeat.sh budget.train_bytes=8000000 \
+# "Determinism"): FRESH=1 GPU_DIR=$PWD/.gpu bash benchmarks/gpu_repeat.sh budget.train_bytes=8000000 \
 #   budget.warmup_bytes=1000000 eval.max_docs=100
 #
 # Data and wheels as for gpu_standard.sh (docs/gpu.md). Writes $OUT/{A,B,C}_{run.log,run.json,

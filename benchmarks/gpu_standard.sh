@@ -12,9 +12,9 @@
 # estimate.json (two device calls: the dry run and the run each take minutes). RUN_ARGS: more
 # arguments of the run itself (e.g. --no-report). DTYPE_CHECK=1: then bf16 against fp32 per
 # cell on the run's models (benchmarks/score_dtype_check.py, DTYPE_DOCS documents per eval set,
-# default 300 as the run scores, the split and fp32 heads; 40 s on an H100 at 100 documents,
-# session 22; DTYPE_TIMEOUT seconds, default 300) into
-# $OUT/dtype_check.log. TOKBENCH_SCORE_BEHIND=1 and the other run switches pass through.
+# default 300 as the run scores, the split and fp32 heads; about 100 s on an H100 at 300
+# documents; DTYPE_TIMEOUT seconds, default 300) into $OUT/dtype_check.log. The run's
+# environment switches pass through.
 # REPORT_PROCS="8 16": then the run's report rendered again with each number of processes
 # (TOKBENCH_REPORT_PROCESSES), its parts' seconds into $OUT/report_procs.log. FRESH=1: cold
 # caches (gpu_common.sh). PROFILE_SCORING=N: then one seed's scoring again on the run's models

@@ -8,10 +8,10 @@ compute-optimal size, check that the ladder brackets it, and predict the H200 wa
 
 1. **Points.** Every sweep row of the ``--results`` run directories (results.csv): clean BPB
    (``full`` mode, the eval set ``--eval-set``) with N = ``params_non_embedding`` and
-   D = ``train_bytes``. Default: the session-7 H200 run (``scaling_h200_s7``, five budgets
-   8e12–1.28e14 on the 43.3 MB mix). The session-6 run (``scaling_h200_s6``, 61 points on the
-   19.2 MB mix) is only *compared* (``--compare``: its own fit, printed beside): another text has
-   another E, A and B, so its points are not pooled.
+   D = ``train_bytes``. Default: the H200 grid's five budgets 8e12–1.28e14 on the 43.3 MB mix
+   (``benchmarks/results/scaling_grid_h200``). Runs on another text are only *compared*
+   (``--compare``: their own fit, printed beside): another text has another E, A and B, so their
+   points are not pooled.
 2. **Law.** Per encoder, L(N, D) = E + A/N^a + B/D^b by least squares in BPB (scipy), in four
    variants because points on a few IsoFLOP lines barely separate the N and D terms:
    ``shared_E`` (one E for all encoders: same text, same irreducible entropy; A, a, B, b per
@@ -24,7 +24,7 @@ compute-optimal size, check that the ladder brackets it, and predict the H200 wa
    under each.
 3. **Step time.** Measured: ms per optimizer step = c0 + c1 · layers per encoder, least squares
    over the models of the ``--times`` run directories (their run.json: training seconds, first
-   step excluded, over steps), all at one batch (16 KB in session 6, 32 KB in session 7). At that batch a step
+   step excluded, over steps), all at one batch (32 KB in the default runs). At that batch a step
    of these small models is bound by the host's kernel launches, which grow with depth, not with
    FLOPs (a FLOPs term adds nothing to the fit). **Assumed** for another batch B (not measured):
    the host cost stays per step, and the extra windows add their GPU work on top, unhidden, at
@@ -37,9 +37,8 @@ compute-optimal size, check that the ladder brackets it, and predict the H200 wa
    Predicted wall of a budget = start-up and data (measured, the data part scaled by the train
    part's size) + Σ over admissible points (planned steps × the measured ratio of steps run to
    steps planned × the over-read correction (``rung_facts``, with ``--timed-plan one-batch``
-   only: session 6's runs were planned with an 8-step probe padded as one batch while the loop
-   pads per step, so their measured ratio carries a BPE over-read that today's plan, counted per
-   step, no longer has) × ms/step + first step +
+   only: runs planned with an 8-step probe padded as one batch while the loop pads per step carry
+   a BPE over-read in their measured ratio that a plan counted per step does not have) × ms/step + first step +
    per-model set-up, measured) + one BPE fit per command
    (later rungs reuse the merges in-process) + scoring (measured seconds per model).
 4. **Candidate.** For the suite given, every rung's N and training FLOPs per byte come from the
@@ -57,6 +56,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import gzip
 import json
 import math
 from collections.abc import Sequence
@@ -69,17 +69,23 @@ from reports.scaling import D0, N0, Law, LawFit
 from reports.scaling import fit_law as _fit_law
 
 ROOT = Path(__file__).resolve().parents[1]
-MEASURED = ROOT / "benchmarks" / "results" / "scaling_h200_s7"
-# Session 7: all five budgets of suites/scaling.yaml at 1dae4c6 (43.3 MB mix), eager, 32 KB
-# batches, planned per step as the loop runs (--timed-plan per-step).
+MEASURED = ROOT / "benchmarks" / "results" / "scaling_grid_h200"
+# Five budgets of suites/scaling.yaml at 1dae4c6 (43.3 MB mix), eager, 32 KB batches, planned
+# per step as the loop runs (--timed-plan per-step).
 DEFAULT_RESULTS = [MEASURED / d for d in ("b8e12", "b1.6e13", "b3.2e13", "b6.4e13", "b1.28e14")]
 DEFAULT_TIMES = DEFAULT_RESULTS
-# Session 6 (the 19.2 MB mix, 16 KB batches, one-batch plan): compared, not pooled.
-OLD = ROOT / "benchmarks" / "results" / "scaling_h200_s6"
-DEFAULT_COMPARE = [OLD / d for d in ("b2e13", "b4e13", "b8e13", "b1.6e14", "b3.2e14")]
-# Wall of each budget command (benchmarks/results/scaling_h200_s7/env.log).
+DEFAULT_COMPARE: list[Path] = []
+# Wall of each budget command (benchmarks/results/scaling_grid_h200/env_8e12-1.28e14.log).
 DEFAULT_WALL = ["b8e12=121", "b1.6e13=177", "b3.2e13=338", "b6.4e13=381", "b1.28e14=348"]
 GPU_TFLOPS = 35.0  # assumed GPU rate for a larger batch's extra windows (see 3. above)
+
+
+def read_run_json(d: Path) -> dict:
+    """run.json of run directory ``d``, or its gzipped copy (the committed runs keep run.json.gz)."""
+    plain = d / "run.json"
+    if plain.exists():
+        return json.loads(plain.read_text())
+    return json.loads(gzip.decompress((d / "run.json.gz").read_bytes()))
 
 
 @dataclass(frozen=True)
@@ -200,7 +206,7 @@ def time_model(dirs: Sequence[Path], fit_dirs: Sequence[Path], wall: dict[str, f
     wait: dict[str, list[float]] = {}
     gflop: dict[str, list[float]] = {}
     for d in dirs:
-        j = json.loads((d / "run.json").read_text())
+        j = read_run_json(d)
         batch.add(int(j["suite"]["budget"]["batch_bytes"]))
         part.add(int(j["data"]["train"]["n_bytes"]))
         n_models, loop_s = 0, 0.0
@@ -223,7 +229,7 @@ def time_model(dirs: Sequence[Path], fit_dirs: Sequence[Path], wall: dict[str, f
         data_s.append(tm["data_seconds"])
     fits = []
     for d in fit_dirs:
-        j = json.loads((d / "run.json").read_text())
+        j = read_run_json(d)
         for e in j["encoders"].values():
             f = e["seeds"]["0"]["fit"]
             if f.get("cached") is False:
@@ -249,7 +255,7 @@ def time_model(dirs: Sequence[Path], fit_dirs: Sequence[Path], wall: dict[str, f
 
 def one_batch_flops_per_byte(enc: object, windows: list[bytes]) -> float:
     """Training FLOPs per scored byte (half convention) of ``windows`` collated as one batch —
-    how ``harness.scaling.flops_per_byte`` counted before session 7, when the timed runs were
+    how ``harness.scaling.flops_per_byte`` counted with the one-batch probe, when the timed runs were
     planned: padded to the longest window of the whole 8-step probe, where the loop pads per
     step (for BPE 7–12 % more FLOPs per byte than the loop spends)."""
     batch = enc.collate(windows, [0] * len(windows))  # type: ignore[attr-defined]
@@ -268,7 +274,7 @@ def rung_facts(suite: object, cache: Path | None, ref_batch: int | None = None, 
     the 8-step probe padded as one batch while the loop pads per step, so padded encoders (BPE)
     read more than planned; the plan now counts per step as the loop does, so that over-read
     is divided out: [per-step / one-batch FLOPs per byte at ``ref_batch``] (1 for bytes) — only
-    when ``timed_one_batch`` (runs before session 7); runs planned per step need no correction (1)."""
+    when ``timed_one_batch`` (runs planned with the one-batch probe); runs planned per step need no correction (1)."""
     import torch
 
     from encoders.backbone import causal_attention_cost
@@ -425,12 +431,12 @@ def main() -> None:
                     help="run directories on another text: fitted alone (shared_E) and printed beside, not pooled")
     ap.add_argument("--eval-set", default="heldout")
     ap.add_argument("--wall", action="append", default=None,
-                    help="DIR_NAME=SECONDS measured wall of a budget command (default: session 7's, env.log)")
+                    help="DIR_NAME=SECONDS measured wall of a budget command (default: the default runs', env_8e12-1.28e14.log)")
     ap.add_argument("--gpu-tflops", type=float, default=GPU_TFLOPS,
                     help="assumed GPU rate for the windows a larger batch adds (module docstring, 3.)")
     ap.add_argument("--timed-plan", choices=["per-step", "one-batch"], default="per-step",
-                    help="how the --times runs were planned: per-step (session 7 on) or one-batch (the "
-                         "8-step probe padded as one batch: session 6 and earlier; their BPE over-read "
+                    help="how the --times runs were planned: per-step or one-batch (the "
+                         "8-step probe padded as one batch; their BPE over-read "
                          "is divided out)")
     ap.add_argument("--candidate", action="append", default=[], metavar="SETS",
                     help="another candidate after the first: its --set overrides joined by ' ; '")

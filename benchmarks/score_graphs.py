@@ -9,21 +9,20 @@ would take off scoring's loop; the replay's pace is about the GPU's own time.
                                                       [--reps 30] [--compile blocks|whole|none]
 
 Shapes are BATCHxLENGTH of the backbone's input: 128 × 1024 is a byte-level model's scoring
-batch in the standard suite (``eval.batch_windows`` windows of ``context_bytes``; 64 before
-session 25, and the default shapes are still those of session 24's measurement); BPE feeds 4× the
+batch in the standard suite (``eval.batch_windows`` windows of ``context_bytes``); BPE feeds 4× the
 windows, at ≈ 270–410 tokens a 1 KB window by vocabulary (512 × 384 stands for them now). Weights are
 the initialisation's: a forward's cost does not depend on their values. Prints per shape the
 direct and replayed ms per forward, what a graph saves, and max |Δ| between the two outputs (the
 same kernels, so 0 is expected), and the host's ms to launch one forward on an idle GPU (queued
 forwards hide it while it is below their GPU time). On a CPU only the direct forward is timed
 (graphs are CUDA's). On the GPU machine install the carried wheels first (docs/gpu.md): loading
-the suite imports its perturbations. Measured: BENCHMARKS.md "Session 24", calls 4–5.
+the suite imports its perturbations. Measured: BENCHMARKS.md, "CUDA graphs would not help scoring".
 
 ``--compile``: ``blocks`` (default) compiles each block and the final norm as a run does
 (``harness.accel.compile_backbones``); ``whole`` compiles the backbone's forward as one graph
 instead (symbolic batch and length as ``TOKBENCH_COMPILE_DYNAMIC`` says), so the host ms to launch
 one forward compare one compiled call against one per block — on a slow GPU host those calls pace
-scoring's loop (the issue-16 note of session 27); ``none`` (or ``--no-compile``) leaves it eager.
+scoring's loop; ``none`` (or ``--no-compile``) leaves it eager.
 """
 
 from __future__ import annotations

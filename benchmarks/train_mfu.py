@@ -7,7 +7,7 @@ uses for run.json's ``speed.train``) against the file's own GEMM ceiling
 (``speed.gemm_bf16_tflops``): the whole training (``mfu``), the steps after the first
 (``mfu_after_first_step``, only for records that hold the first step's FLOPs) and the median step
 (``mfu_median_step``, from ``step_clock``), then what the steps beyond the median cost in seconds
-and their p90. For records written before a field existed (e.g. BENCHMARKS.md session 22's, which
+and their p90. For records written before a field existed (e.g. older runs', which
 lack ``first_step_flops_causal_attn_half``) the median step takes every step as equal in FLOPs.
 CPU only; a file without a GEMM ceiling (a CPU run) has no MFU and says so.
 """
