@@ -115,9 +115,8 @@ def main() -> None:
     ap.add_argument("--docs", type=int, default=600, help="documents (each --doc-bytes long)")
     ap.add_argument("--doc-bytes", type=int, default=8192)
     ap.add_argument("--grid", nargs="+", default=["0:64", "1:64", "1:256"],
-                    help="COMPILED:WINDOWS[:WORKERS[:SIDE]] points (compiled 0/1, windows a forward, collate_workers: "
-                         "0 = collate in the prefetch thread, - or absent = as a run picks; SIDE: "
-                         "TOKBENCH_SCORE_SIDE_STREAM for the point, 0 or 1, absent = as set)")
+                    help="COMPILED:WINDOWS[:WORKERS] points (compiled 0/1, windows a forward, collate_workers: "
+                         "0 = collate in the prefetch thread, - or absent = as a run picks)")
     ap.add_argument("--profile", type=int, default=0, help="batches to profile at the last grid point")
     ap.add_argument("--vocab", type=int, default=0,
                     help="a BPE model of this vocabulary (merges fitted on the documents first) instead of the byte model")
@@ -143,8 +142,6 @@ def main() -> None:
         compiled, windows = int(fields[0]), int(fields[1])
         # collate_workers: None = as a run picks
         workers = int(fields[2]) if len(fields) > 2 and fields[2] not in ("", "-") else None
-        if len(fields) > 3:
-            os.environ["TOKBENCH_SCORE_SIDE_STREAM"] = fields[3]
         if was_compiled and not compiled:
             raise SystemExit(f"--grid: the eager point {point} must come before every compiled one")
         if compiled:
@@ -160,8 +157,7 @@ def main() -> None:
         dev_s = st.get("device_seconds", 0.0)
         mfu = (st["forward_flops"] / wall / 1e12 / ceiling) if ceiling else 0.0
         mfu_dev = (st["forward_flops"] / dev_s / 1e12 / ceiling) if ceiling and dev_s else 0.0
-        side = f" (side stream {fields[3]})" if len(fields) > 3 else ""
-        print(f"{compiled:>8} {windows:>7}{'' if workers is None else f' (collate_workers {workers})'}{side} {wall:7.2f} "
+        print(f"{compiled:>8} {windows:>7}{'' if workers is None else f' (collate_workers {workers})'} {wall:7.2f} "
               f"{dev_s:8.2f} {dev_s / wall:5.0%} {mfu:8.1%} {mfu_dev:8.1%}")
         print("         the loop's thread: " + ", ".join(f"{k} {st.get(f'loop_{k}_seconds', 0.0):.2f} s"
                                                     for k in ("wait", "launch", "sync", "finish"))

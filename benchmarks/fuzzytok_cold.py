@@ -8,12 +8,10 @@ inductor's, shared with the byte model) trains a few steps under bf16 autocast, 
 process per case:
 
 * ``cold``: an empty Triton cache — every autotune config of every kernel key compiles (one at
-  a time: ``FUZZYTOK_PARALLEL_COMPILE=0``, as in the first three cases), then the autotuner
+  a time: ``FUZZYTOK_PARALLEL_COMPILE=0``, as in the first two cases), then the autotuner
   times them;
 * ``warm``: the same cache again in a new process — the compiled configs load from disk, the
   autotuner still times them (Triton keeps its choices in memory only);
-* ``cold, Triton's timer``: an empty cache with ``FUZZYTOK_TUNE_GRAPH=0`` (do_bench instead of
-  the CUDA-graph timer);
 * ``cold, N compile threads``: an empty cache with ``FUZZYTOK_PARALLEL_COMPILE=N`` (``--threads``;
   a run's default is min(8, CPUs)): each new key's configs compiled in N threads before the
   autotuner times them.
@@ -69,8 +67,8 @@ def main() -> None:
     ap.add_argument("--context", type=int, default=1024)
     ap.add_argument("--steps", type=int, default=3)
     ap.add_argument("--threads", type=int, default=8, help="FUZZYTOK_PARALLEL_COMPILE of the last case")
-    ap.add_argument("--cases", default="cold,warm,timer,threads",
-                    help="which cases to run, comma-separated, in this order: cold, warm (needs cold), timer, threads")
+    ap.add_argument("--cases", default="cold,warm,threads",
+                    help="which cases to run, comma-separated, in this order: cold, warm (needs cold), threads")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
@@ -78,10 +76,9 @@ def main() -> None:
         return
     cmd = [sys.executable, __file__, "--child", "--windows", str(args.windows), "--context", str(args.context),
            "--steps", str(args.steps)]
-    with tempfile.TemporaryDirectory() as a, tempfile.TemporaryDirectory() as b, tempfile.TemporaryDirectory() as c:
+    with tempfile.TemporaryDirectory() as a, tempfile.TemporaryDirectory() as c:
         serial = {"FUZZYTOK_PARALLEL_COMPILE": "0"}  # the compile-ahead threads are on by default
         every = {"cold": ("cold", a, serial), "warm": ("warm", a, serial),
-                 "timer": ("cold, Triton's timer", b, {**serial, "FUZZYTOK_TUNE_GRAPH": "0"}),
                  "threads": (f"cold, {args.threads} compile threads", c, {"FUZZYTOK_PARALLEL_COMPILE": str(args.threads)})}
         picked = [k.strip() for k in args.cases.split(",") if k.strip()]
         if unknown := [k for k in picked if k not in every]:

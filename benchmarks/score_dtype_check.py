@@ -9,10 +9,7 @@ perturbation cells of every eval set and mode (plan cache), scores all of a mode
 packed job in strict fp32 (TF32 off) and again with bf16 autocast once per output-head mode
 (``--heads``, ``OutputHead``'s scoring modes), and prints the BPB of each cell in each, |ΔBPB|
 per cell against fp32, the largest per model and overall, and how many cells are within 2e-4.
-``--side-stream MODELS`` (default blt): for those models, bf16 scoring with FLOP counts (as a run
-scores: the prefetch thread patches BLT's batches on a CUDA stream of its own) against without
-(patching in the forward, on the loop's stream): the largest |Δ NLL| of a document, which must
-be 0 (the same kernels on the same inputs). Eager (``budget.compile``
+Eager (``budget.compile``
 off unless --set turns it on), so no compile time: about 30-60 s for the six models of
 suites/standard.yaml at 64 documents per eval set on one H200 (estimated, not yet measured).
 
@@ -54,8 +51,6 @@ def main() -> None:
     ap.add_argument("--heads", default=backbone_mod.SCORE_HEAD,
                     help="comma-separated OutputHead scoring modes to check under bf16 (fp32, mixed, bf16): "
                          "each is scored on the same models and compared with the fp32 path")
-    ap.add_argument("--side-stream", default="blt",
-                    help="comma-separated models scored in bf16 with and without the side stream (see above)")
     args = ap.parse_args()
     t_start = time.perf_counter()
     suite = load_suite(find_suite(args.suite), ["budget.compile=false", *args.set])
@@ -107,12 +102,6 @@ def main() -> None:
                 backbone_mod.SCORE_HEAD = variant or "fp32"
                 sc = score_items(enc, items, r.device, suite.eval.batch_windows, bf16=variant is not None)
                 score[variant or STRICT] = [s.nll for s in sc if s is not None]
-            if label in args.side_stream.split(",") and r.device.type == "cuda":
-                backbone_mod.SCORE_HEAD = heads[-1]
-                sc = score_items(enc, items, r.device, suite.eval.batch_windows, bf16=True, stats={})
-                d = max(abs(a.nll - b) for a, b in zip([x for x in sc if x is not None], score[heads[-1]]))
-                print(f"{label:<12} {es.part.name:<10} side stream (FLOP counts, as a run scores) vs none, "
-                      f"bf16 {heads[-1]} head: max |Δ NLL| of a document = {d:.3g} nats")
             k0 = 0
             for key, rs in zip(keys, rows):
                 n_bytes = sum(len(p.item.scored_bytes) for p in rs)
