@@ -1,6 +1,7 @@
-"""The docs' references resolve: every relative link and every `benchmarks/...` path named in
-README.md, BENCHMARKS.md and docs/*.md exists, and every results log BENCHMARKS.md names exists
-under benchmarks/results/ (its tables name logs relative to that folder)."""
+"""The docs' references resolve: every relative link (and its #anchor, as GitHub makes heading
+anchors) and every `benchmarks/...` path named in README.md, BENCHMARKS.md and docs/*.md exists,
+and every results log BENCHMARKS.md names exists under benchmarks/results/ (its tables name logs
+relative to that folder)."""
 
 from __future__ import annotations
 
@@ -20,6 +21,18 @@ def expand(path: str) -> list[str]:
     parts = re.split(r"\{([^{}]*)\}", path)
     choices = [[p] if i % 2 == 0 else p.split(",") for i, p in enumerate(parts)]
     return ["".join(c) for c in itertools.product(*choices)]
+
+
+def anchors(doc: Path) -> set[str]:
+    """GitHub's anchors of a markdown file's headings: lower case, punctuation but `-` and `_`
+    dropped, spaces as `-`."""
+    heads = re.findall(r"^#+ +(.+?) *$", doc.read_text(encoding="utf-8"), flags=re.M)
+    return {re.sub(r"[^\w\- ]", "", h.lower()).replace(" ", "-") for h in heads}
+
+
+def test_anchor_slugs() -> None:
+    assert "where-issue-16s-targets-stand" in {
+        re.sub(r"[^\w\- ]", "", "Where issue 16's targets stand".lower()).replace(" ", "-")}
 
 
 def links(text: str) -> set[str]:
@@ -55,6 +68,10 @@ def test_links_and_benchmark_paths_exist(doc: Path) -> None:
     text = doc.read_text(encoding="utf-8")
     missing = sorted(t for t in links(text) if not (doc.parent / t).exists())
     missing += sorted(p for p in bench_paths(text) if not (ROOT / p).exists())
+    for target in re.findall(r"\]\(([^)\s#]*\.md)#([^)\s]+)\)", text):
+        path, anchor = target
+        if (doc.parent / path).exists() and anchor not in anchors(doc.parent / path):
+            missing.append(f"{path}#{anchor}")
     assert not missing, f"{doc.name}: {missing}"
 
 
