@@ -141,10 +141,11 @@ def pack(suite: Any, cache_dir: Path, out: Path, slim: bool = False) -> dict[str
 
 @dataclass(frozen=True)
 class UnpackLimits:
-    """What ``unpack`` accepts from an archive. A tokbench archive is far below every limit (the
-    standard suite's full data: 25,000 files, none above 40 MB); they bound what a damaged or
-    hostile archive can make unpack write or hold (a tar bomb: 1.5 GiB of zeros in 1.5 MB). An
-    archive over a limit is refused on one line naming the member, before anything is installed."""
+    """What ``unpack`` accepts from an archive. The packages a source reads are documentation, far
+    below every limit (the largest, linux-doc-6.1, is a 226 MB tree in all, see ``SLIM_KEEP``);
+    the limits bound what a damaged or hostile archive can make unpack write or hold (a tar bomb:
+    1.5 GiB of zeros in 1.5 MB). An archive over a limit is refused on one line naming the member,
+    before anything is installed."""
 
     member_bytes: int = 1 << 30  # one file
     total_bytes: int = 16 << 30  # all files together
