@@ -43,7 +43,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any, BinaryIO
 
 from harness.lock import RunLock, RunLocked, describe_holder
-from sources.fetch import FetchedPackage, check_package
+from sources.fetch import FetchedPackage, _sha256_file, check_package
 
 MANIFEST = "MANIFEST.json"
 # --slim: per package, the subtrees of root/ its source reads; other packages are kept whole. An
@@ -123,7 +123,7 @@ def pack(suite: Any, cache_dir: Path, out: Path, slim: bool = False) -> dict[str
             rendered.append(rendered_dir.name)
         for f in pkg_files:
             name = f.relative_to(cache_dir).as_posix()
-            manifest[name] = hashlib.sha256(f.read_bytes()).hexdigest()
+            manifest[name] = _sha256_file(f)
             files.append((f, name))
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(f".{out.name}.tmp")
