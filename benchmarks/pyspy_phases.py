@@ -15,11 +15,12 @@ stacks that pass through a function named F (e.g. ``_score_job``, ``train_encode
 from __future__ import annotations
 
 import argparse
-import gzip
 import re
 import sys
 from collections import Counter
 from pathlib import Path
+
+from core.decompress import gunzip
 
 LINE = re.compile(r"^(?P<stack>.*) (?P<count>\d+)$")
 THREAD = re.compile(r"^thread \((?P<tid>[^)]*)\)(?:: (?P<name>.*))?$")
@@ -30,7 +31,7 @@ def parse(path: Path) -> list[tuple[str, list[str], int]]:
     out = []
     data = path.read_bytes()
     if path.suffix == ".gz":  # committed profiles are gzipped (a seed's: 4.9 MB of text)
-        data = gzip.decompress(data)
+        data = gunzip(data, 1 << 30, str(path))
     for raw in data.decode("utf-8", errors="replace").splitlines():
         m = LINE.match(raw.strip())
         if not m:

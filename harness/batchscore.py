@@ -4,8 +4,9 @@
   edit rates and word counts, stored once on disk under a key made of their content (the eval
   documents' fingerprint, the perturbation's name/id/params, the seed, the mode and the cut, and
   a hash of the code that made them: ``code_hash``), so every encoder, and every later run,
-  reuses them. Each file carries a sha256 of its payload;
-  a file that fails it is recomputed.
+  reuses them. Each file carries an HMAC-SHA256 of its payload under the cache's key
+  (``harness.cache.seal_key``) and is decompressed in chunks up to ``max_bytes``; a file that
+  fails either is recomputed.
 * ``perturb_many`` — computes missing plans in several forked CPU processes (a document's
   perturbed text depends only on (seed, perturbation, params, document id), so the order and
   the process that computes it never change the result); a process that dies is a one-line
@@ -20,13 +21,17 @@ from __future__ import annotations
 import functools
 import gzip
 import hashlib
+import hmac
 import inspect
 import json
+import zlib
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from core.decompress import read_at_most
 from harness.accel import pool_map, usable_cpus
+from harness.cache import seal_key
 from harness.results import atomic_write_bytes, stable_hash
 
 # A plan row: (perturbed text — whole document for mode full, prefix for clean_target —,
@@ -34,12 +39,20 @@ from harness.results import atomic_write_bytes, stable_hash
 CachedRow = tuple[str, float, int] | None
 
 
+# The largest plan a cache file may decompress to: a plan holds one eval set's perturbed texts
+# (JSON), far below this for any eval set a suite can hold in memory; a file over it is damage (a
+# gzip of zeros decompresses 1000:1), recomputed after reading at most this much.
+MAX_PLAN_BYTES = 1 << 30
+
+
 class PlanCache:
     """Directory of gzip-JSON plan files, ``<dir>/<key[:2]>/<key>.json.gz``; first line of the
-    decompressed file is the sha256 hex of the rest."""
+    decompressed file is the HMAC-SHA256 hex (key ``<dir>/.seal.key``) of the rest. ``max_bytes``:
+    the most a file may decompress to (a plan over it is not cached)."""
 
-    def __init__(self, root: Path | None) -> None:
+    def __init__(self, root: Path | None, max_bytes: int = MAX_PLAN_BYTES) -> None:
         self.root = root
+        self.max_bytes = max_bytes
 
     @staticmethod
     def key(**parts: Any) -> str:
@@ -53,14 +66,15 @@ class PlanCache:
         if p is None or not p.exists():
             return None
         try:
-            raw = gzip.decompress(p.read_bytes())
+            with gzip.open(p, "rb") as f:
+                raw = read_at_most(f, self.max_bytes + 65, str(p))  # + the MAC line
             digest, _, body = raw.partition(b"\n")
-            if hashlib.sha256(body).hexdigest().encode() != digest:
+            if not hmac.compare_digest(self._mac(body).encode(), digest):
                 return None
             rows = json.loads(body)
-        except (OSError, EOFError, ValueError):
-            return None  # unreadable or corrupt: recompute
-        return [None if r is None else (r[0], float(r[1]), int(r[2])) for r in rows]
+            return [None if r is None else (r[0], float(r[1]), int(r[2])) for r in rows]
+        except (OSError, EOFError, ValueError, zlib.error, TypeError, IndexError, RecursionError):
+            return None  # unreadable, over the limit, forged or corrupt: recompute
 
     def put(self, key: str, rows: Sequence[CachedRow]) -> None:
         p = self.path(key)
@@ -68,7 +82,13 @@ class PlanCache:
             return
         # ensure_ascii: lone surrogates (undecodable bytes under surrogateescape) survive as \\udcXX
         body = json.dumps([None if r is None else list(r) for r in rows], ensure_ascii=True).encode()
-        atomic_write_bytes(p, gzip.compress(hashlib.sha256(body).hexdigest().encode() + b"\n" + body, 5))
+        if len(body) > self.max_bytes:
+            return  # get() would take it for damage
+        atomic_write_bytes(p, gzip.compress(self._mac(body).encode() + b"\n" + body, 5))
+
+    def _mac(self, body: bytes) -> str:
+        assert self.root is not None
+        return hmac.new(seal_key(self.root), body, hashlib.sha256).hexdigest()
 
 
 _SHARED_CODE = ("harness/perturb.py", "harness/score.py", "harness/metrics.py", "core/metrics.py", "perturbations/base.py",

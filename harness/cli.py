@@ -142,7 +142,7 @@ def cmd_data_unpack(args: argparse.Namespace) -> int:
     from sources.fetch import default_cache_dir
 
     cache = Path(args.cache) if args.cache else default_cache_dir()
-    got = unpack(Path(args.archive), cache)
+    got = unpack(Path(args.archive), cache, log=lambda s: print(s, file=sys.stderr))
     print(f"unpacked {got['files']} files of {', '.join(got['packages'])} into {cache}")
     return 0
 

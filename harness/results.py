@@ -12,7 +12,7 @@
 
 Every write goes to a temporary file in the same directory and is renamed into place, so a
 killed run never leaves a half-written file that a later run would trust. Cells, models and
-partial checkpoints are sealed with a sha256 (harness/cache.py) and recomputed if they fail it;
+partial checkpoints are sealed with an HMAC-SHA256 (harness/cache.py) and recomputed if they fail it;
 ``<key>`` is always a hash, never user text.
 """
 
@@ -113,7 +113,7 @@ def write_csv(path: Path, rows: Sequence[dict[str, Any]], columns: Sequence[str]
 
 
 class RunDir:
-    """Paths and helpers of one run directory. Cells and models are sealed with a sha256
+    """Paths and helpers of one run directory. Cells and models are sealed with an HMAC-SHA256
     (``harness.cache``); a damaged one is reported through ``log``, removed and recomputed."""
 
     def __init__(self, root: Path, log: Any = None) -> None:

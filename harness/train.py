@@ -126,7 +126,7 @@ def make_optimizer(model: nn.Module, budget: BudgetConfig, device: torch.device 
 
 @dataclass
 class Checkpointer:
-    """Periodic resumable checkpoints at ``path`` (written atomically, sealed with a sha256 by
+    """Periodic resumable checkpoints at ``path`` (written atomically, sealed with an HMAC-SHA256 by
     ``harness.cache``; a damaged one is reported through ``log``, removed, and training restarts).
     Only the holder of the run-directory lock (``harness.lock``) trains, so a partial checkpoint
     is never shared by two live processes."""

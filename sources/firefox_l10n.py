@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
+from core.decompress import MAX_MEMBER_BYTES, read_at_most
 from sources.base import SourceContext
 from sources.debian import DebianSource
 from sources.fetch import SourceUnavailableError
@@ -157,7 +158,9 @@ class FirefoxL10nSource(DebianSource):
                         parse = parse_properties
                     else:
                         continue
-                    text = z.read(name).decode("utf-8", errors="replace")
+                    with z.open(name) as member:
+                        raw = read_at_most(member, MAX_MEMBER_BYTES, f"{xpi}: {name}")
+                    text = raw.decode("utf-8", errors="replace")
                     out.extend((name, s) for s in parse(text))
         return out
 

@@ -3,12 +3,12 @@
 
 from __future__ import annotations
 
-import gzip
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from core.decompress import MAX_MEMBER_BYTES, gunzip
 from sources.base import SourceContext
 from sources.debian import DebianSource
 from sources.registry import register
@@ -47,7 +47,7 @@ class KernelDocsSource(DebianSource):
         for f in kernel_rst_files(root):
             raw = f.read_bytes()
             if raw[:2] == b"\x1f\x8b":
-                raw = gzip.decompress(raw)
+                raw = gunzip(raw, MAX_MEMBER_BYTES, str(f))
             rel = f.relative_to(root).as_posix()
             for para in _PARAGRAPH.split(raw.decode("utf-8", errors="replace")):
                 yield rel, para.rstrip()

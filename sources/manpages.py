@@ -3,7 +3,6 @@ plain text with ``groff -k -Tutf8`` and split into paragraphs."""
 
 from __future__ import annotations
 
-import gzip
 import hashlib
 import re
 import shutil
@@ -16,6 +15,7 @@ from typing import ClassVar
 
 from tqdm import tqdm
 
+from core.decompress import MAX_MEMBER_BYTES, gunzip
 from core.files import write_bytes_atomic
 from sources.base import SourceContext, check_positive
 from sources.debian import DebianSource
@@ -136,7 +136,7 @@ class ManpagesSource(DebianSource):
                     "data prepare SUITE` where groff is installed, or carry the data again")
         raw = page.read_bytes()
         if raw[:2] == b"\x1f\x8b":
-            raw = gzip.decompress(raw)
+            raw = gunzip(raw, MAX_MEMBER_BYTES, str(page))
         body = [ln for ln in raw.splitlines() if ln.strip() and not ln.startswith((b".\\\"", b"'\\\""))]
         text = "" if body and body[0].startswith(b".so ") else render_man(raw)
         if not marked:

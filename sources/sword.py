@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import re
 import struct
-import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from core.decompress import MAX_MEMBER_BYTES, inflate
 from sources.base import SourceContext
 from sources.debian import DebianSource
 from sources.registry import register
@@ -67,7 +67,7 @@ def read_ztext(module_dir: Path) -> Iterator[str]:
             if b not in cache:
                 cache.clear()  # blocks are read in order; keep one
                 start, csize, _ = blocks[b]
-                cache[b] = zlib.decompress(bzz[start : start + csize])
+                cache[b] = inflate(bzz[start : start + csize], MAX_MEMBER_BYTES, f"{paths[2]} block {b}")
             yield cache[b][off : off + size].decode("utf-8", errors="replace")
 
 

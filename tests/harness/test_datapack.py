@@ -109,7 +109,7 @@ def test_unpack_refuses_a_tampered_or_escaping_archive(tmp_path: Path) -> None:
         info = tarfile.TarInfo("../outside.txt")
         info.size = 1
         t.addfile(info, io.BytesIO(b"x"))
-    with pytest.raises(ValueError, match="refusing"):
+    with pytest.raises(ValueError, match=r"'\.\./outside\.txt': the first member must be"):
         unpack(esc, tmp_path / "dst")
     # a manifest naming a rendered directory outside the cache's rendered/ is refused before
     # anything is installed
@@ -122,7 +122,7 @@ def test_unpack_refuses_a_tampered_or_escaping_archive(tmp_path: Path) -> None:
                 data = json.dumps(man).encode()
                 m.size = len(data)
             t.addfile(m, io.BytesIO(data) if data is not None else None)
-    with pytest.raises(ValueError, match="refusing directory name"):
+    with pytest.raises(ValueError, match=r"MANIFEST\.json: rendered\[0\]: not a listed package's rendered"):
         unpack(sneaky, tmp_path / "dst2")
     assert not (tmp_path / "dst2" / "debian" / "p").exists()
 

@@ -1,5 +1,5 @@
 """Damaged caches are never trusted and never crash: every model, partial checkpoint and cell is
-sealed with a sha256 (harness.cache); a file that fails is named on one warning line, removed and
+sealed with an HMAC (harness.cache); a file that fails is named on one warning line, removed and
 recomputed, and the rerun gives the same results as the undamaged run. Stale .tmp files left by a
 kill between write and rename are removed on the next run."""
 
@@ -152,12 +152,16 @@ class Evil:
 def test_pickled_code_in_a_sealed_file_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """weights_only=True on both layers: a checkpoint that would run code on load is damaged."""
     import hashlib
+    import hmac
     import io
+
+    from harness.cache import seal_key
 
     inner = io.BytesIO()
     torch.save({"w": Evil()}, inner)
     p = tmp_path / "m.pt"
-    torch.save({"sha256": hashlib.sha256(inner.getvalue()).hexdigest(), "payload": inner.getvalue()}, p)
+    mac = hmac.new(seal_key(tmp_path), inner.getvalue(), hashlib.sha256).hexdigest()  # a valid seal
+    torch.save({"hmac": mac, "payload": inner.getvalue()}, p)
     with pytest.raises(CacheDamaged, match="payload does not load"):
         read_sealed_torch(p)
     assert "pwned" not in capsys.readouterr().out

@@ -51,5 +51,5 @@ def test_cache_file_names_are_hashes(run_copy: tuple[Path, Path], tmp_path: Path
                  "--set", f"encoders[0]={{name: bytes, id: {label}}}"]) == 0
     names = [p.name for p in out.rglob("*") if p.is_file()]
     assert names and all(re.fullmatch(r"[0-9a-f]{20}(\.partial)?\.(pt|json)", n) for n in names
-                         if n not in ("run.json", "results.csv", "samples.jsonl", ".lock"))
+                         if n not in ("run.json", "results.csv", "samples.jsonl", ".lock", ".seal.key"))
     assert label in (out / "results.csv").read_text()
