@@ -13,7 +13,7 @@ refusal is meant. ``--no-memory-check`` skips it (e.g. validating a GPU suite on
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
@@ -119,8 +119,18 @@ def gib(n: float) -> str:
     return f"{n / 2**30:.1f} GiB" if n >= 2**30 / 10 else f"{n / 2**20:.1f} MiB"
 
 
+def _models(suite: Any) -> list[tuple[int, Any]]:
+    """(index in ``suite.encoders``, spec) of every model the suite trains: each encoder, or in a
+    scaling sweep each encoder at every ladder size (``bytes@s3``: the rung's backbone)."""
+    scaling = getattr(suite, "scaling", None)
+    if scaling is None:
+        return list(enumerate(suite.encoders))
+    return [(i, replace(spec, label=f"{spec.label}@{r.name}", backbone=scaling.backbone(spec.backbone, r)))
+            for i, spec in enumerate(suite.encoders) if spec.backbone is not None for r in scaling.ladder]
+
+
 def suite_estimates(suite: Any, device: torch.device) -> list[tuple[Any, int, bool, MemoryEstimate]]:
-    """Per encoder of ``suite``, in its order: (spec, parameters, whether that count is exact,
+    """Per model of ``suite`` (``_models``), in its order: (spec, parameters, whether that count is exact,
     estimated training memory on ``device``: activations in bf16 on CUDA under
     ``budget.dtype: bfloat16``, else float32)."""
     from harness import plugins
@@ -128,7 +138,7 @@ def suite_estimates(suite: Any, device: torch.device) -> list[tuple[Any, int, bo
     out = []
     paths = plugins.suite_plugin_paths(suite.path, suite.plugin_paths)
     bf16 = device.type == "cuda" and getattr(suite.budget, "dtype", "float32") == "bfloat16"
-    for spec in suite.encoders:
+    for _, spec in _models(suite):
         cls = plugins.resolve("encoder", spec.name, search_paths=paths)
         vocab = int(getattr(spec.config, "vocab_size", 256) or 256)
         n = count_params(cls, spec.config, spec.backbone)
@@ -180,7 +190,7 @@ def check_suite_memory(suite: Any, device: torch.device, limit: int | None = Non
     ev = suite.eval
     bf16 = device.type == "cuda" and getattr(suite.budget, "dtype", "float32") == "bfloat16"
     lines = []
-    for i, (spec, n, exact, est) in enumerate(suite_estimates(suite, device)):
+    for (i, _), (spec, n, exact, est) in zip(_models(suite), suite_estimates(suite, device)):
         line = (f"encoders[{i}] ({spec.label}): training needs about {gib(est.total)} "
                 f"({n:,}{'' if exact else ' (estimated)'} parameters: weights+grads+AdamW "
                 f"{gib(est.weights + est.grads + est.adamw)}, activations {gib(est.activations)} per step)")

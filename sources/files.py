@@ -98,12 +98,12 @@ LISTED_FILES = 20  # ids listed by name in run.json's provenance; the rest are c
 def _tree_files(top: Path, depth: int | None = None) -> list[Path]:
     """Regular files below ``top``, sorted, reached without following a symbolic link: a linked
     file or folder inside the tree is skipped, so a loop (``d/self -> .``) or a link out of the
-    tree (``d/etc -> /etc``) reads nothing. ``depth``: how many folder levels to descend (None:
-    all). ``top`` itself may be a link: the user named it."""
+    tree (``d/etc -> /etc``) reads nothing. ``depth``: the most path parts a file may have
+    below ``top`` (None: any). ``top`` itself may be a link: the user named it."""
     out: list[Path] = []
     for folder, dirs, files in os.walk(top, followlinks=False):
         level = len(Path(folder).relative_to(top).parts)
-        if depth is not None and level >= depth:
+        if depth is not None and level + 1 >= depth:  # files here have level + 1 parts: the deepest wanted
             dirs.clear()
         dirs[:] = [d for d in dirs if not os.path.islink(os.path.join(folder, d))]
         out.extend(Path(folder, f) for f in files

@@ -155,3 +155,11 @@ def test_a_sweep_whose_every_point_is_refused_is_an_error(scaling_suite: Path, t
     line = _line(capsys)
     assert "scaling: every point of the selected budgets was refused" in line
     assert "(first, bytes@1e6:s0: 1e+06 FLOPs buy" in line
+
+
+def test_the_memory_guard_sizes_every_ladder_rung(scaling_suite: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # the suite's own backbone is tiny; one rung of the sweep is ~8e11 parameters
+    assert main(["validate", str(scaling_suite), "--set",
+                 "scaling.ladder[4]={name: big, layers: 16, dim: 65536, heads: 512}"]) == 2
+    line = _line(capsys)
+    assert "encoders[0] (bytes@big): training needs about" in line and "but the CPU has" in line
