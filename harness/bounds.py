@@ -29,6 +29,10 @@ from typing import Any
 
 ABSURD = 1e15
 
+# An AdamW step moves a weight by about lr; below this a float32 weight of magnitude 1e-3 (its
+# precision ~1e-10) never changes, so a model would stay untrained without any error.
+MIN_LR = 1e-10
+
 # field name -> largest accepted value (inclusive)
 UPPER_BOUNDS: dict[str, float] = {
     # backbone and encoder shapes
@@ -60,6 +64,13 @@ UPPER_BOUNDS: dict[str, float] = {
     # perturbations: every built-in severity is a probability or fraction (0-1); 100 leaves room
     # for a plugin's count-like severity while refusing 1e300
     "severity": 100,
+    # compressor baselines: every scored window compresses dictionary ‖ context ‖ text, so each
+    # window's cost grows with the dictionary (deflate itself keeps only the last 32 KiB)
+    "dictionary_bytes": 16_777_216,
+    # scaling FLOP budgets: 1e30 is ~10,000x the largest published training runs; above it every
+    # grid point is refused (it buys more bytes than any corpus) and the run ends with no results
+    "budgets": 1e30,
+    "only_budgets": 1e30,
 }
 
 # field name -> smallest accepted value (inclusive). Sizes and counts only; every name here is
@@ -155,7 +166,7 @@ def bound_problem(name: str, value: Any) -> str | None:
     limit = UPPER_BOUNDS.get(name)
     if limit is not None and value > limit:
         shown = f"{value:,}" if isinstance(value, int) and value < 1e12 else f"{float(value):.3g}"
-        return f"must be <= {limit:,.0f}, got {shown}"
+        return f"must be <= {limit:,.0f}, got {shown}" if limit < 1e15 else f"must be <= {limit:.3g}, got {shown}"
     if abs(value) > ABSURD and not any(w in name for w in ("flop", "budget")):  # FLOPs: 1e18+ is fine
         return f"absurdly large ({value:.3g}); tokbench refuses numbers beyond {ABSURD:.0e} here"
     return None

@@ -237,8 +237,18 @@ def cmd_report(args: argparse.Namespace) -> int:
     run_dir = Path(args.run_dir[0])
     if not (run_dir / "results.csv").exists():
         raise UsageError(f"{run_dir}: no results.csv (not a finished tokbench run directory)")
-    print(render_run(run_dir, Path(args.out) if args.out else None, **options))
+    out = Path(args.out) if args.out else None
+    with _writer_lock(out or run_dir):
+        print(render_run(run_dir, out, **options))
     return 0
+
+
+def _writer_lock(out: Path) -> Any:
+    """The run-directory lock (harness/lock.py) on the folder a report is written to, so a report
+    never writes beside a live ``tokbench run`` on it (one line naming the holder instead)."""
+    from harness.lock import RunLock
+
+    return RunLock(out)
 
 
 MAX_BOOTSTRAP = 1_000_000  # 1000x the default; far beyond any CI's precision needs
@@ -263,7 +273,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
     for d in dirs:
         if not (d / "results.csv").exists():
             raise UsageError(f"{d}: no results.csv (not a finished tokbench run directory)")
-    print(render_compare(dirs, Path(args.out), **options))
+    with _writer_lock(Path(args.out)):
+        print(render_compare(dirs, Path(args.out), **options))
     return 0
 
 
@@ -271,7 +282,7 @@ def cmd_perturb(args: argparse.Namespace) -> int:
     from harness.preview import preview
 
     if args.file:
-        text = Path(args.file).read_text(encoding="utf-8", errors="surrogateescape")
+        text = read_preview_file(Path(args.file))
     elif args.text is not None:
         text = args.text
     else:
@@ -288,6 +299,32 @@ def cmd_perturb(args: argparse.Namespace) -> int:
     sev = args.severity or [0.0, 0.05, 0.2]
     print(preview(args.name, sev, text, args.seed, params, lang=args.lang))
     return 0
+
+
+MAX_PREVIEW_BYTES = 16 * 2**20  # a preview is for reading; 16 MiB is far more than a screen
+
+
+def read_preview_file(path: Path) -> str:
+    """``perturb --file``: a regular file of at most ``MAX_PREVIEW_BYTES``, else one line. Opened
+    without blocking and checked on the open descriptor, so a FIFO neither hangs nor is read and
+    a device (``/dev/zero``) is refused before a byte is read."""
+    import stat
+
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as e:
+        raise UsageError(f"--file {path}: {e.strerror or e}") from None
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        kind = "a directory" if stat.S_ISDIR(mode) else "not a regular file"
+        raise UsageError(f"--file {path}: {kind} (perturb reads a text file)")
+    with os.fdopen(fd, "rb") as f:
+        data = f.read(MAX_PREVIEW_BYTES + 1)
+    if len(data) > MAX_PREVIEW_BYTES:
+        raise UsageError(f"--file {path}: larger than {MAX_PREVIEW_BYTES // 2**20} MiB; perturb previews "
+                         "a sample: cut one out (head -c 100000)")
+    return data.decode("utf-8", errors="surrogateescape")
 
 
 def cmd_sanity(args: argparse.Namespace) -> int:

@@ -216,6 +216,11 @@ def load_data(suite: Any, ctx: SourceContext, *, prepare: bool = True, limit: in
         raise ValueError(
             f"data.train: the train part holds {train.n_bytes:,} bytes, so budget.train_bytes="
             f"{budget.train_bytes:,} would repeat it {passes:,.0f} times; add text or lower budget.train_bytes")
+    n_dict = suite.baselines.dictionary_bytes if getattr(suite, "baselines", None) else 0
+    if n_dict / max(1, train.n_bytes) > 1000:  # the compressors' dictionary is cut from the same stream
+        raise ValueError(
+            f"baselines.dictionary_bytes: the train part holds {train.n_bytes:,} bytes, so a dictionary of "
+            f"{n_dict:,} bytes would repeat it {n_dict / max(1, train.n_bytes):,.0f} times; lower it or add text")
     if passes > 1:
         log(f"[data] note: the train part ({train.n_bytes:,} bytes) is repeated {passes:.1f} times "
             f"to reach budget.train_bytes={budget.train_bytes:,}")

@@ -1,5 +1,6 @@
-"""Analytic training-memory guard: refuse, before anything is trained, a model that cannot fit
-the device (``tokbench validate`` and ``tokbench run``, with or without ``--dry-run``).
+"""Analytic memory guard: refuse, before anything is trained, a suite whose models cannot train
+or score on the device, or whose permutations' fixed orders do not fit (``tokbench validate``
+and ``tokbench run``, with or without ``--dry-run``).
 
     need = estimate_train_memory(params, backbone, budget, vocab=256)      # bytes
     check_suite_memory(suite, torch.device("cpu"))                          # raises MemoryTooLarge
@@ -12,7 +13,7 @@ refusal is meant. ``--no-memory-check`` skips it (e.g. validating a GPU suite on
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
@@ -118,8 +119,18 @@ def gib(n: float) -> str:
     return f"{n / 2**30:.1f} GiB" if n >= 2**30 / 10 else f"{n / 2**20:.1f} MiB"
 
 
+def _models(suite: Any) -> list[tuple[int, Any]]:
+    """(index in ``suite.encoders``, spec) of every model the suite trains: each encoder, or in a
+    scaling sweep each encoder at every ladder size (``bytes@s3``: the rung's backbone)."""
+    scaling = getattr(suite, "scaling", None)
+    if scaling is None:
+        return list(enumerate(suite.encoders))
+    return [(i, replace(spec, label=f"{spec.label}@{r.name}", backbone=scaling.backbone(spec.backbone, r)))
+            for i, spec in enumerate(suite.encoders) if spec.backbone is not None for r in scaling.ladder]
+
+
 def suite_estimates(suite: Any, device: torch.device) -> list[tuple[Any, int, bool, MemoryEstimate]]:
-    """Per encoder of ``suite``, in its order: (spec, parameters, whether that count is exact,
+    """Per model of ``suite`` (``_models``), in its order: (spec, parameters, whether that count is exact,
     estimated training memory on ``device``: activations in bf16 on CUDA under
     ``budget.dtype: bfloat16``, else float32)."""
     from harness import plugins
@@ -127,7 +138,7 @@ def suite_estimates(suite: Any, device: torch.device) -> list[tuple[Any, int, bo
     out = []
     paths = plugins.suite_plugin_paths(suite.path, suite.plugin_paths)
     bf16 = device.type == "cuda" and getattr(suite.budget, "dtype", "float32") == "bfloat16"
-    for spec in suite.encoders:
+    for _, spec in _models(suite):
         cls = plugins.resolve("encoder", spec.name, search_paths=paths)
         vocab = int(getattr(spec.config, "vocab_size", 256) or 256)
         n = count_params(cls, spec.config, spec.backbone)
@@ -138,22 +149,65 @@ def suite_estimates(suite: Any, device: torch.device) -> list[tuple[Any, int, bo
     return out
 
 
+def score_estimate(params: int, backbone: Any, context: int, rows: int, vocab: int = 256,
+                   activation_bytes: int = FLOAT_BYTES) -> int:
+    """Peak bytes of one scoring forward (no autograd): the weights (4 B / parameter) plus, for
+    each of ``rows`` windows of ``context`` positions (one per byte, as in ``train_estimate``),
+    the logits and their log-softmax (2·vocab values) and one layer's live intermediates at a time
+    ((6 + 2·mlp_ratio)·dim: input, q, k, v, attention output, residual and the MLP hidden).
+    ``rows``: eval.batch_windows times the Monte Carlo samples of an MDM encoder (each window is
+    scored ``eval.mc_samples`` times in the same forward)."""
+    per_position = 2 * int(vocab)
+    if backbone is not None:
+        per_position += (6 + 2 * int(backbone.mlp_ratio)) * int(backbone.dim)
+    return FLOAT_BYTES * int(params) + activation_bytes * int(rows) * int(context) * per_position
+
+
+# A fixed permutation is a tuple of Python ints (an 8-byte slot and a 28-byte int object each),
+# drawn once per permutation and kept for the run (harness.permutation.fixed_order's cache).
+PERMUTATION_BYTES_PER_POSITION = 36
+
+
 def check_suite_memory(suite: Any, device: torch.device, limit: int | None = None) -> list[str]:
-    """Raise MemoryTooLarge for the first encoder whose estimated training memory exceeds the
-    device's (``limit`` overrides it, for tests); returns one summary line per encoder."""
+    """Raise MemoryTooLarge for the first encoder whose estimated training or scoring memory
+    exceeds the device's (``limit`` overrides it, for tests), or for permutations whose fixed
+    orders do not fit; returns one summary line per encoder. Every allocation a suite's numbers
+    size is here: training (``train_estimate``), scoring with ``eval.batch_windows`` and an MDM
+    encoder's ``eval.mc_samples`` (``score_estimate``), the permutations' fixed orders."""
     if limit is None:
         limit, what = device_memory(device)
     else:
         what = "the limit is"
+    where = f"{suite.path}: " if getattr(suite, "path", None) else ""
+    ctx = int(suite.budget.context_bytes)
+    perms = getattr(suite, "permutations", ()) or ()
+    perm_bytes = PERMUTATION_BYTES_PER_POSITION * ctx * len(perms)
+    if perm_bytes > limit:
+        raise MemoryTooLarge(
+            f"{where}permutations: {len(perms)} fixed order(s) of budget.context_bytes = {ctx:,} positions "
+            f"need about {gib(perm_bytes)}, but {what} {gib(limit)}; lower budget.context_bytes or list "
+            "fewer permutations (--no-memory-check skips this check)")
+    ev = suite.eval
+    bf16 = device.type == "cuda" and getattr(suite.budget, "dtype", "float32") == "bfloat16"
     lines = []
-    for i, (spec, n, exact, est) in enumerate(suite_estimates(suite, device)):
+    for (i, _), (spec, n, exact, est) in zip(_models(suite), suite_estimates(suite, device)):
         line = (f"encoders[{i}] ({spec.label}): training needs about {gib(est.total)} "
                 f"({n:,}{'' if exact else ' (estimated)'} parameters: weights+grads+AdamW "
                 f"{gib(est.weights + est.grads + est.adamw)}, activations {gib(est.activations)} per step)")
         if est.total > limit:
-            where = f"{suite.path}: " if getattr(suite, "path", None) else ""
             raise MemoryTooLarge(
                 f"{where}{line}, but {what} {gib(limit)}; lower backbone.layers / backbone.dim or "
                 "budget.batch_bytes / budget.context_bytes (--no-memory-check skips this check)")
+        mdm = getattr(spec.config, "objective", "ar") == "mdm"
+        rows = int(ev.batch_windows) * (int(ev.mc_samples) if mdm else 1)
+        vocab = int(getattr(spec.config, "vocab_size", 256) or 256)
+        need = score_estimate(n, spec.backbone, ctx, rows, vocab, 2 if bf16 else FLOAT_BYTES)
+        if need > limit:
+            rows_text = (f"eval.batch_windows {ev.batch_windows} x eval.mc_samples {ev.mc_samples}"
+                         if mdm else f"eval.batch_windows {ev.batch_windows}")
+            raise MemoryTooLarge(
+                f"{where}encoders[{i}] ({spec.label}): scoring needs about {gib(need)} ({rows_text} windows "
+                f"of {ctx:,} positions a forward), but {what} {gib(limit)}; lower "
+                f"{'eval.mc_samples or ' if mdm else ''}eval.batch_windows (--no-memory-check skips this check)")
         lines.append(line)
     return lines

@@ -103,12 +103,29 @@ def atomic_torch_save(obj: Any, path: Path) -> None:
     atomic_write_bytes(path, torch_bytes(obj))
 
 
+CSV_FORMULA_STARTS = "=+-@\t\r"  # a spreadsheet runs a cell starting with one of these
+
+
+def csv_text(v: Any) -> Any:
+    """A CSV cell: non-finite floats empty; a string a spreadsheet would run as a formula (it
+    starts with = + - @ tab or CR and is not a number) gets OWASP's prefix, a single quote, which
+    ``reports.load`` removes again. Numbers are written as numbers, so ``-0.5`` stays a number."""
+    if isinstance(v, float) and not math.isfinite(v):
+        return ""
+    if isinstance(v, str) and v and v[0] in CSV_FORMULA_STARTS:
+        try:
+            float(v)
+        except ValueError:
+            return "'" + v
+    return v
+
+
 def write_csv(path: Path, rows: Sequence[dict[str, Any]], columns: Sequence[str]) -> None:
     out = io.StringIO()
     w = csv.DictWriter(out, fieldnames=list(columns), extrasaction="ignore", lineterminator="\n")
     w.writeheader()
     for r in rows:
-        w.writerow({k: ("" if isinstance(v, float) and not math.isfinite(v) else v) for k, v in r.items()})
+        w.writerow({k: csv_text(v) for k, v in r.items()})
     atomic_write_text(path, out.getvalue())
 
 

@@ -1321,7 +1321,11 @@ class Runner:
             n = self.suite.baselines.dictionary_bytes
             assert self.train_part is not None
             wins = training_windows(self.train_part.docs, n, self.budget.context_bytes, seed) if n else iter(())
-            self.dictionaries[(perm, seed)] = compressor_dictionary(wins, perm, self.budget.context_bytes, seed, n)
+            try:
+                self.dictionaries[(perm, seed)] = compressor_dictionary(wins, perm, self.budget.context_bytes, seed, n)
+            except ValueError as e:  # the stream's own error names no key
+                raise ValueError(f"baselines.dictionary_bytes = {n:,}: {e} "
+                                 f"(the train part holds {self.train_part.n_bytes:,} bytes)") from None
         return self.dictionaries[(perm, seed)]
 
     def baseline_cell(self, name: str, perm: Permutation, es: EvalSet, pspec: PerturbationSpec, mode: str,

@@ -24,6 +24,9 @@ from typing import Any
 
 from encoders.backbone import BackboneConfig
 
+# Budgets and ladder sizes of one sweep, at most: an IsoFLOP fit needs 5 of each, and the dry run
+# builds, fits and times every (encoder, size) once (a 2000-size ladder kept it silent for minutes).
+MAX_POINTS = 32
 HEADLINE_ATTENTION = 0.5  # causal attention counted at half its dense cost in train_flops
 
 
@@ -80,6 +83,9 @@ class ScalingConfig:
             raise ValueError(
                 f"budgets: not log-spaced (ratios between neighbours {', '.join(f'{10**g:.3g}' for g in gaps)}); "
                 "use a constant factor, e.g. 1e14, 3e14, 1e15, 3e15, 1e16")
+        if len(b) > MAX_POINTS or len(self.ladder) > MAX_POINTS:  # each size is built and timed by --dry-run
+            key, n = ("budgets", len(b)) if len(b) > MAX_POINTS else ("ladder", len(self.ladder))
+            raise ValueError(f"{key}: at most {MAX_POINTS} entries, got {n}")
         if len(self.ladder) < 5:
             raise ValueError(f"ladder: at least 5 model sizes are needed for an IsoFLOP parabola, got {len(self.ladder)}")
         names = [r.name for r in self.ladder]
@@ -92,8 +98,9 @@ class ScalingConfig:
             if r.layers < 1 or r.dim < 2 or r.heads < 1 or r.dim % r.heads or (r.dim // r.heads) % 2:
                 raise ValueError(f"ladder: size {r.name!r}: need layers >= 1 and dim divisible by heads "
                                  f"with an even head size, got layers={r.layers} dim={r.dim} heads={r.heads}")
-            if any(c in r.name for c in "@:/ ,"):
-                raise ValueError(f"ladder: size name {r.name!r} may not contain '@', ':', '/', spaces or commas")
+            if any(c in r.name for c in "@:/ ,") or r.name[:1] in ("", "=", "+", "-"):
+                raise ValueError(f"ladder: size name {r.name!r} may not be empty, contain '@', ':', '/', spaces or commas, "
+                                 "or start with '=', '+' or '-' (a formula in results.csv)")
         if not 0 <= self.warmup_fraction < 1:
             raise ValueError(f"warmup_fraction: must be in [0, 1), got {self.warmup_fraction}")
         if self.min_steps < 1 or self.max_passes <= 0 or self.lr_ref_dim < 1:
@@ -374,6 +381,10 @@ def train_sweep(runner: Any, seed: int, train: Any) -> dict[str, tuple[Any, dict
                        f"{stats['seconds']:.1f}s, final loss {stats['final_loss_bpb']:.3f} bpb")
         models[p.label] = (enc, meta, spec)
         runner.record_encoder_facts(p.label, spec, seed, meta, extra=("scaling",))
+    if not models and refused:  # nothing to score: say why instead of an empty report
+        label, why = next(iter(refused.items()))
+        raise ValueError(f"scaling: every point of the selected budgets was refused, so nothing is trained "
+                         f"(first, {label}: {why}); change scaling.budgets or scaling.ladder")
     return models
 
 

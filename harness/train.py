@@ -41,6 +41,7 @@ from harness.accel import (
     pin,
     want_compile,
 )
+from harness.bounds import MIN_LR
 from harness.data import batched, training_windows
 from harness.permutation import WindowPermuter
 from harness.pretokenize import pretokenized_batches
@@ -119,6 +120,8 @@ def make_optimizer(model: nn.Module, budget: BudgetConfig, device: torch.device 
         if p.requires_grad:
             (decay if p.dim() >= 2 else no_decay).append(p)
     groups = [{"params": decay, "weight_decay": budget.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+    if not math.isfinite(budget.lr) or budget.lr < MIN_LR:  # the suite checks refuse it; never train blind
+        raise ValueError(f"budget.lr: the learning rate is {budget.lr:.3g}; it must be finite and >= {MIN_LR:g}")
     fast = device is not None and device.type == "cuda"
     kw: dict[str, Any] = {"fused": True} if fast else {"foreach": False}
     return torch.optim.AdamW(groups, lr=budget.lr, betas=(budget.beta1, budget.beta2), **kw)

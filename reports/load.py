@@ -9,6 +9,7 @@ still render. Units as in the files: NLL in nats, sizes in UTF-8 bytes.
 from __future__ import annotations
 
 import json
+import math
 import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -68,13 +69,24 @@ class RunData:
 
 
 def _numeric(df: pd.DataFrame, col: str, fname: str) -> pd.Series:
+    """Column ``col`` as floats ("" is missing); a value that is not a finite number (``abc``,
+    ``inf``, ``1e400``) is an error naming the file, the column and the row (its line)."""
     raw = df[col]
     out = pd.to_numeric(raw.replace("", np.nan), errors="coerce")
     bad = out.isna() & raw.notna() & (raw.astype(str).str.strip() != "")
     if bad.any():
         row = int(np.flatnonzero(bad.to_numpy())[0])
         raise ValueError(f"{fname}: column {col!r} row {row + 2}: not a number: {raw.iloc[row]!r}")
+    inf = np.isinf(out.to_numpy(dtype=float))
+    if inf.any():
+        row = int(np.flatnonzero(inf)[0])
+        raise ValueError(f"{fname}: column {col!r} row {row + 2}: not a finite number: {raw.iloc[row]!r}")
     return out.astype(float)
+
+
+def _first_row(mask: pd.Series) -> int:
+    """The CSV line of the first True row of ``mask`` (line 1 is the header)."""
+    return int(np.flatnonzero(mask.to_numpy())[0]) + 2
 
 
 def read_table(path: Path, required: list[str]) -> pd.DataFrame:
@@ -94,10 +106,14 @@ def read_table(path: Path, required: list[str]) -> pd.DataFrame:
     for col in df.columns:
         if col in NUMERIC_COLUMNS:
             df[col] = _numeric(df, col, str(path))
+        else:  # the writer's OWASP prefix before a formula character (harness.results.csv_text)
+            df[col] = df[col].str.replace(r"^'(?=[=+\-@\t\r])", "", regex=True)
     return df
 
 
 def _fill_results(df: pd.DataFrame, fname: str) -> pd.DataFrame:
+    if not len(df):
+        raise ValueError(f"{fname}: no rows (a header without cells)")
     df = df.copy()
     for col in STRING_COLUMNS:
         if col not in df.columns:
@@ -109,6 +125,10 @@ def _fill_results(df: pd.DataFrame, fname: str) -> pd.DataFrame:
         if df[col].isna().any():
             row = int(np.flatnonzero(df[col].isna().to_numpy())[0])
             raise ValueError(f"{fname}: column {col!r} row {row + 2}: empty")
+    whole = df["seed"] == df["seed"].round()
+    if not (whole & (df["seed"] >= 0)).all():
+        row = _first_row(~(whole & (df["seed"] >= 0)))
+        raise ValueError(f"{fname}: column 'seed' row {row}: not a seed (an integer >= 0): {df['seed'].iloc[row - 2]:g}")
     df["seed"] = df["seed"].astype(int)
     if "severity" not in df.columns:
         df["severity"] = 0.0
@@ -128,8 +148,10 @@ def _fill_results(df: pd.DataFrame, fname: str) -> pd.DataFrame:
             f"{fname}: column 'mode' has {df['mode'][bad_mode].iloc[0]!r}; "
             f"expected one of {', '.join(MODES)}"
         )
-    if (df["n_bytes"] <= 0).any():
-        raise ValueError(f"{fname}: column 'n_bytes' must be > 0 in every row")
+    for col in ("n_bytes", "n_bytes_clean"):
+        if (df[col] <= 0).any():
+            raise ValueError(f"{fname}: column {col!r} row {_first_row(df[col] <= 0)}: must be > 0, "
+                             f"got {df[col][df[col] <= 0].iloc[0]:g}")
     df["bpb"] = bpb(df["nll_nats"], df["n_bytes"])
     df["bpb_clean"] = bpb(df["nll_nats"], df["n_bytes_clean"])
     df["metric_bytes"] = np.where(df["mode"] == "full", df["n_bytes_clean"], df["n_bytes"])
@@ -210,6 +232,55 @@ class _Parsed:
         self.firsts: dict[tuple, str] = {}
 
 
+def _is_number(v: Any) -> bool:
+    return type(v) in (int, float) and math.isfinite(v)
+
+
+_NUMBER_TYPES = {int, float, type(None)}
+
+
+def _numbers_or_nulls(v: list[Any]) -> bool:
+    """Every item a finite number or null, checked at C speed (a per-byte list holds up to 64 Ki)."""
+    if not set(map(type, v)) <= _NUMBER_TYPES:
+        return False
+    return not np.isinf(np.asarray(v, dtype=float)).any()  # null -> nan
+
+
+# samples.jsonl keys -> (check, what the value must be); a missing optional key is not checked
+_SAMPLE_TYPES: dict[str, tuple[Any, str]] = {
+    "encoder": (lambda v: type(v) is str, "a string"),
+    "perturbation_id": (lambda v: type(v) is str, "a string"),
+    "doc_id": (lambda v: type(v) in (str, int), "a string"),
+    "mode": (lambda v: v in MODES, f"one of {', '.join(MODES)}"),
+    "seed": (lambda v: type(v) is int and v >= 0, "an integer >= 0"),
+    "nll_nats": (_is_number, "a finite number"),
+    "n_bytes": (lambda v: _is_number(v) and v > 0, "a finite number > 0"),
+    "n_bytes_clean": (lambda v: v is None or _is_number(v) and v > 0, "a finite number > 0 or null"),
+    "n_tokens": (lambda v: v is None or _is_number(v), "a finite number or null"),
+    "n_words": (lambda v: v is None or _is_number(v), "a finite number or null"),
+    "edit_rate": (lambda v: v is None or _is_number(v), "a finite number or null"),
+    "severity": (lambda v: v is None or _is_number(v), "a finite number or null"),
+    "scored_text": (lambda v: v is None or type(v) is str, "a string or null"),
+    # non-finite per-byte NLLs are written as null (harness.results._clean_floats)
+    "byte_nll": (lambda v: v is None or type(v) is list and _numbers_or_nulls(v),
+                 "a list of numbers (or nulls) or null"),
+}
+
+
+def _sample_problem(obj: dict[str, Any]) -> str | None:
+    """Why a samples.jsonl object does not hold the types the report reads (None when it does),
+    naming the key and the value."""
+    for key, (ok, what) in _SAMPLE_TYPES.items():
+        if key in obj and not ok(obj[key]):
+            v = obj[key]
+            shown = repr(v) if not isinstance(v, (list, dict)) else f"a {type(v).__name__}"
+            if isinstance(v, list):
+                bad = next((x for x in v if not (x is None or _is_number(x))), None)
+                shown = f"a list holding {bad!r}" if key == "byte_nll" else shown
+            return f"key {key!r}: expected {what}, got {shown[:80]}"
+    return None
+
+
 def _parse_sample_lines(lines: Any, path: Path) -> _Parsed:
     """Parse an iterable of samples.jsonl lines (numbered from 1 in errors: a bad line is a
     ``_BadLine`` naming the file and its line)."""
@@ -224,12 +295,17 @@ def _parse_sample_lines(lines: Any, path: Path) -> _Parsed:
             obj = json.loads(line)
         except json.JSONDecodeError as e:
             raise _BadLine(path, n, f"invalid JSON ({e.msg})") from e
+        except RecursionError:
+            raise _BadLine(path, n, "JSON nested too deeply") from None
         if not isinstance(obj, dict):
             raise _BadLine(path, n, "expected a JSON object")
         missing = [k for k in ("encoder", "seed", "perturbation_id", "doc_id", "nll_nats",
                                "n_bytes", "mode") if k not in obj]
         if missing:
             raise _BadLine(path, n, f"missing key(s) {', '.join(missing)}")
+        problem = _sample_problem(obj)
+        if problem:
+            raise _BadLine(path, n, problem)
         row = {k: obj.get(k) for k in SAMPLE_SCALARS}
         has_text = obj.get("scored_text") is not None and obj.get("byte_nll") is not None
         # Per-document script: the harness records the eval set's script (Mixd for mixed
@@ -373,6 +449,8 @@ def load_run(run_dir: Path, processes: int | None = None) -> RunData:
             run = json.loads(r_path.read_text(encoding="utf-8"))
         except json.JSONDecodeError as e:
             raise ValueError(f"{r_path}: invalid JSON ({e.msg} at line {e.lineno})") from e
+        except RecursionError:
+            raise ValueError(f"{r_path}: JSON nested too deeply") from None
         if not isinstance(run, dict):
             raise ValueError(f"{r_path}: expected a JSON object")
     else:

@@ -471,6 +471,10 @@ def bucket_table(buckets: pd.DataFrame, encoders: list[str]) -> Table:
 # ----------------------------------------------------------------------------- markdown
 
 
+# Bidirectional controls (embeddings, overrides, isolates, marks): in a name or corpus text they
+# reorder what a reader sees (``evil\u202etxt.exe`` displays as ``evilexe.txt``), so every report
+# shows them as a visible <U+XXXX> instead.
+_BIDI = re.compile("[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 _MD_ESCAPES = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;", "\\": "\\\\", "[": "\\[", "]": "\\]",
                              "`": "\\`", "*": "\\*", "_": "\\_"})
 
@@ -480,7 +484,8 @@ def md_text(s: Any) -> str:
     characters become entities (a Markdown viewer renders raw HTML, so ``<script>`` must not
     survive — the same promise as the HTML report's autoescape), and link / emphasis / code
     characters are backslash-escaped so a name cannot become a link or an image."""
-    return str(s).translate(_MD_ESCAPES).replace("\n", " ").replace("\r", " ")
+    text = str(s).translate(_MD_ESCAPES).replace("\n", " ").replace("\r", " ")
+    return _BIDI.sub(lambda m: f"&lt;U+{ord(m.group()):04X}&gt;", text)
 
 
 def _md_cell(s: str) -> str:
@@ -529,12 +534,15 @@ def _flops_note(t: Tables) -> str:
 
 def _jinja() -> jinja2.Environment:
     def finalize(x: Any) -> Any:
-        # Lone surrogates (undecodable corpus bytes) cannot be written as UTF-8: show \\xNN.
-        if isinstance(x, str) and _SURROGATE.search(x):
+        # Lone surrogates (undecodable corpus bytes) cannot be written as UTF-8: show \\xNN;
+        # bidirectional controls are shown as <U+202E> (``_BIDI``).
+        if isinstance(x, str) and (_SURROGATE.search(x) or _BIDI.search(x)):
             clean = _SURROGATE.sub(lambda m: f"\\x{ord(m.group()) - 0xDC00:02x}"
                                    if ord(m.group()) >= 0xDC80 else "\ufffd", x)
             # Already-escaped markup (macro output) stays markup; the replacement is plain text.
-            return markupsafe.Markup(clean) if isinstance(x, markupsafe.Markup) else clean
+            if isinstance(x, markupsafe.Markup):
+                return markupsafe.Markup(_BIDI.sub(lambda m: f"&lt;U+{ord(m.group()):04X}&gt;", clean))
+            return _BIDI.sub(lambda m: f"<U+{ord(m.group()):04X}>", clean)
         return x
 
     env = jinja2.Environment(

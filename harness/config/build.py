@@ -17,7 +17,14 @@ from typing import Any, Literal, Union, get_args, get_origin
 from encoders.backbone import BackboneConfig
 from harness import plugins
 from harness.config import fragility
-from harness.config.checks import check_backbone, check_budget, check_eval, check_ranges
+from harness.config.checks import (
+    check_backbone,
+    check_budget,
+    check_eval,
+    check_lr,
+    check_ranges,
+    check_scaling_lr,
+)
 from harness.config.convert import check_keys, convert_value, from_mapping, init_fields, type_hints
 from harness.config.loader import read_suite_file
 from harness.config.overrides import apply_override
@@ -421,6 +428,7 @@ def build_suite(
 
     budget = convert_value(BudgetConfig, raw.get("budget"), where.at("budget"))
     check_budget(budget, where.at("budget"))
+    check_lr(budget.lr, where.at("budget", "lr"))
     backbone = convert_value(BackboneConfig, raw.get("backbone"), where.at("backbone"))
     check_backbone(backbone, where.at("backbone"))
     data = _data(raw["data"], where.at("data"), paths)
@@ -440,11 +448,14 @@ def build_suite(
         raw.get("analyses"), where.at("analyses"), [d.name for d in data.eval if d.name], paths
     )
     scaling = convert_value(hints["scaling"], raw.get("scaling"), where.at("scaling"))
+    if scaling is not None:
+        check_scaling_lr(scaling, budget.lr, where.at("scaling"))
     for i, e in enumerate(encoders):
         if scaling is not None and e.backbone is None:
             raise where.at("encoders", i).error(
                 f"encoder {e.label!r} has no shared backbone, so scaling.ladder cannot size it")
-    permutations = fragility.permutations(raw.get("permutations"), where.at("permutations"))
+    permutations = fragility.permutations(raw.get("permutations"), where.at("permutations"),
+                                          budget.context_bytes)
     if permutations:  # docs/fragility.md: every encoder also trained + scored on each
         fragility.check_permuted_scoring(eval_cfg, budget.context_bytes, where.at("eval"))
         encoders = fragility.permuted_encoders(encoders, permutations, where.at("encoders"), paths)

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 from encoders.backbone import BackboneConfig
+from harness.bounds import MIN_LR
 from harness.config.where import Where, show_value
 from harness.suite import (
     BaselineConfig,
@@ -104,6 +105,24 @@ def check_budget(b: BudgetConfig, where: Where) -> None:
         raise where.at("warmup_bytes").error(
             f"warmup_bytes ({b.warmup_bytes}) must be <= train_bytes ({b.train_bytes})"
         )
+
+
+def check_lr(lr: float, where: Where, what: str = "the learning rate") -> None:
+    """Refuse a learning rate that is not finite or too small to train (``MIN_LR``)."""
+    if not math.isfinite(lr) or lr < MIN_LR:
+        raise where.error(f"{what} is {lr:.3g}; it must be finite and >= {MIN_LR:g}, or the model "
+                          "does not train")
+
+
+def check_scaling_lr(scaling: Any, base_lr: float, where: Where) -> None:
+    """Every rung's width-rule learning rate, ``base_lr · (lr_ref_dim / dim) ** lr_width_power``,
+    computed in log space (a large power overflows a float) and refused like ``check_lr``."""
+    for r in scaling.ladder:
+        log_lr = math.log(base_lr) + scaling.lr_width_power * math.log(scaling.lr_ref_dim / r.dim)
+        lr = math.exp(log_lr) if log_lr < 700 else math.inf
+        check_lr(lr, where.at("lr_width_power"),
+                 f"the learning rate of ladder size {r.name!r} (dim {r.dim}), budget.lr · "
+                 f"(lr_ref_dim / dim) ** lr_width_power,")
 
 
 def check_eval(e: EvalConfig, budget: BudgetConfig, where: Where) -> None:

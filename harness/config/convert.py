@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import functools
+import math
 import types
 import typing
 from collections.abc import Collection, Mapping, Sequence
@@ -132,6 +133,8 @@ def _convert_inner(tp: Any, value: Any, where: Where) -> Any:
         raise _Mismatch
     if tp is float:
         if isinstance(value, (int, float)) and not isinstance(value, bool):
+            if not math.isfinite(value):  # .nan / .inf / 1e400: no setting means them
+                raise where.error(f"expected a finite number, got {show_value(value)}")
             return float(value)
         raise _Mismatch
     if tp is str:

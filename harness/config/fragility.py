@@ -16,9 +16,11 @@ from harness.permutation import KINDS, Permutation, check_scoring, variant_label
 from harness.suite import BaselineConfig, EncoderSpec, EvalConfig
 
 
-def permutations(value: Any, where: Where) -> tuple[Permutation, ...]:
+def permutations(value: Any, where: Where, context_bytes: int) -> tuple[Permutation, ...]:
     """``permutations:`` items — a kind (``global``) or ``{kind, block_bytes}``, where a list of
-    block sizes sweeps — to distinct non-identity permutations, in order (``none`` is implied)."""
+    block sizes sweeps — to distinct non-identity permutations, in order (``none`` is implied).
+    A block is at most a window (``context_bytes``): a larger ``block_bytes`` permutes nothing
+    more, and ``intra_block`` would draw a fixed order of that many positions (1e9: 24 GB)."""
     if value is None:
         return ()
     if not isinstance(value, list):
@@ -43,6 +45,9 @@ def permutations(value: Any, where: Where) -> tuple[Permutation, ...]:
                 perm = Permutation(kind=kind, block_bytes=convert_value(int | None, v, ww))
             except ValueError as e:
                 raise ww.error(str(e)) from None
+            if perm.block_bytes is not None and perm.block_bytes > context_bytes:
+                raise ww.error(f"block_bytes ({perm.block_bytes:,}) must be <= budget.context_bytes "
+                               f"({context_bytes:,}): a block is at most one window")
             if perm in out:
                 raise ww.error(f"permutation {perm.label} is listed twice")
             if not perm.is_identity:  # the original stream is always there

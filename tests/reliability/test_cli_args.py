@@ -73,3 +73,24 @@ def test_limit_is_honoured(run_copy: tuple[Path, Path], tmp_path: Path) -> None:
     assert main(["run", str(suite), "--out", str(tmp_path / "o"), "--limit", "2", "--quiet", "--no-report"]) == 0
     with open(tmp_path / "o" / "results.csv", newline="") as f:
         assert {int(r["n_docs"]) for r in csv.DictReader(f) if r["mode"] == "full"} == {2}
+
+
+def test_perturb_file_must_be_a_small_regular_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # /dev/zero was read without limit (MemoryError traceback); a FIFO hung
+    assert main(["perturb", "case.upper", "--file", "/dev/zero"]) == 2
+    assert "--file /dev/zero: not a regular file" in _one_error_line(capsys)
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    assert main(["perturb", "case.upper", "--file", str(fifo)]) == 2  # returns at once: no writer needed
+    assert f"--file {fifo}: not a regular file" in _one_error_line(capsys)
+    assert main(["perturb", "case.upper", "--file", str(tmp_path)]) == 2
+    assert f"--file {tmp_path}: a directory" in _one_error_line(capsys)
+    big = tmp_path / "big.txt"
+    with big.open("wb") as f:
+        f.truncate(16 * 2**20 + 1)
+    assert main(["perturb", "case.upper", "--file", str(big)]) == 2
+    assert "larger than 16 MiB" in _one_error_line(capsys)
+    ok = tmp_path / "ok.txt"
+    ok.write_text("Hello world")
+    assert main(["perturb", "case.upper", "--file", str(ok), "--severity", "1"]) == 0
+    assert "HELLO WORLD" in capsys.readouterr().out

@@ -110,3 +110,25 @@ def test_lock_is_exclusive_within_one_process(tmp_path: Path) -> None:
         assert "in use by" in probe.stdout  # the refused second lock did not drop the first
     with RunLock(tmp_path):  # released on exit
         pass
+
+
+@pytest.mark.parametrize("command", ["report", "report-in-place", "compare"])
+def test_a_report_never_writes_beside_a_live_run(command: str, run_copy: tuple[Path, Path], tmp_path: Path,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    # report and compare take the run-directory lock on the folder they write: a second writer
+    # beside `tokbench run` (report.html rewritten under it) is refused on one line
+    _, out = run_copy
+    target = out if command == "report-in-place" else tmp_path / "x"
+    proc = _holder(target)
+    argv = {"report": ["report", str(out), "--out", str(target)],
+            "report-in-place": ["report", str(out)],
+            "compare": ["compare", str(out), str(out), "--out", str(target)]}[command]
+    try:
+        capsys.readouterr()
+        assert main([*argv, "--no-svg", "--bootstrap", "10"]) == 2
+        err = [ln for ln in capsys.readouterr().err.strip().splitlines() if not ln.startswith("tokbench: warning:")]
+        assert len(err) == 1 and f"{target}: run directory is in use by pid {proc.pid} on " in err[0], err
+        assert not (target / "report.html").exists() or command == "report-in-place"
+    finally:
+        proc.kill()
+        proc.wait()

@@ -3,6 +3,7 @@ no link or image a hostile name could inject."""
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -46,3 +47,32 @@ def test_rendered_report_md_has_no_raw_html(tmp_path: Path) -> None:
     md = (tmp_path / "rep" / "report.md").read_text(encoding="utf-8")
     assert "&lt;img src=x onerror=alert(1)&gt;" in md
     assert not re.search(r"<[a-zA-Z/!]", md)
+
+
+BIDI = "\u202e\u2066\u2067\u2068\u2069\u200e\u200f\u061c\u202a\u202b\u202c\u202d"
+
+
+def test_bidi_controls_are_shown_not_obeyed(run_copy: tuple[Path, Path], tmp_path: Path) -> None:
+    # U+202E in a file name or corpus text reversed what followed it in report.html
+    from harness.cli import main
+
+    _, out = run_copy
+    run_json = out / "run.json"
+    run_json.write_text(run_json.read_text(encoding="utf-8").replace("f0.txt", "evil\u202etxt.exe"), encoding="utf-8")
+    lines = []
+    for line in (out / "samples.jsonl").read_text(encoding="utf-8").splitlines():
+        obj = json.loads(line)
+        obj["doc_id"] = obj["doc_id"].replace("f0.txt", "evil\u202etxt.exe")
+        if obj.get("scored_text") and obj.get("byte_nll"):  # the marks in the displayed text, one NLL per byte
+            obj["scored_text"] = BIDI + obj["scored_text"]
+            obj["byte_nll"] = [1.0] * len(BIDI.encode()) + obj["byte_nll"]
+        lines.append(json.dumps(obj, ensure_ascii=False))
+    (out / "samples.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    assert "\u202e" in (out / "run.json").read_text(encoding="utf-8")  # the payload is in the files
+    assert main(["report", str(out), "--out", str(tmp_path / "rep"), "--no-svg", "--bootstrap", "10"]) == 0
+    html = (tmp_path / "rep" / "report.html").read_text(encoding="utf-8")
+    md = (tmp_path / "rep" / "report.md").read_text(encoding="utf-8")
+    for doc in (html, md):
+        assert not any(c in doc for c in BIDI)
+    assert "evil&lt;U+202E&gt;txt.exe" in html
+    assert "&lt;U+2066&gt;" in html and "&lt;U+061C&gt;" in html  # the sampled text's marks
