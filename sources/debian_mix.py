@@ -4,19 +4,30 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
-from sources.base import Document, Source, SourceContext, check_positive
+from sources.base import Document, Source, SourceContext, check_positive, field_error
 from sources.debian import DebianSource
-from sources.fetch import fetch_packages
+from sources.dedup import MODES, dedup_documents
+from sources.doccache import (
+    document_cache_path,
+    read_cached_stats,
+    read_document_cache,
+    write_document_cache,
+)
+from sources.fetch import fetch_packages, require
 from sources.firefox_l10n import FirefoxL10nSource
 from sources.fortunes import FortunesSource
+from sources.gcide import GcideSource
+from sources.html_docs import HtmlDocsSource
 from sources.kernel_docs import KernelDocsSource
 from sources.manpages import ManpagesSource
 from sources.perl_docs import PerlDocsSource
 from sources.python_docs import PythonDocsSource
 from sources.registry import register
 from sources.sword import SwordSource
+from sources.wordnet import WordnetSource
 
 
 @register("debian_mix")
@@ -32,13 +43,21 @@ class DebianMixSource(Source):
     Document ids are the members' own ids (unique across packages, since they hold the package's
     paths), so the split puts a document in the same part whether it comes from the mixture or
     from its own source: eval sets beside a mixture should say ``part: test`` to stay disjoint
-    from the mixture's training part."""
+    from the mixture's training part.
+
+    dedup: ``none`` (default), ``exact`` (equal text once white space is normalized) or ``near``
+    (exact, plus word 5-gram MinHash similarity ≥ 0.8: ``sources.dedup``) across all members, the
+    first occurrence kept; the result is computed once and kept in a sealed cache file
+    (``<cache>/documents/``), and run.json's provenance says how much each removal took."""
 
     members: tuple[str, ...]
     member_bytes: int | None = None
+    dedup: str = "none"
 
     def __post_init__(self) -> None:
         check_positive("debian_mix", self, "member_bytes")
+        if self.dedup not in MODES:
+            raise field_error("debian_mix", "dedup", f"must be one of {list(MODES)}, got {self.dedup!r}")
         if not self.members:
             raise ValueError("debian_mix source: members is empty")
         for m in self.members:
@@ -76,9 +95,35 @@ class DebianMixSource(Source):
             s.check(ctx)
 
     def provenance(self, ctx: SourceContext) -> dict[str, Any]:
-        return {"source": "debian_mix", "members": [s.provenance(ctx) for s in self._sources()]}
+        out: dict[str, Any] = {"source": "debian_mix",
+                               "members": [s.provenance(ctx) for s in self._sources()]}
+        if self.dedup != "none":
+            out["dedup"] = read_cached_stats(self._cache_path(ctx))
+        return out
 
     def documents(self, ctx: SourceContext) -> Iterator[Document]:
+        """The members' documents in order; with ``dedup`` exact/near, without duplicates across
+        the whole mixture, computed once and then read from a sealed cache file."""
+        if self.dedup == "none":
+            yield from self._raw_documents(ctx)
+            return
+        path = self._cache_path(ctx)
+        cached_docs = read_document_cache(path, ctx.log)
+        if cached_docs is None:
+            kept, stats = dedup_documents(self._raw_documents(ctx), self.dedup)
+            write_document_cache(path, kept, stats)
+            cached_docs = read_document_cache(path, ctx.log)
+            if cached_docs is None:
+                raise ValueError(f"debian_mix source: could not read back {path}")
+        yield from cached_docs
+
+    def _cache_path(self, ctx: SourceContext) -> Path:
+        pkgs = [require(ctx.cache_dir, p, "debian_mix").provenance() for p in self.packages()]
+        return document_cache_path(ctx.cache_dir, "debian_mix", {
+            "members": list(self.members), "member_bytes": self.member_bytes, "dedup": self.dedup,
+            "language": self.language, "packages": pkgs})
+
+    def _raw_documents(self, ctx: SourceContext) -> Iterator[Document]:
         for s in self._sources():
             size = 0
             for d in s.documents(ctx):
@@ -92,4 +137,5 @@ def member_classes() -> dict[str, type[DebianSource]]:
     """The single-package sources of this module by registered name."""
     return {"fortunes": FortunesSource, "manpages": ManpagesSource,
             "firefox_l10n": FirefoxL10nSource, "python_docs": PythonDocsSource,
-            "sword": SwordSource, "kernel_docs": KernelDocsSource, "perl_docs": PerlDocsSource}
+            "sword": SwordSource, "kernel_docs": KernelDocsSource, "perl_docs": PerlDocsSource,
+            "gcide": GcideSource, "wordnet": WordnetSource, "html_docs": HtmlDocsSource}

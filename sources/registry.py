@@ -23,6 +23,9 @@ REGISTRY: Registry = Registry(
         "sources.kernel_docs",
         "sources.perl_docs",
         "sources.sword",
+        "sources.gcide",
+        "sources.wordnet",
+        "sources.html_docs",
         "sources.debian_mix",
     ],
 )
