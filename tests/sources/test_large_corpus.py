@@ -57,14 +57,18 @@ def test_dictd_numbers() -> None:
 
 
 def test_gcide_entries_drop_tags_and_repeats(ctx: SourceContext) -> None:
-    entries = [("Abuse", "Abuse \\A*buse\"\\, v. t.\n   1. To misuse.\n   [1913 Webster]\n"),
+    entries = [("1st", "First."),
+               ("Abuse", "Abuse \\A*buse\"\\, v. t.\n   1. To misuse.\n   [1913 Webster]\n"),
+               ("2nd", "Second."),
                ("Zebra", "Zebra, n. A striped horse.\n      [PJC]\n   Syn: quagga.\n")]
-    fake_package(ctx.cache_dir, "dict-gcide", _gcide_files(entries, alias=("abuse", 0)))
+    fake_package(ctx.cache_dir, "dict-gcide", _gcide_files(entries, alias=("abuse", 1)))
     docs = list(GcideSource(doc_bytes=16).documents(ctx))
-    # one entry per headword group (A, Z); the alias "abuse" points at entry 0 and is not repeated
+    # grouped by initial (non-letters in "_", gathered although the database interleaves them);
+    # the alias "abuse" points at entry 1 and is not repeated
     assert [(d.id, d.data.decode()) for d in docs] == [
         ("usr/share/dictd/gcide/A#0", "Abuse \\A*buse\"\\, v. t.\n   1. To misuse."),
-        ("usr/share/dictd/gcide/Z#0", "Zebra, n. A striped horse.\n   Syn: quagga.")]
+        ("usr/share/dictd/gcide/Z#0", "Zebra, n. A striped horse.\n   Syn: quagga."),
+        ("usr/share/dictd/gcide/_#0", "First.\n\nSecond.")]
     assert {d.language for d in docs} == {"en"}
 
 
