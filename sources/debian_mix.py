@@ -12,11 +12,11 @@ from sources.debian import DebianSource
 from sources.dedup import MODES, dedup_documents
 from sources.doccache import (
     document_cache_path,
-    read_cached_stats,
     read_document_cache,
+    read_sidecar,
     write_document_cache,
 )
-from sources.fetch import fetch_packages, require
+from sources.fetch import fetch_packages, package_metadata
 from sources.firefox_l10n import FirefoxL10nSource
 from sources.fortunes import FortunesSource
 from sources.gcide import GcideSource
@@ -48,7 +48,9 @@ class DebianMixSource(Source):
     dedup: ``none`` (default), ``exact`` (equal text once white space is normalized) or ``near``
     (exact, plus word 5-gram MinHash similarity ≥ 0.8: ``sources.dedup``) across all members, the
     first occurrence kept; the result is computed once and kept in a sealed cache file
-    (``<cache>/documents/``), and run.json's provenance says how much each removal took."""
+    (``<cache>/documents/``) that records the packages it was built from, and run.json's
+    provenance says how much each removal took. A machine given only that file (no packages)
+    reads it as it is."""
 
     members: tuple[str, ...]
     member_bytes: int | None = None
@@ -95,11 +97,10 @@ class DebianMixSource(Source):
             s.check(ctx)
 
     def provenance(self, ctx: SourceContext) -> dict[str, Any]:
-        out: dict[str, Any] = {"source": "debian_mix",
-                               "members": [s.provenance(ctx) for s in self._sources()]}
-        if self.dedup != "none":
-            out["dedup"] = read_cached_stats(self._cache_path(ctx))
-        return out
+        if self.dedup == "none":
+            return {"source": "debian_mix", "members": [s.provenance(ctx) for s in self._sources()]}
+        side = read_sidecar(self._cache_path(ctx)) or {}
+        return {"source": "debian_mix", "members": side.get("provenance"), "dedup": side.get("stats")}
 
     def documents(self, ctx: SourceContext) -> Iterator[Document]:
         """The members' documents in order; with ``dedup`` exact/near, without duplicates across
@@ -109,19 +110,41 @@ class DebianMixSource(Source):
             return
         path = self._cache_path(ctx)
         cached_docs = read_document_cache(path, ctx.log)
+        if cached_docs is not None and not self._same_packages(ctx, path):
+            ctx.log(f"[data] {path.name}: built from other package versions, rebuilding it")
+            cached_docs = None
         if cached_docs is None:
             kept, stats = dedup_documents(self._raw_documents(ctx), self.dedup)
-            write_document_cache(path, kept, stats)
+            write_document_cache(path, kept, stats,
+                                 lambda: [s.provenance(ctx) for s in self._sources()])
             cached_docs = read_document_cache(path, ctx.log)
             if cached_docs is None:
                 raise ValueError(f"debian_mix source: could not read back {path}")
         yield from cached_docs
 
     def _cache_path(self, ctx: SourceContext) -> Path:
-        pkgs = [require(ctx.cache_dir, p, "debian_mix").provenance() for p in self.packages()]
         return document_cache_path(ctx.cache_dir, "debian_mix", {
             "members": list(self.members), "member_bytes": self.member_bytes, "dedup": self.dedup,
-            "language": self.language, "packages": pkgs})
+            "language": self.language}, self._modules())
+
+    def _modules(self) -> list[str]:
+        """The modules whose code makes this mixture's documents."""
+        members = {type(s).__module__ for s in self._sources()}
+        return sorted(members | {__name__, "sources.base", "sources.debian", "sources.dedup",
+                                 "sources.script"})
+
+    def _same_packages(self, ctx: SourceContext, path: Path) -> bool:
+        """Whether the packages the cache holds are those the document file was built from (by
+        version and .deb sha256, from their package.json); a package absent from the cache (a
+        GPU machine that was given only the document file) is taken as recorded."""
+        recorded = {p["package"]: (p["version"], p["sha256"])
+                    for m in (read_sidecar(path) or {}).get("provenance") or []
+                    for p in m.get("packages", [])}
+        for name in self.packages():
+            meta = package_metadata(ctx.cache_dir, name)
+            if meta is not None and recorded.get(name) != (meta["version"], meta["sha256"]):
+                return False
+        return True
 
     def _raw_documents(self, ctx: SourceContext) -> Iterator[Document]:
         for s in self._sources():

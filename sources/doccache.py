@@ -1,10 +1,11 @@
 """A sealed cache of a source's documents: one xz-compressed JSON-lines file per source config.
 
 A mixture that takes minutes to build (HTML parsing, near-duplicate removal over 200 MB) is built
-once; later runs, and a GPU machine it is carried to (``tokbench data pack``), read the file.
-The file's name is a hash of everything its documents depend on (the config, the packages'
-versions and .deb hashes, the code of ``sources/``); a sidecar ``.json`` holds the file's sha256
-and the build's statistics. A file whose hash does not match (damaged, truncated) is rebuilt.
+once; later runs, and a GPU machine the file is carried to, read it. The file's name is a hash of
+the config and the code of the modules that make the documents; a sidecar ``.json`` holds the file's sha256, the build's
+statistics and the provenance of the packages it was built from (so a machine that has only this
+file can still say what it trained on; where the packages are in the cache, the caller checks
+their versions against it). A file whose hash does not match (damaged, truncated) is rebuilt.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import hashlib
 import json
 import lzma
 import os
+import sys
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -21,21 +23,23 @@ from sources.base import Document
 
 # A line longer than this is damage (documents are packed to a few KB), not a document.
 MAX_LINE_BYTES = 64 << 20
-_CODE_DIR = Path(__file__).resolve().parent
 
 
-def _code_hash() -> str:
-    """sha256 over the ``sources/`` package's Python files (a change there rebuilds the cache)."""
+def _code_hash(modules: Iterable[str]) -> str:
+    """sha256 over the named modules' files and this one's (a change there rebuilds the cache;
+    a change elsewhere, such as to the ``files`` source, does not)."""
     h = hashlib.sha256()
-    for p in sorted(_CODE_DIR.glob("*.py")):
-        h.update(p.name.encode())
-        h.update(p.read_bytes())
+    for name in sorted({*modules, __name__}):
+        path = Path(sys.modules[name].__file__ or "")
+        h.update(name.encode())
+        h.update(path.read_bytes())
     return h.hexdigest()
 
 
-def document_cache_path(cache_dir: Path, name: str, config: dict[str, Any]) -> Path:
-    """``<cache>/documents/<name>-<hash>.jsonl.xz`` for this config and the current code."""
-    blob = json.dumps({"config": config, "code": _code_hash()}, sort_keys=True, default=str)
+def document_cache_path(cache_dir: Path, name: str, config: dict[str, Any], modules: Iterable[str]) -> Path:
+    """``<cache>/documents/<name>-<hash>.jsonl.xz`` for this config and the current code of the
+    (imported) ``modules`` that make its documents."""
+    blob = json.dumps({"config": config, "code": _code_hash(modules)}, sort_keys=True, default=str)
     return cache_dir / "documents" / f"{name}-{hashlib.sha256(blob.encode()).hexdigest()[:24]}.jsonl.xz"
 
 
@@ -51,9 +55,11 @@ def _sha256(path: Path) -> str:
     return h.hexdigest()
 
 
-def write_document_cache(path: Path, docs: Iterable[Document], stats: Any) -> None:
-    """Write the documents (consuming ``docs``), then the sidecar with the file's sha256 and
-    ``stats.as_dict()``; each written to a temporary name and renamed, the sidecar last."""
+def write_document_cache(path: Path, docs: Iterable[Document], stats: Any,
+                         provenance: Callable[[], Any] = lambda: None) -> None:
+    """Write the documents (consuming ``docs``), then the sidecar with the file's sha256,
+    ``stats.as_dict()`` and ``provenance()`` (called once the documents are written); each
+    written to a temporary name and renamed, the sidecar last."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     with lzma.open(tmp, "wt", encoding="utf-8", errors="surrogatepass", preset=6) as f:
@@ -62,26 +68,26 @@ def write_document_cache(path: Path, docs: Iterable[Document], stats: Any) -> No
                                 "language": d.language, "script": d.script, "meta": d.meta},
                                ensure_ascii=False) + "\n")
     os.replace(tmp, path)
-    side = {"sha256": _sha256(path), "stats": stats.as_dict()}
+    side = {"sha256": _sha256(path), "stats": stats.as_dict(), "provenance": provenance()}
     stmp = _sidecar(path).with_name(f".{_sidecar(path).name}.{os.getpid()}.tmp")
     stmp.write_text(json.dumps(side, indent=1), encoding="utf-8")
     os.replace(stmp, _sidecar(path))
 
 
-def read_cached_stats(path: Path) -> dict[str, Any] | None:
-    """The statistics the sidecar of ``path`` records (None if there is none)."""
+def read_sidecar(path: Path) -> dict[str, Any] | None:
+    """What the sidecar of ``path`` records (``sha256``, ``stats``, ``provenance``), or None."""
     try:
-        return json.loads(_sidecar(path).read_text(encoding="utf-8"))["stats"]
-    except (OSError, ValueError, KeyError, TypeError):
+        side = json.loads(_sidecar(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
         return None
+    return side if isinstance(side, dict) else None
 
 
 def read_document_cache(path: Path, log: Callable[[str], None] = print) -> Iterator[Document] | None:
     """The cached documents, or None when the file is missing or does not match its sidecar's
     sha256 (then it is removed, and the caller rebuilds it)."""
-    try:
-        want = json.loads(_sidecar(path).read_text(encoding="utf-8"))["sha256"]
-    except (OSError, ValueError, KeyError, TypeError):
+    want = (read_sidecar(path) or {}).get("sha256")
+    if not isinstance(want, str):
         return None
     if not path.is_file() or _sha256(path) != want:
         log(f"[data] {path.name}: damaged document cache, rebuilding it")

@@ -306,6 +306,18 @@ def check_metadata(cache_dir: Path, package: str, source: str = "debian") -> Non
                 "apt works to fetch it again") from None
 
 
+def package_metadata(cache_dir: Path, package: str) -> dict[str, Any] | None:
+    """The package's validated package.json (no tree hashing), or None when the cache lacks it or
+    it is damaged."""
+    d = package_dir(cache_dir, package)
+    if not (d / META).exists():
+        return None
+    try:
+        return _read_meta(d, package)
+    except _Damage:
+        return None
+
+
 def cached(cache_dir: Path, package: str, log: Callable[[str], None] | None = None) -> FetchedPackage | None:
     """The package if the cache holds a complete, intact copy (rebuilt from the kept .deb when
     damaged), else None (never touches apt or the network)."""

@@ -85,6 +85,13 @@ class GcideSource(DebianSource):
         index = (base / "gcide.index").read_text(encoding="utf-8", errors="replace")
         data = read_dictzip(base / "gcide.dict.dz")
         rel = "usr/share/dictd/gcide"
+        # Grouped by initial (stable ids that say where a document comes from); the database's
+        # order interleaves initials (headwords with digits or accents), so each group is gathered
+        # first: a group must be contiguous for its document numbers to be unique.
+        groups: dict[str, list[str]] = {}
         for head, text in gcide_entries(index, data):
             letter = head[:1].upper()
-            yield f"{rel}/{letter if letter.isalpha() and letter.isascii() else '_'}", text
+            groups.setdefault(letter if letter.isalpha() and letter.isascii() else "_", []).append(text)
+        for letter in sorted(groups):
+            for text in groups[letter]:
+                yield f"{rel}/{letter}", text

@@ -57,14 +57,18 @@ def test_dictd_numbers() -> None:
 
 
 def test_gcide_entries_drop_tags_and_repeats(ctx: SourceContext) -> None:
-    entries = [("Abuse", "Abuse \\A*buse\"\\, v. t.\n   1. To misuse.\n   [1913 Webster]\n"),
+    entries = [("1st", "First."),
+               ("Abuse", "Abuse \\A*buse\"\\, v. t.\n   1. To misuse.\n   [1913 Webster]\n"),
+               ("2nd", "Second."),
                ("Zebra", "Zebra, n. A striped horse.\n      [PJC]\n   Syn: quagga.\n")]
-    fake_package(ctx.cache_dir, "dict-gcide", _gcide_files(entries, alias=("abuse", 0)))
+    fake_package(ctx.cache_dir, "dict-gcide", _gcide_files(entries, alias=("abuse", 1)))
     docs = list(GcideSource(doc_bytes=16).documents(ctx))
-    # one entry per headword group (A, Z); the alias "abuse" points at entry 0 and is not repeated
+    # grouped by initial (non-letters in "_", gathered although the database interleaves them);
+    # the alias "abuse" points at entry 1 and is not repeated
     assert [(d.id, d.data.decode()) for d in docs] == [
         ("usr/share/dictd/gcide/A#0", "Abuse \\A*buse\"\\, v. t.\n   1. To misuse."),
-        ("usr/share/dictd/gcide/Z#0", "Zebra, n. A striped horse.\n   Syn: quagga.")]
+        ("usr/share/dictd/gcide/Z#0", "Zebra, n. A striped horse.\n   Syn: quagga."),
+        ("usr/share/dictd/gcide/_#0", "First.\n\nSecond.")]
     assert {d.language for d in docs} == {"en"}
 
 
@@ -146,8 +150,9 @@ def test_document_cache_roundtrip_and_damage(tmp_path: Path) -> None:
     docs = [Document(id="x#0", data="héllo".encode() + b"\xff", language="fr", script="Latn",
                      meta={"package": "p"})]
     kept, stats = dedup_documents(docs, "exact")
-    path = document_cache_path(tmp_path, "mix", {"k": 1})
-    assert path != document_cache_path(tmp_path, "mix", {"k": 2})
+    path = document_cache_path(tmp_path, "mix", {"k": 1}, ["sources.dedup"])
+    assert path != document_cache_path(tmp_path, "mix", {"k": 2}, ["sources.dedup"])
+    assert path != document_cache_path(tmp_path, "mix", {"k": 1}, ["sources.gcide"])
     write_document_cache(path, kept, stats)
     back = list(read_document_cache(path) or [])
     assert back == docs and back[0].data.endswith(b"\xff") and back[0].meta == {"package": "p"}
@@ -176,3 +181,25 @@ def test_mixture_dedups_once_and_reports_it(ctx: SourceContext) -> None:
     assert json.loads(files[0].with_name(files[0].name + ".json").read_text())["stats"]["mode"] == "near"
     with pytest.raises(ValueError, match="dedup"):
         DebianMixSource(members=("gcide:dict-gcide",), dedup="fuzzy")
+
+
+def test_the_document_file_alone_travels_and_a_new_package_version_rebuilds(ctx: SourceContext, tmp_path: Path) -> None:
+    import shutil
+
+    a = " ".join(WORDS)
+    fake_package(ctx.cache_dir, "wordnet-base", {"usr/share/wordnet/data.noun": f"0 03 n 01 w 0 | {a}\n".encode()})
+    mix = DebianMixSource(members=("wordnet:wordnet-base",), dedup="exact")
+    docs, prov = list(mix.documents(ctx)), mix.provenance(ctx)
+    assert prov["members"][0]["packages"][0]["version"] == "1.0-1"
+    # a machine that has only the document file (no package): the same documents and provenance
+    other = SourceContext(base_dir=tmp_path, cache_dir=tmp_path / "gpu", log=lambda s: None)
+    shutil.copytree(ctx.cache_dir / "documents", other.cache_dir / "documents")
+    assert list(mix.documents(other)) == docs and mix.provenance(other) == prov
+    # a newer package in the cache rebuilds the file from it
+    fake_package(ctx.cache_dir, "wordnet-base", {"usr/share/wordnet/data.noun": b"0 03 n 01 w 0 | changed gloss\n"},
+                 version="2.0-1")
+    logs: list[str] = []
+    ctx.log = logs.append
+    assert [d.data for d in mix.documents(ctx)] == [b"w: changed gloss"]
+    assert any("other package versions" in m for m in logs)
+    assert mix.provenance(ctx)["members"][0]["packages"][0]["version"] == "2.0-1"
