@@ -26,6 +26,7 @@ import pandas as pd
 from core.files import write_bytes_atomic, write_text_atomic
 from reports import fragility, load, mdm
 from reports.fmt import p_phrase, pvalue, sig3
+from reports.headline import Headline, headline
 from reports.pool import report_processes
 from reports.surprisal import BIN_LABELS, build_samples
 from reports.tables import (
@@ -827,6 +828,8 @@ def _render(data: load.RunData, out_dir: Path, title: str, n_boot: int, n_perm: 
         rendered=_dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         encoders=[(e, colors[e]) for e in t.encoders],
         modes=t.modes, primary_mode=t.primary_mode, level_mode=t.level_mode, n_seeds=t.n_seeds,
+        headline=headline(t, data.results, suites),
+        bound_label=lambda e: f"{e} {BOUND_MARK}" if e in t.bounds else e,
         verdict_lines=t.verdict_lines, tables=tables, figs=figs, samples=samples,
         bins=list(enumerate(BIN_LABELS)), note_bpb=NOTE_BPB, note_flops=_flops_note(t),
         provenance=_provenance(data), warnings=data.warnings + ([crowded] if crowded else [])
@@ -925,8 +928,22 @@ FULL_MODE_NOTE = (
     "apart from the headline, for completeness.")
 
 
+def headline_md(h: Headline, label: Callable[[str], str] = str) -> list[str]:
+    """The report's opening answer (``reports.headline``) as Markdown lines, data text escaped;
+    ``label``: an encoder's label as shown (with the ELBO mark)."""
+    out = [f"**{md_text(h.question)}**", ""]
+    if h.fallback:
+        out += [md_text(h.fallback), ""]
+    for m in h.matchups:
+        out += [f"*{md_text(label(m.tf))} vs {md_text(label(m.bpe))}*", ""]
+        out += [f"- **{c.badge}** — {md_text(c.text)}" for c in m.claims] + [""]
+    out += ["How sure are we:", ""] + [f"- {md_text(k)}: {md_text(v)}" for k, v in h.certainty]
+    out += [f"- caveat: {md_text(c)}" for c in h.caveats]
+    return out + [""]
+
+
 def _summary_md(ctx: dict[str, Any]) -> list[str]:
-    return ([f"- {md_text(f.text)}" for f in ctx["verdict_lines"]] + ["", md_table(ctx["tables"]["verdict"]),
+    return headline_md(ctx["headline"], ctx["bound_label"]) + ([f"- {md_text(f.text)}" for f in ctx["verdict_lines"]] + ["", md_table(ctx["tables"]["verdict"]),
             f"> {md_text(ctx['note_bpb'])}", "", f"> {md_text(ctx['note_flops'])}", ""])
 
 

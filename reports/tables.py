@@ -762,9 +762,9 @@ def verdict(groups: pd.DataFrame, rob: pd.DataFrame, eff: pd.DataFrame, encoders
 
 @dataclass
 class Finding:
-    """One summary sentence and its standing: ``status`` is "significant", "not
-    distinguishable", "untested" (no per-document samples, or no shared documents) or
-    "anomaly"."""
+    """One summary sentence and its standing: ``status`` is "significant", "mixed" (significant
+    against some encoders, not against others), "not distinguishable", "untested" (no
+    per-document samples, or no shared documents) or "anomaly"."""
 
     text: str
     status: str
@@ -809,8 +809,10 @@ def _vs(best: str, others: list[str], tests: pd.DataFrame, lower_is: str) -> tup
                      f"{'; '.join(worse)}")
     for why, encs in untested.items():
         parts.append(f"not tested against {', '.join(encs)} ({why})")
-    status = ("not distinguishable" if nsig or worse else "untested" if untested
-              else "significant")
+    # the badge names what the sentence says: "mixed" where it holds significant and
+    # non-significant (or opposite) clauses, so it never heads "significantly lower" with a tie
+    status = ("mixed" if sig and (nsig or worse) else "not distinguishable" if nsig or worse
+              else "untested" if untested else "significant")
     return "; ".join(parts), status
 
 

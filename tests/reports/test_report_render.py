@@ -173,7 +173,8 @@ def test_no_negative_zero_and_three_significant_digits(rendered: Path) -> None:
 def test_findings_carry_significance(rendered: Path) -> None:
     summary = _section(rendered.read_text(encoding="utf-8"), "summary")
     items = re.findall(r'<li class="finding [^"]*" data-status="([^"]+)">(.*?)</li>', summary)
-    assert items and all(status in ("significant", "not distinguishable", "untested", "anomaly")
+    assert items and all(status in ("significant", "mixed", "not distinguishable", "untested",
+                                    "anomaly")
                          for status, _ in items)
     for _, text in items:
         if text.split("</span>")[-1].startswith(("Lowest", "Smallest")):

@@ -1,0 +1,87 @@
+"""The report's opening answer (reports/headline.py): each tokenizer-free encoder against BPE,
+one sentence per quantity whose badge is the comparison table's own verdict."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from conftest import FAST
+
+from reports.fmt import sig3
+from reports.headline import headline
+from reports.load import load_run
+from reports.tables import compute_tables, significant
+
+
+def _headline(run: Path):
+    data = load_run(run)
+    t = compute_tables(data, **FAST)
+    return t, headline(t, data.results, [data.run.get("suite") or {}])
+
+
+@pytest.fixture(scope="module")
+def three(tmp_path_factory: pytest.TempPathFactory):
+    from synthetic_run import write_synthetic_run
+
+    run = write_synthetic_run(tmp_path_factory.mktemp("hl") / "run",
+                              encoders=("bytes", "bpe-4096", "blt"))
+    return _headline(run)
+
+
+def test_each_tokenizer_free_encoder_meets_bpe(three) -> None:
+    t, h = three
+    assert not h.fallback
+    assert [(m.tf, m.bpe) for m in h.matchups] == [("bytes", "bpe-4096"), ("blt", "bpe-4096")]
+    # clean BPB, mean degradation, then one per family (typo, case in the fixture)
+    for m in h.matchups:
+        q = [c.quantity for c in m.claims]
+        assert q[:2] == ["clean BPB", "degradation"]
+        assert sorted(q[2:]) == ["degradation: case", "degradation: typo"]
+
+
+def test_badges_are_the_tables_verdicts(three) -> None:
+    t, h = three
+    c = t.comparisons
+    for m in h.matchups:
+        clean = m.claims[0]
+        r = c[(c.a.isin([m.tf, m.bpe])) & (c.b.isin([m.tf, m.bpe])) & (c.perturbation_id == "clean")
+              & (c["mode"] == t.level_mode)].iloc[0]
+        d = r["diff"] if r.a == m.tf else -r["diff"]
+        sig = bool(significant(r.p_holm, r.ci_lo, r.ci_hi))
+        assert clean.status == (("better" if d < 0 else "worse") if sig else "tie")
+        assert sig3(d) in clean.text and "95 % CI" in clean.text and "Holm" in clean.text
+        if not sig:
+            assert "a tie" in clean.text
+        mt = t.mean_tests
+        r = mt[mt.a.isin([m.tf, m.bpe]) & mt.b.isin([m.tf, m.bpe])
+               & (mt["mode"] == t.primary_mode)].iloc[0]
+        d = r["diff"] if r.a == m.tf else -r["diff"]
+        sig = bool(significant(r.p_holm, r.ci_lo, r.ci_hi))
+        assert m.claims[1].status == (("better" if d < 0 else "worse") if sig else "tie")
+        assert sig3(d) in m.claims[1].text
+    # the fixture: bytes degrades less than BPE under typos (sensitivity 4 against 9)
+    bytes_typo = next(c for c in h.matchups[0].claims if c.quantity == "degradation: typo")
+    assert bytes_typo.status == "better" and "degrades significantly less" in bytes_typo.text
+    assert bytes_typo.badge == "tokenizer-free better"
+
+
+def test_how_sure(three, make_run) -> None:
+    _, h = three
+    sure = dict(h.certainty)
+    assert sure["seeds"] == "2 per encoder"
+    assert "documents and seeds" in sure["intervals"]
+    assert sure["suite synthetic"] == "Synthetic fixture — <i>made-up</i> numbers."
+    assert "documents" in sure and "model size" in sure
+    assert not any("one seed" in c for c in h.caveats)
+    _, one = _headline(make_run("one", encoders=("bytes", "bpe-4096"), seeds=(0,)))
+    assert "documents only" in dict(one.certainty)["intervals"]
+    assert any("With one seed the interval covers documents only, not training variance" in c
+               for c in one.caveats)
+
+
+def test_no_bpe_or_no_tokenizer_free_says_so(make_run) -> None:
+    _, h = _headline(make_run("nobpe", encoders=("bytes", "blt"), seeds=(0,)))
+    assert not h.matchups and "no BPE encoder" in h.fallback
+    _, h = _headline(make_run("onlybpe", encoders=("bpe-4096",), seeds=(0,)))
+    assert not h.matchups and "no tokenizer-free encoder" in h.fallback
