@@ -359,7 +359,7 @@ def test_module_class_plugin_from_cwd(tmp_path: Path) -> None:
     (tmp_path / "tb_cwd_plugin.py").write_text(PLUGIN_FILE)
     (tmp_path / "suites").mkdir()
     write(tmp_path, BASE + "  - {name: 'tb_cwd_plugin:Shout', id: loud}\n", "suites/s.yaml")
-    with pytest.raises(ConfigError, match="not on sys.path, nor in the suite's plugin_paths"):
+    with pytest.raises(ConfigError, match="not in the folders searched: .*plugin_paths"):
         load_suite("suites/s.yaml")  # the working directory is not searched unless declared
     write(tmp_path, BASE + "  - {name: 'tb_cwd_plugin:Shout', id: loud}\nplugin_paths: [..]\n",
           "suites/s.yaml")
