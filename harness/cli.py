@@ -191,7 +191,7 @@ def cmd_ls(args: argparse.Namespace) -> int:
             print(f"{name:<24} (cannot load: {e})")
             continue
         target = cls.Config if what == "encoder" else cls
-        full = inspect.getdoc(cls) or ""
+        full = plain_doc(inspect.getdoc(cls) or "")
         doc = full.split("\n\n")[0].replace("\n", " ")
         print(f"{name:<24} {doc}")
         if what == "perturbation":
@@ -207,6 +207,15 @@ def cmd_ls(args: argparse.Namespace) -> int:
                     f.default_factory() if f.default_factory is not dataclasses.MISSING else "required")
                 print(f"    {f.name}: {f.type} = {default!r}")
     return 0
+
+
+def plain_doc(doc: str) -> str:
+    """A docstring as a terminal shows it: reST roles (``:class:`X```) and inline literals
+    (````x````) lose their markup."""
+    import re
+
+    doc = re.sub(r":[a-z]+:`~?([^`]+)`", r"\1", doc)
+    return doc.replace("``", "")
 
 
 def suite_description(text: str) -> str:

@@ -196,6 +196,14 @@ def test_missing_required_keys(tmp_path: Path) -> None:
     )
 
 
+def test_missing_required_key_suggests_the_typo(tmp_path: Path) -> None:
+    msg = err(tmp_path, BASE.replace("  - name: fake\n", "  - nam: fake\n"))
+    assert msg.endswith("missing required key 'name' (a registered encoder); did you mean "
+                        "'name' for 'nam'?")
+    msg = err(tmp_path, BASE.replace("train:", "trian:"))
+    assert "unknown key 'trian' (did you mean 'train'?)" in msg  # where keys are checked first
+
+
 def test_duplicate_encoder_labels_name_both_entries(tmp_path: Path) -> None:
     text = BASE.replace("  - bytes\n", "  - name: bytes\n    id: fake-1024\n")
     assert err(tmp_path, text) == (
