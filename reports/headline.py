@@ -26,7 +26,7 @@ import pandas as pd
 
 from core.schema import CLEAN_ID
 from reports.fmt import is_num, p_phrase, sig3
-from reports.tables import NO_SAMPLES, Tables, significant
+from reports.tables import ALPHA, NO_SAMPLES, Tables, significant
 
 BPE_KINDS = frozenset({"bpe"})  # registry names of subword (BPE) encoders
 QUESTION = "Is tokenizer-free more robust than BPE, and how sure are we?"
@@ -65,6 +65,7 @@ class Headline:
     fallback: str  # why there is no matchup (no BPE or no tokenizer-free encoder), else ""
     certainty: list[tuple[str, str]]  # (label, text): what the numbers rest on
     caveats: list[str]
+    reading: str = ""  # what each quantity is (modes, severities), said once above the sentences
 
 
 def encoder_kinds(results: pd.DataFrame) -> dict[str, tuple[str, str]]:
@@ -93,7 +94,8 @@ def _row(tests: pd.DataFrame, x: str, y: str) -> tuple[Any, float] | None:
 
 
 def _judge(row: tuple[Any, float] | None) -> tuple[str, str]:
-    """(status, "d [95 % CI lo, hi], Holm p") of a comparison row oriented as tf − bpe."""
+    """(status, "d bits/byte [95 % CI lo, hi], Holm p") of a comparison row oriented as
+    tf − bpe."""
     if row is None:
         return "untested", f"not compared ({NO_SAMPLES})"
     r, s = row
@@ -102,7 +104,7 @@ def _judge(row: tuple[Any, float] | None) -> tuple[str, str]:
         return "untested", f"not tested ({why or NO_SAMPLES})"
     d = s * float(r["diff"])
     lo, hi = sorted((s * float(r.ci_lo), s * float(r.ci_hi)))
-    detail = f"{sig3(d)} [95 % CI {sig3(lo)}, {sig3(hi)}], Holm {p_phrase(r.p_holm)}"
+    detail = f"{sig3(d)} bits/byte [95 % CI {sig3(lo)}, {sig3(hi)}], Holm {p_phrase(r.p_holm)}"
     if not bool(significant(r.p_holm, lo, hi)):
         return "tie", detail
     return ("better" if d < 0 else "worse"), detail
@@ -123,8 +125,7 @@ def _clean_claim(t: Tables, tf: str, bpe: str) -> Claim:
     c = c[(c["mode"] == t.level_mode) & (c.perturbation_id == CLEAN_ID)] if len(c) else c
     status, detail = _judge(_row(c, tf, bpe))
     verdict = _VERDICT["clean"][status].format(tf=tf)
-    return Claim("clean BPB", f"Clean BPB ({t.level_mode}), {tf} − {bpe}: {detail} bits/byte — "
-                              f"{verdict}.", status)
+    return Claim("clean BPB", f"Clean BPB, {tf} − {bpe}: {detail} — {verdict}.", status)
 
 
 def _overall_claim(t: Tables, tf: str, bpe: str) -> Claim:
@@ -132,9 +133,7 @@ def _overall_claim(t: Tables, tf: str, bpe: str) -> Claim:
     m = m[m["mode"] == t.primary_mode] if len(m) else m
     status, detail = _judge(_row(m, tf, bpe))
     verdict = _VERDICT["delta"][status].format(tf=tf)
-    return Claim("degradation", f"Degradation ({t.primary_mode}, mean ΔBPB over perturbations at "
-                                f"their highest severity), {tf} − {bpe}: {detail} — {verdict}.",
-                 status)
+    return Claim("degradation", f"Mean degradation, {tf} − {bpe}: {detail} — {verdict}.", status)
 
 
 def _family_claims(t: Tables, tf: str, bpe: str) -> list[Claim]:
@@ -160,16 +159,14 @@ def _family_claims(t: Tables, tf: str, bpe: str) -> list[Claim]:
                   "tie" if tested else "untested")
         if len(parts) == 1:
             cell, _, detail = parts[0]
-            body = f"{cell}: {detail}"
+            body = f"({cell}), {tf} − {bpe}: {detail}"
         else:
-            body = "; ".join(f"{cell}: {detail} ({'a tie' if s == 'tie' else s})"
-                             for cell, s, detail in parts)
+            body = f", {tf} − {bpe}: " + "; ".join(
+                f"{cell}: {detail} ({'a tie' if s == 'tie' else s})" for cell, s, detail in parts)
             if status == "tie" and len(set(tested)) > 1:
                 body += "; the perturbations disagree"
         verdict = _VERDICT["delta"][status].format(tf=tf)
-        out.append(Claim(f"degradation: {fam}",
-                         f"Degradation under {fam} ({t.primary_mode}, ΔBPB at the highest "
-                         f"severity), {tf} − {bpe}: {body} — {verdict}.", status))
+        out.append(Claim(f"degradation: {fam}", f"Under {fam} {body} — {verdict}.", status))
     return out
 
 
@@ -193,8 +190,8 @@ def _certainty(t: Tables, suites: Sequence[dict[str, Any]], kinds: dict[str, tup
     e = t.efficiency
     if len(e) and "params_total" in e and e.params_total.notna().any():
         p = e.params_total.dropna()
-        rows.append(("model size", _params(p.min()) if p.min() == p.max() else
-                     f"{_params(p.min())}–{_params(p.max())} parameters"))
+        rows.append(("model size", f"{_si(p.min())}parameters" if p.min() == p.max() else
+                     f"{_si(p.min()).strip()}–{_si(p.max())}parameters"))
     if len(e) and "train_bytes" in e and e.train_bytes.notna().any():
         rows.append(("training", f"{_si(e.train_bytes.dropna().max())}B of text per model"))
     for s in suites:
@@ -214,11 +211,8 @@ def _certainty(t: Tables, suites: Sequence[dict[str, Any]], kinds: dict[str, tup
     return rows, caveats
 
 
-def _params(x: float) -> str:
-    return f"{_si(x)} parameters"
-
-
 def _si(x: float) -> str:
+    """3 significant digits and a decimal prefix, with a trailing space for the unit."""
     for div, pre in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
         if abs(x) >= div:
             return f"{x / div:.3g} {pre}"
@@ -260,7 +254,11 @@ def headline(t: Tables, results: pd.DataFrame, suites: Sequence[dict[str, Any]] 
         for b in same:
             claims = [_clean_claim(t, x, b), _overall_claim(t, x, b), *_family_claims(t, x, b)]
             matchups.append(Matchup(x, b, claims))
-    return Headline(QUESTION, matchups, "", certainty, caveats)
+    reading = (f"Clean BPB in {t.level_mode} mode; degradation = ΔBPB in {t.primary_mode} mode "
+               "at each perturbation's highest severity (mean degradation: averaged over the "
+               "perturbations). A − B < 0: A is lower / degrades less. Significant = Holm-adjusted "
+               f"p < {ALPHA} and a 95 % CI without zero; anything else is a tie.")
+    return Headline(QUESTION, matchups, "", certainty, caveats, reading)
 
 
 __all__ = ["BPE_KINDS", "Claim", "Headline", "Matchup", "QUESTION", "encoder_kinds", "headline",

@@ -931,7 +931,7 @@ FULL_MODE_NOTE = (
 def headline_md(h: Headline, label: Callable[[str], str] = str) -> list[str]:
     """The report's opening answer (``reports.headline``) as Markdown lines, data text escaped;
     ``label``: an encoder's label as shown (with the ELBO mark)."""
-    out = [f"**{md_text(h.question)}**", ""]
+    out = [f"**{md_text(h.question)}**", ""] + ([md_text(h.reading), ""] if h.reading else [])
     if h.fallback:
         out += [md_text(h.fallback), ""]
     for m in h.matchups:
