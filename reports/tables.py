@@ -579,22 +579,35 @@ def anomaly_table(groups: pd.DataFrame, modes: list[str] | None = None) -> pd.Da
 
 
 def language_tables(data: RunData, idx: _Index, mode: str, delta_mode: str, n_boot: int,
-                    seed: int) -> tuple[pd.DataFrame, pd.DataFrame]:
+                    seed: int, groups: pd.DataFrame | None = None
+                    ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Clean BPB per (encoder, eval set) with CI in ``mode``, mean ΔBPB in ``delta_mode``, and
     clean BPB per (encoder, script) from the documents' own scripts in samples.jsonl (a
-    mixed-script set splits into its scripts)."""
+    mixed-script set splits into its scripts).
+
+    One interval per quantity: a row whose documents are all of the encoder's clean cell (one
+    eval set, one script) takes the clean group's CI from ``groups`` (``group_table``), and a
+    script that is all of one eval set takes that set's, so the same BPB never shows two
+    intervals from two resamplings."""
     res = data.results
     clean = res[(res.perturbation_id == CLEAN_ID) & (res["mode"] == mode)]
     pert = res[(res.perturbation_id != CLEAN_ID) & (res["mode"] == delta_mode)]
     dclean = res[(res.perturbation_id == CLEAN_ID) & (res["mode"] == delta_mode)]
+    whole: dict[str, tuple[float, float]] = {}  # encoder -> its clean group's CI
+    if groups is not None and len(groups):
+        gc = groups[(groups.perturbation_id == CLEAN_ID) & (groups["mode"] == mode)]
+        whole = {str(r.encoder): (r.ci_lo, r.ci_hi) for r in gc.itertuples(index=False)}
     rows = []
     for (enc, ds), g in clean.groupby(["encoder", "dataset"], sort=False):
         row = dict(encoder=enc, dataset=ds, language=g.language.iloc[0], script=g.script.iloc[0],
                    bpb=_pooled(g), ci_lo=math.nan, ci_hi=math.nan, mean_delta=math.nan)
         s = idx.get(enc, CLEAN_ID, 0.0, mode)
         if s is not None:
+            n_all = len(s.unit)
             s = s.take(s.dataset == ds)
-            if len(s.unit):
+            if len(s.unit) == n_all and enc in whole:  # the whole cell: its interval
+                row["ci_lo"], row["ci_hi"] = whole[enc]
+            elif len(s.unit):
                 row["ci_lo"], row["ci_hi"] = stats.bootstrap_ci(
                     _seed_groups(s.seed, [s.nll, s.nbytes]), stats.ratio_stat(), n_boot,
                     _rng(seed, "lang", enc, ds, mode))
@@ -611,11 +624,23 @@ def language_tables(data: RunData, idx: _Index, mode: str, delta_mode: str, n_bo
     smp = data.samples
     if len(smp):
         sc = smp[(smp.perturbation_id == CLEAN_ID) & (smp["mode"] == mode) & (smp.script != "")]
+        by_set = {(r["encoder"], r["dataset"]): (r["ci_lo"], r["ci_hi"]) for r in rows}
+        cell_rows = smp[(smp.perturbation_id == CLEAN_ID) & (smp["mode"] == mode)]
+        n_cell = cell_rows.groupby("encoder").size().to_dict()
+        n_set = cell_rows.groupby(["encoder", "dataset"]).size().to_dict()
         for (enc, script), g in sc.groupby(["encoder", "script"], sort=False):
-            lo, hi = stats.bootstrap_ci(_seed_groups(g.seed.to_numpy(),
-                                                     [g.nll_nats.to_numpy(), g.metric_bytes]),
-                                        stats.ratio_stat(), n_boot,
-                                        _rng(seed, "script", enc, script, mode))
+            # a subset of the clean cell's rows: as many rows means the same documents
+            sets = g.dataset.unique()
+            if len(g) == n_cell.get(enc) and enc in whole:
+                lo, hi = whole[enc]
+            elif len(sets) == 1 and len(g) == n_set.get((enc, sets[0])) \
+                    and (enc, sets[0]) in by_set:
+                lo, hi = by_set[(enc, sets[0])]
+            else:
+                lo, hi = stats.bootstrap_ci(_seed_groups(g.seed.to_numpy(),
+                                                         [g.nll_nats.to_numpy(), g.metric_bytes]),
+                                            stats.ratio_stat(), n_boot,
+                                            _rng(seed, "script", enc, script, mode))
             scripts.append(dict(encoder=enc, script=script, bpb=_pooled(g), ci_lo=lo, ci_hi=hi,
                                 n_docs=int(g.doc_id.nunique())))
     return pd.DataFrame(rows), pd.DataFrame(scripts)
@@ -910,7 +935,7 @@ def tables_before_comparisons(data: RunData, n_boot: int = 1000, n_perm: int = 1
     rob = robustness_table(groups)
     fam = family_table(rob)
     means = mean_degradation_tests(groups, idx, encoders, modes, n_boot, n_perm, seed)
-    langs, scripts = language_tables(data, idx, level_mode, primary, n_boot, seed)
+    langs, scripts = language_tables(data, idx, level_mode, primary, n_boot, seed, groups)
     eff = efficiency_table(data, encoders, level_mode)
     table = verdict(groups, rob, eff, encoders, primary, level_mode)
     if len(table):
