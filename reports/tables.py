@@ -297,6 +297,7 @@ def _paired_units(idx: _Index, a: str, b: str, pid: str, sev: float, mode: str
 
 NO_SAMPLES = "no per-document samples"
 NO_SHARED = "no shared documents"
+NO_SAME_CELLS = "not scored under the same perturbations"
 
 
 def untested_reason(idx: _Index, a: str, b: str, pid: str, sev: float, mode: str) -> str:
@@ -440,9 +441,11 @@ def mean_degradation_tests(groups: pd.DataFrame, idx: _Index, encoders: list[str
     document in both modes). p: the byte-weighted sign-flip permutation test on d; CI: paired
     hierarchical bootstrap. Columns: a, b, mode, value_a, value_b (mean ΔBPB on the shared
     documents), diff, ci_lo, ci_hi, n_units, n_cells, p_perm, untested (NO_SHARED on a row
-    whose cells share no document: no difference, NaN p; else "").
+    whose cells share no document, NO_SAME_CELLS where one encoder lacks one of the cells — runs
+    of other perturbations merged by compare: no difference, NaN p; else "").
     """
     rows = []
+    have = set(zip(groups.encoder, groups.perturbation_id, groups.severity, groups["mode"]))
     for mode in modes:
         top = _top_cells(groups, mode)
         if not top:
@@ -452,6 +455,12 @@ def mean_degradation_tests(groups: pd.DataFrame, idx: _Index, encoders: list[str
                      for e in (a, b)}
             ca, cb = idx.get(a, CLEAN_ID, 0.0, mode), idx.get(b, CLEAN_ID, 0.0, mode)
             if ca is None or cb is None or any(c is None for c in cells[a] + cells[b]):
+                # say why where it is not a lack of samples: runs merged by compare may have
+                # scored different perturbations (no test, so the summary must not claim one)
+                if any((e, pid, sev, mode) not in have for e in (a, b) for pid, sev in top.items()):
+                    rows.append(dict(a=a, b=b, mode=mode, value_a=math.nan, value_b=math.nan,
+                                     diff=math.nan, ci_lo=math.nan, ci_hi=math.nan, n_units=0,
+                                     n_cells=len(top), p_perm=math.nan, untested=NO_SAME_CELLS))
                 continue
             al = _align(ca, cb, *cells[a], *cells[b])
             n, P = len(al[0]), len(top)
@@ -841,23 +850,42 @@ def _vs(best: str, others: list[str], tests: pd.DataFrame, lower_is: str) -> tup
     return "; ".join(parts), status
 
 
-def summary_findings(verdict_df: pd.DataFrame, cmp: pd.DataFrame, mean_tests: pd.DataFrame,
-                     anomalies: pd.DataFrame, primary: str, level_mode: str,
-                     bounds: Sequence[str] = ()) -> list[Finding]:
-    """The summary's sentences. Every "lowest"/"smallest" names the test behind it: A − B with
-    its 95 % CI and Holm-adjusted p against each other encoder; a difference that is not
-    significant at ALPHA is called "not distinguishable". ``bounds``: encoders whose BPB is an
-    upper bound (masked diffusion's ELBO): a clean-BPB sentence that compares them says so."""
+def comparable_parts(encoders: list[str], datasets: dict[str, set[str]]) -> list[list[str]]:
+    """The encoders in groups that scored the same data: two encoders that share no eval set
+    (``datasets``: encoder -> its eval sets; ``merge_runs`` renames an eval set per run where the
+    runs' fingerprints differ) are apart, others together (connected components, in run order).
+    One group when all share data, or when ``datasets`` says nothing."""
+    parent = {e: e for e in encoders}
+
+    def root(e: str) -> str:
+        while parent[e] != e:
+            e = parent[e]
+        return e
+
+    for a, b in combinations(encoders, 2):
+        if a not in datasets or b not in datasets or datasets[a] & datasets[b]:
+            parent[root(b)] = root(a)
+    parts: dict[str, list[str]] = {}
+    for e in encoders:
+        parts.setdefault(root(e), []).append(e)
+    return list(parts.values())
+
+
+def _best_findings(t: pd.DataFrame, c: pd.DataFrame, mean_tests: pd.DataFrame, primary: str,
+                   level_mode: str, bounds: Sequence[str], among: list[str] | None
+                   ) -> list[Finding]:
+    """The "lowest clean BPB" and "smallest mean degradation" sentences over the encoders of
+    ``t`` (verdict rows); ``among``: the group's encoders, named in the sentence when the run's
+    encoders split into groups that share no documents (``comparable_parts``)."""
     out: list[Finding] = []
-    t = verdict_df
     encs = list(t.encoder)
+    who = f" among {', '.join(among)}" if among else ""
     bound = [e for e in encs if e in set(bounds)]  # scored by an ELBO (upper bound)
     if len(t) and t.clean_bpb.notna().any():
         best = t.loc[t.clean_bpb.idxmin()]
-        head = f"Lowest clean BPB ({level_mode}): {best.encoder} at {best.clean_bpb:.3f} bits/byte"
+        head = (f"Lowest clean BPB ({level_mode}){who}: {best.encoder} at {best.clean_bpb:.3f} "
+                "bits/byte")
         if len(encs) > 1:
-            c = cmp[(cmp["mode"] == level_mode) & (cmp.perturbation_id == CLEAN_ID)] \
-                if len(cmp) else cmp
             clause, status = _vs(best.encoder, [e for e in encs if e != best.encoder],
                                  c if len(c) else pd.DataFrame(columns=["a", "b"]), "lower than")
             if bound:
@@ -869,12 +897,14 @@ def summary_findings(verdict_df: pd.DataFrame, cmp: pd.DataFrame, mean_tests: pd
             out.append(Finding(f"{head} — {clause}.", status))
         else:
             out.append(Finding(f"{head} (one encoder: nothing to compare).", "untested"))
+    if len(t) == 1 and among:  # the clean sentence said it: no second one-encoder line
+        return out
     if len(t) > 1 and t.mean_delta.notna().any():
         best = t.loc[t.mean_delta.idxmin()]
         ci = (f" [95 % CI {sig3(best.mean_lo)}, {sig3(best.mean_hi)}]"
               if "mean_lo" in t and is_num(best.mean_lo) and is_num(best.mean_hi) else "")
         head = (f"Smallest mean degradation ({primary}, mean ΔBPB over perturbations at their "
-                f"highest severity): {best.encoder}, {sig3(best.mean_delta)}{ci}")
+                f"highest severity){who}: {best.encoder}, {sig3(best.mean_delta)}{ci}")
         m = mean_tests[mean_tests["mode"] == primary] if len(mean_tests) else mean_tests
         clause, status = _vs(best.encoder, [e for e in encs if e != best.encoder],
                              m if len(m) else pd.DataFrame(columns=["a", "b"]),
@@ -886,6 +916,31 @@ def summary_findings(verdict_df: pd.DataFrame, cmp: pd.DataFrame, mean_tests: pd
                        f"masked-diffusion ELBO, so {'its' if len(bound) == 1 else 'their'} ΔBPB is "
                        "a difference of two upper bounds, not a bound on the true ΔBPB")
         out.append(Finding(f"{head} — {clause}.", status))
+    return out
+
+
+def summary_findings(verdict_df: pd.DataFrame, cmp: pd.DataFrame, mean_tests: pd.DataFrame,
+                     anomalies: pd.DataFrame, primary: str, level_mode: str,
+                     bounds: Sequence[str] = (), datasets: dict[str, set[str]] | None = None
+                     ) -> list[Finding]:
+    """The summary's sentences. Every "lowest"/"smallest" names the test behind it: A − B with
+    its 95 % CI and Holm-adjusted p against each other encoder; a difference that is not
+    significant at ALPHA is called "not distinguishable". ``bounds``: encoders whose BPB is an
+    upper bound (masked diffusion's ELBO): a clean-BPB sentence that compares them says so.
+    ``datasets``: encoder -> the eval sets it scored; encoders that share none (runs on
+    different data) are ranked apart (``comparable_parts``)."""
+    out: list[Finding] = []
+    c = cmp[(cmp["mode"] == level_mode) & (cmp.perturbation_id == CLEAN_ID)] if len(cmp) else cmp
+    parts = comparable_parts(list(verdict_df.encoder), datasets or {})
+    if len(parts) > 1:
+        # runs on different data: a ranking across them would compare different documents
+        out.append(Finding(
+            "The encoders did not all score the same documents (runs on different data): clean "
+            "BPB and degradation are ranked only among encoders that share documents — "
+            + "; ".join(", ".join(p) for p in parts) + ".", "untested"))
+    for part in parts:
+        out += _best_findings(verdict_df[verdict_df.encoder.isin(part)], c, mean_tests, primary,
+                              level_mode, bounds, among=part if len(parts) > 1 else None)
     if len(anomalies):
         # one line for all of them (details and causes: the Robustness section)
         parts = []
@@ -969,6 +1024,9 @@ def add_comparisons(t: Tables, idx: _Index, n_boot: int = 1000, n_perm: int = 10
     figures, drawn while the comparisons resample: ``reports.render``)."""
     cmp, done = comparison_table(t.groups, idx, t.encoders, n_boot, n_perm, seed, processes, beside=beside)
     holm_family(cmp, t.mean_tests)
+    g = t.groups
+    sets = {str(e): set(",".join(x.datasets).split(",")) for e, x in g.groupby("encoder", sort=False)} \
+        if len(g) and "datasets" in g else {}
     lines = summary_findings(t.verdict, cmp, t.mean_tests, t.anomalies, t.primary_mode, t.level_mode,
-                             t.bounds)
+                             t.bounds, sets)
     return dataclasses.replace(t, comparisons=cmp, verdict_lines=lines), done

@@ -179,7 +179,11 @@ def test_findings_carry_significance(rendered: Path) -> None:
     for _, text in items:
         if text.split("</span>")[-1].startswith(("Lowest", "Smallest")):
             assert "Holm" in text
-    assert " vs " not in summary  # no sentence per encoder pair: the matrix replaces them
+    # no finding per encoder pair (the matrix replaces them); the headline's pairs are only
+    # tokenizer-free against BPE
+    assert not any(" vs " in text for _, text in items)
+    assert re.findall(r'<div class="matchup" data-tf="([^"]+)" data-bpe="([^"]+)">', summary) == [
+        ("bytes", "bpe-4096")]
 
 
 def test_full_mode_is_framed_apart_from_the_headline(rendered: Path) -> None:
