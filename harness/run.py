@@ -96,6 +96,15 @@ from sources.base import Document
 from sources.script import detect_script
 
 ESTIMATE_FILE = "estimate.json"  # written by --dry-run into the run directory
+
+
+def estimate_key(suite: Any, limit: int | None) -> str:
+    """What a dry run's estimate is of: the resolved suite and ``--limit``. A run compares
+    itself with ``estimate.json`` only when its own key is the same."""
+    import hashlib
+
+    blob = json.dumps({"suite": suite.raw, "limit": limit}, sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()
 SPEED_KEYS = ("compile", "micro_batch_bytes")  # budget keys that change speed/memory, not the model
 CLEAN = PerturbationSpec(name="identity", id="clean", severity=0.0, params={})
 TEXT_LIMIT = 20_000  # characters of each text kept in samples.jsonl
@@ -855,14 +864,20 @@ class Runner:
         if eva is not None:
             self.log("[time] estimated vs actual per seed: " + ", ".join(
                 f"{k} {eva['estimated'].get(k, 0.0):.0f}/{v:.0f} s" for k, v in eva["actual"].items()))
+            # the estimate was of this run (run.json keeps both): a later run into this
+            # directory resumes from caches and must not be read against it
+            (self.rd.root / ESTIMATE_FILE).unlink(missing_ok=True)
 
     def estimate_vs_actual(self) -> dict[str, Any] | None:
-        """The dry run's per-seed estimate (``estimate.json`` in the run directory, if any)
-        beside this run's measured phases, per seed."""
+        """The dry run's per-seed estimate (``estimate.json`` in the run directory, if any, and
+        only if it is of this suite and ``--limit``: ``estimate_key``) beside this run's
+        measured phases, per seed."""
         path = self.rd.root / ESTIMATE_FILE
         if not path.exists() or "total_seconds" not in self.timings:
             return None
         est = json.loads(path.read_text())
+        if est.get("key") != estimate_key(self.suite, self.opts.limit):
+            return None  # an estimate of another suite, --set or --limit
         t, n = self.timings, max(1, len(self.suite.seeds))
         fits = sum(float(m["fit"].get("wall_seconds", 0.0)) for f in self.encoder_facts.values() for m in f["seeds"].values())
         actual = {"data": t.get("data_seconds", 0.0), "fits": fits / n, "training": (t.get("train_seconds", 0.0) - fits) / n,

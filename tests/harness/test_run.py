@@ -249,7 +249,8 @@ def test_dry_run_then_run_reports_estimated_vs_actual(tmp_path: Path, capsys: py
     assert not (out / "models").exists()
     assert main(["run", str(suite), "--out", str(out), "--quiet", "--no-report", "--device", "cpu"]) == 0
     err = capsys.readouterr().err
-    assert "[time] total" in err and "estimated vs actual per seed" in err
+    assert "[time] total" in err and err.count("estimated vs actual per seed") == 1
+    assert not (out / "estimate.json").exists()  # used once: a later run resumes from caches
     run = json.loads((out / "run.json").read_text())
     eva = run["estimate_vs_actual"]
     assert set(ESTIMATE_PHASES) <= set(eva["actual"]) and eva["ratio_per_seed"] > 0
@@ -293,3 +294,12 @@ def test_dry_run_then_run_reports_estimated_vs_actual(tmp_path: Path, capsys: py
     assert all(t[k] >= 0 for k in parts) and t["model_build_seconds"] > 0 and t["model_save_seconds"] > 0
     assert sum(t[k] for k in parts) == pytest.approx(t["train_seconds"], abs=1e-6)
     assert "saving them" in table and "the rest between them" in table
+    # a later run into the directory (from caches) is not read against that estimate, nor is a
+    # run of another suite against a fresh one
+    assert main(["run", str(suite), "--out", str(out), "--quiet", "--no-report", "--device", "cpu"]) == 0
+    assert "estimated vs actual" not in capsys.readouterr().err
+    assert json.loads((out / "run.json").read_text()).get("estimate_vs_actual") is None
+    est["key"] = "another suite"
+    (out / "estimate.json").write_text(json.dumps(est))
+    assert main(["run", str(suite), "--out", str(out), "--quiet", "--no-report", "--device", "cpu"]) == 0
+    assert "estimated vs actual" not in capsys.readouterr().err
