@@ -75,6 +75,8 @@ DOM = {
         r => [...r.cells].map(c => c.innerText))""",
     "images": """[...document.images].map(i => [i.alt, i.complete && i.naturalWidth > 0])""",
     "overflow": "document.documentElement.scrollWidth - window.innerWidth",
+    "efficiency_overflow": """(() => { const t = document.querySelector('#tbl-efficiency');
+        return t.scrollWidth - t.parentElement.clientWidth; })()""",
     "headline": """[...document.querySelectorAll('#headline li.claim')].map(li => [
         li.closest('.matchup').dataset.tf, li.closest('.matchup').dataset.bpe, li.dataset.status,
         li.querySelector('.badge').innerText, li.innerText])""",
@@ -143,6 +145,7 @@ def test_what_a_reader_sees(three: Path, width: int) -> None:
     assert re.search(r"\d\.\d{3} \(", blt[-2])
     assert all(ok for _, ok in v["images"]) and len(v["images"]) >= 6
     assert v["overflow"] <= 0  # wide tables scroll inside their box, the page does not
+    assert v["efficiency_overflow"] <= 0  # the cost table fits the page: nothing to scroll
     # the summary opens with the answer to "tokenizer-free vs BPE", each badge its sentence's
     assert v["summary_first"] == "headline"
     claims = v["headline"]
