@@ -388,7 +388,8 @@ def build_parser() -> argparse.ArgumentParser:
     pt.add_argument("--param", action="append", metavar="KEY=VALUE", help="a perturbation parameter")
     pt.set_defaults(fn=cmd_perturb)
 
-    s = sub.add_parser("sanity", help="causality, random-bytes and Markov-source probes for every encoder")
+    s = sub.add_parser("sanity", help="causality, random-bytes and Markov-source probes for every encoder "
+                       "(minutes per encoder on a CPU; times: docs/method.md)")
     s.add_argument("--encoder", action="append", help="only these encoders (default: all registered)")
     s.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"], help=DEVICE_HELP)
     s.add_argument("--quick", action="store_true", help="leak probes only (causality; MDM leak for encoders with objective: mdm)")
