@@ -161,8 +161,10 @@ def _family_claims(t: Tables, tf: str, bpe: str) -> list[Claim]:
             cell, _, detail = parts[0]
             body = f"({cell}), {tf} − {bpe}: {detail}"
         else:
+            word = {"better": f"{tf} less", "worse": f"{tf} more", "tie": "a tie",
+                    "untested": "untested"}
             body = f", {tf} − {bpe}: " + "; ".join(
-                f"{cell}: {detail} ({'a tie' if s == 'tie' else s})" for cell, s, detail in parts)
+                f"{cell}: {detail} ({word[s]})" for cell, s, detail in parts)
             if status == "tie" and len(set(tested)) > 1:
                 body += "; the perturbations disagree"
         verdict = _VERDICT["delta"][status].format(tf=tf)

@@ -85,3 +85,24 @@ def test_no_bpe_or_no_tokenizer_free_says_so(make_run) -> None:
     assert not h.matchups and "no BPE encoder" in h.fallback
     _, h = _headline(make_run("onlybpe", encoders=("bpe-4096",), seeds=(0,)))
     assert not h.matchups and "no tokenizer-free encoder" in h.fallback
+
+
+def test_a_family_of_several_perturbations_is_called_only_when_they_agree(make_run) -> None:
+    # typo.keyboard (bytes degrades less than BPE) and typo.swap at a severity too small to
+    # separate them: one family, two cells that disagree -> a tie that says so
+    run = make_run("fam", encoders=("bytes", "bpe-4096"), seeds=(0,),
+                   perturbations=[("identity", "clean", [0.0]),
+                                  ("typo.keyboard", "typo.keyboard", [0.3]),
+                                  ("typo.swap", "typo.swap", [0.001])])
+    t, h = _headline(run)
+    (m,) = h.matchups
+    typo = next(c for c in m.claims if c.quantity == "degradation: typo")
+    assert "typo.keyboard @ 0.3" in typo.text and "typo.swap @ 0.001" in typo.text
+    c = t.comparisons
+    calls = {}
+    for pid in ("typo.keyboard", "typo.swap"):
+        r = c[(c.perturbation_id == pid) & (c["mode"] == t.primary_mode)].iloc[0]
+        calls[pid] = bool(significant(r.p_holm, r.ci_lo, r.ci_hi))
+    assert calls == {"typo.keyboard": True, "typo.swap": False}  # the fixture's premise
+    assert typo.status == "tie" and "the perturbations disagree" in typo.text
+    assert "(bytes less)" in typo.text and "(a tie)" in typo.text
