@@ -182,20 +182,21 @@ def _certainty(t: Tables, suites: Sequence[dict[str, Any]], kinds: dict[str, tup
                  ", ".join(f"{e}: {n}" for e, n in seeds.items())))
     g = t.groups
     clean = g[(g.perturbation_id == CLEAN_ID) & (g["mode"] == t.level_mode)] if len(g) else g
-    if len(clean) and "n_docs" in clean:
-        n = clean.n_docs.dropna()
+    if len(clean) and "n_docs" in clean and "n_seeds" in clean:
+        # n_docs counts (seed, document) units: per seed, a document is one unit
+        n = (clean.n_docs / clean.n_seeds.clip(lower=1)).dropna()
         if len(n):
-            lo, hi = int(n.min()), int(n.max())
-            per = "per seed, " if t.n_seeds > 1 else ""
-            rows.append(("documents", f"{lo} scored {per}per encoder" if lo == hi else
-                         f"{lo}–{hi} scored {per}per encoder"))
+            lo, hi = int(round(n.min())), int(round(n.max()))
+            span = f"{lo}" if lo == hi else f"{lo}–{hi}"
+            rows.append(("documents", f"{span} per encoder" + (" and seed" if t.n_seeds > 1
+                                                              else "")))
     e = t.efficiency
     if len(e) and "params_total" in e and e.params_total.notna().any():
         p = e.params_total.dropna()
-        rows.append(("model size", f"{_si(p.min())}parameters" if p.min() == p.max() else
-                     f"{_si(p.min()).strip()}–{_si(p.max())}parameters"))
+        rows.append(("model size", f"{_si(p.min())} parameters" if p.min() == p.max() else
+                     f"{_si(p.min())}–{_si(p.max())} parameters"))
     if len(e) and "train_bytes" in e and e.train_bytes.notna().any():
-        rows.append(("training", f"{_si(e.train_bytes.dropna().max())}B of text per model"))
+        rows.append(("training", f"{_si(e.train_bytes.dropna().max(), 'B')} of text per model"))
     for s in suites:
         desc = str(s.get("description") or "").strip()
         if desc:
@@ -213,12 +214,12 @@ def _certainty(t: Tables, suites: Sequence[dict[str, Any]], kinds: dict[str, tup
     return rows, caveats
 
 
-def _si(x: float) -> str:
-    """3 significant digits and a decimal prefix, with a trailing space for the unit."""
+def _si(x: float, unit: str = "") -> str:
+    """3 significant digits and a decimal prefix: "968 k", "600 kB", "512 B"."""
     for div, pre in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
         if abs(x) >= div:
-            return f"{x / div:.3g} {pre}"
-    return f"{x:.3g} "
+            return f"{x / div:.3g} {pre}{unit}"
+    return f"{x:.3g} {unit}".rstrip()
 
 
 def interval_scope(t: Tables) -> str:

@@ -72,7 +72,9 @@ def test_how_sure(three, make_run) -> None:
     assert sure["seeds"] == "2 per encoder"
     assert "documents and seeds" in sure["intervals"]
     assert sure["suite synthetic"] == "Synthetic fixture — <i>made-up</i> numbers."
-    assert "documents" in sure and "model size" in sure
+    assert sure["documents"] == "14 per encoder and seed"  # 5 + 4 + 5 texts
+    assert sure["model size"] == "833 k–1.32 M parameters"  # bytes 800k + 257·128; BPE 4096·128
+    assert sure["training"] == "1 MB of text per model"
     assert not any("one seed" in c for c in h.caveats)
     _, one = _headline(make_run("one", encoders=("bytes", "bpe-4096"), seeds=(0,)))
     assert "documents only" in dict(one.certainty)["intervals"]
