@@ -108,3 +108,19 @@ def test_a_family_of_several_perturbations_is_called_only_when_they_agree(make_r
     assert calls == {"typo.keyboard": True, "typo.swap": False}  # the fixture's premise
     assert typo.status == "tie" and "the perturbations disagree" in typo.text
     assert "(bytes less)" in typo.text and "(a tie)" in typo.text
+
+
+def test_mdm_meets_mdm_bpe_and_is_marked_a_bound(three) -> None:
+    import dataclasses
+
+    import pandas as pd
+
+    t, _ = three
+    encs = ["bytes-ar", "bytes-mdm", "bpe-ar", "bpe-mdm"]
+    results = pd.DataFrame({"encoder": encs, "encoder_name": ["bytes", "bytes", "bpe", "bpe"],
+                            "objective": ["ar", "mdm", "ar", "mdm"]})
+    t = dataclasses.replace(t, encoders=encs, bounds=["bytes-mdm", "bpe-mdm"])
+    h = headline(t, results)
+    # like with like: an ELBO is an upper bound, so it is not set against an exact AR score
+    assert [(m.tf, m.bpe) for m in h.matchups] == [("bytes-ar", "bpe-ar"), ("bytes-mdm", "bpe-mdm")]
+    assert any("bytes-mdm" in c and "ELBO" in c and "upper bound" in c for c in h.caveats)
