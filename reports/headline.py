@@ -26,7 +26,7 @@ import pandas as pd
 
 from core.schema import CLEAN_ID
 from reports.fmt import is_num, p_phrase, sig3
-from reports.tables import ALPHA, NO_SAMPLES, Tables, significant
+from reports.tables import ALPHA, NO_SAME_CELLS, NO_SAMPLES, Tables, significant
 
 BPE_KINDS = frozenset({"bpe"})  # registry names of subword (BPE) encoders
 QUESTION = "Is tokenizer-free more robust than BPE, and how sure are we?"
@@ -93,11 +93,11 @@ def _row(tests: pd.DataFrame, x: str, y: str) -> tuple[Any, float] | None:
     return r, (1.0 if r.a == x else -1.0)
 
 
-def _judge(row: tuple[Any, float] | None) -> tuple[str, str]:
+def _judge(row: tuple[Any, float] | None, missing: str = NO_SAMPLES) -> tuple[str, str]:
     """(status, "d bits/byte [95 % CI lo, hi], Holm p") of a comparison row oriented as
-    tf − bpe."""
+    tf − bpe; ``missing``: why there is no row at all."""
     if row is None:
-        return "untested", f"not compared ({NO_SAMPLES})"
+        return "untested", f"not compared ({missing})"
     r, s = row
     why = r.get("untested", "")
     if (isinstance(why, str) and why) or not is_num(r.get("p_holm")) or not is_num(r["diff"]):
@@ -143,6 +143,8 @@ def _family_claims(t: Tables, tf: str, bpe: str) -> list[Claim]:
     rob = rob[(rob["mode"] == t.primary_mode) & (rob.encoder == tf)]
     c = t.comparisons
     c = c[(c["mode"] == t.primary_mode) & (c.quantity == "ΔBPB")] if len(c) else c
+    g = t.groups
+    scored = set(zip(g.encoder, g.perturbation_id, g.severity, g["mode"])) if len(g) else set()
     out = []
     for fam, g in rob.groupby("family", sort=False):
         parts = []
@@ -150,7 +152,9 @@ def _family_claims(t: Tables, tf: str, bpe: str) -> list[Claim]:
         for r in g.itertuples(index=False):
             cell = c[(c.perturbation_id == r.perturbation_id)
                      & (c.severity == r.top_severity)] if len(c) else c
-            status, detail = _judge(_row(cell, tf, bpe))
+            # runs merged by compare may not share a perturbation: that, not missing samples
+            lacks = (bpe, r.perturbation_id, r.top_severity, t.primary_mode) not in scored
+            status, detail = _judge(_row(cell, tf, bpe), NO_SAME_CELLS if lacks else NO_SAMPLES)
             statuses.append(status)
             parts.append((f"{r.perturbation_id} @ {r.top_severity:g}", status, detail))
         tested = [s for s in statuses if s != "untested"]

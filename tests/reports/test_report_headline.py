@@ -124,3 +124,25 @@ def test_mdm_meets_mdm_bpe_and_is_marked_a_bound(three) -> None:
     # like with like: an ELBO is an upper bound, so it is not set against an exact AR score
     assert [(m.tf, m.bpe) for m in h.matchups] == [("bytes-ar", "bpe-ar"), ("bytes-mdm", "bpe-mdm")]
     assert any("bytes-mdm" in c and "ELBO" in c and "upper bound" in c for c in h.caveats)
+
+
+def test_compare_of_other_perturbations_names_that_reason(tmp_path: Path) -> None:
+    from synthetic_run import set_fingerprint, write_simple_run
+
+    from reports.load import merge_runs
+
+    a = write_simple_run(tmp_path / "runA", ["bytes"], [0], 20, lambda e, s, p, d: 1.0 + 0.01 * d,
+                         (("clean", 0.0), ("typo", 0.1)))
+    b = write_simple_run(tmp_path / "runB", ["bpe"], [0], 20, lambda e, s, p, d: 1.5 + 0.01 * d,
+                         (("clean", 0.0), ("case", 0.1)))
+    for run in (a, b):
+        set_fingerprint(run, "sha256:aaaa")
+    data = merge_runs([load_run(a), load_run(b)])
+    t = compute_tables(data, n_boot=20, n_perm=50)
+    (m,) = headline(t, data.results).matchups
+    assert (m.tf, m.bpe) == ("runA/bytes", "runB/bpe")
+    clean, overall, typo = m.claims
+    assert clean.status in ("better", "worse", "tie")  # the clean cells are shared
+    for c in (overall, typo):
+        assert c.status == "untested" and "not scored under the same perturbations" in c.text
+        assert "no per-document samples" not in c.text
