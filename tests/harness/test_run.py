@@ -91,6 +91,10 @@ def test_results_have_every_cell_and_column(finished: tuple[Path, Path]) -> None
     assert run["encoders"]["bytes"]["params_total"] > 0
     assert run["data"]["train"]["fingerprint"]
     samples = [json.loads(line) for line in (out / "samples.jsonl").read_text().splitlines()]
+    # every (cell, document) has its numbers; the texts only with eval.keep_texts: true
+    assert len(samples) == sum(int(r["n_docs"]) for r in rows)
+    assert all({"nll_nats", "n_bytes", "n_bytes_clean", "doc_id"} <= set(s) for s in samples)
+    assert not any("text" in s or "text_perturbed" in s for s in samples)
     with_bytes = [s for s in samples if "byte_nll" in s]
     assert with_bytes
     for s in with_bytes:
