@@ -69,10 +69,15 @@ def import_target(target: str, what: str, search_paths: Sequence[str | Path] = (
             obj: Any = importlib.import_module(module)
         except ModuleNotFoundError as e:
             if e.name is not None and (module == e.name or module.startswith(e.name + ".")):
+                searched = ", ".join(str(p) for p in search_paths) or "none"
                 where = (
                     "it is not installed"
                     if what.startswith("built-in")
-                    else "not on sys.path, nor in the suite's plugin_paths folders"
+                    # the folders searched, and how to add one: a user's file is usually just
+                    # somewhere the lookup did not go
+                    else f"not installed, and not in the folders searched: {searched}; put the "
+                    "file beside the suite or name its folder in the suite's plugin_paths "
+                    "(tokbench perturb: the working directory and --plugin-path)"
                 )
                 raise PluginError(f"{what}: cannot import module {module!r} ({where})") from None
             raise PluginError(f"{what}: importing {module!r} failed: {e}") from e

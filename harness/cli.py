@@ -191,7 +191,7 @@ def cmd_ls(args: argparse.Namespace) -> int:
             print(f"{name:<24} (cannot load: {e})")
             continue
         target = cls.Config if what == "encoder" else cls
-        full = inspect.getdoc(cls) or ""
+        full = plain_doc(inspect.getdoc(cls) or "")
         doc = full.split("\n\n")[0].replace("\n", " ")
         print(f"{name:<24} {doc}")
         if what == "perturbation":
@@ -207,6 +207,15 @@ def cmd_ls(args: argparse.Namespace) -> int:
                     f.default_factory() if f.default_factory is not dataclasses.MISSING else "required")
                 print(f"    {f.name}: {f.type} = {default!r}")
     return 0
+
+
+def plain_doc(doc: str) -> str:
+    """A docstring as a terminal shows it: reST roles (``:class:`X```) and inline literals
+    (````x````) lose their markup."""
+    import re
+
+    doc = re.sub(r":[a-z]+:`~?([^`]+)`", r"\1", doc)
+    return doc.replace("``", "")
 
 
 def suite_description(text: str) -> str:
@@ -297,7 +306,8 @@ def cmd_perturb(args: argparse.Namespace) -> int:
         # the suite loader and its limits, as for --set: a parse error or an alias bomb is one line
         params[k.strip()], _ = parse_value(v, f"--param {kv!r}")
     sev = args.severity or [0.0, 0.05, 0.2]
-    print(preview(args.name, sev, text, args.seed, params, lang=args.lang))
+    print(preview(args.name, sev, text, args.seed, params, lang=args.lang,
+                  plugin_paths=args.plugin_path or ()))
     return 0
 
 
@@ -349,19 +359,25 @@ def _version() -> str:
     return tokbench_version()
 
 
+SUITE_HELP = "a suite file, or a shipped suite's name (tokbench ls suites)"
+SET_HELP = "override a suite key, e.g. budget.lr=1e-3 (repeat)"
+DEVICE_HELP = "where to compute (default auto: cuda when there is a GPU, else cpu)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="tokbench", description="Robustness evaluation of tokenizer-free language models.")
     p.add_argument("--version", action="version", version=f"tokbench {_version()}")
     sub = p.add_subparsers(dest="cmd", required=True)
 
     r = sub.add_parser("run", help="train and score a suite, write results and a report")
-    r.add_argument("suite")
+    r.add_argument("suite", help=SUITE_HELP)
     r.add_argument("--out", help="run directory (default runs/<suite name>)")
-    r.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a suite key, e.g. budget.lr=1e-3")
-    r.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
+    r.add_argument("--set", action="append", metavar="KEY=VALUE", help=SET_HELP)
+    r.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"], help=DEVICE_HELP)
     r.add_argument("--limit", type=int, help="at most N documents per eval set")
     r.add_argument("--dry-run", action="store_true", help="list models and cells with FLOPs and a time estimate")
-    r.add_argument("--no-report", action="store_true")
+    r.add_argument("--no-report", action="store_true",
+                   help="write results only; render later with tokbench report RUN_DIR")
     r.add_argument("--no-prepare", action="store_true", help="do not fetch/build data sources first")
     r.add_argument("--quiet", action="store_true", help="no progress bars")
     r.add_argument("--no-memory-check", action="store_true",
@@ -370,61 +386,66 @@ def build_parser() -> argparse.ArgumentParser:
     r.set_defaults(fn=cmd_run)
 
     v = sub.add_parser("validate", help="check a suite and print it resolved")
-    v.add_argument("suite")
-    v.add_argument("--set", action="append", metavar="KEY=VALUE")
+    v.add_argument("suite", help=SUITE_HELP)
+    v.add_argument("--set", action="append", metavar="KEY=VALUE", help=SET_HELP)
     v.add_argument("--no-memory-check", action="store_true",
                    help="skip the training-memory guard (e.g. a GPU suite checked on a laptop)")
     v.set_defaults(fn=cmd_validate)
 
     ls = sub.add_parser("ls", help="list encoders, perturbations, sources, analyses or suites")
-    ls.add_argument("what", choices=["encoders", "perturbations", "sources", "analyses", "suites"])
+    ls.add_argument("what", help="what to list", choices=["encoders", "perturbations", "sources", "analyses", "suites"])
     ls.add_argument("-v", "--verbose", action="store_true", help="show parameters")
     ls.set_defaults(fn=cmd_ls)
 
     rep = sub.add_parser("report", help="re-render the report of a run directory (several: merged, "
                          "e.g. the budget-by-budget pieces of a scaling grid)")
-    rep.add_argument("run_dir", nargs="+")
+    rep.add_argument("run_dir", nargs="+", help="a run directory (one holding results.csv)")
     rep.add_argument("--out", help="output directory (default: the run directory; required for several)")
     add_report_options(rep)
     rep.set_defaults(fn=cmd_report)
 
     cmp_ = sub.add_parser("compare", help="one report across several run directories")
-    cmp_.add_argument("run_dirs", nargs="+")
-    cmp_.add_argument("--out", required=True)
+    cmp_.add_argument("run_dirs", nargs="+", help="run directories (each holding results.csv)")
+    cmp_.add_argument("--out", required=True, help="output directory of the merged report")
     add_report_options(cmp_)
     cmp_.set_defaults(fn=cmd_compare)
 
     pt = sub.add_parser("perturb", help="preview a perturbation at several severities")
-    pt.add_argument("name")
-    pt.add_argument("--severity", type=float, action="append")
+    pt.add_argument("name", help="a perturbation (tokbench ls perturbations) or module:Class")
+    pt.add_argument("--severity", type=float, action="append",
+                    help="a severity to show (repeat; default 0, 0.05 and 0.2)")
     g = pt.add_mutually_exclusive_group()
-    g.add_argument("--text")
-    g.add_argument("--file")
-    pt.add_argument("--seed", type=int, default=0)
+    g.add_argument("--text", help="the text to perturb (default: a sample sentence)")
+    g.add_argument("--file", help="a UTF-8 file to perturb")
+    pt.add_argument("--seed", type=int, default=0, help="seed of the perturbation's rng (default 0)")
+    pt.add_argument("--plugin-path", action="append", metavar="DIR",
+                    help="a folder to look up a module:Class perturbation in, besides the working "
+                         "directory (repeat)")
     pt.add_argument("--lang", help="ISO 639 code of the text (keyboard maps, morphology)")
     pt.add_argument("--param", action="append", metavar="KEY=VALUE", help="a perturbation parameter")
     pt.set_defaults(fn=cmd_perturb)
 
-    s = sub.add_parser("sanity", help="causality, random-bytes and Markov-source probes for every encoder")
+    s = sub.add_parser("sanity", help="causality, random-bytes and Markov-source probes for every encoder "
+                       "(minutes per encoder on a CPU; times: docs/method.md)")
     s.add_argument("--encoder", action="append", help="only these encoders (default: all registered)")
-    s.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
+    s.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"], help=DEVICE_HELP)
     s.add_argument("--quick", action="store_true", help="leak probes only (causality; MDM leak for encoders with objective: mdm)")
     s.set_defaults(fn=cmd_sanity)
 
     d = sub.add_parser("data", help="data commands")
     dsub = d.add_subparsers(dest="data_cmd", required=True)
     dp = dsub.add_parser("prepare", help="fetch and build every source a suite needs")
-    dp.add_argument("suite")
-    dp.add_argument("--set", action="append", metavar="KEY=VALUE")
+    dp.add_argument("suite", help=SUITE_HELP)
+    dp.add_argument("--set", action="append", metavar="KEY=VALUE", help=SET_HELP)
     dp.set_defaults(fn=cmd_data)
     pk = dsub.add_parser("pack", help="prepare a suite's data and pack it into one archive (for a machine without network)")
-    pk.add_argument("suite")
-    pk.add_argument("--set", action="append", metavar="KEY=VALUE")
+    pk.add_argument("suite", help=SUITE_HELP)
+    pk.add_argument("--set", action="append", metavar="KEY=VALUE", help=SET_HELP)
     pk.add_argument("--out", help="archive path (default <suite>-data.tar.gz)")
     pk.add_argument("--slim", action="store_true", help="only the files the sources read (python3.11-doc: 71 -> 20 MB)")
     pk.set_defaults(fn=cmd_data_pack)
     up = dsub.add_parser("unpack", help="check a data archive's checksums and install it into the cache")
-    up.add_argument("archive")
+    up.add_argument("archive", help="an archive written by tokbench data pack")
     up.add_argument("--cache", help="cache directory (default $TOKBENCH_CACHE or ~/.cache/tokbench)")
     up.set_defaults(fn=cmd_data_unpack)
     return p

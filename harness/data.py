@@ -228,7 +228,8 @@ def load_data(suite: Any, ctx: SourceContext, *, prepare: bool = True, limit: in
     evals = []
     for spec in s.eval:
         docs, prov = docs_of(spec)
-        part = spec.part or ("test" if source_key(spec) == source_key(s.train) else "all")
+        same = source_key(spec) == source_key(s.train)
+        part = spec.part or ("test" if same else "all")
         chosen = select_part(docs, part, s.valid_fraction, s.test_fraction)
         chosen = [d for d in chosen if len(d.data) >= suite.eval.min_doc_bytes]
         # No evaluated document may also be a training document (same bytes).
@@ -244,10 +245,26 @@ def load_data(suite: Any, ctx: SourceContext, *, prepare: bool = True, limit: in
                 f"{len(overlap)} also in training, min_doc_bytes={suite.eval.min_doc_bytes}); give the eval "
                 "set its own files, or cut them into more documents with `docs: paragraph` or `docs: line`")
         ep = DataPart(spec.name or spec.source, part, chosen, spec.language, prov)
+        log(eval_set_line(ep.name, part, same, len(docs), len(overlap), len(chosen)))
+        if overlap and not same:
+            log(f"[data] warning: data.eval '{ep.name}': {len(overlap)} of its documents are "
+                "training documents (dropped). Its entry differs from data.train (source, paths, "
+                "docs, language …), so it is another source and is read whole (part: all); to "
+                "evaluate on held-out text of the training source, give it data.train's keys "
+                "(it then uses that source's test part)")
         evals.append(ep)
         facts[f"eval:{ep.name}"] = {**ep.summary(), "dropped_train_overlap": len(overlap)}
     facts["train"] = {**train.summary(), "source": s.train.source, "passes": passes}
     return LoadedData(train, evals, facts, time.perf_counter() - t0)
+
+
+def eval_set_line(name: str, part: str, same: bool, n_source: int, n_dropped: int,
+                  n_kept: int) -> str:
+    """The line ``run`` and ``--dry-run`` print for an eval set: which part of which source it
+    reads, and how many documents it drops as training documents."""
+    whose = "the training source's" if same else "its own source's"
+    return (f"[data] eval '{name}': part '{part}' of {whose} {n_source:,} document(s); "
+            f"{n_dropped:,} dropped as training documents; {n_kept:,} scored")
 
 
 def is_boundary(data: bytes, i: int) -> bool:

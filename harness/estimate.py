@@ -71,6 +71,7 @@ from harness.run import (
     RunOptions,
     TrainedModel,
     cell_processes,
+    estimate_key,
 )
 from harness.score import dedup_enabled, flatten_windows, score_items, score_prestart_wanted
 from harness.suite import Suite
@@ -288,6 +289,7 @@ def _dry_run(suite: Suite, opts: RunOptions, emit: Callable[[str], None] | None)
     # The run in this directory reads it back and writes estimated vs actual into run.json.
     runner.rd.root.mkdir(parents=True, exist_ok=True)
     atomic_write_json(runner.rd.root / ESTIMATE_FILE, {
+        "key": estimate_key(suite, opts.limit),
         "device": str(dev), "seeds": len(suite.seeds), "seconds_per_seed": phases,
         "compile": {"on": compile_on, "training_seconds": compile_s, "scoring_seconds": score_compile_s},
         "perturbation_fit_seconds": pert_fit, "score_distinct_fraction": kept,
@@ -296,7 +298,7 @@ def _dry_run(suite: Suite, opts: RunOptions, emit: Callable[[str], None] | None)
                             "table_seconds_per_byte": an_tables, "cell_bytes": cell_bytes, "cell_processes": cell_procs},
         "models": per_model,
         "dry_run_seconds": {"total": time.perf_counter() - t_start, "data": t_data, **measuring}})
-    say(f"(written to {runner.rd.root / ESTIMATE_FILE}; a run into that directory reports estimated vs actual)")
+    say(f"(written to {runner.rd.root / ESTIMATE_FILE}; the next run of this suite into that directory reports estimated vs actual, once)")
     say(f"dry run: {_fmt(time.perf_counter() - t_start)} (data {_fmt(t_data)}; "
         + ", ".join(f"{k} {_fmt(v)}" for k, v in measuring.items())
         + f"); max RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20:.2f} GiB")

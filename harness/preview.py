@@ -58,16 +58,18 @@ def preview(
     seed: int = 0,
     params: dict[str, Any] | None = None,
     lang: str | None = None,
+    plugin_paths: Sequence[str | Path] = (),
 ) -> str:
     """Render one table: a row per severity with its measured edit rate, UTF-8 size and the text.
 
-    name_or_cls: a registered name, ``"module:Class"`` (the working directory is searched), or the
-    class itself. params: other fields of the perturbation (not severity). The rng is seeded as in
+    name_or_cls: a registered name, ``"module:Class"`` (looked up in the working directory, then
+    in ``plugin_paths``), or the class itself. params: other fields of the perturbation (not severity). The rng is seeded as in
     a run (``harness.perturb.rng_for`` with the suite's default perturbation id, every field but
     ``lang`` as params, document id ``"preview"``), so the rows are what a run with this seed gives
     a document of that id. A perturbation with a ``fit`` hook is fitted on the text itself.
     """
-    cls = name_or_cls if isinstance(name_or_cls, type) else resolve("perturbation", name_or_cls, [Path.cwd()])
+    cls = name_or_cls if isinstance(name_or_cls, type) else resolve("perturbation", name_or_cls,
+                                                                             [Path.cwd(), *map(Path, plugin_paths)])
     name = getattr(cls, "registry_name", cls.__qualname__) if isinstance(name_or_cls, type) else name_or_cls
     # the perturbation id a suite entry without 'id' gets (harness.config): the registered name, or
     # for "module:Class" the class's registry name / class name — it is part of the rng seed

@@ -166,6 +166,8 @@ class EvalConfig:
     forwards are about as large. Numbers do not depend on it beyond float rounding.
     keep_texts: store every document's original and perturbed text in samples.jsonl (once per
     cell and document, on the first encoder's row: the texts are the same for every encoder).
+    Off by default, as lm-eval's --log_samples: the texts are much of the file (sizes:
+    docs/results.md) and no report reads them; the per-document numbers are written either way.
     mc_samples: Monte Carlo samples per window for encoders whose score is an estimate (masked
     diffusion's NELBO, docs/mdm.md); >= 2, so each window's estimate has a standard error.
     dtype: auto | float32 | bfloat16 — scoring precision. auto follows budget.dtype; float32
@@ -182,7 +184,7 @@ class EvalConfig:
     min_doc_bytes: int = 16
     sample_docs: int = 3
     batch_windows: int = 32
-    keep_texts: bool = True
+    keep_texts: bool = False
     mc_samples: int = 8
     dtype: Literal["auto", "float32", "bfloat16"] = "auto"
 

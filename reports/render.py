@@ -26,6 +26,7 @@ import pandas as pd
 from core.files import write_bytes_atomic, write_text_atomic
 from reports import fragility, load, mdm
 from reports.fmt import p_phrase, pvalue, sig3
+from reports.headline import Headline, headline
 from reports.pool import report_processes
 from reports.surprisal import BIN_LABELS, build_samples
 from reports.tables import (
@@ -98,12 +99,15 @@ def fsi(x: Any, unit: str = "") -> str:
 
 
 def fbytes(x: Any) -> str:
+    """Bytes in the largest binary unit that keeps the number ≥ 1: three significant digits,
+    whole numbers from 1000 to 1023 (never "1.01e+03 MiB")."""
     if not _ok(x):
         return "—"
     x = float(x)
     for div, pre in ((2**30, "GiB"), (2**20, "MiB"), (2**10, "KiB")):
         if x >= div:
-            return f"{x / div:.3g} {pre}"
+            v = x / div
+            return f"{v:.0f} {pre}" if v >= 999.5 else f"{v:.3g} {pre}"
     return f"{x:.0f} B"
 
 
@@ -286,31 +290,7 @@ def build_tables(t: Tables) -> dict[str, Table]:
         lambda r: f"{f3(r.bpb)} {fci(r.ci_lo, r.ci_hi)}",
         note="Scripts of the documents themselves (ISO 15924), so a mixed set splits by script.")
 
-    out["efficiency"] = _table("efficiency", "Cost per encoder", [
-        ("encoder", lambda r: r.encoder, False),
-        ("name", lambda r: r.name, False),
-        ("params", lambda r: fsi(r.params_total), True),
-        ("embedding share", lambda r: fpct(r.embedding_share).lstrip("+"), True),
-        ("FLOPs/byte train", lambda r: fsi(r.flops_per_byte_train), True),
-        ("FLOPs/byte infer", lambda r: fsi(r.flops_per_byte_infer), True),
-        ("train bytes", lambda r: fsi(r.train_bytes, "B"), True),
-        ("train bytes/s", lambda r: fsi(r.bytes_per_s), True),
-        ("train time", lambda r: f"{r.train_seconds:.1f} s" if _ok(r.train_seconds) else "—",
-         True),
-        ("peak memory", lambda r: fbytes(r.peak_mem_bytes) + (" (RSS)" if r.peak_mem_kind ==
-                                                              "process_max_rss" else ""), True),
-        ("bytes / unit (eval, clean)", lambda r: (f"{f3(r.bytes_per_segment)} "
-                                                  f"({r.token_unit or 'segment'})"
-                                                  if _ok(r.bytes_per_segment) else "—"), True),
-        ("bytes / unit (training fit)", lambda r: f3(r.bytes_per_segment_train), True),
-    ], t.efficiency, note="From run.json, averaged over trained seeds (peak memory: the "
-                          "maximum; RSS = whole-process resident memory on CPU, not the model "
-                          "alone). Bytes per unit = Σ scored bytes / Σ segments (token, patch "
-                          "or byte; a segment running into the scored span from its context "
-                          "counts once): 'eval' pools the clean cells of results.csv "
-                          f"({t.level_mode} mode; the same number as the segments figure), "
-                          "'training fit' is what the encoder's fit measured on training "
-                          "windows (the BLT fit log's bytes/patch).")
+    out["efficiency"] = efficiency_table(t)
 
     g = _ordered(t, t.groups, ["mode", "perturbation_id", "severity", "encoder"])
     out["cells"] = _table("cells", "All cell groups", [
@@ -331,6 +311,42 @@ def build_tables(t: Tables) -> dict[str, Table]:
                "(NLL per clean byte) in full mode; 'BPB per scored byte' divides by the bytes "
                "actually scored (the perturbed text in full mode).", collapsed=True)
     return out
+
+
+def efficiency_table(t: Tables) -> Table:
+    """The cost table (``Tables.efficiency``): one row per encoder."""
+    eff = t.efficiency
+    # a page-wide table: the registry name only where a label differs from it, the kind of
+    # memory in the heading when every row has the same
+    named = len(eff) and bool((eff.name.astype(str) != eff.encoder.astype(str)).any())
+    kinds = set(eff.peak_mem_kind) if len(eff) and "peak_mem_kind" in eff else set()
+    rss_all = kinds == {"process_max_rss"}
+    spec = [
+        ("encoder", lambda r: r.encoder, False),
+        *([("name", lambda r: r.name, False)] if named else []),
+        ("params", lambda r: fsi(r.params_total), True),
+        ("embedding share", lambda r: fpct(r.embedding_share).lstrip("+"), True),
+        ("FLOPs/byte train", lambda r: fsi(r.flops_per_byte_train), True),
+        ("FLOPs/byte infer", lambda r: fsi(r.flops_per_byte_infer), True),
+        ("train bytes", lambda r: fsi(r.train_bytes, "B"), True),
+        ("train bytes/s", lambda r: fsi(r.bytes_per_s), True),
+        ("train time", lambda r: f"{r.train_seconds:.1f} s" if _ok(r.train_seconds) else "—",
+         True),
+        ("peak memory (RSS)" if rss_all else "peak memory",
+         lambda r: fbytes(r.peak_mem_bytes) + (" (RSS)" if r.peak_mem_kind == "process_max_rss"
+                                               and not rss_all else ""), True),
+        ("bytes / unit (eval, clean)", lambda r: (f"{f3(r.bytes_per_segment)} "
+                                                  f"({r.token_unit or 'segment'})"
+                                                  if _ok(r.bytes_per_segment) else "—"), True),
+        ("bytes / unit (training fit)", lambda r: f3(r.bytes_per_segment_train), True),
+    ]
+    return _table("efficiency", "Cost per encoder", spec, eff, note=(
+        "From run.json, averaged over trained seeds (peak memory: the maximum; RSS = "
+        "whole-process resident memory on CPU, not the model alone). Bytes per unit = Σ scored "
+        "bytes / Σ segments (token, patch or byte; a segment running into the scored span from "
+        "its context counts once): 'eval' pools the clean cells of results.csv "
+        f"({t.level_mode} mode; the same number as the segments figure), 'training fit' is what "
+        "the encoder's fit measured on training windows (the BLT fit log's bytes/patch)."))
 
 
 def _wide(key: str, title: str, df: pd.DataFrame, row_key: str,
@@ -835,6 +851,12 @@ def _render(data: load.RunData, out_dir: Path, title: str, n_boot: int, n_perm: 
         rendered=_dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         encoders=[(e, colors[e]) for e in t.encoders],
         modes=t.modes, primary_mode=t.primary_mode, level_mode=t.level_mode, n_seeds=t.n_seeds,
+        headline=headline(t, data.results, suites),
+        # the files this report read: a run without analyses writes no buckets.csv
+        read_files=[f for f, have in (("results.csv", True), ("samples.jsonl", len(data.samples)),
+                                      ("buckets.csv", len(data.buckets)),
+                                      ("run.json", any(data.runs.values()))) if have],
+        bound_label=lambda e: f"{e} {BOUND_MARK}" if e in t.bounds else e,
         verdict_lines=t.verdict_lines, tables=tables, figs=figs, samples=samples,
         bins=list(enumerate(BIN_LABELS)), note_bpb=NOTE_BPB, note_flops=_flops_note(t),
         provenance=_provenance(data), warnings=data.warnings + ([crowded] if crowded else [])
@@ -933,8 +955,22 @@ FULL_MODE_NOTE = (
     "apart from the headline, for completeness.")
 
 
+def headline_md(h: Headline, label: Callable[[str], str] = str) -> list[str]:
+    """The report's opening answer (``reports.headline``) as Markdown lines, data text escaped;
+    ``label``: an encoder's label as shown (with the ELBO mark)."""
+    out = [f"**{md_text(h.question)}**", ""] + ([md_text(h.reading), ""] if h.reading else [])
+    if h.fallback:
+        out += [md_text(h.fallback), ""]
+    for m in h.matchups:
+        out += [f"*{md_text(label(m.tf))} vs {md_text(label(m.bpe))}*", ""]
+        out += [f"- **{c.badge}** — {md_text(c.text)}" for c in m.claims] + [""]
+    out += ["How sure are we:", ""] + [f"- {md_text(k)}: {md_text(v)}" for k, v in h.certainty]
+    out += [f"- caveat: {md_text(c)}" for c in h.caveats]
+    return out + [""]
+
+
 def _summary_md(ctx: dict[str, Any]) -> list[str]:
-    return ([f"- {md_text(f.text)}" for f in ctx["verdict_lines"]] + ["", md_table(ctx["tables"]["verdict"]),
+    return headline_md(ctx["headline"], ctx["bound_label"]) + ([f"- {md_text(f.text)}" for f in ctx["verdict_lines"]] + ["", md_table(ctx["tables"]["verdict"]),
             f"> {md_text(ctx['note_bpb'])}", "", f"> {md_text(ctx['note_flops'])}", ""])
 
 

@@ -127,13 +127,6 @@ def build_tables(fit: ScalingFit) -> list[Table]:
 # Figures
 
 
-def _palette(encoders: list[str]) -> dict[str, Any]:
-    import matplotlib.pyplot as plt
-
-    cols = plt.get_cmap("tab10").colors
-    return {e: cols[i % len(cols)] for i, e in enumerate(encoders)}
-
-
 def make_figures(fit: ScalingFit, dataset: str) -> list[tuple[str, str, str, Any]]:
     """(key, title, caption, matplotlib Figure) for one eval set."""
     import matplotlib
@@ -144,7 +137,9 @@ def make_figures(fit: ScalingFit, dataset: str) -> list[tuple[str, str, str, Any
     # encoder labels and eval-set names are data: a '$' prints as itself, never as mathtext
     matplotlib.rcParams["text.parse_math"] = False
     encs = sorted(fit.optima.encoder.unique())
-    colors = _palette(encs)
+    from reports.figures import palette  # the report's colours
+
+    colors = palette(encs)
     out = []
     prof = fit.profiles[fit.profiles.dataset == dataset]
     opt = fit.optima[fit.optima.dataset == dataset]

@@ -297,6 +297,7 @@ def _paired_units(idx: _Index, a: str, b: str, pid: str, sev: float, mode: str
 
 NO_SAMPLES = "no per-document samples"
 NO_SHARED = "no shared documents"
+NO_SAME_CELLS = "not scored under the same perturbations"
 
 
 def untested_reason(idx: _Index, a: str, b: str, pid: str, sev: float, mode: str) -> str:
@@ -440,9 +441,11 @@ def mean_degradation_tests(groups: pd.DataFrame, idx: _Index, encoders: list[str
     document in both modes). p: the byte-weighted sign-flip permutation test on d; CI: paired
     hierarchical bootstrap. Columns: a, b, mode, value_a, value_b (mean ΔBPB on the shared
     documents), diff, ci_lo, ci_hi, n_units, n_cells, p_perm, untested (NO_SHARED on a row
-    whose cells share no document: no difference, NaN p; else "").
+    whose cells share no document, NO_SAME_CELLS where one encoder lacks one of the cells — runs
+    of other perturbations merged by compare: no difference, NaN p; else "").
     """
     rows = []
+    have = set(zip(groups.encoder, groups.perturbation_id, groups.severity, groups["mode"]))
     for mode in modes:
         top = _top_cells(groups, mode)
         if not top:
@@ -452,6 +455,12 @@ def mean_degradation_tests(groups: pd.DataFrame, idx: _Index, encoders: list[str
                      for e in (a, b)}
             ca, cb = idx.get(a, CLEAN_ID, 0.0, mode), idx.get(b, CLEAN_ID, 0.0, mode)
             if ca is None or cb is None or any(c is None for c in cells[a] + cells[b]):
+                # say why where it is not a lack of samples: runs merged by compare may have
+                # scored different perturbations (no test, so the summary must not claim one)
+                if any((e, pid, sev, mode) not in have for e in (a, b) for pid, sev in top.items()):
+                    rows.append(dict(a=a, b=b, mode=mode, value_a=math.nan, value_b=math.nan,
+                                     diff=math.nan, ci_lo=math.nan, ci_hi=math.nan, n_units=0,
+                                     n_cells=len(top), p_perm=math.nan, untested=NO_SAME_CELLS))
                 continue
             al = _align(ca, cb, *cells[a], *cells[b])
             n, P = len(al[0]), len(top)
@@ -579,22 +588,35 @@ def anomaly_table(groups: pd.DataFrame, modes: list[str] | None = None) -> pd.Da
 
 
 def language_tables(data: RunData, idx: _Index, mode: str, delta_mode: str, n_boot: int,
-                    seed: int) -> tuple[pd.DataFrame, pd.DataFrame]:
+                    seed: int, groups: pd.DataFrame | None = None
+                    ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Clean BPB per (encoder, eval set) with CI in ``mode``, mean ΔBPB in ``delta_mode``, and
     clean BPB per (encoder, script) from the documents' own scripts in samples.jsonl (a
-    mixed-script set splits into its scripts)."""
+    mixed-script set splits into its scripts).
+
+    One interval per quantity: a row whose documents are all of the encoder's clean cell (one
+    eval set, one script) takes the clean group's CI from ``groups`` (``group_table``), and a
+    script that is all of one eval set takes that set's, so the same BPB never shows two
+    intervals from two resamplings."""
     res = data.results
     clean = res[(res.perturbation_id == CLEAN_ID) & (res["mode"] == mode)]
     pert = res[(res.perturbation_id != CLEAN_ID) & (res["mode"] == delta_mode)]
     dclean = res[(res.perturbation_id == CLEAN_ID) & (res["mode"] == delta_mode)]
+    whole: dict[str, tuple[float, float]] = {}  # encoder -> its clean group's CI
+    if groups is not None and len(groups):
+        gc = groups[(groups.perturbation_id == CLEAN_ID) & (groups["mode"] == mode)]
+        whole = {str(r.encoder): (r.ci_lo, r.ci_hi) for r in gc.itertuples(index=False)}
     rows = []
     for (enc, ds), g in clean.groupby(["encoder", "dataset"], sort=False):
         row = dict(encoder=enc, dataset=ds, language=g.language.iloc[0], script=g.script.iloc[0],
                    bpb=_pooled(g), ci_lo=math.nan, ci_hi=math.nan, mean_delta=math.nan)
         s = idx.get(enc, CLEAN_ID, 0.0, mode)
         if s is not None:
+            n_all = len(s.unit)
             s = s.take(s.dataset == ds)
-            if len(s.unit):
+            if len(s.unit) == n_all and enc in whole:  # the whole cell: its interval
+                row["ci_lo"], row["ci_hi"] = whole[enc]
+            elif len(s.unit):
                 row["ci_lo"], row["ci_hi"] = stats.bootstrap_ci(
                     _seed_groups(s.seed, [s.nll, s.nbytes]), stats.ratio_stat(), n_boot,
                     _rng(seed, "lang", enc, ds, mode))
@@ -611,11 +633,23 @@ def language_tables(data: RunData, idx: _Index, mode: str, delta_mode: str, n_bo
     smp = data.samples
     if len(smp):
         sc = smp[(smp.perturbation_id == CLEAN_ID) & (smp["mode"] == mode) & (smp.script != "")]
+        by_set = {(r["encoder"], r["dataset"]): (r["ci_lo"], r["ci_hi"]) for r in rows}
+        cell_rows = smp[(smp.perturbation_id == CLEAN_ID) & (smp["mode"] == mode)]
+        n_cell = cell_rows.groupby("encoder").size().to_dict()
+        n_set = cell_rows.groupby(["encoder", "dataset"]).size().to_dict()
         for (enc, script), g in sc.groupby(["encoder", "script"], sort=False):
-            lo, hi = stats.bootstrap_ci(_seed_groups(g.seed.to_numpy(),
-                                                     [g.nll_nats.to_numpy(), g.metric_bytes]),
-                                        stats.ratio_stat(), n_boot,
-                                        _rng(seed, "script", enc, script, mode))
+            # a subset of the clean cell's rows: as many rows means the same documents
+            sets = g.dataset.unique()
+            if len(g) == n_cell.get(enc) and enc in whole:
+                lo, hi = whole[enc]
+            elif len(sets) == 1 and len(g) == n_set.get((enc, sets[0])) \
+                    and (enc, sets[0]) in by_set:
+                lo, hi = by_set[(enc, sets[0])]
+            else:
+                lo, hi = stats.bootstrap_ci(_seed_groups(g.seed.to_numpy(),
+                                                         [g.nll_nats.to_numpy(), g.metric_bytes]),
+                                            stats.ratio_stat(), n_boot,
+                                            _rng(seed, "script", enc, script, mode))
             scripts.append(dict(encoder=enc, script=script, bpb=_pooled(g), ci_lo=lo, ci_hi=hi,
                                 n_docs=int(g.doc_id.nunique())))
     return pd.DataFrame(rows), pd.DataFrame(scripts)
@@ -762,9 +796,9 @@ def verdict(groups: pd.DataFrame, rob: pd.DataFrame, eff: pd.DataFrame, encoders
 
 @dataclass
 class Finding:
-    """One summary sentence and its standing: ``status`` is "significant", "not
-    distinguishable", "untested" (no per-document samples, or no shared documents) or
-    "anomaly"."""
+    """One summary sentence and its standing: ``status`` is "significant", "mixed" (significant
+    against some encoders, not against others), "not distinguishable", "untested" (no
+    per-document samples, or no shared documents) or "anomaly"."""
 
     text: str
     status: str
@@ -809,28 +843,49 @@ def _vs(best: str, others: list[str], tests: pd.DataFrame, lower_is: str) -> tup
                      f"{'; '.join(worse)}")
     for why, encs in untested.items():
         parts.append(f"not tested against {', '.join(encs)} ({why})")
-    status = ("not distinguishable" if nsig or worse else "untested" if untested
-              else "significant")
+    # the badge names what the sentence says: "mixed" where it holds significant and
+    # non-significant (or opposite) clauses, so it never heads "significantly lower" with a tie
+    status = ("mixed" if sig and (nsig or worse) else "not distinguishable" if nsig or worse
+              else "untested" if untested else "significant")
     return "; ".join(parts), status
 
 
-def summary_findings(verdict_df: pd.DataFrame, cmp: pd.DataFrame, mean_tests: pd.DataFrame,
-                     anomalies: pd.DataFrame, primary: str, level_mode: str,
-                     bounds: Sequence[str] = ()) -> list[Finding]:
-    """The summary's sentences. Every "lowest"/"smallest" names the test behind it: A − B with
-    its 95 % CI and Holm-adjusted p against each other encoder; a difference that is not
-    significant at ALPHA is called "not distinguishable". ``bounds``: encoders whose BPB is an
-    upper bound (masked diffusion's ELBO): a clean-BPB sentence that compares them says so."""
+def comparable_parts(encoders: list[str], datasets: dict[str, set[str]]) -> list[list[str]]:
+    """The encoders in groups that scored the same data: two encoders that share no eval set
+    (``datasets``: encoder -> its eval sets; ``merge_runs`` renames an eval set per run where the
+    runs' fingerprints differ) are apart, others together (connected components, in run order).
+    One group when all share data, or when ``datasets`` says nothing."""
+    parent = {e: e for e in encoders}
+
+    def root(e: str) -> str:
+        while parent[e] != e:
+            e = parent[e]
+        return e
+
+    for a, b in combinations(encoders, 2):
+        if a not in datasets or b not in datasets or datasets[a] & datasets[b]:
+            parent[root(b)] = root(a)
+    parts: dict[str, list[str]] = {}
+    for e in encoders:
+        parts.setdefault(root(e), []).append(e)
+    return list(parts.values())
+
+
+def _best_findings(t: pd.DataFrame, c: pd.DataFrame, mean_tests: pd.DataFrame, primary: str,
+                   level_mode: str, bounds: Sequence[str], among: list[str] | None
+                   ) -> list[Finding]:
+    """The "lowest clean BPB" and "smallest mean degradation" sentences over the encoders of
+    ``t`` (verdict rows); ``among``: the group's encoders, named in the sentence when the run's
+    encoders split into groups that share no documents (``comparable_parts``)."""
     out: list[Finding] = []
-    t = verdict_df
     encs = list(t.encoder)
+    who = f" among {', '.join(among)}" if among else ""
     bound = [e for e in encs if e in set(bounds)]  # scored by an ELBO (upper bound)
     if len(t) and t.clean_bpb.notna().any():
         best = t.loc[t.clean_bpb.idxmin()]
-        head = f"Lowest clean BPB ({level_mode}): {best.encoder} at {best.clean_bpb:.3f} bits/byte"
+        head = (f"Lowest clean BPB ({level_mode}){who}: {best.encoder} at {best.clean_bpb:.3f} "
+                "bits/byte")
         if len(encs) > 1:
-            c = cmp[(cmp["mode"] == level_mode) & (cmp.perturbation_id == CLEAN_ID)] \
-                if len(cmp) else cmp
             clause, status = _vs(best.encoder, [e for e in encs if e != best.encoder],
                                  c if len(c) else pd.DataFrame(columns=["a", "b"]), "lower than")
             if bound:
@@ -842,12 +897,14 @@ def summary_findings(verdict_df: pd.DataFrame, cmp: pd.DataFrame, mean_tests: pd
             out.append(Finding(f"{head} — {clause}.", status))
         else:
             out.append(Finding(f"{head} (one encoder: nothing to compare).", "untested"))
+    if len(t) == 1 and among:  # the clean sentence said it: no second one-encoder line
+        return out
     if len(t) > 1 and t.mean_delta.notna().any():
         best = t.loc[t.mean_delta.idxmin()]
         ci = (f" [95 % CI {sig3(best.mean_lo)}, {sig3(best.mean_hi)}]"
               if "mean_lo" in t and is_num(best.mean_lo) and is_num(best.mean_hi) else "")
         head = (f"Smallest mean degradation ({primary}, mean ΔBPB over perturbations at their "
-                f"highest severity): {best.encoder}, {sig3(best.mean_delta)}{ci}")
+                f"highest severity){who}: {best.encoder}, {sig3(best.mean_delta)}{ci}")
         m = mean_tests[mean_tests["mode"] == primary] if len(mean_tests) else mean_tests
         clause, status = _vs(best.encoder, [e for e in encs if e != best.encoder],
                              m if len(m) else pd.DataFrame(columns=["a", "b"]),
@@ -859,6 +916,31 @@ def summary_findings(verdict_df: pd.DataFrame, cmp: pd.DataFrame, mean_tests: pd
                        f"masked-diffusion ELBO, so {'its' if len(bound) == 1 else 'their'} ΔBPB is "
                        "a difference of two upper bounds, not a bound on the true ΔBPB")
         out.append(Finding(f"{head} — {clause}.", status))
+    return out
+
+
+def summary_findings(verdict_df: pd.DataFrame, cmp: pd.DataFrame, mean_tests: pd.DataFrame,
+                     anomalies: pd.DataFrame, primary: str, level_mode: str,
+                     bounds: Sequence[str] = (), datasets: dict[str, set[str]] | None = None
+                     ) -> list[Finding]:
+    """The summary's sentences. Every "lowest"/"smallest" names the test behind it: A − B with
+    its 95 % CI and Holm-adjusted p against each other encoder; a difference that is not
+    significant at ALPHA is called "not distinguishable". ``bounds``: encoders whose BPB is an
+    upper bound (masked diffusion's ELBO): a clean-BPB sentence that compares them says so.
+    ``datasets``: encoder -> the eval sets it scored; encoders that share none (runs on
+    different data) are ranked apart (``comparable_parts``)."""
+    out: list[Finding] = []
+    c = cmp[(cmp["mode"] == level_mode) & (cmp.perturbation_id == CLEAN_ID)] if len(cmp) else cmp
+    parts = comparable_parts(list(verdict_df.encoder), datasets or {})
+    if len(parts) > 1:
+        # runs on different data: a ranking across them would compare different documents
+        out.append(Finding(
+            "The encoders did not all score the same documents (runs on different data): clean "
+            "BPB and degradation are ranked only among encoders that share documents — "
+            + "; ".join(", ".join(p) for p in parts) + ".", "untested"))
+    for part in parts:
+        out += _best_findings(verdict_df[verdict_df.encoder.isin(part)], c, mean_tests, primary,
+                              level_mode, bounds, among=part if len(parts) > 1 else None)
     if len(anomalies):
         # one line for all of them (details and causes: the Robustness section)
         parts = []
@@ -908,7 +990,7 @@ def tables_before_comparisons(data: RunData, n_boot: int = 1000, n_perm: int = 1
     rob = robustness_table(groups)
     fam = family_table(rob)
     means = mean_degradation_tests(groups, idx, encoders, modes, n_boot, n_perm, seed)
-    langs, scripts = language_tables(data, idx, level_mode, primary, n_boot, seed)
+    langs, scripts = language_tables(data, idx, level_mode, primary, n_boot, seed, groups)
     eff = efficiency_table(data, encoders, level_mode)
     table = verdict(groups, rob, eff, encoders, primary, level_mode)
     if len(table):
@@ -942,6 +1024,9 @@ def add_comparisons(t: Tables, idx: _Index, n_boot: int = 1000, n_perm: int = 10
     figures, drawn while the comparisons resample: ``reports.render``)."""
     cmp, done = comparison_table(t.groups, idx, t.encoders, n_boot, n_perm, seed, processes, beside=beside)
     holm_family(cmp, t.mean_tests)
+    g = t.groups
+    sets = {str(e): set(",".join(x.datasets).split(",")) for e, x in g.groupby("encoder", sort=False)} \
+        if len(g) and "datasets" in g else {}
     lines = summary_findings(t.verdict, cmp, t.mean_tests, t.anomalies, t.primary_mode, t.level_mode,
-                             t.bounds)
+                             t.bounds, sets)
     return dataclasses.replace(t, comparisons=cmp, verdict_lines=lines), done

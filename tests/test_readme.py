@@ -77,6 +77,11 @@ def test_readme_example_suite_is_valid(tmp_path: Path) -> None:
     assert suite.name == "mysuite" and list(suite.seeds) == [0, 1, 2]  # local keys win over include
     labels = [e.label for e in suite.encoders]
     assert labels == ["bytes", "fuzzytok", "bpe-1024", "bpe-4096", "blt", "fuzzytok-convonly"], labels
+    # the held-out set is the training source (its test part), not a second source read whole
+    from harness.data import source_key
+
+    heldout = next(e for e in suite.data.eval if e.name == "heldout")
+    assert source_key(heldout) == source_key(suite.data.train)
 
 
 @pytest.fixture

@@ -25,7 +25,14 @@ from harness.config.checks import (
     check_ranges,
     check_scaling_lr,
 )
-from harness.config.convert import check_keys, convert_value, from_mapping, init_fields, type_hints
+from harness.config.convert import (
+    check_keys,
+    convert_value,
+    from_mapping,
+    init_fields,
+    missing_key,
+    type_hints,
+)
 from harness.config.loader import read_suite_file
 from harness.config.overrides import apply_override
 from harness.config.where import ConfigError, KeyPath, Where, as_where, show_value
@@ -102,7 +109,7 @@ def _plugin_entry(
     """An ``encoders`` / ``perturbations`` / ``analyses`` item -> (entry, its name, the class)."""
     entry = _entry(value, where, "name")
     if "name" not in entry:
-        raise where.error(f"missing required key 'name' (a registered {kind})")
+        raise missing_key(entry, "name", where, f"a registered {kind}")
     return entry, entry["name"], _resolve(kind, entry["name"], where.at("name"), search_paths)
 
 
@@ -150,7 +157,7 @@ def _data(value: Any, where: Where, search_paths: Sequence[Path]) -> DataConfig:
     check_keys(value, init_fields(DataConfig), where)
     for key in ("train", "eval"):
         if key not in value:
-            raise where.error(f"missing required key {key!r}")
+            raise missing_key(value, key, where)
     train = source_spec(value["train"], where.at("train"), search_paths)
     evals_raw = value["eval"]
     if not isinstance(evals_raw, list):
@@ -400,7 +407,7 @@ def build_suite(
     check_keys(raw, SUITE_KEYS, where)
     for key in ("name", "seeds", "data", "encoders"):
         if key not in raw:
-            raise where.error(f"missing required key {key!r}")
+            raise missing_key(raw, key, where)
     hints = type_hints(Suite)
 
     name = convert_value(str, raw["name"], where.at("name"))

@@ -15,7 +15,7 @@ from dataclasses import MISSING, fields, is_dataclass
 from typing import Any, Literal, Union, get_args, get_origin
 
 from harness.bounds import check_upper_bounds
-from harness.config.where import Where, as_where, show_value
+from harness.config.where import ConfigError, Where, as_where, show_value
 
 # --------------------------------------------------------------------------------------------
 # Typed validation of dataclasses
@@ -186,6 +186,16 @@ def _unknown_key(key: str, valid: Collection[str]) -> str:
     return f"unknown key {key!r}; valid keys: {', '.join(sorted(valid)) or 'none'}"
 
 
+def missing_key(mapping: Mapping[str, Any], key: str, where: Where, what: str = "") -> ConfigError:
+    """The ConfigError for a required ``key`` absent from ``mapping``, with a did-you-mean when a
+    key that is there looks like a typo of it (``nam: bpe`` -> "did you mean 'name' for 'nam'?").
+    ``what``: a parenthesised gloss of the key ("a registered encoder")."""
+    given = [k for k in mapping if isinstance(k, str)]
+    close = difflib.get_close_matches(key, given, n=1, cutoff=0.6)
+    hint = f"; did you mean {key!r} for {close[0]!r}?" if close else ""
+    return where.error(f"missing required key {key!r}{f' ({what})' if what else ''}{hint}")
+
+
 def check_keys(mapping: Mapping[str, Any], valid: Collection[str], where: Where) -> None:
     for key in mapping:
         if key not in valid:
@@ -232,7 +242,7 @@ def from_mapping(
         if name in mapping:
             kwargs[name] = convert_value(hints.get(name, Any), mapping[name], where.at(name))
         elif _required(f):
-            raise where.error(f"missing required key {name!r}")
+            raise missing_key(mapping, name, where)
     check_upper_bounds(cls, kwargs, where)  # harness/bounds.py: absurd sizes, one line
     try:
         return cls(**kwargs)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.cli import main, suite_description, suites_dir
+from harness.cli import main, plain_doc, suite_description, suites_dir
 from harness.preflight import load_warning
 
 ROOT = Path(__file__).resolve().parent.parent.parent
@@ -64,6 +64,31 @@ def test_ls_suites_shows_whole_descriptions(capsys: pytest.CaptureFixture[str]) 
     assert "trained on a mixture of all five." in out  # morphology's second line
 
 
+def test_ls_shows_docstrings_without_rst_markup(capsys: pytest.CaptureFixture[str]) -> None:
+    assert plain_doc("Quotes of a ``fortunes-*`` package, see :class:`~x.Y` and :func:`f`.") == (
+        "Quotes of a fortunes-* package, see x.Y and f.")
+    assert main(["ls", "sources"]) == 0
+    out = capsys.readouterr().out
+    assert "fortunes-*" in out and "``" not in out
+
+
+def test_every_option_has_a_help_line() -> None:
+    import argparse
+
+    from harness.cli import build_parser
+
+    def walk(p: argparse.ArgumentParser, path: str):
+        for a in p._actions:
+            if isinstance(a, argparse._SubParsersAction):
+                for name, sub in a.choices.items():
+                    yield from walk(sub, f"{path} {name}")
+            elif not isinstance(a, (argparse._HelpAction, argparse._VersionAction)):
+                yield path, a
+
+    bare = [f"{path} {a.dest}" for path, a in walk(build_parser(), "tokbench") if not a.help]
+    assert bare == []
+
+
 def test_shipped_suites_resolve_after_a_plain_install(tmp_path: Path) -> None:
     """Build the wheel (no deps, no network), unpack it as site-packages, and resolve a suite
     by name from an unrelated working directory."""
@@ -108,3 +133,32 @@ def test_load_warning_switch_turns_off_the_live_reading_only(monkeypatch: pytest
     monkeypatch.setenv("TOKBENCH_LOAD_WARNING", "0")  # as tests/conftest.py sets it
     assert load_warning(cores=2) == ""
     assert "5.2" in load_warning((5.2, 4.0, 3.0), cores=2)  # an explicit reading still warns
+
+
+SHOUT = '''\
+from dataclasses import dataclass
+
+from perturbations import Perturbation
+
+
+@dataclass(kw_only=True)
+class Shout(Perturbation):
+    """Upper-cases everything. severity: unused."""
+
+    def perturb(self, text, rng):
+        return text.upper()
+'''
+
+
+def test_perturb_finds_a_plugin_by_plugin_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    plug = tmp_path / "plug"
+    plug.mkdir()
+    (plug / "tb_cli_shout.py").write_text(SHOUT)
+    monkeypatch.chdir(tmp_path)  # not the plugin's folder
+    assert main(["perturb", "tb_cli_shout:Shout", "--text", "quiet words"]) == 2
+    err = capsys.readouterr().err
+    assert f"folders searched: {tmp_path.resolve()}" in err and "--plugin-path" in err
+    assert main(["perturb", "tb_cli_shout:Shout", "--text", "quiet words",
+                 "--plugin-path", str(plug), "--severity", "1"]) == 0
+    assert "QUIET WORDS" in capsys.readouterr().out

@@ -94,3 +94,33 @@ def test_training_windows_are_exact_deterministic_and_seeded() -> None:
     assert a == b and a != c
     assert sum(map(len, a)) == 5_000  # exactly the budget, across epochs
     assert max(map(len, a)) <= 64
+
+
+def test_an_eval_set_that_is_another_source_says_what_it_drops(tmp_path) -> None:
+    # the training entry has a language, the eval entry not: another source, read whole, so its
+    # documents that training holds are dropped — and run / --dry-run say how many
+    from harness.config import load_suite
+    from harness.data import load_data, source_context
+
+    (tmp_path / "corpus.txt").write_text("\n\n".join(
+        f"Paragraph {i} of the corpus, long enough to be a document of its own." for i in range(60)))
+    (tmp_path / "s.yaml").write_text(
+        "name: s\nseeds: [0]\ndata:\n"
+        "  train: {paths: [corpus.txt], docs: paragraph, language: en}\n"
+        "  eval:\n"
+        "    - {name: same, paths: [corpus.txt], docs: paragraph, language: en}\n"
+        "    - {name: other, paths: [corpus.txt], docs: paragraph}\n"
+        "budget: {train_bytes: 4096, context_bytes: 128, batch_bytes: 1024, warmup_bytes: 1024}\n"
+        "encoders: [bytes]\n")
+    suite = load_suite(tmp_path / "s.yaml")
+    lines: list[str] = []
+    data = load_data(suite, source_context(suite), prepare=False, log=lines.append)
+    n_train = len(data.train.docs)
+    same = next(ln for ln in lines if ln.startswith("[data] eval 'same'"))
+    assert "part 'test' of the training source's 60 document(s); 0 dropped" in same
+    other = next(ln for ln in lines if ln.startswith("[data] eval 'other'"))
+    assert f"part 'all' of its own source's 60 document(s); {n_train} dropped" in other
+    assert f"{60 - n_train} scored" in other
+    warn = [ln for ln in lines if "warning" in ln]
+    assert len(warn) == 1 and "'other'" in warn[0] and "data.train's keys" in warn[0]
+    assert data.facts["eval:other"]["dropped_train_overlap"] == n_train

@@ -91,6 +91,10 @@ def test_results_have_every_cell_and_column(finished: tuple[Path, Path]) -> None
     assert run["encoders"]["bytes"]["params_total"] > 0
     assert run["data"]["train"]["fingerprint"]
     samples = [json.loads(line) for line in (out / "samples.jsonl").read_text().splitlines()]
+    # every (cell, document) has its numbers; the texts only with eval.keep_texts: true
+    assert len(samples) == sum(int(r["n_docs"]) for r in rows)
+    assert all({"nll_nats", "n_bytes", "n_bytes_clean", "doc_id"} <= set(s) for s in samples)
+    assert not any("text" in s or "text_perturbed" in s for s in samples)
     with_bytes = [s for s in samples if "byte_nll" in s]
     assert with_bytes
     for s in with_bytes:
@@ -249,7 +253,8 @@ def test_dry_run_then_run_reports_estimated_vs_actual(tmp_path: Path, capsys: py
     assert not (out / "models").exists()
     assert main(["run", str(suite), "--out", str(out), "--quiet", "--no-report", "--device", "cpu"]) == 0
     err = capsys.readouterr().err
-    assert "[time] total" in err and "estimated vs actual per seed" in err
+    assert "[time] total" in err and err.count("estimated vs actual per seed") == 1
+    assert not (out / "estimate.json").exists()  # used once: a later run resumes from caches
     run = json.loads((out / "run.json").read_text())
     eva = run["estimate_vs_actual"]
     assert set(ESTIMATE_PHASES) <= set(eva["actual"]) and eva["ratio_per_seed"] > 0
@@ -293,3 +298,12 @@ def test_dry_run_then_run_reports_estimated_vs_actual(tmp_path: Path, capsys: py
     assert all(t[k] >= 0 for k in parts) and t["model_build_seconds"] > 0 and t["model_save_seconds"] > 0
     assert sum(t[k] for k in parts) == pytest.approx(t["train_seconds"], abs=1e-6)
     assert "saving them" in table and "the rest between them" in table
+    # a later run into the directory (from caches) is not read against that estimate, nor is a
+    # run of another suite against a fresh one
+    assert main(["run", str(suite), "--out", str(out), "--quiet", "--no-report", "--device", "cpu"]) == 0
+    assert "estimated vs actual" not in capsys.readouterr().err
+    assert json.loads((out / "run.json").read_text()).get("estimate_vs_actual") is None
+    est["key"] = "another suite"
+    (out / "estimate.json").write_text(json.dumps(est))
+    assert main(["run", str(suite), "--out", str(out), "--quiet", "--no-report", "--device", "cpu"]) == 0
+    assert "estimated vs actual" not in capsys.readouterr().err

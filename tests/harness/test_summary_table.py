@@ -33,5 +33,17 @@ def test_an_mdm_row_brings_the_upper_bound_caveat() -> None:
 def test_old_rows_without_kind_are_models_and_no_rows_say_so() -> None:
     r = row("bytes", "clean", 2.0)
     del r["kind"], r["objective"]
-    assert summary_table([r]).splitlines()[1].startswith("bytes")
+    assert summary_table([r]).splitlines()[2].startswith("bytes")
     assert summary_table([]) == "(no results)"
+
+
+def test_clean_target_leads_and_full_mode_says_what_it_measures() -> None:
+    rows = [row("fuzzytok", "clean", 3.3, mode="full"), row("fuzzytok", "styling", 49.9, mode="full", sev=1),
+            row("fuzzytok", "clean", 3.9), row("fuzzytok", "styling", 3.923, sev=1)]
+    lines = summary_table(rows).splitlines()
+    heads = [i for i, ln in enumerate(lines) if ln.startswith("-- ")]
+    assert [lines[i].split()[1] for i in heads] == ["clean_target", "full"]
+    # the first number a reader meets is the clean_target one; full mode's is labelled
+    assert lines[heads[0] + 1].split()[2:4] == ["3.900", "+0.023"]
+    assert lines[heads[1] + 1].split()[2:4] == ["3.300", "+46.600"]
+    assert "not robustness" in lines[heads[1]]

@@ -139,7 +139,9 @@ def test_working_directory_is_not_searched(tmp_path: Path, monkeypatch: pytest.M
     monkeypatch.chdir(cwd)
     try:
         assert main(["validate", str(suite)]) == 2
-        assert "not on sys.path, nor in the suite's plugin_paths" in _one_line(capsys)
+        line = _one_line(capsys)
+        assert f"not in the folders searched: {suite_dir.resolve()};" in line
+        assert "plugin_paths" in line
         suite.write_text(text + "plugin_paths: [../cwd]\n")  # declared: now it is found
         assert main(["validate", str(suite), "--no-memory-check"]) == 0
     finally:

@@ -75,7 +75,17 @@ DOM = {
         r => [...r.cells].map(c => c.innerText))""",
     "images": """[...document.images].map(i => [i.alt, i.complete && i.naturalWidth > 0])""",
     "overflow": "document.documentElement.scrollWidth - window.innerWidth",
+    "efficiency_overflow": """(() => { const t = document.querySelector('#tbl-efficiency');
+        return t.scrollWidth - t.parentElement.clientWidth; })()""",
+    "headline": """[...document.querySelectorAll('#headline li.claim')].map(li => [
+        li.closest('.matchup').dataset.tf, li.closest('.matchup').dataset.bpe, li.dataset.status,
+        li.querySelector('.badge').innerText, li.innerText])""",
+    "summary_first": """document.querySelector('#summary > h2').nextElementSibling.id""",
+    "how_sure": """(() => { const a = document.querySelector('#how-sure');
+        return a ? a.innerText : null; })()""",
 }
+BADGES = {"better": "tokenizer-free better", "worse": "bpe better", "tie": "tie",
+          "untested": "untested"}
 
 
 @pytest.fixture(scope="module")
@@ -102,7 +112,7 @@ def test_what_a_reader_sees(three: Path, width: int) -> None:
     assert page.console_errors == []
     # no unqualified winner: every "lowest"/"smallest" line names its Holm test and standing
     findings = v["findings"]
-    assert findings and all(st in ("significant", "not distinguishable", "untested", "anomaly")
+    assert findings and all(st in ("significant", "mixed", "not distinguishable", "untested", "anomaly")
                             for st, _ in findings)
     best = [(st, t) for st, t in findings if "Lowest" in t or "Smallest" in t]
     assert len(best) == 2 and all("Holm" in t for _, t in best)
@@ -135,3 +145,18 @@ def test_what_a_reader_sees(three: Path, width: int) -> None:
     assert re.search(r"\d\.\d{3} \(", blt[-2])
     assert all(ok for _, ok in v["images"]) and len(v["images"]) >= 6
     assert v["overflow"] <= 0  # wide tables scroll inside their box, the page does not
+    assert v["efficiency_overflow"] <= 0  # the cost table fits the page: nothing to scroll
+    # the summary opens with the answer to "tokenizer-free vs BPE", each badge its sentence's
+    assert v["summary_first"] == "headline"
+    claims = v["headline"]
+    assert {(tf, b) for tf, b, *_ in claims} == {("bytes", "bpe-4096"), ("blt", "bpe-4096")}
+    for tf, _, status, badge, text in claims:
+        assert badge.lower() == BADGES[status]  # CSS may upper-case it
+        assert "95 % CI" in text or status == "untested"
+        if status == "tie":
+            assert "a tie" in text and "significantly" not in text.split("—")[-1]
+        elif status in ("better", "worse"):
+            assert f"{tf} " in text.split("—")[-1] and "significantly" in text.split("—")[-1]
+    assert any(st == "better" and "typo" in text for _, _, st, _, text in claims)
+    sure = v["how_sure"]
+    assert sure and "seeds" in sure and "Synthetic fixture — <i>made-up</i> numbers." in sure

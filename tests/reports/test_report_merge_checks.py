@@ -49,8 +49,13 @@ def test_different_data_is_not_paired_and_warned(tmp_path: Path) -> None:
     render_compare([a, b], tmp_path / "out", **FAST)
     md = (tmp_path / "out" / "report.md").read_text(encoding="utf-8")
     html = (tmp_path / "out" / "report.html").read_text(encoding="utf-8")
-    assert "significantly" not in md.split("## ", 2)[1]  # the summary claims no difference
-    assert "not tested against runB/bytes (no shared documents)" in md
+    summary = md.split("## ", 2)[1]
+    assert "significantly" not in summary  # the summary claims no difference
+    # and ranks nothing across the two runs' different documents
+    assert "did not all score the same documents" in summary
+    assert "Lowest clean BPB (full) among runA/bytes: runA/bytes" in summary
+    assert "Lowest clean BPB (full) among runB/bytes: runB/bytes" in summary
+    assert "lower than" not in summary and "not tested against" not in summary
     # the warning is first, above the summary, in both formats
     assert md.index("NOT paired across these runs") < md.index("## Summary")
     assert html.index("NOT paired across these runs") < html.index('id="summary"')
@@ -142,3 +147,22 @@ def test_ar_vs_mdm_never_pairs_across_runs(tmp_path: Path) -> None:
     ra.results = ra.results[ra.results.encoder == "b|ar"]
     rb.results = rb.results[rb.results.encoder == "b|mdm"]
     assert pairs(merge_runs([ra, rb])) == []
+
+
+def test_different_perturbations_are_named_as_the_reason(tmp_path: Path) -> None:
+    # same data and seed, but run A perturbed with typo and run B with case: the mean degradations
+    # cannot be tested against each other, and the reason is not "no per-document samples"
+    a = write_simple_run(tmp_path / "runA", ["bytes"], [0], 20, lambda e, s, p, d: 1.0 + 0.01 * d,
+                         (("clean", 0.0), ("typo", 0.1)))
+    b = write_simple_run(tmp_path / "runB", ["bytes"], [0], 20, lambda e, s, p, d: 1.5 + 0.01 * d,
+                         (("clean", 0.0), ("case", 0.1)))
+    for run in (a, b):
+        set_fingerprint(run, "sha256:aaaa")
+    t = compute_tables(merge_runs([load_run(a), load_run(b)]), n_boot=20, n_perm=50)
+    smallest = next(f for f in t.verdict_lines if f.text.startswith("Smallest mean degradation"))
+    assert "not tested against" in smallest.text
+    assert "(not scored under the same perturbations)" in smallest.text
+    assert "no per-document samples" not in smallest.text
+    # the clean cells are shared: ranked together, and tested
+    lowest = next(f for f in t.verdict_lines if f.text.startswith("Lowest clean BPB"))
+    assert "among" not in lowest.text and lowest.status == "significant"

@@ -103,6 +103,24 @@ def test_surprisal_pieces_sum_bytes_per_character() -> None:
         char_pieces(text, nll[:3], None, 10)
 
 
+def test_bytes_read_in_sensible_units() -> None:
+    from reports.render import fbytes
+
+    assert fbytes(1010 * 2**20) == "1010 MiB"  # not "1.01e+03 MiB"
+    assert fbytes(1023.9 * 2**20) == "1024 MiB" and fbytes(2**30) == "1 GiB"
+    assert fbytes(400 * 2**20) == "400 MiB" and fbytes(1.5 * 2**30) == "1.5 GiB"
+    assert fbytes(512) == "512 B" and fbytes(None) == "—"
+
+
+def test_palette_keeps_look_alike_colours_apart() -> None:
+    from reports.figures import PALETTE, palette
+
+    cols = list(palette([f"e{i}" for i in range(6)]).values())
+    assert len(set(cols)) == 6 and cols == list(PALETTE[:6])
+    # orange, vermillion and tan read alike: up to six encoders get orange alone of the three
+    assert "#de8f05" in cols and "#d55e00" not in cols and "#ca9161" not in cols
+
+
 def test_undecodable_bytes_render_as_escapes(make_run) -> None:
     import json
 
@@ -126,6 +144,10 @@ def test_partial_run_renders(make_run, tmp_path: Path) -> None:
     assert "No buckets.csv in this run" in html
     assert "samples.jsonl not found" in html
     assert (run / "figures" / "severity_full.png").is_file()
+    # the footer names only the files the report read
+    assert "<footer>Rendered by tokbench from results.csv alone.</footer>" in html
+    # one encoder: no tokenizer-free-vs-BPE answer, and the headline says why
+    assert "no BPE encoder" in html
 
 
 def test_clean_only_run_renders(make_run) -> None:
@@ -173,12 +195,17 @@ def test_no_negative_zero_and_three_significant_digits(rendered: Path) -> None:
 def test_findings_carry_significance(rendered: Path) -> None:
     summary = _section(rendered.read_text(encoding="utf-8"), "summary")
     items = re.findall(r'<li class="finding [^"]*" data-status="([^"]+)">(.*?)</li>', summary)
-    assert items and all(status in ("significant", "not distinguishable", "untested", "anomaly")
+    assert items and all(status in ("significant", "mixed", "not distinguishable", "untested",
+                                    "anomaly")
                          for status, _ in items)
     for _, text in items:
         if text.split("</span>")[-1].startswith(("Lowest", "Smallest")):
             assert "Holm" in text
-    assert " vs " not in summary  # no sentence per encoder pair: the matrix replaces them
+    # no finding per encoder pair (the matrix replaces them); the headline's pairs are only
+    # tokenizer-free against BPE
+    assert not any(" vs " in text for _, text in items)
+    assert re.findall(r'<div class="matchup" data-tf="([^"]+)" data-bpe="([^"]+)">', summary) == [
+        ("bytes", "bpe-4096")]
 
 
 def test_full_mode_is_framed_apart_from_the_headline(rendered: Path) -> None:

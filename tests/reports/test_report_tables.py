@@ -201,7 +201,9 @@ def test_lowest_clean_bpb_says_not_distinguishable(three) -> None:
     row = c[(c.a == "bpe-4096") & (c.b == "blt") & (c.perturbation_id == "clean")
             & (c["mode"] == "full")].iloc[0]
     assert row.p_holm >= 0.05  # the fixture's premise: bpe and blt are not distinguishable
-    assert "bpe-4096 at" in lowest.text and lowest.status == "not distinguishable"
+    # significant against one, a tie against the other: the badge says "mixed", not "not
+    # distinguishable" over a sentence that opens with "significantly lower"
+    assert "bpe-4096 at" in lowest.text and lowest.status == "mixed"
     assert "not distinguishable from blt" in lowest.text
     assert "significantly lower than bytes" in lowest.text
 
@@ -286,3 +288,24 @@ def test_mean_degradation_carries_its_ci(three, tmp_path: Path) -> None:
     a = t.verdict.set_index("encoder").loc["a"]
     assert a.mean_delta == pytest.approx(0.25) and a.mean_lo == pytest.approx(0.25)
     assert a.mean_hi == pytest.approx(0.25)
+
+
+def test_one_interval_per_quantity(make_run) -> None:
+    # one eval set of one script: the verdict's, the eval set's and the script's clean BPB are the
+    # same number over the same documents, so they carry the same interval (not three resamplings)
+    t = compute_tables(load_run(make_run("one", datasets=("en-docs",))), n_boot=200, n_perm=200)
+    for enc in t.encoders:
+        v = t.verdict[t.verdict.encoder == enc].iloc[0]
+        lang = t.languages[t.languages.encoder == enc].iloc[0]
+        script = t.scripts[t.scripts.encoder == enc].iloc[0]
+        assert np.isfinite(v.clean_lo)
+        assert (lang.ci_lo, lang.ci_hi) == (v.clean_lo, v.clean_hi) == (script.ci_lo, script.ci_hi)
+        assert lang.bpb == pytest.approx(v.clean_bpb) and script.bpb == pytest.approx(v.clean_bpb)
+    # three eval sets: Cyrillic is all of ru-fortunes, so it carries that eval set's interval
+    t = compute_tables(load_run(make_run("three")), n_boot=200, n_perm=200)
+    for enc in t.encoders:
+        lang = t.languages[(t.languages.encoder == enc) & (t.languages.dataset == "ru-fortunes")]
+        cyrl = t.scripts[(t.scripts.encoder == enc) & (t.scripts.script == "Cyrl")]
+        assert (cyrl.ci_lo.iloc[0], cyrl.ci_hi.iloc[0]) == (lang.ci_lo.iloc[0], lang.ci_hi.iloc[0])
+        v = t.verdict[t.verdict.encoder == enc].iloc[0]
+        assert (lang.ci_lo.iloc[0], lang.ci_hi.iloc[0]) != (v.clean_lo, v.clean_hi)

@@ -196,6 +196,14 @@ def test_missing_required_keys(tmp_path: Path) -> None:
     )
 
 
+def test_missing_required_key_suggests_the_typo(tmp_path: Path) -> None:
+    msg = err(tmp_path, BASE.replace("  - name: fake\n", "  - nam: fake\n"))
+    assert msg.endswith("missing required key 'name' (a registered encoder); did you mean "
+                        "'name' for 'nam'?")
+    msg = err(tmp_path, BASE.replace("train:", "trian:"))
+    assert "unknown key 'trian' (did you mean 'train'?)" in msg  # where keys are checked first
+
+
 def test_duplicate_encoder_labels_name_both_entries(tmp_path: Path) -> None:
     text = BASE.replace("  - bytes\n", "  - name: bytes\n    id: fake-1024\n")
     assert err(tmp_path, text) == (
@@ -359,7 +367,7 @@ def test_module_class_plugin_from_cwd(tmp_path: Path) -> None:
     (tmp_path / "tb_cwd_plugin.py").write_text(PLUGIN_FILE)
     (tmp_path / "suites").mkdir()
     write(tmp_path, BASE + "  - {name: 'tb_cwd_plugin:Shout', id: loud}\n", "suites/s.yaml")
-    with pytest.raises(ConfigError, match="not on sys.path, nor in the suite's plugin_paths"):
+    with pytest.raises(ConfigError, match="not in the folders searched: .*plugin_paths"):
         load_suite("suites/s.yaml")  # the working directory is not searched unless declared
     write(tmp_path, BASE + "  - {name: 'tb_cwd_plugin:Shout', id: loud}\nplugin_paths: [..]\n",
           "suites/s.yaml")
