@@ -291,8 +291,10 @@ def point_spec(cfg: ScalingConfig, spec: Any, point: GridPoint) -> Any:
     return replace(spec, label=point.label, backbone=cfg.backbone(spec.backbone, point.rung))
 
 
-def train_sweep(runner: Any, seed: int, train: Any) -> dict[str, tuple[Any, dict[str, Any], Any]]:
-    """Train (or load) every grid point of the selected budgets for one seed.
+def train_sweep(runner: Any, seed: int, train: Any,
+                owned: Callable[[str], bool] | None = None) -> dict[str, tuple[Any, dict[str, Any], Any]]:
+    """Train (or load) every grid point of the selected budgets for one seed (with ``owned``,
+    only the points whose label it accepts: this rank's share, ``harness.sweep_ranks``).
 
     Returns label → (encoder, meta, spec) like the Runner's own models; meta["sweep"] holds the
     results.csv sweep columns. A refused point is logged, recorded in run.json (``scaling.refused``)
@@ -314,6 +316,8 @@ def train_sweep(runner: Any, seed: int, train: Any) -> dict[str, tuple[Any, dict
     probe = list(training_windows(train.docs, 8 * b.batch_bytes, b.context_bytes, seed))
     models: dict[str, tuple[Any, dict[str, Any], Any]] = {}
     for p in grid(cfg, list(specs)):
+        if owned is not None and not owned(p.label):
+            continue
         spec = point_spec(cfg, specs[p.encoder], p)
         key = _point_key(runner, spec, seed, train.fingerprint, cfg, p.budget)
         path, meta_path = runner.rd.model_path(key), runner.rd.model_meta_path(key)
