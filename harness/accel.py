@@ -470,11 +470,13 @@ def pool_map(fn: Callable[[Any], Any], tasks: Sequence[Any], processes: int, sta
 
 
 def collate_processes(device: torch.device) -> int:
-    """Worker processes for training-batch collation: on CUDA up to 8 (half the CPUs), so
-    tokenization keeps up with the GPU; on CPU none (the CPU is busy training)."""
+    """Worker processes for training-batch collation: on CUDA up to 8 (half the CPUs, shared by
+    the torchrun ranks of this node), so tokenization keeps up with the GPU; on CPU none (the
+    CPU is busy training)."""
     if device.type != "cuda":
         return 0
-    return min(8, usable_cpus() // 2)
+    ranks = max(1, int(os.environ.get("LOCAL_WORLD_SIZE", "1") or 1))  # set by torchrun
+    return min(8, usable_cpus() // 2 // ranks)
 
 
 def pin(batch: Any) -> Any:

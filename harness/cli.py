@@ -84,7 +84,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     if warn := load_warning():
         print(f"tokbench: {warn}", file=sys.stderr)
     opts = RunOptions(out=Path(args.out) if args.out else None, device=args.device, limit=args.limit,
-                      prepare=not args.no_prepare, report=not args.no_report, progress=not args.quiet)
+                      prepare=not args.no_prepare, report=not args.no_report, progress=not args.quiet,
+                      ranks=args.nproc or 1)
     if args.dry_run:
         from harness.estimate import dry_run
 

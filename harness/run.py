@@ -115,6 +115,7 @@ class RunOptions:
     cache_dir: Path | None = None
     checkpoint_seconds: float = 120.0
     plan_cache: bool = True  # keep perturbed texts in <cache>/perturbed for later runs
+    ranks: int = 1  # --nproc: the processes a dry run estimates a scaling sweep on
     log: Callable[[str], None] = field(default=lambda s: print(s, file=sys.stderr))
 
 

@@ -381,11 +381,13 @@ def train_sweep(runner: Any, seed: int, train: Any,
     return models
 
 
-def sweep_dry_run(suite: Any, train: Any, device: Any, base_dir: Any) -> str:
+def sweep_dry_run(suite: Any, train: Any, device: Any, base_dir: Any, ranks: int = 1) -> str:
     """``--dry-run`` of a scaling suite: per point its size, FLOPs per byte, bytes, steps, passes,
-    lr, refusals and an estimated training time (the training loop's own step, timed on this device
-    for each (encoder, size), times the point's steps; fit stages are fitted on about a batch, so BLT
-    is approximate and their cost is not in the time)."""
+    lr, refusals and an estimated training time (the training loop's own step — a CUDA-graph
+    replay where ``budget.cuda_graphs`` makes the run replay it — timed on this device for each
+    (encoder, size), times the point's steps; fit stages are fitted on about a batch, so BLT
+    is approximate and their cost is not in the time), and the sweep's wall on ``ranks``
+    processes sharing this device (``harness.sweep_estimate``)."""
     from encoders.backbone import causal_attention_cost
     from harness.data import training_windows
     from harness.estimate import _fmt, _step_time
@@ -414,16 +416,44 @@ def sweep_dry_run(suite: Any, train: Any, device: Any, base_dir: Any) -> str:
                 half, full = flops_per_byte(enc, probe, b.windows_per_step, b.windows_per_micro_batch)
             batch = enc.collate(step_probe, [0] * len(step_probe)).to(device)
             dt = _step_time(enc, batch, suite, device)
+            dt, dt_gpu = _engine_step_times(enc, batch, suite, device, dt)
             n = sum(x.numel() for x in enc.parameters()) - enc.embedding_parameters()
-            measured[k] = (half, full, n, float(fit.get("flops", 0.0)), dt)
-        half, full, n, fit_flops, dt = measured[k]
+            measured[k] = (half, full, n, float(fit.get("flops", 0.0)), dt, dt_gpu)
+        half, full, n, fit_flops, dt, dt_gpu = measured[k]
         p.flops_per_byte, p.flops_per_byte_full, p.params_non_embedding, p.fit_flops = half, full, n, fit_flops
         p.seconds_per_step = dt
+        p.extra["gpu_seconds_per_step"] = dt_gpu
         plan_point(cfg, p, base_lr=b.lr, batch_bytes=b.batch_bytes, train_part_bytes=train.n_bytes)
     head = (f"scaling suite '{suite.name}': {len(cfg.selected())} of {len(cfg.budgets)} budget(s) x "
             f"{len(cfg.ladder)} size(s) x {len(specs)} encoder(s) x {len(suite.seeds)} seed(s) on {device}; "
             f"train part {train.n_bytes:,} bytes. FLOPs: causal attention at half cost (headline).")
     total = sum(p.est_seconds for p in points) * len(suite.seeds)
+    from harness.sweep_estimate import sweep_wall
+
+    trained = [p for p in points if not p.refused] * len(suite.seeds)
+    wall = sweep_wall(trained, ranks, 1)
+    engine = (f"on {ranks} rank(s) sharing this device: {_fmt(wall['wall'])} (the larger of the ranks' "
+              f"makespan {_fmt(wall['makespan'])} and the device's work {_fmt(wall['gpu_work'])}; "
+              "more ranks: --nproc N with --dry-run)")
     return "\n".join([head, "", grid_table(points, _fmt), "",
-                      f"estimated training time, all selected budgets and seeds: {_fmt(total)} "
-                      "(fit stages and scoring not included)"])
+                      f"estimated training time, all selected budgets and seeds: {_fmt(total)} one point at a "
+                      f"time, {engine} (fit stages and scoring not included)"])
+
+
+def _engine_step_times(enc: Any, batch: Any, suite: Any, device: Any, eager: float) -> tuple[float, float]:
+    """(wall, device) seconds of a step as the run takes it: the CUDA-graph replay where
+    ``budget.cuda_graphs`` applies (``harness.graph_step``), else the eager step (whose wall
+    ``eager`` is measured already)."""
+    from harness.graph_step import GraphStep, graph_capable
+    from harness.sweep_estimate import step_times
+    from harness.train import autocast_for, make_optimizer, train_step
+
+    b = suite.budget
+    graphs = b.cuda_graphs and device.type == "cuda" and graph_capable(enc)
+    opt = make_optimizer(enc, b, device, capturable=graphs)
+    if graphs:
+        gs = GraphStep(enc, opt, b, device, list(enc.parameters()))
+        return step_times(lambda: gs(batch, b.lr, batch.scored_bytes), device)
+    autocast = autocast_for(b, device)
+    _, gpu = step_times(lambda: train_step(enc, batch, opt, b.lr, b, autocast), device)
+    return eager, gpu
