@@ -1,4 +1,4 @@
-"""One training step of a byte-level model replayed as a CUDA graph (``budget.cuda_graphs``).
+"""One training step of a byte-level or BPE model replayed as a CUDA graph (``budget.cuda_graphs``).
 
     step = GraphStep(encoder, opt, budget, device, params)      # opt from make_optimizer(..., capturable=True)
     if step.accepts(batches): loss = step(batches[0], lr, step_bytes)   # else harness.train.train_step
@@ -12,19 +12,22 @@ its step count and learning rate live on the device). One difference in order on
 summed over every position with unscored targets ignored (``cross_entropy(ignore_index=-1)``)
 rather than gathered at the scored positions first, because the number of scored bytes varies
 from step to step and a graph has fixed shapes; the terms and their gradients are the same, their
-sum is rounded in another order.
+sum is rounded in another order. BPE's head likewise runs on every position, not on the scored
+ones only: the same rows, more of them (FLOPs are counted as the eager step counts them).
 
-Shapes: one graph per (windows, window length) seen, at most ``MAX_GRAPHS``; other steps run
-eagerly through ``train_step`` on the same optimizer. Capturing warms up on a side stream with
+Shapes: a batch's length is padded up to a multiple of ``PAD`` (inputs 0, targets -1: under
+causal attention no real position sees the padding), one graph per (windows, padded length), at
+most ``MAX_GRAPHS``; other steps run eagerly through ``train_step`` on the same optimizer. Capturing warms up on a side stream with
 the learning rate at 0, then puts the weights and the optimizer state back bit for bit, so the
 trained model is the one the eager loop trains (tests/harness/test_graph_step.py runs the same
-code without capture on CPU). Only byte-level encoders with the autoregressive objective and one
-micro-batch a step qualify (BPE's token count, hence its shapes, changes every step).
+code without capture on CPU). Byte-level and BPE encoders with the autoregressive objective and
+one micro-batch a step qualify.
 """
 
 from __future__ import annotations
 
 import contextlib
+import threading
 from typing import Any
 
 import torch
@@ -34,11 +37,29 @@ from torch import nn
 from encoders.base import ByteLevelEncoder, TensorBatch
 
 MAX_GRAPHS = 3  # window lengths below the context are rare (a step's longest window sets it)
+# one capture at a time in this process (a sweep trains points in threads); the others may go on
+# replaying on their own streams meanwhile (capture_error_mode="thread_local")
+_CAPTURE = threading.Lock()
+
+
+PAD = 64  # a batch's length is padded up to a multiple of this: a few shapes, a few graphs
+BATCH_KEYS = {"inputs", "targets", "unit_window", "unit_pos", "start", "end"}  # what collation makes
 
 
 def graph_capable(encoder: nn.Module) -> bool:
-    """Byte-level next-byte models (fixed vocabulary of 256, loss over every scored position)."""
-    return isinstance(encoder, ByteLevelEncoder) and getattr(encoder, "objective", "ar") == "ar"
+    """Autoregressive byte-level and BPE models: logits at every position of (B, T) inputs,
+    targets -1 where nothing is scored."""
+    from encoders.bpe.model import BpeEncoder
+
+    return isinstance(encoder, (ByteLevelEncoder, BpeEncoder)) and getattr(encoder, "objective", "ar") == "ar"
+
+
+def dense_logits(encoder: nn.Module, inputs: torch.Tensor) -> torch.Tensor:
+    """inputs (B, T) long -> logits (B, T, V) at every position (BPE's own forward runs its head
+    on the scored positions only; the rows are the same)."""
+    if isinstance(encoder, ByteLevelEncoder):
+        return encoder.logits(inputs)
+    return encoder.head(encoder.hidden(inputs))
 
 
 class GraphStep:
@@ -58,10 +79,16 @@ class GraphStep:
         self.graphs: dict[tuple[int, ...], dict[str, Any]] = {}
         self.replays = 0
 
+    @staticmethod
+    def shape(batch: TensorBatch) -> tuple[int, int]:
+        """(windows, length padded up to a multiple of PAD): the graph a batch replays."""
+        b, t = batch["inputs"].shape
+        return b, -(-t // PAD) * PAD
+
     def accepts(self, batches: list[TensorBatch]) -> bool:
-        if len(batches) != 1 or set(batches[0].tensors) - {"inputs", "targets", "unit_window", "unit_pos"}:
+        if len(batches) != 1 or set(batches[0].tensors) - BATCH_KEYS:
             return False
-        return tuple(batches[0]["inputs"].shape) in self.graphs or len(self.graphs) < MAX_GRAPHS
+        return self.shape(batches[0]) in self.graphs or len(self.graphs) < MAX_GRAPHS
 
     def _set_lr(self, lr: float) -> None:
         for g, t in zip(self.opt.param_groups, self.lr_tensors):
@@ -74,7 +101,7 @@ class GraphStep:
     def _body(self, s: dict[str, Any]) -> torch.Tensor:
         """The step on the static buffers ``s``: loss (0-d, nats per scored byte of the step)."""
         with self.autocast:
-            logits = self.enc.logits(s["inputs"])  # (B, T, 256)
+            logits = dense_logits(self.enc, s["inputs"])  # (B, T, V)
             nll = F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), s["targets"].reshape(-1),
                                   ignore_index=-1, reduction="sum")
             loss = nll / s["bytes"]
@@ -100,10 +127,22 @@ class GraphStep:
                     if isinstance(v, torch.Tensor):
                         v.copy_(state[id(p)][k]) if id(p) in state else v.zero_()
 
+    def _load(self, s: dict[str, Any], batch: TensorBatch, step_bytes: int) -> None:
+        """The batch into the static buffers: inputs 0 and targets -1 past its length (causal
+        attention: the padding changes no real position's output, and its loss terms are 0)."""
+        t = batch["inputs"].shape[1]
+        s["inputs"][:, :t].copy_(batch["inputs"], non_blocking=True)
+        s["targets"][:, :t].copy_(batch["targets"], non_blocking=True)
+        s["inputs"][:, t:].zero_()
+        s["targets"][:, t:].fill_(-1)
+        s["bytes"].fill_(float(step_bytes))
+
     def _capture(self, batch: TensorBatch) -> dict[str, Any]:
-        s: dict[str, Any] = {"inputs": batch["inputs"].to(self.device).clone(),
-                             "targets": batch["targets"].to(self.device).clone(),
+        b, t = self.shape(batch)
+        s: dict[str, Any] = {"inputs": torch.zeros((b, t), dtype=torch.long, device=self.device),
+                             "targets": torch.full((b, t), -1, dtype=torch.long, device=self.device),
                              "bytes": torch.ones((), dtype=torch.float32, device=self.device)}
+        self._load(s, batch, batch.scored_bytes)
         weights, state = self._snapshot()
         self._set_lr(0.0)
         side = torch.cuda.Stream() if self.cuda else None
@@ -129,13 +168,12 @@ class GraphStep:
     def __call__(self, batch: TensorBatch, lr: float, step_bytes: int) -> torch.Tensor:
         """One optimizer step on ``batch`` (host or device tensors); the detached loss on the
         device (nats per scored byte)."""
-        key = tuple(batch["inputs"].shape)
+        key = self.shape(batch)
         s = self.graphs.get(key)
         if s is None:
-            s = self.graphs[key] = self._capture(batch)
-        s["inputs"].copy_(batch["inputs"], non_blocking=True)
-        s["targets"].copy_(batch["targets"], non_blocking=True)
-        s["bytes"].fill_(float(step_bytes))
+            with _CAPTURE:
+                s = self.graphs[key] = self._capture(batch)
+        self._load(s, batch, step_bytes)
         self._set_lr(lr)
         self.replays += 1
         if self.cuda:

@@ -401,8 +401,8 @@ def train_encoder(
             seen += step_bytes
             steps += 1
             if first_step_s is None:
-                if device.type == "cuda":
-                    torch.cuda.synchronize(device)
+                if device.type == "cuda":  # this loop's stream (a sweep trains points side by side)
+                    torch.cuda.current_stream(device).synchronize()
                 first_step_s = time.perf_counter() - t0  # includes the cold compile
                 first_step_causal = causal_flops
             if seen - last_point >= curve_every or last_point < 0:
@@ -427,7 +427,7 @@ def train_encoder(
         t_close = time.perf_counter()
         feed.close()
     if device.type == "cuda":
-        torch.cuda.synchronize(device)
+        torch.cuda.current_stream(device).synchronize()
     # the idle meter's profiler teardown (TOKBENCH_IDLE_STEPS only) is the measurement's cost
     seconds = time.perf_counter() - t0 - idle.overhead_seconds
     step_clock = clock.summary(time.perf_counter() - t_close)
