@@ -36,7 +36,7 @@ from torch import nn
 
 from encoders.base import ByteLevelEncoder, TensorBatch
 
-MAX_GRAPHS = 3  # window lengths below the context are rare (a step's longest window sets it)
+MAX_GRAPHS = 3  # shapes: (windows, padded length); a step of other windows or length is rare
 # one capture at a time in this process (a sweep trains points in threads); the others may go on
 # replaying on their own streams meanwhile (capture_error_mode="thread_local")
 _CAPTURE = threading.Lock()

@@ -430,7 +430,9 @@ def train_together(jobs: Sequence[Any], train_one: Callable[[Any], None], device
         with torch.cuda.stream(stream) if stream is not None else contextlib.nullcontext():
             train_one(job)
 
-    with ThreadPoolExecutor(len(jobs), thread_name_prefix="tokbench-point") as pool:
+    from harness.accel import loops_at_once
+
+    with loops_at_once(len(jobs)), ThreadPoolExecutor(len(jobs), thread_name_prefix="tokbench-point") as pool:
         futures = [pool.submit(contextvars.copy_context().run, run, job) for job in jobs]
     for f in futures:
         f.result()
