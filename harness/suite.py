@@ -80,7 +80,7 @@ class BudgetConfig:
     micro_batch_bytes: split each step into micro-batches of this many bytes and accumulate
     gradients (0 = the whole step at once), so a large batch fits a smaller GPU; the step's
     gradient is the same sum, to float rounding. Speed/memory only: left out of the cache key.
-    cuda_graphs: replay each training step of a byte-level model as a CUDA graph (on CUDA, one
+    cuda_graphs: replay each training step of a byte-level or BPE model as a CUDA graph (on CUDA, one
     micro-batch a step, no data_parallel; ``harness.graph_step``): the host's per-step launches
     of small models go. Speed only: left out of the cache key.
     data_parallel: under torchrun / --nproc, train each model on all ranks together (DDP; each

@@ -255,7 +255,7 @@ def train_encoder(
     encoder.train()
     compiled = compile_backbones(encoder) if want_compile(budget.compile, device) else 0
     per_step = budget.windows_per_step
-    # a byte-level model's step replayed as a CUDA graph (harness.graph_step): one process, one
+    # a byte-level or BPE step replayed as a CUDA graph (harness.graph_step): one process, one
     # micro-batch a step, the window stream as it is
     graphs = (budget.cuda_graphs and device.type == "cuda" and dp is None and permuter is None
               and budget.windows_per_micro_batch >= per_step and graph_capable(encoder))
