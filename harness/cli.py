@@ -84,7 +84,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     if warn := load_warning():
         print(f"tokbench: {warn}", file=sys.stderr)
     opts = RunOptions(out=Path(args.out) if args.out else None, device=args.device, limit=args.limit,
-                      prepare=not args.no_prepare, report=not args.no_report, progress=not args.quiet)
+                      prepare=not args.no_prepare, report=not args.no_report, progress=not args.quiet,
+                      ranks=args.nproc or 1)
     if args.dry_run:
         from harness.estimate import dry_run
 
@@ -92,8 +93,6 @@ def cmd_run(args: argparse.Namespace) -> int:
         return 0
     t0 = time.perf_counter()
     world = int(os.environ.get("WORLD_SIZE", "1") or 1)
-    if ((args.nproc is not None and args.nproc != 1) or world > 1) and suite.scaling is not None:
-        raise UsageError(f"{suite.path}: a scaling sweep runs in one process (no --nproc / torchrun yet)")
     if args.nproc is not None and args.nproc != 1 and world == 1:  # launch N torchrun ranks
         from harness.launch import launch  # (already a rank of a torchrun job: --nproc is moot)
 

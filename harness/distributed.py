@@ -18,6 +18,7 @@ Started by ``tokbench run SUITE --nproc N`` (``harness.launch``) or directly und
 from __future__ import annotations
 
 import os
+import socket
 import time
 from dataclasses import dataclass
 from datetime import timedelta
@@ -93,9 +94,14 @@ def init(device: str = "auto") -> DistContext:
         os.environ.setdefault(k, v)  # read by NCCL at communicator creation, i.e. after this
     rank, local = int(os.environ["RANK"]), int(os.environ.get("LOCAL_RANK", "0"))
     cuda = device != "cpu" and torch.cuda.is_available()
+    shared = False
     if cuda:
-        torch.cuda.set_device(local)  # "cuda" then means this rank's GPU everywhere
-    backend = "nccl" if cuda else "gloo"
+        gpus = torch.cuda.device_count()
+        # more ranks than GPUs on this node: round-robin, several ranks per GPU (small models'
+        # host-bound steps fill each other's idle gaps); NCCL wants one rank per GPU, so gloo
+        shared = int(os.environ.get("LOCAL_WORLD_SIZE", "1") or 1) > gpus
+        torch.cuda.set_device(local % gpus)  # "cuda" then means this rank's GPU everywhere
+    backend = "nccl" if cuda and not shared else "gloo"
     if not tdist.is_initialized():
         tdist.init_process_group(backend, timeout=COLLECTIVE_TIMEOUT)
     return DistContext(rank, world, local, backend)
@@ -236,8 +242,6 @@ class DistRunner(Runner):
         if ctx.rank != 0:
             log = opts.log
             self.log = lambda s: log(f"[rank {ctx.rank}] {s}")
-        if suite.scaling is not None:  # the grid's trainer (harness.scaling) is one-process only
-            raise ValueError(f"{suite.path}: a scaling sweep runs in one process (no --nproc / torchrun yet)")
         self.dp = DataParallel(ctx) if suite.budget.data_parallel and ctx.active else None
         self.writes_models = self.dp is None or self.dp.writer
         self.rows: list[dict[str, Any]] = []
@@ -275,13 +279,22 @@ class DistRunner(Runner):
         self.timings["perturb_seconds"] = 0.0
         self.train_part = data.train  # primes the compressor baselines
         self.eval_bytes = sum(e.n_bytes for e in data.evals)
-        self.gemm_tflops = gemm_tflops(self.device)  # this rank's GPU: the MFU ceiling of one rank
+        # the MFU ceiling of one GPU, measured by rank 0 alone (ranks may share a GPU)
+        self.gemm_tflops = ctx.broadcast_object(gemm_tflops(self.device) if ctx.rank == 0 else None)
         if ctx.rank == 0:
             self.rd.root.mkdir(parents=True, exist_ok=True)
             atomic_write_json(self.rd.root / "run.json", self.run_json("running"))
-        costs = self.dist.broadcast_object(
-            estimate_train_flops(self.suite, data.train, self.ctx.base_dir) if ctx.rank == 0 else None)
-        owner = plan_ranks(self.suite, costs, ctx.world)
+        if self.suite.scaling is not None:  # grid points, not encoders, are dealt (harness.sweep_ranks)
+            from harness.sweep_ranks import plan_sweep, sweep_costs
+
+            point_costs = self.dist.broadcast_object(
+                sweep_costs(self.suite, self.ctx.base_dir) if ctx.rank == 0 else None)
+            owner = plan_sweep(point_costs, ctx.world)
+            costs = {f"{label} s{seed}": c for (seed, label), c in point_costs.items()}
+        else:
+            costs = self.dist.broadcast_object(
+                estimate_train_flops(self.suite, data.train, self.ctx.base_dir) if ctx.rank == 0 else None)
+            owner = plan_ranks(self.suite, costs, ctx.world)
         mine = sorted(f"{label} s{seed}" for (seed, label), r in owner.items() if r == ctx.rank)
         self.log(f"[dist] rank {ctx.rank}/{ctx.world} ({ctx.backend}, "
                  f"{'data_parallel' if self.dp else 'models across ranks'}): scores {', '.join(mine) or 'nothing'}")
@@ -305,13 +318,21 @@ class DistRunner(Runner):
             del models, scored
         timings = {"rank": ctx.rank, "train_seconds": t_train, "score_seconds": t_score,
                    "perturb_seconds": self.timings["perturb_seconds"], "analyses": self.analysis_facts,
-                   "score_facts": self.score_facts, "mc": mc}
+                   "score_facts": self.score_facts, "mc": mc, "refused": self.scaling_facts.get("refused", {}),
+                   "gpu": (socket.gethostname(), torch.cuda.current_device()) if self.device.type == "cuda" else None}
         gathered = ctx.all_gather_object((metas, timings))
         if ctx.rank != 0:
             return self.rd.root
         for m, _ in gathered:
             metas.update(m)
+        if self.suite.scaling is not None:  # refusals and facts in one-process (grid) order
+            from harness.sweep_ranks import merged_refusals
+
+            self.scaling_facts["refused"] = merged_refusals(self.suite, [t.pop("refused") for _, t in gathered])
+            self.encoder_facts.clear()  # rank 0's own points were recorded first: ordered_cells re-records
+        self.gpus = max(1, len({t.pop("gpu") for _, t in gathered} - {None}))
         for _, t in gathered:
+            t.pop("refused", None)
             self.analysis_facts.update(t.pop("analyses"))
             self.score_facts.update(t.pop("score_facts"))  # each model is scored on one rank only
             mc.update(t.pop("mc"))
@@ -341,6 +362,11 @@ class DistRunner(Runner):
         """This rank's models of one seed (all of them, trained together, under data_parallel).
         Under ``match: flops`` the reference's owner trains it first and broadcasts its FLOPs."""
         models: dict[str, TrainedModel] = {}
+        if self.suite.scaling is not None:  # this rank's grid points, each trained as alone
+            from harness.scaling import train_sweep
+
+            mine = train_sweep(self, seed, train, owned=lambda label: owner[(seed, label)] == self.dist.rank)
+            return {label: TrainedModel(*m) for label, m in mine.items()}
         flops_target = None
         for i, spec in enumerate(self.training_order()):
             src = owner[(seed, spec.label)]
@@ -361,9 +387,16 @@ class DistRunner(Runner):
         the encoders' run.json facts in one-process order."""
         keys: list[str] = []
         for seed in self.suite.seeds:
-            order = self.training_order()
-            for spec in order:
-                self.record_encoder_facts(spec.label, spec, seed, metas[(seed, spec.label)])
+            if self.suite.scaling is not None:  # the trained grid points (refused ones have no model)
+                from harness.sweep_ranks import sweep_order
+
+                pairs = sweep_order(self.suite, seed, {label for s, label in metas if s == seed})
+                extra: tuple[str, ...] = ("scaling",)
+            else:
+                pairs, extra = [(spec.label, spec) for spec in self.training_order()], ()
+            for label, spec in pairs:
+                self.record_encoder_facts(label, spec, seed, metas[(seed, label)], extra=extra)
+            order = [spec for _, spec in pairs]
             for es in evals:
                 fp = es.part.fingerprint
                 cells = [(pspec, mode) for pspec in [CLEAN, *self.suite.perturbations] for mode in self.suite.eval.modes]

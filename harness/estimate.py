@@ -125,7 +125,7 @@ def _dry_run(suite: Suite, opts: RunOptions, emit: Callable[[str], None] | None)
     if suite.scaling is not None:  # an IsoFLOP grid: per point, not per encoder
         from harness.scaling import sweep_dry_run
 
-        text = sweep_dry_run(suite, train, runner.device, runner.ctx.base_dir)
+        text = sweep_dry_run(suite, train, runner.device, runner.ctx.base_dir, ranks=opts.ranks)
         if emit is not None:
             emit(text)
         return text

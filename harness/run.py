@@ -105,7 +105,9 @@ def estimate_key(suite: Any, limit: int | None) -> str:
 
     blob = json.dumps({"suite": suite.raw, "limit": limit}, sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()
-SPEED_KEYS = ("compile", "micro_batch_bytes")  # budget keys that change speed/memory, not the model
+
+
+SPEED_KEYS = ("compile", "micro_batch_bytes", "cuda_graphs")  # budget keys that change speed/memory, not the model
 CLEAN = PerturbationSpec(name="identity", id="clean", severity=0.0, params={})
 TEXT_LIMIT = 20_000  # characters of each text kept in samples.jsonl
 SAMPLE_BYTES = 65_536  # scored bytes of a sampled document kept with their per-byte NLL
@@ -124,6 +126,7 @@ class RunOptions:
     cache_dir: Path | None = None
     checkpoint_seconds: float = 120.0
     plan_cache: bool = True  # keep perturbed texts in <cache>/perturbed for later runs
+    ranks: int = 1  # --nproc: the processes a dry run estimates a scaling sweep on
     log: Callable[[str], None] = field(default=lambda s: print(s, file=sys.stderr))
 
 
@@ -403,6 +406,7 @@ class Runner:
         self.compile_facts: dict[str, Any] = {}  # run.json "compile": the compile workers started early?
         self.analyses_ahead: dict[str, Any] = {}  # analyses prepared in the plan-ahead process, by name
         self.gemm_tflops: float | None = None
+        self.gpus = 1  # GPUs the run trained on (a torchrun job's ranks may share them)
         self.scaling_facts: dict[str, Any] = {}  # refused grid points of a scaling sweep
         self.train_part: DataPart | None = None  # set by run(); primes the compressor baselines
         self.dictionaries: dict[tuple[Permutation, int], bytes] = {}
@@ -923,7 +927,12 @@ class Runner:
             # per mode (score_items' groups): FLOPs and seconds of mixed batches are shares
             modes = {m: rates(g) for m, g in st.get("groups", {}).items()}
             score[label] = {**rates({k: v for k, v in st.items() if k != "groups"}), "modes": modes}
-        return {"gemm_bf16_tflops": self.gemm_tflops, "train": train, "score": score}
+        out = {"gemm_bf16_tflops": self.gemm_tflops, "train": train, "score": score}
+        if self.suite.scaling is not None and "train_seconds" in self.timings:
+            from harness.sweep_speed import sweep_speed
+
+            out["sweep"] = sweep_speed(self.encoder_facts, self.timings["train_seconds"], peak, self.gpus)
+        return out
 
     def training_order(self) -> list[EncoderSpec]:
         """The suite's encoders in the order they are trained: under ``match: flops`` the

@@ -59,6 +59,9 @@ class ScalingConfig:
     lr_ref_dim: the width at which ``budget.lr`` applies.
     lr_width_power: lr = budget.lr * (lr_ref_dim / dim) ** lr_width_power (0 = one lr for all).
     only_budgets: train only these budgets (one piece of the grid per command); empty = all.
+    points_at_once: grid points one process trains at the same time, each in its own thread
+    (and CUDA stream): the small models' kernels then share the GPU. Each point is trained as
+    alone (its own windows, schedule, seed and optimizer); 1 = one after another.
     """
 
     budgets: tuple[float, ...]
@@ -69,6 +72,7 @@ class ScalingConfig:
     lr_ref_dim: int = 256
     lr_width_power: float = 0.5
     only_budgets: tuple[float, ...] = ()
+    points_at_once: int = 1
 
     def __post_init__(self) -> None:
         b = self.budgets
@@ -103,8 +107,8 @@ class ScalingConfig:
                                  "or start with '=', '+' or '-' (a formula in results.csv)")
         if not 0 <= self.warmup_fraction < 1:
             raise ValueError(f"warmup_fraction: must be in [0, 1), got {self.warmup_fraction}")
-        if self.min_steps < 1 or self.max_passes <= 0 or self.lr_ref_dim < 1:
-            raise ValueError("min_steps, max_passes and lr_ref_dim must be positive")
+        if self.min_steps < 1 or self.max_passes <= 0 or self.lr_ref_dim < 1 or self.points_at_once < 1:
+            raise ValueError("min_steps, max_passes, lr_ref_dim and points_at_once must be positive")
         for x in self.only_budgets:
             if not any(math.isclose(x, y, rel_tol=1e-9) for y in b):
                 raise ValueError(f"only_budgets: {x:g} is not one of the budgets {', '.join(f'{y:g}' for y in b)}")
@@ -298,12 +302,15 @@ def point_spec(cfg: ScalingConfig, spec: Any, point: GridPoint) -> Any:
     return replace(spec, label=point.label, backbone=cfg.backbone(spec.backbone, point.rung))
 
 
-def train_sweep(runner: Any, seed: int, train: Any) -> dict[str, tuple[Any, dict[str, Any], Any]]:
-    """Train (or load) every grid point of the selected budgets for one seed.
+def train_sweep(runner: Any, seed: int, train: Any,
+                owned: Callable[[str], bool] | None = None) -> dict[str, tuple[Any, dict[str, Any], Any]]:
+    """Train (or load) every grid point of the selected budgets for one seed (with ``owned``,
+    only the points whose label it accepts: this rank's share, ``harness.sweep_ranks``), up to
+    ``scaling.points_at_once`` at the same time (``train_together``).
 
-    Returns label → (encoder, meta, spec) like the Runner's own models; meta["sweep"] holds the
-    results.csv sweep columns. A refused point is logged, recorded in run.json (``scaling.refused``)
-    and cached as refused, so a re-run skips it without refitting."""
+    Returns label → (encoder, meta, spec) like the Runner's own models, in grid order;
+    meta["sweep"] holds the results.csv sweep columns. A refused point is logged, recorded in
+    run.json (``scaling.refused``) and cached as refused, so a re-run skips it without refitting."""
     import json
     import time
 
@@ -319,8 +326,45 @@ def train_sweep(runner: Any, seed: int, train: Any) -> dict[str, tuple[Any, dict
     specs = {s.label: s for s in runner.suite.encoders}
     refused: dict[str, str] = runner.scaling_facts.setdefault("refused", {})
     probe = list(training_windows(train.docs, 8 * b.batch_bytes, b.context_bytes, seed))
-    models: dict[str, tuple[Any, dict[str, Any], Any]] = {}
-    for p in grid(cfg, list(specs)):
+    done: dict[str, tuple[Any, dict[str, Any], Any]] = {}
+    pending: list[dict[str, Any]] = []  # planned points, trained together by ``flush``
+    # threads share torch's global generator: only models that draw nothing from it in training
+    at_once = cfg.points_at_once if all(s.backbone is None or s.backbone.dropout == 0 for s in specs.values()) else 1
+
+    def train_one(job: dict[str, Any]) -> None:
+        p, key = job["point"], job["key"]
+        with causal_attention_cost(HEADLINE_ATTENTION):
+            job["stats"] = train_encoder(
+                job["enc"], training_windows(train.docs, 10 * p.train_bytes + b.batch_bytes, b.context_bytes, seed),
+                p.train_bytes, job["budget"], runner.device, max_flops=p.budget - p.fit_flops,
+                checkpoint=Checkpointer(runner.rd.partial_path(key), runner.opts.checkpoint_seconds),
+                progress=runner._bar(f"train {p.label} s{seed}", p.train_bytes))
+
+    def flush() -> None:
+        train_together(pending, train_one, runner.device)
+        for job in pending:
+            p, enc, stats, total = job["point"], job["enc"], job["stats"], job["total"]
+            spent = stats["flops"] + p.fit_flops
+            p.train_bytes = int(stats["bytes"])  # what the loop actually read (D of the fits)
+            meta = {
+                "key": job["key"], "fit": job["fit"], "train": stats, "params_total": total,
+                "params_embedding": total - p.params_non_embedding,
+                "params_non_embedding": p.params_non_embedding,
+                "flops_per_byte_train": p.flops_per_byte, "flops_per_byte_train_full_attn": p.flops_per_byte_full,
+                "flops_per_byte_infer": stats["forward_flops"] / max(1, stats["bytes"]),
+                "total_flops": spent, "describe": enc.describe(),
+                "scaling": point_facts(p, train.n_bytes, train.fingerprint),
+                "sweep": sweep_columns(p, spent),
+            }
+            atomic_torch_save(enc.state_dict(), job["path"])
+            atomic_write_json(job["meta_path"], meta)
+            runner.log(f"[model] {p.label} seed {seed}: {stats['bytes']:,} bytes, {spent:.3g} FLOPs in "
+                       f"{stats['seconds']:.1f}s, final loss {stats['final_loss_bpb']:.3f} bpb")
+            done[p.label] = (enc, meta, job["spec"])
+        pending.clear()
+
+    points = [p for p in grid(cfg, list(specs)) if owned is None or owned(p.label)]
+    for p in points:
         spec = point_spec(cfg, specs[p.encoder], p)
         key = _point_key(runner, spec, seed, train.fingerprint, cfg, p.budget)
         path, meta_path = runner.rd.model_path(key), runner.rd.model_meta_path(key)
@@ -334,65 +378,84 @@ def train_sweep(runner: Any, seed: int, train: Any) -> dict[str, tuple[Any, dict
             enc.load_state_dict(torch.load(path, map_location="cpu", weights_only=True))
             enc.to(runner.device).eval()
             runner.log(f"[model] {p.label} seed {seed}: loaded from cache {path.name}")
-        else:
-            enc.to(runner.device)
-            t0 = time.perf_counter()
-            # Everything this point spends — fit stage included — is counted in the headline
-            # convention, so the loop stops when the budget is spent under it.
-            with causal_attention_cost(HEADLINE_ATTENTION):
-                ctx = fit_context(train.docs, b, runner.device, seed, log=runner.log,
-                                  progress=lambda what, n, lb=p.label: runner._bar(f"{lb} ({what})", n))
-                fit = enc.fit(ctx) or {}
-                fit.setdefault("seconds", time.perf_counter() - t0)
-                p.flops_per_byte, p.flops_per_byte_full = flops_per_byte(enc, probe, b.windows_per_step,
-                                                                          b.windows_per_micro_batch)
-                p.fit_flops = float(fit.get("flops", 0.0))
-                total = sum(x.numel() for x in enc.parameters())
-                p.params_non_embedding = total - enc.embedding_parameters()
-                plan_point(cfg, p, base_lr=b.lr, batch_bytes=b.batch_bytes, train_part_bytes=train.n_bytes)
-                if p.refused:
-                    refused[p.label] = p.refused
-                    runner.log(f"[scaling] {p.label}: refused: {p.refused}")
-                    atomic_write_json(meta_path, {"key": key, "refused": p.refused})
-                    continue
-                run_budget = replace(b, train_bytes=p.train_bytes, warmup_bytes=p.warmup_bytes, lr=p.lr)
-                runner.log(f"[model] {p.label} seed {seed}: {p.budget:.3g} FLOPs = ~{p.train_bytes:,} bytes, "
-                           f"{p.steps} steps, lr {p.lr:.3g} ({runner.device})")
-                stats = train_encoder(
-                    enc, training_windows(train.docs, 10 * p.train_bytes + b.batch_bytes, b.context_bytes, seed),
-                    p.train_bytes, run_budget, runner.device, max_flops=p.budget - p.fit_flops,
-                    checkpoint=Checkpointer(runner.rd.partial_path(key), runner.opts.checkpoint_seconds),
-                    progress=runner._bar(f"train {p.label} s{seed}", p.train_bytes))
-            spent = stats["flops"] + p.fit_flops
-            p.train_bytes = int(stats["bytes"])  # what the loop actually read (D of the fits)
-            meta = {
-                "key": key, "fit": fit, "train": stats, "params_total": total,
-                "params_embedding": total - p.params_non_embedding,
-                "params_non_embedding": p.params_non_embedding,
-                "flops_per_byte_train": p.flops_per_byte, "flops_per_byte_train_full_attn": p.flops_per_byte_full,
-                "flops_per_byte_infer": stats["forward_flops"] / max(1, stats["bytes"]),
-                "total_flops": spent, "describe": enc.describe(),
-                "scaling": point_facts(p, train.n_bytes, train.fingerprint),
-                "sweep": sweep_columns(p, spent),
-            }
-            atomic_torch_save(enc.state_dict(), path)
-            atomic_write_json(meta_path, meta)
-            runner.log(f"[model] {p.label} seed {seed}: {stats['bytes']:,} bytes, {spent:.3g} FLOPs in "
-                       f"{stats['seconds']:.1f}s, final loss {stats['final_loss_bpb']:.3f} bpb")
-        models[p.label] = (enc, meta, spec)
-        runner.record_encoder_facts(p.label, spec, seed, meta, extra=("scaling",))
-    if not models and refused:  # nothing to score: say why instead of an empty report
+            done[p.label] = (enc, meta, spec)
+            continue
+        enc.to(runner.device)
+        t0 = time.perf_counter()
+        # Everything this point spends — fit stage included — is counted in the headline
+        # convention, so the loop stops when the budget is spent under it.
+        with causal_attention_cost(HEADLINE_ATTENTION):
+            ctx = fit_context(train.docs, b, runner.device, seed, log=runner.log,
+                              progress=lambda what, n, lb=p.label: runner._bar(f"{lb} ({what})", n))
+            fit = enc.fit(ctx) or {}
+            fit.setdefault("seconds", time.perf_counter() - t0)
+            p.flops_per_byte, p.flops_per_byte_full = flops_per_byte(enc, probe, b.windows_per_step,
+                                                                      b.windows_per_micro_batch)
+            p.fit_flops = float(fit.get("flops", 0.0))
+            total = sum(x.numel() for x in enc.parameters())
+            p.params_non_embedding = total - enc.embedding_parameters()
+            plan_point(cfg, p, base_lr=b.lr, batch_bytes=b.batch_bytes, train_part_bytes=train.n_bytes)
+        if p.refused:
+            refused[p.label] = p.refused
+            runner.log(f"[scaling] {p.label}: refused: {p.refused}")
+            atomic_write_json(meta_path, {"key": key, "refused": p.refused})
+            continue
+        runner.log(f"[model] {p.label} seed {seed}: {p.budget:.3g} FLOPs = ~{p.train_bytes:,} bytes, "
+                   f"{p.steps} steps, lr {p.lr:.3g} ({runner.device})")
+        pending.append({"point": p, "spec": spec, "key": key, "path": path, "meta_path": meta_path, "enc": enc,
+                        "fit": fit, "total": total,
+                        "budget": replace(b, train_bytes=p.train_bytes, warmup_bytes=p.warmup_bytes, lr=p.lr)})
+        if len(pending) >= at_once:
+            flush()
+    flush()
+    models: dict[str, tuple[Any, dict[str, Any], Any]] = {}
+    for p in points:  # grid order, whatever order the points finished in
+        if p.label in done:
+            models[p.label] = done[p.label]
+            runner.record_encoder_facts(p.label, done[p.label][2], seed, done[p.label][1], extra=("scaling",))
+    if not models and refused and owned is None:  # nothing to score: say why instead of an empty report
         label, why = next(iter(refused.items()))
         raise ValueError(f"scaling: every point of the selected budgets was refused, so nothing is trained "
                          f"(first, {label}: {why}); change scaling.budgets or scaling.ladder")
     return models
 
 
-def sweep_dry_run(suite: Any, train: Any, device: Any, base_dir: Any) -> str:
+def train_together(jobs: Sequence[Any], train_one: Callable[[Any], None], device: Any) -> None:
+    """``train_one(job)`` for every job: one after another when there is one; else each in its
+    own thread — on CUDA on its own stream, so the jobs' kernels run side by side — in a copy of
+    the caller's context (``causal_attention_cost`` is a context variable). A job's error is
+    raised here once all have stopped."""
+    import contextlib
+    import contextvars
+    from concurrent.futures import ThreadPoolExecutor
+
+    import torch
+
+    if len(jobs) <= 1:
+        for job in jobs:
+            train_one(job)
+        return
+
+    def run(job: Any) -> None:
+        stream = torch.cuda.Stream(device) if device.type == "cuda" else None
+        with torch.cuda.stream(stream) if stream is not None else contextlib.nullcontext():
+            train_one(job)
+
+    from harness.accel import loops_at_once
+
+    with loops_at_once(len(jobs)), ThreadPoolExecutor(len(jobs), thread_name_prefix="tokbench-point") as pool:
+        futures = [pool.submit(contextvars.copy_context().run, run, job) for job in jobs]
+    for f in futures:
+        f.result()
+
+
+def sweep_dry_run(suite: Any, train: Any, device: Any, base_dir: Any, ranks: int = 1) -> str:
     """``--dry-run`` of a scaling suite: per point its size, FLOPs per byte, bytes, steps, passes,
-    lr, refusals and an estimated training time (the training loop's own step, timed on this device
-    for each (encoder, size), times the point's steps; fit stages are fitted on about a batch, so BLT
-    is approximate and their cost is not in the time)."""
+    lr, refusals and an estimated training time (the training loop's own step — a CUDA-graph
+    replay where ``budget.cuda_graphs`` makes the run replay it — timed on this device for each
+    (encoder, size), times the point's steps; fit stages are fitted on about a batch, so BLT
+    is approximate and their cost is not in the time), and the sweep's wall on ``ranks``
+    processes sharing this device (``harness.sweep_estimate``)."""
     from encoders.backbone import causal_attention_cost
     from harness.data import training_windows
     from harness.estimate import _fmt, _step_time
@@ -421,16 +484,45 @@ def sweep_dry_run(suite: Any, train: Any, device: Any, base_dir: Any) -> str:
                 half, full = flops_per_byte(enc, probe, b.windows_per_step, b.windows_per_micro_batch)
             batch = enc.collate(step_probe, [0] * len(step_probe)).to(device)
             dt = _step_time(enc, batch, suite, device)
+            dt, dt_gpu = _engine_step_times(enc, batch, suite, device, dt)
             n = sum(x.numel() for x in enc.parameters()) - enc.embedding_parameters()
-            measured[k] = (half, full, n, float(fit.get("flops", 0.0)), dt)
-        half, full, n, fit_flops, dt = measured[k]
+            measured[k] = (half, full, n, float(fit.get("flops", 0.0)), dt, dt_gpu)
+        half, full, n, fit_flops, dt, dt_gpu = measured[k]
         p.flops_per_byte, p.flops_per_byte_full, p.params_non_embedding, p.fit_flops = half, full, n, fit_flops
         p.seconds_per_step = dt
+        p.extra["gpu_seconds_per_step"] = dt_gpu
         plan_point(cfg, p, base_lr=b.lr, batch_bytes=b.batch_bytes, train_part_bytes=train.n_bytes)
     head = (f"scaling suite '{suite.name}': {len(cfg.selected())} of {len(cfg.budgets)} budget(s) x "
             f"{len(cfg.ladder)} size(s) x {len(specs)} encoder(s) x {len(suite.seeds)} seed(s) on {device}; "
             f"train part {train.n_bytes:,} bytes. FLOPs: causal attention at half cost (headline).")
     total = sum(p.est_seconds for p in points) * len(suite.seeds)
+    from harness.sweep_estimate import sweep_wall
+
+    trained = [p for p in points if not p.refused] * len(suite.seeds)
+    lanes = ranks * cfg.points_at_once  # points trained at the same time
+    wall = sweep_wall(trained, lanes, 1)
+    engine = (f"{lanes} at a time ({ranks} rank(s) x scaling.points_at_once {cfg.points_at_once}) on this "
+              f"device: {_fmt(wall['wall'])} (the larger of their makespan {_fmt(wall['makespan'])} and the "
+              f"device's work one step after another {_fmt(wall['gpu_work'])}; more ranks: --nproc N with --dry-run)")
     return "\n".join([head, "", grid_table(points, _fmt), "",
-                      f"estimated training time, all selected budgets and seeds: {_fmt(total)} "
-                      "(fit stages and scoring not included)"])
+                      f"estimated training time, all selected budgets and seeds: {_fmt(total)} one point at a "
+                      f"time, {engine} (fit stages and scoring not included)"])
+
+
+def _engine_step_times(enc: Any, batch: Any, suite: Any, device: Any, eager: float) -> tuple[float, float]:
+    """(wall, device) seconds of a step as the run takes it: the CUDA-graph replay where
+    ``budget.cuda_graphs`` applies (``harness.graph_step``), else the eager step (whose wall
+    ``eager`` is measured already)."""
+    from harness.graph_step import GraphStep, graph_capable
+    from harness.sweep_estimate import step_times
+    from harness.train import autocast_for, make_optimizer, train_step
+
+    b = suite.budget
+    graphs = b.cuda_graphs and device.type == "cuda" and graph_capable(enc)
+    opt = make_optimizer(enc, b, device, capturable=graphs)
+    if graphs:
+        gs = GraphStep(enc, opt, b, device, list(enc.parameters()))
+        return step_times(lambda: gs(batch, b.lr, batch.scored_bytes), device)
+    autocast = autocast_for(b, device)
+    _, gpu = step_times(lambda: train_step(enc, batch, opt, b.lr, b, autocast), device)
+    return eager, gpu

@@ -80,6 +80,9 @@ class BudgetConfig:
     micro_batch_bytes: split each step into micro-batches of this many bytes and accumulate
     gradients (0 = the whole step at once), so a large batch fits a smaller GPU; the step's
     gradient is the same sum, to float rounding. Speed/memory only: left out of the cache key.
+    cuda_graphs: replay each training step of a byte-level or BPE model as a CUDA graph (on CUDA, one
+    micro-batch a step, no data_parallel; ``harness.graph_step``): the host's per-step launches
+    of small models go. Speed only: left out of the cache key.
     data_parallel: under torchrun / --nproc, train each model on all ranks together (DDP; each
     rank takes a slice of every step's windows) instead of whole models per rank.
     deterministic: deterministic kernels (torch's deterministic algorithms, cuBLAS's fixed
@@ -105,6 +108,7 @@ class BudgetConfig:
     dtype: Literal["float32", "bfloat16"] = "float32"
     compile: Literal["auto"] | bool = "auto"
     micro_batch_bytes: int = 0
+    cuda_graphs: bool = False
     data_parallel: bool = False
     deterministic: bool = False
 

@@ -43,6 +43,7 @@ from harness.accel import (
 )
 from harness.bounds import MIN_LR
 from harness.data import batched, training_windows
+from harness.graph_step import GraphStep, graph_capable
 from harness.permutation import WindowPermuter
 from harness.pretokenize import pretokenized_batches
 from harness.suite import BudgetConfig
@@ -110,11 +111,14 @@ def lr_at(budget: BudgetConfig, seen: int, total: int) -> float:
     return lo + 0.5 * (budget.lr - lo) * (1.0 + math.cos(math.pi * frac))
 
 
-def make_optimizer(model: nn.Module, budget: BudgetConfig, device: torch.device | None = None) -> torch.optim.Optimizer:
+def make_optimizer(model: nn.Module, budget: BudgetConfig, device: torch.device | None = None,
+                   capturable: bool = False) -> torch.optim.Optimizer:
     """AdamW; weight decay on matrices only (not on norms, biases or embeddings' 1-D params).
 
     On CUDA the fused kernel (one launch for all parameters, no host sync); on CPU the plain
-    per-parameter loop, whose results the CPU tests pin down."""
+    per-parameter loop, whose results the CPU tests pin down. ``capturable`` (CUDA only): step
+    count and learning rate on the device, so a CUDA graph can replay the step
+    (``harness.graph_step``)."""
     decay, no_decay = [], []
     for p in model.parameters():
         if p.requires_grad:
@@ -124,6 +128,10 @@ def make_optimizer(model: nn.Module, budget: BudgetConfig, device: torch.device 
         raise ValueError(f"budget.lr: the learning rate is {budget.lr:.3g}; it must be finite and >= {MIN_LR:g}")
     fast = device is not None and device.type == "cuda"
     kw: dict[str, Any] = {"fused": True} if fast else {"foreach": False}
+    if capturable and fast:
+        for g in groups:  # one tensor per group: the graph reads each group's own
+            g["lr"] = torch.tensor(budget.lr, dtype=torch.float32, device=device)
+        kw["capturable"] = True
     return torch.optim.AdamW(groups, lr=budget.lr, betas=(budget.beta1, budget.beta2), **kw)
 
 
@@ -249,9 +257,14 @@ def train_encoder(
     encoder.to(device)
     encoder.train()
     compiled = compile_backbones(encoder) if want_compile(budget.compile, device) else 0
-    opt = make_optimizer(encoder, budget, device)
-    params = list(encoder.parameters())  # for gradient clipping: made once, not every step
     per_step = budget.windows_per_step
+    # a byte-level or BPE step replayed as a CUDA graph (harness.graph_step): one process, one
+    # micro-batch a step, the window stream as it is
+    graphs = (budget.cuda_graphs and device.type == "cuda" and dp is None and permuter is None
+              and budget.windows_per_micro_batch >= per_step and graph_capable(encoder))
+    opt = make_optimizer(encoder, budget, device, capturable=graphs)
+    params = list(encoder.parameters())  # for gradient clipping: made once, not every step
+    graph = GraphStep(encoder, opt, budget, device, params) if graphs else None
     # Micro-batches: the step's windows in slices of micro_batch_bytes, gradients accumulated;
     # the loss of each slice is divided by the whole step's scored bytes, so the step's gradient
     # is the same sum (to float rounding) as in one batch.
@@ -363,7 +376,13 @@ def train_encoder(
             step_here += 1
             step_bytes = sum(p[0].scored_bytes for p in parts)
             lr = lr_at(budget, seen, n_bytes)
-            if dp is None:
+            if graph is not None and graph.accepts([p[0] for p in parts]):
+                step_loss = graph(parts[0][0], lr, step_bytes)
+                for _, fwd, frozen, half in parts:
+                    flops += 3.0 * fwd - 2.0 * frozen
+                    fwd_flops += fwd
+                    causal_flops += half
+            elif dp is None:
                 step_loss = train_step(encoder, [p[0] for p in parts], opt, lr, budget, autocast, device,
                                        clip_params=params)
                 for _, fwd, frozen, half in parts:
@@ -385,8 +404,8 @@ def train_encoder(
             seen += step_bytes
             steps += 1
             if first_step_s is None:
-                if device.type == "cuda":
-                    torch.cuda.synchronize(device)
+                if device.type == "cuda":  # this loop's stream (a sweep trains points side by side)
+                    torch.cuda.current_stream(device).synchronize()
                 first_step_s = time.perf_counter() - t0  # includes the cold compile
                 first_step_causal = causal_flops
             if seen - last_point >= curve_every or last_point < 0:
@@ -411,7 +430,7 @@ def train_encoder(
         t_close = time.perf_counter()
         feed.close()
     if device.type == "cuda":
-        torch.cuda.synchronize(device)
+        torch.cuda.current_stream(device).synchronize()
     # the idle meter's profiler teardown (TOKBENCH_IDLE_STEPS only) is the measurement's cost
     seconds = time.perf_counter() - t0 - idle.overhead_seconds
     step_clock = clock.summary(time.perf_counter() - t_close)
@@ -434,6 +453,7 @@ def train_encoder(
         "setup_seconds": setup_s,
         "host_wait_seconds": feed.wait_seconds,
         "compiled_modules": compiled,
+        **({"cuda_graph_steps": graph.replays, "cuda_graphs": len(graph.graphs)} if graph is not None else {}),
         # of ``seconds``: torch.compile's graphs and FuzzyTok's kernel tuning (cold start costs)
         **{f"compile_{k}_seconds": v for k, v in compile_since(clock0).items()},
         "compile_cache": cache_counts_since(cache0),  # graphs from the disk cache / compiled anew

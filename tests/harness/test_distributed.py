@@ -215,9 +215,6 @@ def test_launcher_refuses_a_locked_run_dir(tmp_path: Path, capsys: pytest.Captur
     assert "run directory is in use" in capsys.readouterr().err
     assert main(["run", str(suite), "--out", str(out), "--nproc", "0"]) == 2
     assert "--nproc 0" in capsys.readouterr().err
-    # a scaling sweep has no rank plan: refused before anything starts
-    assert main(["run", str(ROOT / "suites" / "scaling_smoke.yaml"), "--out", str(out), "--nproc", "2"]) == 2
-    assert "scaling sweep runs in one process" in capsys.readouterr().err
 
 
 # --- DataParallel against one process, including a step whose last window leaves rank 0 empty

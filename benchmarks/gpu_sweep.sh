@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# The scaling sweep engine on one GPU: one budget of the seven-budget grid (issue 56; default
+# 5.12e14), bytes then BPE-4096; prints per job the command's wall, the grid's training FLOPs,
+# TFLOP/s, % of the GEMM rate the run measured, per-rung MFU and each point's step time
+# (benchmarks/sweep_summary.py), and packs results.csv, run.json and the log into $OUT.
+#
+#   GPU_DIR=$PWD/.gpu bash benchmarks/gpu_sweep.sh [BUDGET] [-- extra --set overrides]
+#
+# Each encoder: one process training all the budget's points at once (scaling.points_at_once =
+# POINTS, default 6: threads on their own CUDA streams), each step a CUDA-graph replay
+# (budget.cuda_graphs); should that job fail, it runs again as RANKS ranks sharing the GPU
+# (default 6, graphs on), then as those ranks eager. Afterwards (DRY=1, the default) the bytes
+# job's dry run on the GPU, to set its estimated wall beside the measured one.
+# Data as for gpu_scaling.sh ($GPU_DIR/scaling-data.tar.gz).
+source "$(dirname "$0")/gpu_common.sh"
+gpu_unpack scaling
+export TOKBENCH_CACHE=${TOKBENCH_CACHE:-$GPU_DIR/cache}
+cd "$ROOT"
+BUDGET=${1:-5.12e14}; [ $# -gt 0 ] && shift
+SETS=(); if [ "${1:-}" = "--" ]; then shift; for s in "$@"; do SETS+=(--set "$s"); done; fi
+gpu_env_log
+# SUITE / DEVICE: another suite and device, to try the script at toy size (SUITE=path DEVICE=cpu)
+SUITE=${SUITE:-scaling}; DEVICE=${DEVICE:-cuda}
+GRID=(--set budget.compile=false --set "scaling.only_budgets=[$BUDGET]")
+[ "$SUITE" = scaling ] && GRID+=(--set scaling.max_passes=8
+  --set 'scaling.budgets=[8e12,1.6e13,3.2e13,6.4e13,1.28e14,2.56e14,5.12e14]')
+mkdir -p /tmp/sweep
+job() {  # job NAME RANKS ENCODER [--set ...]: one command, timed, summarised and packed; its rc
+  local name=$1 ranks=$2 enc=$3; shift 3
+  local RUN=/tmp/sweep/$name t0 rc wall
+  t0=$(date +%s.%N)
+  python3 -m harness.cli run "$SUITE" --device "$DEVICE" --no-prepare --quiet --no-report --nproc "$ranks" \
+    "${GRID[@]}" --set "encoders=[$enc]" "$@" "${SETS[@]}" --out "$RUN" >"$RUN.log" 2>&1
+  rc=$?; wall=$(python3 -c "import time; print(f'{time.time() - $t0:.1f}')")
+  echo "$name: rc=$rc command wall $wall s ($ranks rank(s); $*)" | tee -a "$OUT/env.log"
+  if [ $rc -ne 0 ]; then tail -15 "$RUN.log" | tee -a "$OUT/env.log"; else
+    python3 benchmarks/sweep_summary.py "$RUN" "$wall" 2>&1 | tee -a "$OUT/env.log"; fi
+  cp "$RUN.log" "$RUN/" 2>/dev/null
+  (cd /tmp/sweep && tar czf "$OUT/$name.tgz" "$name/results.csv" "$name/run.json" "$name/$name.log" 2>/dev/null)
+  return $rc
+}
+BYTES='{name: bytes}'
+for enc in "bytes $BYTES" "bpe {name: bpe, vocab_size: 4096}"; do
+  read -r name spec <<<"$enc"
+  job "$name-threads" 1 "$spec" --set budget.cuda_graphs=true --set "scaling.points_at_once=${POINTS:-6}" \
+    || job "$name-ranks" "${RANKS:-6}" "$spec" --set budget.cuda_graphs=true \
+    || job "$name-eager" "${RANKS:-6}" "$spec"
+done
+if [ "${DRY:-1}" = 1 ]; then  # last: the measurements above are complete if the call is cut here
+  python3 -m harness.cli run "$SUITE" --dry-run --device "$DEVICE" "${GRID[@]}" --set "encoders=[$BYTES]" \
+    --set budget.cuda_graphs=true --set "scaling.points_at_once=${POINTS:-6}" "${SETS[@]}" \
+    2>&1 | grep -v '^  bytes@' | tail -12 | tee -a "$OUT/env.log"
+fi

@@ -1,0 +1,154 @@
+"""A scaling sweep across ranks on CPU (gloo): the deal by hand, and a tiny sweep under
+``--nproc 2`` — killed with -9 after its first finished grid point, then resumed — and with
+``scaling.points_at_once=3`` (threads), whose results.csv, refusals and run.json facts equal the
+one-process, one-point-at-a-time run's."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from harness.sweep_ranks import merged_refusals, plan_sweep, point_cost
+
+ROOT = Path(__file__).resolve().parents[2]
+
+# 2 budgets x 5 sizes: 5 points trained (74-182 steps of 256 bytes), 5 refused below min_steps
+SUITE = """\
+name: tinysweep
+seeds: [0]
+data:
+  train: {paths: [corpus], docs: paragraph, language: en}
+  eval:
+    - {name: heldout, paths: [corpus], language: en}
+budget: {train_bytes: 6000, context_bytes: 64, batch_bytes: 256, lr: 0.003, warmup_bytes: 0}
+backbone: {layers: 1, dim: 8, heads: 2}
+encoders:
+  - name: bytes
+scaling:
+  budgets: [2.5e8, 3.5e8, 5e8, 7e8, 1e9]
+  only_budgets: [5e8, 1e9]
+  ladder:
+    - {name: s0, layers: 1, dim: 8, heads: 2}
+    - {name: s1, layers: 1, dim: 12, heads: 2}
+    - {name: s2, layers: 1, dim: 16, heads: 2}
+    - {name: s3, layers: 2, dim: 12, heads: 2}
+    - {name: s4, layers: 2, dim: 16, heads: 2}
+  min_steps: 60
+  max_passes: 100
+  lr_ref_dim: 8
+perturbations:
+  - {name: case.upper, severity: 1.0}
+eval: {max_docs: 3, target_bytes: 24, sample_docs: 1}
+"""
+
+
+def test_point_cost_and_deal_by_hand() -> None:
+    # 1e12 FLOPs, 1e5 parameters, 1e4-byte batches: 1e12 / 6e9 = 166.7 steps x 7 ms + 1e12 / 1e14 s
+    assert point_cost(1e12, 100_000, 10_000) == pytest.approx(1e12 / 6e9 * 7e-3 + 0.01)
+    costs = {(0, "a"): 5.0, (0, "b"): 4.0, (0, "c"): 3.0, (1, "a"): 3.0, (1, "b"): 3.0}
+    assert plan_sweep(costs, 2) == {(0, "a"): 0, (0, "b"): 1, (0, "c"): 1, (1, "a"): 0, (1, "b"): 1}
+
+
+def _env() -> dict[str, str]:
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}  # threads pinned
+    env.pop("WORLD_SIZE", None)
+    return env
+
+
+def _cmd(tmp: Path, out: str, *extra: str) -> list[str]:
+    return [sys.executable, "-m", "harness.cli", "run", str(tmp / "sweep.yaml"), "--out", str(tmp / out),
+            "--quiet", "--no-report", "--device", "cpu", *extra]
+
+
+def _run(tmp: Path, out: str, *extra: str) -> subprocess.CompletedProcess[str]:
+    r = subprocess.run(_cmd(tmp, out, *extra), cwd=tmp, env=_env(), capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return r
+
+
+def _kill_after_first_point(tmp: Path, out: str) -> int:
+    """kill -9 the launcher of a 2-rank sweep once a grid point is on disk; wait until every
+    process of the job is gone; returns the finished points on disk."""
+    proc = subprocess.Popen(_cmd(tmp, out, "--nproc", "2"), cwd=tmp, env=_env(), stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)
+    models = tmp / out / "models"
+
+    def committed() -> int:  # a model's meta is written after its weights
+        return sum(1 for m in models.glob("*.json") if m.with_suffix(".pt").exists())
+
+    deadline = time.time() + 240
+    while time.time() < deadline and not committed() and proc.poll() is None:
+        time.sleep(0.05)
+    assert proc.poll() is None, "the sweep finished before it could be killed"
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        try:
+            os.killpg(proc.pid, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.1)
+    else:
+        os.killpg(proc.pid, signal.SIGKILL)
+        pytest.fail("ranks outlived the killed launcher")
+    return committed()
+
+
+def test_sweep_on_two_ranks_equals_one_process(tmp_path: Path) -> None:
+    (tmp_path / "corpus").mkdir()
+    for f in range(2):
+        paras = [f"File {f} paragraph {p}: the quick brown fox jumps over the lazy dog." for p in range(25)]
+        (tmp_path / "corpus" / f"f{f}.txt").write_text("\n\n".join(paras))
+    (tmp_path / "sweep.yaml").write_text(SUITE)
+    _run(tmp_path, "one")
+    # three points at a time in one process (threads): each trains as alone, so the same bytes
+    r = _run(tmp_path, "three", "--set", "scaling.points_at_once=3")
+    assert r.stderr.count("final loss") == 5
+    assert (tmp_path / "one" / "results.csv").read_bytes() == (tmp_path / "three" / "results.csv").read_bytes()
+    three = json.loads((tmp_path / "three" / "run.json").read_text())
+    done = _kill_after_first_point(tmp_path, "two")
+    assert 1 <= done <= 5
+    r = _run(tmp_path, "two", "--nproc", "2")
+    # the resumed job trains only what the killed one had not finished (refusals are cached too)
+    assert r.stderr.count("loaded from cache") == done
+    assert r.stderr.count("final loss") == 5 - done
+    assert "[rank 1]" in r.stderr
+    # each point trains in one process exactly as alone: the files are byte-identical
+    assert (tmp_path / "one" / "results.csv").read_bytes() == (tmp_path / "two" / "results.csv").read_bytes()
+    with open(tmp_path / "two" / "results.csv", newline="") as f:
+        assert len({row["encoder"] for row in csv.DictReader(f)}) == 5
+    one = json.loads((tmp_path / "one" / "run.json").read_text())
+    two = json.loads((tmp_path / "two" / "run.json").read_text())
+    assert two["distributed"]["world_size"] == 2 and sorted(set(two["distributed"]["owner"].values())) == [0, 1]
+    assert list(two["encoders"]) == list(one["encoders"])  # grid order
+    assert two["scaling"] == one["scaling"] == three["scaling"] and len(one["scaling"]["refused"]) == 5
+    assert list(three["encoders"]) == list(one["encoders"])
+    for label, facts in one["encoders"].items():
+        assert two["encoders"][label]["seeds"]["0"]["key"] == facts["seeds"]["0"]["key"]
+        assert two["encoders"][label]["scaling"] == facts["scaling"]
+    # the sweep's speed: every trained point's FLOPs, per rung (encoder:size) and in total
+    sweep = two["speed"]["sweep"]
+    flops = sum(f["seeds"]["0"]["train"]["flops_causal_attn_half"] for f in two["encoders"].values())
+    assert sweep["flops"] == pytest.approx(flops) and sweep["mfu"] is None  # no MFU on CPU
+    assert sum(r["points"] for r in sweep["rungs"].values()) == 5 and "bytes:s0" in sweep["rungs"]
+    assert sum(r["flops"] for r in sweep["rungs"].values()) == pytest.approx(flops)
+
+
+def test_merged_refusals_follow_the_grid() -> None:
+    from harness.config import load_suite
+
+    suite = load_suite(ROOT / "suites" / "scaling_smoke.yaml")
+    a = {"bytes@1.95e10:s0": "x"}
+    got = merged_refusals(suite, [{"bpe@1.95e10:s4": "y"}, a, {"bytes@8e9:s1": "z"}])
+    labels = list(got)
+    assert set(labels) <= {"bytes@1.95e10:s0", "bpe@1.95e10:s4", "bytes@8e9:s1"}
+    assert labels[0] == "bytes@8e9:s1"  # the smallest budget first, as a one-process run records it
