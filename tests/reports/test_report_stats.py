@@ -272,3 +272,38 @@ def test_slope_and_seed_summary() -> None:
     mean, sd = stats.seed_mean_sd([1.0, 2.0, 3.0])
     assert (mean, sd) == pytest.approx((2.0, 1.0))
     assert math.isnan(stats.seed_mean_sd([1.0])[1])
+
+
+def test_crossed_test_one_seed_is_the_paired_t_on_documents() -> None:
+    # equal bytes: the pooled difference is the mean per-document difference, its variance s²/n
+    rng = np.random.default_rng(4)
+    d = rng.normal(0.05, 0.2, size=30)  # bits/byte
+    x = np.stack([(2.0 + d) * LN2 * 100, np.full(30, 2.0 * LN2 * 100), np.full(30, 100.0)], -1)
+    r = stats.crossed_test(x[None], [0], [1], 2)
+    assert float(r["est"]) == pytest.approx(d.mean())
+    assert float(r["se"]) == pytest.approx(sps.sem(d))
+    assert float(r["v_seed"]) == 0.0 and stats.covers(1) == "documents"
+    assert 1.0 <= float(r["df"]) <= 29.0  # the effective number of documents, at most n − 1
+
+
+def test_crossed_test_seed_effect_is_the_t_test_on_seeds() -> None:
+    # every document of a seed moves by that seed's offset, nothing else varies: the test is
+    # the one-sample t-test of the per-seed differences on S − 1 degrees of freedom
+    offsets = np.array([0.03, -0.01, 0.05, 0.02])  # bits/byte
+    b = np.array([50.0, 400.0, 120.0])
+    a = (2.0 + offsets[:, None] + np.zeros(3)) * LN2 * b
+    x = np.stack([a, np.broadcast_to(2.0 * LN2 * b, a.shape), np.broadcast_to(b, a.shape)], -1)
+    r = stats.crossed_test(x, [0], [1], 2)
+    want = sps.ttest_1samp(offsets, 0.0)
+    assert float(r["est"]) == pytest.approx(offsets.mean())
+    assert float(r["p"]) == pytest.approx(want.pvalue) and float(r["df"]) == pytest.approx(3.0)
+    lo, hi = want.confidence_interval(0.95)
+    assert (float(r["lo"]), float(r["hi"])) == pytest.approx((lo, hi))
+    assert float(r["v_doc"]) == pytest.approx(0.0, abs=1e-15)
+
+
+def test_crossed_keeps_documents_present_in_every_seed() -> None:
+    seed = np.array([0, 0, 0, 1, 1, 1])
+    doc = np.array([5, 2, 9, 9, 5, 7])  # 2 only in seed 0, 7 only in seed 1
+    x = stats.crossed(seed, doc, [np.arange(6.0)])
+    assert x.shape == (2, 2, 1) and x[:, :, 0].tolist() == [[0.0, 2.0], [4.0, 3.0]]
