@@ -925,6 +925,10 @@ def compute_tables(data: RunData, n_boot: int = 1000, n_perm: int = 10000, seed:
                    processes: int = 1) -> Tables:
     """Compute every table of a report from a loaded run (deterministic for a given ``seed``).
 
+    Every interval and p is ``stats.crossed_test`` (no draws); ``n_perm`` and ``seed`` drive the
+    documents-only permutation test (``p_perm``). ``n_boot`` is not used by these tables (the
+    report's AR-vs-MDM table and scaling fit resample; ``render_run`` passes one set of options).
+
     processes: how many forked processes (``reports.pool.fork_map``; 1 = in this one) run the
     resampling of the per-group and the pairwise tables, most of this function's time. Every
     bootstrap and permutation draw comes from a generator keyed by its group or comparison
