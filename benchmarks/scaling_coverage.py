@@ -21,32 +21,14 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "reports"))
 
-from synthetic_scaling import PROJECT_LAWS, crossing_true, project_results  # noqa: E402
+from synthetic_scaling import (  # noqa: E402
+    PROJECT_LAWS,
+    project_estimates,
+    project_results,
+    project_truth,
+)
 
 from reports.scaling import fit_scaling  # noqa: E402
-
-
-def truths() -> dict[str, float]:
-    (bl, _), (tl, _) = PROJECT_LAWS["bytes"], PROJECT_LAWS["bpe-4096"]
-    return {"alpha bytes": bl.alpha, "alpha bpe-4096": tl.alpha, "a bytes": bl.b / (bl.a + bl.b),
-            "a bpe-4096": tl.b / (tl.a + tl.b), "E": bl.E,
-            "log10 C*": math.log10(crossing_true(bl, tl))}
-
-
-def estimates(fit) -> dict[str, tuple[float, float, float]]:
-    """name → (estimate, lo, hi) under the headline convention."""
-    ex = fit.exponents[fit.exponents.convention == "half"].set_index("encoder")
-    out = {}
-    for enc in ("bytes", "bpe-4096"):
-        r = ex.loc[enc]
-        out[f"alpha {enc}"] = (r.alpha, r.alpha_lo, r.alpha_hi)
-        out[f"a {enc}"] = (r.a, r.a_lo, r.a_hi)
-    e = fit.irreducible[fit.irreducible.convention == "half"].iloc[0]
-    out["E"] = (e.E, e.E_lo, e.E_hi)
-    p = fit.parity[fit.parity.convention == "half"].iloc[0]
-    out["log10 C*"] = tuple(math.log10(v) if v > 0 else math.nan
-                            for v in (p.c_star, p.c_lo, p.c_hi))
-    return out
 
 
 def main() -> None:
@@ -55,12 +37,12 @@ def main() -> None:
     ap.add_argument("--boot", type=int, default=200, help="bootstrap resamples per fit")
     ap.add_argument("--noise", type=float, default=0.005, help="relative noise sd of each BPB")
     args = ap.parse_args()
-    truth = truths()
+    truth = project_truth()
     got: dict[str, list[tuple[float, float, float]]] = {k: [] for k in truth}
     for s in range(args.seeds):
         fit = fit_scaling(project_results(PROJECT_LAWS, args.noise, seed=s), n_boot=args.boot,
                           seed=s)
-        for k, v in estimates(fit).items():
+        for k, v in project_estimates(fit).items():
             got[k].append(v)
     print(f"{args.seeds} noise seeds, noise {100 * args.noise:g} %, {args.boot} resamples")
     print("| quantity | truth | coverage | median CI width | spread (sd) | bias |")

@@ -827,17 +827,21 @@ def smooth_sweep(groups: dict[str, list[Group]], law: LawFit | None) -> Smooth:
     return Smooth(loss, noise, delta, sd)
 
 
-def _redraw(groups: dict[str, list[Group]], sm: Smooth, rng: np.random.Generator
+def _redraw(groups: dict[str, list[Group]], sm: Smooth, rng: np.random.Generator | None
             ) -> dict[str, list[Group]]:
     """One parametric resample of the sweep: every point's BPB redrawn as its expected value
     times (1 + N(0, noise_rel²)), every ΔBPB as its line plus N(0, sd²); the ladder (N, D, C)
-    stays — it is the design, not a sample."""
+    stays — it is the design, not a sample. rng None: the expected values themselves (the
+    bootstrap world's noise-free sweep)."""
+    def noise(n: int) -> np.ndarray:
+        return np.zeros(n) if rng is None else rng.standard_normal(n)
+
     out: dict[str, list[Group]] = {}
     for enc, gs in groups.items():
         for i, g in enumerate(gs):
             m = sm.loss[(enc, i)]
-            loss = m * (1.0 + sm.noise_rel * rng.standard_normal(len(m)))
-            delta = {p: sm.delta[(enc, i, p)] + sm.delta_sd.get(p, 0.0) * rng.standard_normal(len(m))
+            loss = m * (1.0 + sm.noise_rel * noise(len(m)))
+            delta = {p: sm.delta[(enc, i, p)] + sm.delta_sd.get(p, 0.0) * noise(len(m))
                      for p in g.delta}
             out.setdefault(enc, []).append(dataclasses.replace(g, loss=loss, delta=delta))
     return out
@@ -896,12 +900,18 @@ def encoder_kinds(rows: pd.DataFrame) -> dict[str, str]:
     return out
 
 
-def _ci(vals: list[float], level: float) -> tuple[float, float]:
+def _ci(vals: list[float], level: float, est: float, centre: float) -> tuple[float, float]:
+    """Basic (pivotal) bootstrap interval of ``est``: the resamples ``vals`` scatter around
+    ``centre``, the value the same chain gives on the bootstrap world's own noise-free sweep, as
+    the estimate scatters around the truth — so the interval is est − (quantile − centre),
+    which also takes out the chain's bias as measured in that world. (A percentile interval would
+    sit around ``centre``: the L(N, D) fit's value, not this estimate's.)"""
     v = np.array([x for x in vals if math.isfinite(x)])
-    if len(v) < 2:
+    if len(v) < 2 or not (math.isfinite(est) and math.isfinite(centre)):
         return math.nan, math.nan
     q = (1 - level) / 2
-    return float(np.quantile(v, q)), float(np.quantile(v, 1 - q))
+    lo, hi = np.quantile(v, [q, 1 - q])
+    return float(est - (hi - centre)), float(est - (lo - centre))
 
 
 def fmt_flops(c: float) -> str:
@@ -965,8 +975,12 @@ def fit_scaling(results: pd.DataFrame, *, n_boot: int = 200, seed: int = 0, leve
         boots: list[ChainResult] = [run_chain(g, pairs, point) for g in sweeps]
         tabs["law"] += law_rows(dataset, law, groups, sweeps, level)
 
-        def ci(key: str, boots: list[ChainResult] = boots) -> tuple[float, float]:
-            return _ci([b.scalars.get(key, math.nan) for b in boots], level)
+        centre = run_chain(_redraw(groups, smooth, None), pairs, point)
+
+        def ci(key: str, boots: list[ChainResult] = boots, point: ChainResult = point,
+               centre: ChainResult = centre) -> tuple[float, float]:
+            return _ci([b.scalars.get(key, math.nan) for b in boots], level,
+                       point.scalars.get(key, math.nan), centre.scalars.get(key, math.nan))
 
         frontiers[dataset] = point.frontier
         for enc, opts in point.optima.items():
@@ -999,6 +1013,7 @@ def fit_scaling(results: pd.DataFrame, *, n_boot: int = 200, seed: int = 0, leve
         bands[dataset] = {}
         for conv, fr in point.frontier.items():
             lo_e, hi_e = ci(f"E|{conv}")
+            lo_e = max(lo_e, 0.0) if math.isfinite(lo_e) else lo_e  # E ≥ 0 (fit_frontier's bound)
             tabs["irr"].append(dict(dataset=dataset, convention=conv, E=fr.e, E_lo=lo_e, E_hi=hi_e))
             bound = e_at_bound(fr, point.optima)
             if bound:
@@ -1020,12 +1035,15 @@ def fit_scaling(results: pd.DataFrame, *, n_boot: int = 200, seed: int = 0, leve
                     grid = np.linspace(lnc.min() - 0.5, lnc.max() + 0.5, band_points)
                     preds = np.array([b.frontier[conv].predict(enc, grid) for b in boots
                                       if enc in b.frontier[conv].alpha and np.isfinite(b.frontier[conv].e)])
-                    if len(preds) >= 2:
+                    cf = centre.frontier[conv]
+                    if len(preds) >= 2 and enc in cf.alpha and np.isfinite(cf.e):
+                        # the basic interval of ``_ci``, point by point along the grid
                         q = (1 - level) / 2
-                        bands[dataset][conv][enc] = (grid, np.quantile(preds, q, axis=0),
-                                                     np.quantile(preds, 1 - q, axis=0))
+                        est, mid = fr.predict(enc, grid), cf.predict(enc, grid)
+                        bands[dataset][conv][enc] = (grid, est - (np.quantile(preds, 1 - q, axis=0) - mid),
+                                                     est - (np.quantile(preds, q, axis=0) - mid))
             for a, b in pairs:
-                tabs["par"].append(_parity_row(dataset, conv, a, b, point, boots, level))
+                tabs["par"].append(_parity_row(dataset, conv, a, b, point, boots, level, centre))
         for enc in encs:
             for p in sorted({p for o in point.optima[enc] for p in o.delta}):
                 key = f"rob|{enc}|{p}"
@@ -1090,7 +1108,7 @@ def _exp(x: float) -> float:
 
 
 def _parity_row(dataset: str, conv: str, a: str, b: str, point: ChainResult, boots: list[ChainResult],
-                level: float) -> dict[str, Any]:
+                level: float, centre: ChainResult) -> dict[str, Any]:
     """One byte-vs-BPE parity entry with its plain-language statement."""
     fr = point.frontier[conv]
     key = f"cross|{conv}|{a}|{b}"
@@ -1117,7 +1135,7 @@ def _parity_row(dataset: str, conv: str, a: str, b: str, point: ChainResult, boo
     vals = [bt.scalars.get(key, math.nan) for bt in boots]
     inside = [lo <= v <= hi for v in vals if math.isfinite(v)]
     row["frac_inside"] = float(np.mean(inside)) if boots else math.nan
-    c_lo, c_hi = _ci(vals, level)
+    c_lo, c_hi = _ci(vals, level, lnx, centre.scalars.get(key, math.nan))
     row["c_lo"], row["c_hi"] = (_exp(c_lo), _exp(c_hi)) if math.isfinite(c_lo) else (math.nan, math.nan)
     row["ci_decades"] = (c_hi - c_lo) / math.log(10) if math.isfinite(c_lo) else math.nan
     rng_txt = f"{fmt_flops(math.exp(lo))}–{fmt_flops(math.exp(hi))} FLOPs"

@@ -154,3 +154,31 @@ def project_results(laws: dict[str, tuple[Law, str]], noise_rel: float, seed: in
     df["n_bytes"] = 1000.0
     df["nll_nats"] = df["bpb"] * math.log(2) * df["n_bytes"]
     return df
+
+
+def project_truth(laws: dict[str, tuple[Law, str]] | None = None) -> dict[str, float]:
+    """The quantities ``project_estimates`` reads, under PROJECT_LAWS (or ``laws``, same keys):
+    frontier exponent α = ab/(a+b), N_opt exponent b/(a+b), the shared E, log10 of the C* where
+    the frontiers cross."""
+    laws = laws or PROJECT_LAWS
+    (bl, _), (tl, _) = laws["bytes"], laws["bpe-4096"]
+    return {"alpha bytes": bl.alpha, "alpha bpe-4096": tl.alpha, "a bytes": bl.b / (bl.a + bl.b),
+            "a bpe-4096": tl.b / (tl.a + tl.b), "E": bl.E,
+            "log10 C*": math.log10(crossing_true(bl, tl))}
+
+
+def project_estimates(fit) -> dict[str, tuple[float, float, float]]:
+    """name → (estimate, lo, hi) of ``fit`` (a ``reports.scaling.ScalingFit``) under the headline
+    convention, for the names of ``project_truth``."""
+    ex = fit.exponents[fit.exponents.convention == "half"].set_index("encoder")
+    out = {}
+    for enc in ("bytes", "bpe-4096"):
+        r = ex.loc[enc]
+        out[f"alpha {enc}"] = (r.alpha, r.alpha_lo, r.alpha_hi)
+        out[f"a {enc}"] = (r.a, r.a_lo, r.a_hi)
+    e = fit.irreducible[fit.irreducible.convention == "half"].iloc[0]
+    out["E"] = (e.E, e.E_lo, e.E_hi)
+    p = fit.parity[fit.parity.convention == "half"].iloc[0]
+    out["log10 C*"] = tuple(math.log10(v) if v > 0 else math.nan
+                            for v in (p.c_star, p.c_lo, p.c_hi))
+    return out
