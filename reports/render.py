@@ -804,7 +804,7 @@ def _render(data: load.RunData, out_dir: Path, title: str, n_boot: int, n_perm: 
     tables["buckets"] = bucket_table(data.buckets, t.encoders)
     tables["permutations"] = fragility_table(data)
     tables["ar_vs_mdm"] = _table("ar_vs_mdm", mdm.TITLE, mdm.TABLE_SPEC,
-                                 mdm.ar_vs_mdm(data, n_boot=n_boot, seed=seed), note=mdm.NOTE)
+                                 mdm.ar_vs_mdm(data), note=mdm.NOTE)
     mark_bounds(tables, t.bounds, skip=["ar_vs_mdm"])
     t3 = time.perf_counter()
     # Scaling sweeps (flop_budget set): their own section, fitted from the same rows.

@@ -7,11 +7,13 @@
 The chain, per eval set and FLOP convention (docs/scaling.md):
 
 1. IsoFLOP profile: for each encoder and FLOP budget, BPB vs non-embedding parameters N is fitted
-   by a parabola in ln N; its vertex is the compute-optimal point (N_opt, L_opt). D_opt (training
+   by a parabola in ln N over the VERTEX_RUNGS rungs nearest its minimum; its vertex is the
+   compute-optimal point (N_opt, L_opt). D_opt (training
    bytes) and the compute C at the optimum are read off a straight line through the budget's
    points in ln N (they vary smoothly along the ladder). A vertex outside the ladder, an observed
-   minimum on the first or last rung, or a profile without curvature is *flagged* (``edge``); the
-   vertex is then clamped to the ladder, so L_opt is an upper bound there.
+   minimum on the first or last rung, or a profile without curvature is *flagged* (``edge``); a
+   vertex off the ladder is clamped to it, so L_opt is an upper bound there, and a clamped or flat
+   vertex takes no part in the fits across budgets (``Optimum.estimate``).
 2. Allocation exponents: least squares of ln N_opt and ln D_opt on ln C over the budgets.
 3. Frontier: L(C) = E + A·C^(−α), one irreducible E shared by every encoder on the same text, A
    and α per encoder (scipy ``least_squares`` in BPB, started from a grid over E).
@@ -26,10 +28,13 @@ than parameters (``frontier_design``); short of that they are NaN with a note, n
 with an interval. Rows from several runs pool only as one grid (``pool_points``): the same grid
 point with two different results, or points on different text, raise PoolingError.
 
-Confidence intervals: a case bootstrap. Every resample redraws the ladder points of every (encoder,
-budget) profile with replacement (at least three distinct sizes) and refits the whole chain —
-parabolas → optima → exponents → frontier → crossing → robustness slopes — so the intervals carry
-the profile-fitting error into every downstream number. Percentile intervals at ``level``.
+Confidence intervals: a parametric bootstrap. The ladder is a fixed design, so the resamples keep
+every (N, D, C) and redraw the losses: each point's expected BPB from the L(N, D) fit over every
+point (``smooth_sweep``), times 1 + N(0, σ²) with σ the fit's relative residual sd; each ΔBPB from
+a line in ln N per profile plus its residual noise. Every resample refits the whole chain —
+vertices → exponents → frontier → crossing → robustness slopes — and the interval is the basic
+(pivotal) one around the estimate (``_ci``). Measured coverage on the project's own design:
+docs/scaling.md, "Intervals".
 
 Units: BPB in bits per UTF-8 byte; N in parameters; D in training bytes; C in training FLOPs.
 FLOP conventions: ``half`` counts causal attention at half the dense QK^T/AV cost (``train_flops``,
