@@ -1,20 +1,21 @@
-"""Statistics for BPB: ratio estimator, (hierarchical, paired) bootstrap, permutation test, Holm.
+"""Statistics for BPB: ratio estimator, the seeds × documents t-interval and test, permutation
+test, Holm.
 
 BPB of a set of documents is the *ratio* ΣNLL / (ln 2 · Σbytes), not a mean of per-document
-BPB (long documents weigh by their bytes). Its uncertainty comes from resampling documents — and,
-with several seeds (independently trained models), first seeds and then documents within each
-drawn seed (a two-level bootstrap), so seed-to-seed variance is part of the interval.
+BPB (long documents weigh by their bytes). Its uncertainty has two sources: the documents (the
+sampling unit, taken together across seeds) and the seeds (independently trained models: the
+training variance). ``crossed_test`` carries both into every interval and p the report calls
+significant or not; docs/report.md ("Uncertainty") says why a t on the seeds' degrees of
+freedom and not a hierarchical bootstrap.
 
-Every estimator here works on *unit matrices*: for one seed, an array ``(n_docs, K)`` of per-document
-sums (e.g. columns [NLL nats, bytes]); a resample sums rows, and a statistic is a function of the
-``K`` column sums. Pairing two encoders (or perturbed vs clean) puts their columns side by side on
-the same documents, so one draw of documents serves both — that is the paired bootstrap.
+The estimators work on per-(seed, document) sums of K columns (e.g. [NLL nats, bytes]); pairing
+two encoders (or perturbed vs clean) puts their columns side by side on the same documents.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 from scipy import stats as sps
@@ -28,99 +29,6 @@ def ratio_bpb(nll_nats: np.ndarray, n_bytes: np.ndarray) -> float:
     """Bits per byte of a set of documents: ΣNLL (nats) / (ln 2 · Σ bytes)."""
     den = float(np.sum(n_bytes))
     return float(np.sum(nll_nats)) / (LN2 * den) if den > 0 else math.nan
-
-
-# Document draws a bootstrap chunk takes at once (resamples × documents): a chunk's indices and
-# gathered values are 256 KB each. In a sweep of this size on the 2-core VM (2^13 … 2^17), 2^17
-# took 2-4× as long as 2^15 for the same work (fresh pages for every array); 2^14 to 2^16 were
-# within the noise of each other.
-_BOOT_CHUNK_CELLS = 1 << 15
-
-
-def _index_dtype(n: int) -> type[np.integer]:
-    """The smallest integer dtype ``rng.integers(0, n)`` can draw into: 16-bit draws take half the
-    generator's output of the default int64 ones (numpy's bounded draws are exact either way)."""
-    return np.uint16 if n <= 1 << 16 else np.int64
-
-
-def resample_sums(
-    groups: Sequence[np.ndarray], n_boot: int, rng: np.random.Generator
-) -> np.ndarray:
-    """Column sums of ``n_boot`` hierarchical resamples.
-
-    groups: one ``(n_docs_s, K)`` float array per seed (its documents' per-document sums).
-    With one group, documents are resampled with replacement; with S > 1 groups, each replicate
-    draws S seeds with replacement and, for every drawn seed independently, its documents.
-    Returns ``(n_boot, K)`` float64, in the units of the columns.
-
-    Draws: for S > 1 first ``(n_boot, S)`` seed slots; then, per seed in order, the replicates
-    that drew it (a replicate that drew a seed twice gets two independent resamples), in chunks
-    of ``max(1, _BOOT_CHUNK_CELLS // n)`` resamples, each chunk one ``(rows, n)`` draw of document
-    indices. A resample's sums are its drawn documents' values gathered and summed column by
-    column: no BLAS, so no thread count can change a float (``processes`` gives the same tables).
-    """
-    groups = [np.asarray(g, dtype=float) for g in groups if len(g)]
-    if not groups:
-        raise ValueError("resample_sums: no documents")
-    k = groups[0].shape[1]
-    n_seeds = len(groups)
-    if n_seeds == 1:
-        slots = np.zeros((n_boot, 1), dtype=int)
-    else:
-        slots = rng.integers(0, n_seeds, size=(n_boot, n_seeds))
-    out = np.zeros((n_boot, k))
-    for s, g in enumerate(groups):
-        rows, _ = np.nonzero(slots == s)  # replicates that drew seed s, once per draw
-        if len(rows) == 0:
-            continue
-        n = g.shape[0]
-        cols = np.ascontiguousarray(g.T)  # (K, n): each column contiguous for its gather
-        chunk = max(1, _BOOT_CHUNK_CELLS // n)
-        sums = np.empty((len(rows), k))
-        for c0 in range(0, len(rows), chunk):
-            m = min(chunk, len(rows) - c0)
-            draws = rng.integers(0, n, size=(m, n), dtype=_index_dtype(n))  # (m, n) documents
-            draws = draws.astype(np.intp)  # once here, not inside take() once per column
-            for j in range(k):
-                # mode="clip": every index is in [0, n) already; skips take's bounds check
-                sums[c0:c0 + m, j] = cols[j].take(draws, mode="clip").sum(axis=1)
-        if n_seeds == 1:
-            out += sums  # every replicate drew the one seed once, in row order
-        else:
-            np.add.at(out, rows, sums)
-    return out
-
-
-def bootstrap_ci(
-    groups: Sequence[np.ndarray],
-    statistic: Callable[[np.ndarray], np.ndarray],
-    n_boot: int,
-    rng: np.random.Generator,
-    level: float = 0.95,
-) -> tuple[float, float]:
-    """Percentile CI of ``statistic(column sums)`` (vectorised: ``(n_boot, K) -> (n_boot,)``)."""
-    if n_boot <= 0:
-        return (math.nan, math.nan)
-    vals = statistic(resample_sums(groups, n_boot, rng))
-    vals = vals[np.isfinite(vals)]
-    if len(vals) == 0:
-        return (math.nan, math.nan)
-    a = (1.0 - level) / 2.0
-    lo, hi = np.quantile(vals, [a, 1.0 - a])
-    return (float(lo), float(hi))
-
-
-def ratio_stat(num: int = 0, den: int = 1) -> Callable[[np.ndarray], np.ndarray]:
-    """Statistic: BPB = sums[num] / (ln 2 · sums[den])."""
-    return lambda s: s[:, num] / (LN2 * s[:, den])
-
-
-def diff_stat(
-    plus: Sequence[int], minus: Sequence[int], den: int
-) -> Callable[[np.ndarray], np.ndarray]:
-    """Statistic: (Σ_plus columns − Σ_minus columns) / (ln 2 · sums[den]) — a BPB difference on
-    shared bytes (paired encoders on the same text, or perturbed minus clean per clean byte)."""
-    return lambda s: (s[:, list(plus)].sum(1) - s[:, list(minus)].sum(1)) / (LN2 * s[:, den])
 
 
 def seed_mean_sd(per_seed_bpb: Sequence[float]) -> tuple[float, float]:
