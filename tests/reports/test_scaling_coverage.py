@@ -37,3 +37,15 @@ def test_intervals_cover_the_truth_at_their_level() -> None:
     # 3.9 sd wide; the spread of SEEDS estimates is itself uncertain by ~25 %)
     for k in truth:
         assert np.median(width[k]) <= 2.0 * 3.92 * np.std(spread[k], ddof=1), k
+
+
+def test_a_parity_interval_of_many_decades_reads_unbounded() -> None:
+    from reports.scaling_report import build_tables
+
+    fit = fit_scaling(project_results(PROJECT_LAWS, 0.02, seed=0), n_boot=30, seed=0)
+    p = fit.parity[fit.parity.convention == "half"].iloc[0]
+    assert p.ci_decades > 3  # 2 % noise: the extrapolated crossing is not located
+    assert "CI unbounded: wider than 3 decades" in p.statement and "e+" not in p.statement.split(
+        "CI")[1]
+    table = next(t for t in build_tables(fit) if t.key == "scaling_parity")
+    assert "unbounded" in [row[6] for row in table.rows]
