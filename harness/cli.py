@@ -347,8 +347,8 @@ def cmd_sanity(args: argparse.Namespace) -> int:
 
 
 def add_report_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--bootstrap", type=int, default=1000, help="bootstrap resamples for CIs (default 1000)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the bootstrap and permutation tests")
+    p.add_argument("--bootstrap", type=int, default=1000, help="bootstrap resamples of the scaling fit's intervals (default 1000, at most 400 used; the tables' CIs draw none)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the scaling bootstrap and the permutation tests")
     p.add_argument("--no-svg", action="store_true", help="write PNG figures only")
 
 

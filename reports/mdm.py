@@ -13,18 +13,18 @@ the same config apart from the MDM keys (``objective``, ``mdm_*``), from run.jso
 run.json, the one AR and one MDM label of an encoder name in that run. Columns (BPB in bits per UTF-8 byte; clean cells):
 
     ar, mdm, mode, n_docs,
-    bpb_ar [lo, hi]         AR BPB, 95 % bootstrap CI over documents (and seeds)
+    bpb_ar [lo, hi]         AR BPB, 95 % CI over seeds × documents (``stats.crossed_test``)
     bpb_mdm [lo, hi], bpb_se  MDM NELBO BPB; its Monte Carlo standard error (pooled from results.csv
-                            ``bpb_se``); the CI is the bootstrap CI widened by 1.96 · bpb_se in
+                            ``bpb_se``); the CI is that CI widened by 1.96 · bpb_se in
                             quadrature (conservative: the per-document NLLs already carry part of
                             the MC noise)
-    gap [lo, hi]            bpb_mdm − bpb_ar, paired bootstrap (same documents), widened likewise
+    gap [lo, hi]            bpb_mdm − bpb_ar, paired (same documents and seeds), widened likewise
     delta_ar, delta_mdm     robustness: mean over perturbations (each at its highest severity) of
                             ΔBPB = BPB(perturbed) − BPB(clean)
-    delta_diff [lo, hi]     delta_mdm − delta_ar, paired bootstrap over documents. Not widened: a
+    delta_diff [lo, hi]     delta_mdm − delta_ar, paired over seeds × documents. Not widened: a
                             clean and a perturbed MDM cell share t and masks, so most MC noise
                             cancels, and what remains is in the per-document values
-    n_perturbations
+    n_perturbations, covers  what the CIs cover (``stats.COVERS_*``: one seed, documents only)
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ import pandas as pd
 from core.metrics import LN2, bpb
 from reports.fmt import ci, num
 from reports.load import CLEAN_ID, RunData
-from reports.stats import bootstrap_ci
+from reports.stats import covers, crossed, crossed_test
 
 Z95 = 1.959963984540054
 MDM_KEYS = ("objective", "mdm_schedule", "mdm_span")
@@ -107,14 +107,21 @@ def _doc_table(samples: pd.DataFrame, enc: str, mode: str, pert: str, sev: float
     return s[["seed", "dataset", "doc_id", "nll_nats", "metric_bytes"]]
 
 
-def _groups(joined: pd.DataFrame, cols: list[str]) -> list[np.ndarray]:
-    return [g[cols].to_numpy(float) for _, g in joined.groupby("seed", sort=True)]
+def _crossed(joined: pd.DataFrame, cols: list[str]) -> np.ndarray:
+    """``(S, n, K)`` of ``cols`` for ``crossed_test``: a document is (dataset, doc_id), the same
+    under every seed."""
+    doc = joined.groupby(["dataset", "doc_id"], sort=False).ngroup().to_numpy()
+    return crossed(joined["seed"].to_numpy(), doc, [joined[c].to_numpy(float) for c in cols])
 
 
-def ar_vs_mdm(data: RunData, n_boot: int = 1000, seed: int = 0) -> pd.DataFrame:
+def _interval(x: np.ndarray, plus: list[int], minus: list[int], den: int) -> tuple[float, float]:
+    r = crossed_test(x, plus, minus, den)
+    return float(r["lo"]), float(r["hi"])
+
+
+def ar_vs_mdm(data: RunData) -> pd.DataFrame:
     """One row per (AR, MDM) pair and mode; see the module docstring for the columns."""
     res = data.results
-    rng = np.random.default_rng(seed)
     rows: list[dict[str, Any]] = []
     key = ["seed", "dataset", "doc_id"]
     for ar, mdm in pairs(data):
@@ -132,19 +139,18 @@ def ar_vs_mdm(data: RunData, n_boot: int = 1000, seed: int = 0) -> pd.DataFrame:
             row: dict[str, Any] = {"ar": ar, "mdm": mdm, "mode": mode, "bpb_ar": b_ar,
                                    "bpb_mdm": b_mdm, "bpb_se": se, "gap": b_mdm - b_ar}
             ci = {k: (math.nan, math.nan) for k in ("bpb_ar", "bpb_mdm", "gap", "delta_diff")}
-            n_docs = 0
+            n_docs, n_seeds = 0, 0
             if len(data.samples):
                 da = _doc_table(data.samples, ar, mode, CLEAN_ID, None)
                 dm = _doc_table(data.samples, mdm, mode, CLEAN_ID, None)
                 j = da.merge(dm, on=key, suffixes=("_a", "_m"))
                 n_docs = len(j)
                 if n_docs:
-                    g = _groups(j, ["nll_nats_a", "nll_nats_m", "metric_bytes_a"])
-                    ci["bpb_ar"] = bootstrap_ci(g, lambda s: s[:, 0] / (LN2 * s[:, 2]), n_boot, rng)
-                    lo, hi = bootstrap_ci(g, lambda s: s[:, 1] / (LN2 * s[:, 2]), n_boot, rng)
-                    ci["bpb_mdm"] = _widen(b_mdm, lo, hi, se)
-                    lo, hi = bootstrap_ci(g, lambda s: (s[:, 1] - s[:, 0]) / (LN2 * s[:, 2]), n_boot, rng)
-                    ci["gap"] = _widen(b_mdm - b_ar, lo, hi, se)
+                    x = _crossed(j, ["nll_nats_a", "nll_nats_m", "metric_bytes_a"])
+                    n_seeds = x.shape[0]
+                    ci["bpb_ar"] = _interval(x, [0], [], 2)
+                    ci["bpb_mdm"] = _widen(b_mdm, *_interval(x, [1], [], 2), se)
+                    ci["gap"] = _widen(b_mdm - b_ar, *_interval(x, [1], [0], 2), se)
             # Robustness: each perturbation at its highest severity, present for both encoders.
             pert = cells[ar][cells[ar]["perturbation_id"] != CLEAN_ID]
             tops = pert.groupby("perturbation_id")["severity"].max()
@@ -174,21 +180,19 @@ def ar_vs_mdm(data: RunData, n_boot: int = 1000, seed: int = 0) -> pd.DataFrame:
                 for p in per_doc[1:]:
                     common = common.intersection(p.index)
                 if len(common):
-                    # columns per perturbation k: [ar pert, ar clean, mdm pert, mdm clean, bytes]
-                    mats = pd.concat([p.loc[common].reset_index(drop=True) for p in per_doc], axis=1)
-                    mats.insert(0, "seed", [c[0] for c in common])
-                    k = len(per_doc)
-                    g = _groups(mats, [c for c in mats.columns if c != "seed"])
-
-                    def stat(s: np.ndarray, k: int = k) -> np.ndarray:
-                        v = s.reshape(len(s), k, 5)
-                        d = ((v[:, :, 2] - v[:, :, 3]) - (v[:, :, 0] - v[:, :, 1])) / (LN2 * v[:, :, 4])
-                        return d.mean(1)
-
-                    ci["delta_diff"] = bootstrap_ci(g, stat, n_boot, rng)
+                    # per document, the mean over perturbations k of (mdm pert − mdm clean) −
+                    # (ar pert − ar clean), nats; every k scores the same clean bytes b1
+                    d = sum((p.loc[common, "n2"] - p.loc[common, "n3"])
+                            - (p.loc[common, "n0"] - p.loc[common, "n1"]) for p in per_doc) / len(per_doc)
+                    m = pd.DataFrame({"seed": [c[key.index("seed")] for c in common],
+                                      "dataset": [c[key.index("dataset")] for c in common],
+                                      "doc_id": [c[key.index("doc_id")] for c in common],
+                                      "d": d.to_numpy(float), "b": per_doc[0].loc[common, "b1"].to_numpy(float)})
+                    ci["delta_diff"] = _interval(_crossed(m, ["d", "b"]), [0], [], 1)
             for k2, (lo, hi) in ci.items():
                 row[f"{k2}_lo"], row[f"{k2}_hi"] = lo, hi
             row["n_docs"] = n_docs
+            row["covers"] = covers(n_seeds) if n_seeds else ""
             rows.append(row)
     return pd.DataFrame(rows)
 
@@ -220,7 +224,8 @@ TABLE_SPEC: list[tuple[str, Callable[[Any], str], bool]] = [
 ]
 TITLE = "AR vs MDM per encoder"
 NOTE = (BOUND_NOTE + " ΔBPB = BPB(perturbed) − BPB(clean), mean over perturbations at their "
-        "highest severity (> 0 is degradation). CIs: bootstrap over documents, paired; the MDM "
+        "highest severity (> 0 is degradation). CIs: paired t over seeds × documents (with one seed "
+        "they cover the documents only, not training variance); the MDM "
         "level and gap CIs are widened by the Monte Carlo standard error in quadrature.")
 
 

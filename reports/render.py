@@ -32,9 +32,11 @@ from reports.surprisal import BIN_LABELS, build_samples
 from reports.tables import (
     ALPHA,
     ANOMALY_CAUSES,
+    INTERVAL_NOTE,
     Tables,
     add_comparisons,
     clean_buckets,
+    covers_phrase,
     language_note,
     pair_matrix,
     significant,
@@ -156,8 +158,10 @@ def _seeds_note(t: Tables) -> str:
     counts = t.encoder_seeds or {e: t.n_seeds for e in t.encoders}
     distinct = sorted(set(counts.values()))
     if distinct == [1]:
-        return "One seed per encoder: CI from a bootstrap over documents; no across-seed sd."
-    boot = "CI: hierarchical bootstrap (seeds, then documents) where an encoder has several"
+        return ("One seed per encoder: every CI covers the documents only, not the variance "
+                "between trained models; no across-seed sd.")
+    boot = ("CI: t-interval over seeds × documents (docs/report.md), covering training variance "
+            "where an encoder has several seeds and the documents only where it has one")
     if len(distinct) == 1:
         return (f"BPB pooled over {distinct[0]} seeds per encoder; {boot}; mean ± sd: across "
                 "seeds.")
@@ -188,12 +192,12 @@ def build_tables(t: Tables) -> dict[str, Table]:
         ("params", lambda r: fsi(r.params), True),
     ], v, note=f"Lower BPB is better; ΔBPB > 0 is degradation. Robustness columns use "
                f"{t.primary_mode} mode at each perturbation's highest severity; the mean ΔBPB's "
-               "CI is a paired bootstrap over the documents scored in all of those cells. "
+               "CI is paired over the documents scored in all of those cells. "
                f"{seeds_note}")
 
-    rob_note = ("ΔBPB = BPB(perturbed) − BPB(clean) on the same eval sets and seeds; the CI is a "
-                "paired bootstrap over documents (perturbed and clean NLL of a document drawn "
-                "together). Slope: least-squares slope of BPB on measured character edit rate, "
+    rob_note = ("ΔBPB = BPB(perturbed) − BPB(clean) on the same eval sets and seeds; the CI is "
+                "paired (perturbed and clean NLL of a document taken together) over seeds × "
+                "documents. Slope: least-squares slope of BPB on measured character edit rate, "
                 "clean point included.")
     # The primary mode leads; every other mode (full, when clean_target is primary) gets its own
     # tables in a separate section, because its numbers measure something else (FULL_MODE_NOTE).
@@ -235,9 +239,9 @@ def build_tables(t: Tables) -> dict[str, Table]:
         ("95 % CI", lambda r: fci(r.delta_lo, r.delta_hi, True), True),
         ("p (Holm)", lambda r: fp(r.p_delta_holm), True),
         ("docs", lambda r: f"{r.n_docs:.0f}" if _ok(r.n_docs) else "—", True),
-    ], t.anomalies, note=("Cells whose ΔBPB is significantly below zero: a sign-flip permutation "
-                          "test of perturbed vs clean NLL on the same documents and seeds, "
-                          f"Holm-adjusted over every ΔBPB-vs-zero test in this report, p < {ALPHA}, "
+    ], t.anomalies, note=("Cells whose ΔBPB is significantly below zero: a paired test of "
+                          "perturbed vs clean NLL on the same documents and seeds (t over seeds × "
+                          f"documents), Holm-adjusted over every ΔBPB-vs-zero test in this report, p < {ALPHA}, "
                           "and a paired 95 % CI below zero. An improvement under noise is unexpected; read it as a question about "
                           "the data or the model, not as robustness."))
 
@@ -256,22 +260,22 @@ def build_tables(t: Tables) -> dict[str, Table]:
                                and getattr(r, "untested", "") else fci(r.ci_lo, r.ci_hi, True)),
          True),
         ("docs", lambda r: str(int(r.n_units)), True),
-        ("p (perm.)", lambda r: fp(r.p_perm), True),
         ("p (Holm)", lambda r: fp(r.p_holm), True),
+        ("p (perm., docs)", lambda r: fp(r.p_perm), True),
         ("p (Wilcoxon)", lambda r: fp(r.p_wilcoxon), True),
         ("agree", lambda r: {True: "yes", False: "no"}.get(r.wilcoxon_agrees, "—"), False),
+        ("CI covers", lambda r: covers_phrase(getattr(r, "covers", "")) or "—", False),
     ], cmp, note="Pairs are the same documents under the same seed. On clean cells the quantity "
                  "is BPB; on perturbed cells it is ΔBPB, so A − B < 0 means A degrades less. "
-                 "CI: paired (hierarchical) bootstrap. p (perm.): two-sided byte-weighted "
-                 "sign-flip permutation test (exact for ≤ 14 documents, else Monte Carlo; when no random "
-                 "sign pattern reaches the observed statistic, the Hoeffding upper bound on the exact "
-                 "p). p (Holm): Holm-adjusted "
+                 f"{INTERVAL_NOTE} p (Holm): that p Holm-adjusted "
                  "over every encoder-vs-encoder test in this report (every cell, both modes, and "
                  "the mean-degradation tests of the summary). Significant = Holm-adjusted p < "
-                 f"{ALPHA} and a 95 % CI that excludes zero (with several seeds the CI also holds "
-                 "the seed-to-seed variation the permutation test does not see). Wilcoxon: "
-                 "signed-rank test on per-document "
-                 "BPB differences (unweighted); 'agree' = same decision at 0.05 as the permutation "
+                 f"{ALPHA} and a 95 % CI that excludes zero. 'docs': paired (seed, document) "
+                 "units. p (perm., docs): two-sided byte-weighted sign-flip permutation test on "
+                 "documents, each document's seeds pooled — a test of these trained models only, "
+                 "blind to training variance, so it can be small where the report's p is not. "
+                 "Wilcoxon: signed-rank test on the same per-document BPB differences "
+                 "(unweighted); 'agree' = same decision at 0.05 as that permutation "
                  "test.", collapsed=len(cmp) > 60)
 
     out["languages"] = _wide(
@@ -279,7 +283,8 @@ def build_tables(t: Tables) -> dict[str, Table]:
         [("language", lambda g: g.language.iloc[0] or "—"), ("script", lambda g: g.script.iloc[0]
                                                             or "—")],
         t.encoders, lambda r: f"{f3(r.bpb)} {fci(r.ci_lo, r.ci_hi)}",
-        note=f"{t.level_mode} mode; CI: bootstrap over the eval set's documents (and seeds).")
+        note=f"{t.level_mode} mode; CI over the eval set's documents and seeds (one seed: "
+             "documents only).")
     out["languages_delta"] = _wide(
         "languages_delta", f"Mean ΔBPB per eval set ({t.primary_mode})", t.languages, "dataset",
         [], t.encoders, lambda r: fsign(r.mean_delta),
@@ -398,9 +403,9 @@ def degradation_matrix(t: Tables, mode: str) -> Table:
     note = (f"Each entry counts the {n} perturbed {mode} cells (perturbation × severity) the two "
             "encoders share: wins = the row encoder's ΔBPB is significantly smaller (it degrades "
             "less), losses = significantly larger, ties = not distinguishable; significance = "
-            f"Holm-adjusted p < {ALPHA} over every encoder comparison in this report (paired "
-            "sign-flip permutation test on documents × seeds) and a 95 % CI (hierarchical "
-            "bootstrap: seeds, then documents) that excludes zero. Every cell: table "
+            f"Holm-adjusted p < {ALPHA} over every encoder comparison in this report and a "
+            "95 % CI that excludes zero (both from a t over seeds × documents: docs/report.md). "
+            "Every cell: table "
             "'Paired comparisons'.")
     return Table(key, title, ["row \\ column", *encs], rows, note, set(range(1, len(encs) + 1)),
                  classes=classes)
@@ -622,8 +627,8 @@ def _figure_specs(t: Tables, data: load.RunData) -> tuple[list[tuple[str, str, s
         specs.append((f"severity_{mode}", f"ΔBPB vs severity ({mode})",
                       "ΔBPB = BPB(perturbed) − BPB(clean) of the same encoder on the same "
                       "documents, pooled over eval sets and seeds; bands are 95 % paired "
-                      "bootstrap CIs (a document's perturbed and clean NLL drawn together, seeds "
-                      "resampled first); severity 0 is the clean baseline (ΔBPB = 0). "
+                      "CIs over seeds × documents (a document's perturbed and clean NLL taken "
+                      "together; one seed: documents only); severity 0 is the clean baseline (ΔBPB = 0). "
                       + ("" if mode == "clean_target" else FULL_MODE_SHORT),
                       lambda m=mode: F.severity_curves(t, m, colors)))
     specs.append(("delta_heatmap", "ΔBPB heat map",
@@ -823,7 +828,7 @@ def _render(data: load.RunData, out_dir: Path, title: str, n_boot: int, n_perm: 
     tables["buckets"] = bucket_table(data.buckets, t.encoders)
     tables["permutations"] = fragility_table(data)
     tables["ar_vs_mdm"] = _table("ar_vs_mdm", mdm.TITLE, mdm.TABLE_SPEC,
-                                 mdm.ar_vs_mdm(data, n_boot=n_boot, seed=seed), note=mdm.NOTE)
+                                 mdm.ar_vs_mdm(data), note=mdm.NOTE)
     mark_bounds(tables, t.bounds, skip=["ar_vs_mdm"])
     t3 = time.perf_counter()
     # Scaling sweeps (flop_budget set): their own section, fitted from the same rows.

@@ -7,11 +7,13 @@
 The chain, per eval set and FLOP convention (docs/scaling.md):
 
 1. IsoFLOP profile: for each encoder and FLOP budget, BPB vs non-embedding parameters N is fitted
-   by a parabola in ln N; its vertex is the compute-optimal point (N_opt, L_opt). D_opt (training
+   by a parabola in ln N over the VERTEX_RUNGS rungs nearest its minimum; its vertex is the
+   compute-optimal point (N_opt, L_opt). D_opt (training
    bytes) and the compute C at the optimum are read off a straight line through the budget's
    points in ln N (they vary smoothly along the ladder). A vertex outside the ladder, an observed
-   minimum on the first or last rung, or a profile without curvature is *flagged* (``edge``); the
-   vertex is then clamped to the ladder, so L_opt is an upper bound there.
+   minimum on the first or last rung, or a profile without curvature is *flagged* (``edge``); a
+   vertex off the ladder is clamped to it, so L_opt is an upper bound there, and a clamped or flat
+   vertex takes no part in the fits across budgets (``Optimum.estimate``).
 2. Allocation exponents: least squares of ln N_opt and ln D_opt on ln C over the budgets.
 3. Frontier: L(C) = E + A·C^(−α), one irreducible E shared by every encoder on the same text, A
    and α per encoder (scipy ``least_squares`` in BPB, started from a grid over E).
@@ -26,10 +28,13 @@ than parameters (``frontier_design``); short of that they are NaN with a note, n
 with an interval. Rows from several runs pool only as one grid (``pool_points``): the same grid
 point with two different results, or points on different text, raise PoolingError.
 
-Confidence intervals: a case bootstrap. Every resample redraws the ladder points of every (encoder,
-budget) profile with replacement (at least three distinct sizes) and refits the whole chain —
-parabolas → optima → exponents → frontier → crossing → robustness slopes — so the intervals carry
-the profile-fitting error into every downstream number. Percentile intervals at ``level``.
+Confidence intervals: a parametric bootstrap. The ladder is a fixed design, so the resamples keep
+every (N, D, C) and redraw the losses: each point's expected BPB from the L(N, D) fit over every
+point (``smooth_sweep``), times 1 + N(0, σ²) with σ the fit's relative residual sd; each ΔBPB from
+a line in ln N per profile plus its residual noise. Every resample refits the whole chain —
+vertices → exponents → frontier → crossing → robustness slopes — and the interval is the basic
+(pivotal) one around the estimate (``_ci``). Measured coverage on the project's own design:
+docs/scaling.md, "Intervals".
 
 Units: BPB in bits per UTF-8 byte; N in parameters; D in training bytes; C in training FLOPs.
 FLOP conventions: ``half`` counts causal attention at half the dense QK^T/AV cost (``train_flops``,
@@ -40,6 +45,7 @@ convention moves byte-level encoders (long sequences) more than BPE and can move
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 from dataclasses import dataclass, field
@@ -360,6 +366,14 @@ class Optimum:
     edge: str  # "" | "below" | "above" | "flat" (see ``profile_optimum``)
     coef: tuple[float, float, float]  # parabola (c2, c1, c0) in ln N; NaNs when none
     delta: dict[str, float] = field(default_factory=dict)
+    clamped: bool = False  # the vertex lay off the ladder and was moved onto its end
+
+    @property
+    def estimate(self) -> bool:
+        """Whether this vertex estimates the optimum (a fit across budgets uses it): not flat,
+        not clamped. A clamped vertex only bounds the optimum — its N is the ladder's end, its
+        loss above the optimum's — so fitting exponents through it bends them toward the ladder."""
+        return self.edge != "flat" and not self.clamped
 
 
 def _line_at(x: np.ndarray, y: np.ndarray, x0: float) -> float:
@@ -384,22 +398,39 @@ def _interp(x: np.ndarray, y: np.ndarray, x0: float) -> float:
     return float(np.interp(x0, ux, uy))
 
 
-def profile_optimum(g: Group, idx: np.ndarray | None = None) -> Optimum:
-    """Fit one IsoFLOP profile: BPB = c2·x² + c1·x + c0 with x = ln N, vertex x* = −c1 / (2·c2).
+# Rungs the vertex parabola is fitted to: the ones nearest the minimum. A profile is a sum of
+# power laws in N, parabolic in ln N only near its minimum; over a whole 130× ladder the parabola
+# is lopsided and moves the vertex (by ~0.08 decades of C* on the project's design).
+VERTEX_RUNGS = 5
+
+
+def _nearest(x: np.ndarray, x0: float, k: int) -> np.ndarray:
+    """Indices of the points whose distinct x are the k nearest to x0 (all when there are fewer)."""
+    ux = np.unique(x)
+    keep = ux[np.argsort(np.abs(ux - x0), kind="stable")[:k]]
+    return np.flatnonzero(np.isin(x, keep))
+
+
+def profile_optimum(g: Group) -> Optimum:
+    """Fit one IsoFLOP profile: BPB = c2·x² + c1·x + c0 with x = ln N over the VERTEX_RUNGS
+    rungs nearest its minimum (first the lowest observed point, then the fitted vertex, once),
+    vertex x* = −c1 / (2·c2).
 
     Flags (``edge``): ``below``/``above`` when the vertex lies outside the ladder or the lowest
     observed BPB sits on its first/last rung — the true optimum may be off the ladder, so widen it
     there; ``flat`` when the parabola has no upward curvature (c2 ≤ 0) or fewer than three distinct
     sizes. A flagged vertex is clamped into the ladder (flat: the best observed point)."""
-    idx = np.arange(len(g.loss)) if idx is None else idx
-    x, y = g.ln_n[idx], g.loss[idx]
+    x, y = g.ln_n, g.loss
     lo, hi = float(x.min()), float(x.max())
     edge = ""
     coef = (math.nan, math.nan, math.nan)
     best = float(x[int(np.argmin(y))])
     if len(np.unique(x)) >= MIN_DISTINCT_SIZES:
-        c2, c1, c0 = np.polyfit(x, y, 2)
-        coef = (float(c2), float(c1), float(c0))
+        win = _nearest(x, best, VERTEX_RUNGS)
+        coef = tuple(float(v) for v in np.polyfit(x[win], y[win], 2))
+        if c2_positive(coef):  # recentre the window on the vertex, once
+            win = _nearest(x, min(max(-coef[1] / (2 * coef[0]), lo), hi), VERTEX_RUNGS)
+            coef = tuple(float(v) for v in np.polyfit(x[win], y[win], 2))
     if not c2_positive(coef):
         xs, edge = best, "flat"
     else:
@@ -408,12 +439,14 @@ def profile_optimum(g: Group, idx: np.ndarray | None = None) -> Optimum:
             edge = "below"
         elif xs > hi or best == hi:
             edge = "above"
+        clamped = not lo <= xs <= hi
         xs = min(max(xs, lo), hi)
     loss = (coef[0] * xs * xs + coef[1] * xs + coef[2]) if edge != "flat" else float(np.min(y))
     return Optimum(
-        ln_n=float(xs), loss=float(loss), ln_d=_line_at(x, g.ln_d[idx], xs),
-        ln_c={c: _line_at(x, v[idx], xs) for c, v in g.ln_c.items()}, edge=edge, coef=coef,
-        delta={p: _interp(x, v[idx], xs) for p, v in g.delta.items()},
+        ln_n=float(xs), loss=float(loss), ln_d=_line_at(x, g.ln_d, xs),
+        ln_c={c: _line_at(x, v, xs) for c, v in g.ln_c.items()}, edge=edge, coef=coef,  # type: ignore[arg-type]
+        delta={p: _interp(x, v, xs) for p, v in g.delta.items()},
+        clamped=edge in ("below", "above") and clamped,
     )
 
 
@@ -472,14 +505,16 @@ def frontier_design(n_points: dict[str, int]) -> tuple[list[str], str]:
     return encs, ""
 
 
-def fit_frontier(points: dict[str, tuple[np.ndarray, np.ndarray]]) -> Frontier:
+def fit_frontier(points: dict[str, tuple[np.ndarray, np.ndarray]],
+                 start: Frontier | None = None) -> Frontier:
     """Joint least squares (in BPB) of L = E + A_k·C^(−α_k) over encoders k, one E.
 
     points: encoder → (ln C (B,), L (B,)) of its compute-optimal points. Only the encoders
     ``frontier_design`` admits are fitted; when it admits none, the frontier is empty (E NaN):
     an underdetermined fit is not reported. E is bounded to [0, min L) — it is a floor under
     every observed loss. Started from the best point of a grid over E (for a fixed E the rest is
-    a straight line in log-log), then refined jointly."""
+    a straight line in log-log), then refined jointly; or from ``start`` (the point fit, for the
+    bootstrap's refits) when it has the same encoders."""
     encs, _ = frontier_design(_finite_points(points))
     if not encs:
         return Frontier(math.nan, {}, {}, 0.0, False)
@@ -504,9 +539,13 @@ def fit_frontier(points: dict[str, tuple[np.ndarray, np.ndarray]]) -> Frontier:
         return sse, theta
 
     upper = y_min * (1 - 1e-6) if y_min > 0 else 1e-9
-    grid = np.linspace(0.0, upper, 41)[:-1]
-    e0 = min(grid, key=lambda e: lines(e)[0])
-    theta0 = [e0] + lines(e0)[1]
+    if start is not None and start.ok and list(start.alpha) == encs and math.isfinite(start.e):
+        shift = {k: start.alpha[k] * (c0 - start.ln_c0) for k in encs}  # re-centre ln A at c0
+        theta0 = [start.e] + [v for k in encs for v in (start.ln_a[k] - shift[k], start.alpha[k])]
+    else:
+        grid = np.linspace(0.0, upper, 41)[:-1]
+        e0 = min(grid, key=lambda e: lines(e)[0])
+        theta0 = [e0] + lines(e0)[1]
 
     def resid(p: np.ndarray) -> np.ndarray:
         e, out = p[0], []
@@ -690,22 +729,22 @@ class ChainResult:
 
 
 def run_chain(groups: dict[str, list[Group]], pairs: list[tuple[str, str]],
-              idx: dict[tuple[str, int], np.ndarray] | None = None) -> ChainResult:
+              start: ChainResult | None = None) -> ChainResult:
     """Parabolas → optima → exponents → frontier (per convention) → crossings → robustness.
 
-    idx: (encoder, group number) → point indices (a bootstrap resample); None = all points."""
-    optima = {enc: [profile_optimum(g, None if idx is None else idx[(enc, i)])
-                    for i, g in enumerate(gs)] for enc, gs in groups.items()}
+    start: the point fit, whose frontiers start a bootstrap refit's (``fit_frontier``)."""
+    optima = {enc: [profile_optimum(g) for g in gs] for enc, gs in groups.items()}
     s: dict[str, float] = {}
     frontiers: dict[str, Frontier] = {}
     for conv in CONVENTIONS:
         pts = {}
         for enc, opts in optima.items():
-            ln_c = np.array([o.ln_c[conv] for o in opts])
+            # a vertex that is no estimate (clamped, flat) takes no part in a fit across budgets
+            ln_c = np.array([o.ln_c[conv] if o.estimate else math.nan for o in opts])
             pts[enc] = (ln_c, np.array([o.loss for o in opts]))
             s[f"a|{conv}|{enc}"] = determined_slope(ln_c, np.array([o.ln_n for o in opts]))
             s[f"b|{conv}|{enc}"] = determined_slope(ln_c, np.array([o.ln_d for o in opts]))
-        fr = fit_frontier(pts)
+        fr = fit_frontier(pts, start.frontier.get(conv) if start is not None else None)
         frontiers[conv] = fr
         s[f"E|{conv}"] = fr.e
         for enc in fr.alpha:
@@ -714,28 +753,102 @@ def run_chain(groups: dict[str, list[Group]], pairs: list[tuple[str, str]],
         for a, b in pairs:
             s[f"cross|{conv}|{a}|{b}"] = crossing(fr, a, b)
     for enc, opts in optima.items():
-        log10_c = np.array([o.ln_c[HEADLINE] for o in opts]) / math.log(10)
+        log10_c = np.array([o.ln_c[HEADLINE] if o.estimate else math.nan for o in opts]) / math.log(10)
         for p in sorted({p for o in opts for p in o.delta}):
             s[f"rob|{enc}|{p}"] = determined_slope(
                 log10_c, np.array([o.delta.get(p, math.nan) for o in opts]))
     return ChainResult(optima, frontiers, s)
 
 
-def _resample(groups: dict[str, list[Group]], rng: np.random.Generator) -> dict[tuple[str, int], np.ndarray]:
-    """Case resample of every profile: P draws with replacement, redrawn (up to 50 times) until
-    at least MIN_DISTINCT_SIZES distinct sizes are in (a ladder of fewer sizes keeps all points)."""
+@dataclass
+class Smooth:
+    """The bootstrap's picture of a sweep: every point's expected BPB and ΔBPB, and the noise
+    around them (``smooth_sweep``)."""
+
+    loss: dict[tuple[str, int], np.ndarray]  # (encoder, group number) → (P,) expected BPB
+    noise_rel: float  # sd of a point's BPB relative to its expected value
+    delta: dict[tuple[str, int, str], np.ndarray]  # … and perturbation → (P,) expected ΔBPB
+    delta_sd: dict[str, float]  # perturbation → sd of a point's ΔBPB (BPB)
+
+
+def _law_data(groups: dict[str, list[Group]]) -> dict[str, np.ndarray]:
+    """encoder → (P, 3) finite (N, D, BPB) of every ladder point of every budget."""
     out = {}
     for enc, gs in groups.items():
+        pts = np.concatenate([np.column_stack([np.exp(g.ln_n), np.exp(g.ln_d), g.loss]) for g in gs])
+        out[enc] = pts[np.all(np.isfinite(pts), axis=1)]
+    return out
+
+
+def law_point(groups: dict[str, list[Group]]) -> LawFit | None:
+    """L(N, D) with one E over every point (``fit_law`` shared_E), or None when the points
+    cannot determine it (no more points than parameters, or an encoder under three points)."""
+    data = _law_data(groups)
+    free = 1 + 4 * len(data)  # shared E, then lnA, a, lnB, b per encoder
+    if sum(len(v) for v in data.values()) <= free or any(len(v) < 3 for v in data.values()):
+        return None
+    return fit_law(data, "shared_E")
+
+
+def smooth_sweep(groups: dict[str, list[Group]], law: LawFit | None) -> Smooth:
+    """Every point's expected BPB: the L(N, D) fit where there is one (else each profile's own
+    parabola over all its points, else the point itself), and the relative noise sd from the
+    residuals (degrees of freedom: points − parameters). ΔBPB: a line in ln N per profile and
+    perturbation, its sd pooled over profiles (points − 2 each)."""
+    loss: dict[tuple[str, int], np.ndarray] = {}
+    rel, dof = [], 0
+    for enc, gs in groups.items():
         for i, g in enumerate(gs):
-            n = len(g.loss)
-            pick = np.arange(n)
-            if len(np.unique(g.ln_n)) >= MIN_DISTINCT_SIZES:
-                for _ in range(50):
-                    cand = rng.integers(0, n, n)
-                    if len(np.unique(g.ln_n[cand])) >= MIN_DISTINCT_SIZES:
-                        pick = cand
-                        break
-            out[(enc, i)] = np.sort(pick)
+            if law is not None and enc in law.laws:
+                m = law.laws[enc](np.exp(g.ln_n), np.exp(g.ln_d))
+            elif len(np.unique(g.ln_n)) >= MIN_DISTINCT_SIZES:
+                m = np.polyval(np.polyfit(g.ln_n, g.loss, 2), g.ln_n)
+                dof -= 3
+            else:
+                m = g.loss.copy()
+            loss[(enc, i)] = m
+            ok = np.isfinite(g.loss) & np.isfinite(m) & (m > 0)
+            rel.append((g.loss[ok] - m[ok]) / m[ok])
+            dof += int(ok.sum())
+    if law is not None:
+        dof -= law.n_params
+    r = np.concatenate(rel) if rel else np.zeros(0)
+    noise = float(np.sqrt(np.sum(r * r) / dof)) if dof > 0 else 0.0
+    delta: dict[tuple[str, int, str], np.ndarray] = {}
+    ss: dict[str, float] = {}
+    dd: dict[str, int] = {}
+    for enc, gs in groups.items():
+        for i, g in enumerate(gs):
+            for p, v in g.delta.items():
+                ok = np.isfinite(v)
+                if len(np.unique(g.ln_n[ok])) >= 2:
+                    fit = np.polyval(np.polyfit(g.ln_n[ok], v[ok], 1), g.ln_n)
+                    ss[p] = ss.get(p, 0.0) + float(np.sum((v[ok] - fit[ok]) ** 2))
+                    dd[p] = dd.get(p, 0) + int(ok.sum()) - 2
+                else:
+                    fit = v.copy()
+                delta[(enc, i, p)] = np.where(ok, fit, np.nan)
+    sd = {p: math.sqrt(ss[p] / dd[p]) if dd[p] > 0 else 0.0 for p in ss}
+    return Smooth(loss, noise, delta, sd)
+
+
+def _redraw(groups: dict[str, list[Group]], sm: Smooth, rng: np.random.Generator | None
+            ) -> dict[str, list[Group]]:
+    """One parametric resample of the sweep: every point's BPB redrawn as its expected value
+    times (1 + N(0, noise_rel²)), every ΔBPB as its line plus N(0, sd²); the ladder (N, D, C)
+    stays — it is the design, not a sample. rng None: the expected values themselves (the
+    bootstrap world's noise-free sweep)."""
+    def noise(n: int) -> np.ndarray:
+        return np.zeros(n) if rng is None else rng.standard_normal(n)
+
+    out: dict[str, list[Group]] = {}
+    for enc, gs in groups.items():
+        for i, g in enumerate(gs):
+            m = sm.loss[(enc, i)]
+            loss = m * (1.0 + sm.noise_rel * noise(len(m)))
+            delta = {p: sm.delta[(enc, i, p)] + sm.delta_sd.get(p, 0.0) * noise(len(m))
+                     for p in g.delta}
+            out.setdefault(enc, []).append(dataclasses.replace(g, loss=loss, delta=delta))
     return out
 
 
@@ -792,12 +905,18 @@ def encoder_kinds(rows: pd.DataFrame) -> dict[str, str]:
     return out
 
 
-def _ci(vals: list[float], level: float) -> tuple[float, float]:
+def _ci(vals: list[float], level: float, est: float, centre: float) -> tuple[float, float]:
+    """Basic (pivotal) bootstrap interval of ``est``: the resamples ``vals`` scatter around
+    ``centre``, the value the same chain gives on the bootstrap world's own noise-free sweep, as
+    the estimate scatters around the truth — so the interval is est − (quantile − centre),
+    which also takes out the chain's bias as measured in that world. (A percentile interval would
+    sit around ``centre``: the L(N, D) fit's value, not this estimate's.)"""
     v = np.array([x for x in vals if math.isfinite(x)])
-    if len(v) < 2:
+    if len(v) < 2 or not (math.isfinite(est) and math.isfinite(centre)):
         return math.nan, math.nan
     q = (1 - level) / 2
-    return float(np.quantile(v, q)), float(np.quantile(v, 1 - q))
+    lo, hi = np.quantile(v, [q, 1 - q])
+    return float(est - (hi - centre)), float(est - (lo - centre))
 
 
 def fmt_flops(c: float) -> str:
@@ -805,28 +924,16 @@ def fmt_flops(c: float) -> str:
     return num(c, ".2g")
 
 
-def law_rows(dataset: str, groups: dict[str, list[Group]], idxs: list[dict[tuple[str, int], np.ndarray]],
-             level: float) -> list[dict[str, Any]]:
-    """The L(N, D) fit of one eval set (``fit_law``, one E shared) over every ladder point, as
-    table rows per encoder, with percentile intervals from the same case resamples as the chain
-    (``idxs``; each refit warm-started from the point fit). A cross-check of the frontier: its E
+def law_rows(dataset: str, law: LawFit | None, groups: dict[str, list[Group]],
+             boots: list[dict[str, list[Group]]], level: float) -> list[dict[str, Any]]:
+    """The L(N, D) fit of one eval set (``law_point``, one E shared) over every ladder point, as
+    table rows per encoder, with percentile intervals from the chain's resampled sweeps
+    (``boots``; each refit warm-started from the point fit). A cross-check of the frontier: its E
     uses every point, where the frontier's uses only the IsoFLOP vertices."""
-    def data(idx: dict[tuple[str, int], np.ndarray] | None) -> dict[str, np.ndarray]:
-        out = {}
-        for enc, gs in groups.items():
-            rows = [np.column_stack([np.exp(g.ln_n), np.exp(g.ln_d), g.loss])[slice(None) if idx is None
-                                                                              else idx[(enc, i)]]
-                    for i, g in enumerate(gs)]
-            pts = np.concatenate(rows)
-            out[enc] = pts[np.all(np.isfinite(pts), axis=1)]
-        return out
-
-    full = data(None)
-    free = 1 + 4 * len(full)  # shared E, then lnA, a, lnB, b per encoder
-    if sum(len(v) for v in full.values()) <= free or any(len(v) < 3 for v in full.values()):
+    if law is None:
         return []
-    point = fit_law(full, "shared_E")
-    refits = [fit_law(data(i), "shared_E", x0=point.x) for i in idxs]
+    full = _law_data(groups)
+    refits = [fit_law(_law_data(b), "shared_E", x0=law.x) for b in boots]
     q = (1 - level) / 2
 
     def band(enc: str, get: Any) -> tuple[float, float]:
@@ -835,11 +942,11 @@ def law_rows(dataset: str, groups: dict[str, list[Group]], idxs: list[dict[tuple
         return (float(np.quantile(vals, q)), float(np.quantile(vals, 1 - q))) if len(vals) >= 2 else (math.nan, math.nan)
 
     out = []
-    for enc, law in point.laws.items():
-        row: dict[str, Any] = dict(dataset=dataset, encoder=enc, E=law.e, a=law.a, b=law.b,
-                                   A=math.exp(law.log_a_coef) * N0 ** law.a, B=math.exp(law.log_b_coef) * D0 ** law.b,
-                                   rms=point.rms(enc), n_points=len(full[enc]))
-        for name, get in (("E", lambda w: w.e), ("a", lambda w: w.a), ("b", lambda w: w.b)):
+    for enc, w in law.laws.items():
+        row: dict[str, Any] = dict(dataset=dataset, encoder=enc, E=w.e, a=w.a, b=w.b,
+                                   A=math.exp(w.log_a_coef) * N0 ** w.a, B=math.exp(w.log_b_coef) * D0 ** w.b,
+                                   rms=law.rms(enc), n_points=len(full[enc]))
+        for name, get in (("E", lambda v: v.e), ("a", lambda v: v.a), ("b", lambda v: v.b)):
             row[f"{name}_lo"], row[f"{name}_hi"] = band(enc, get)
         out.append(row)
     return out
@@ -867,12 +974,18 @@ def fit_scaling(results: pd.DataFrame, *, n_boot: int = 200, seed: int = 0, leve
         encs = sorted(groups)
         pairs = [(a, b) for a in encs for b in encs if kinds.get(a) == "byte" and kinds.get(b) == "bpe"]
         point = run_chain(groups, pairs)
-        idxs = [_resample(groups, rng) for _ in range(n_boot)]
-        boots: list[ChainResult] = [run_chain(groups, pairs, i) for i in idxs]
-        tabs["law"] += law_rows(dataset, groups, idxs, level)
+        law = law_point(groups)
+        smooth = smooth_sweep(groups, law)
+        sweeps = [_redraw(groups, smooth, rng) for _ in range(n_boot)]
+        boots: list[ChainResult] = [run_chain(g, pairs, point) for g in sweeps]
+        tabs["law"] += law_rows(dataset, law, groups, sweeps, level)
 
-        def ci(key: str, boots: list[ChainResult] = boots) -> tuple[float, float]:
-            return _ci([b.scalars.get(key, math.nan) for b in boots], level)
+        centre = run_chain(_redraw(groups, smooth, None), pairs, point)
+
+        def ci(key: str, boots: list[ChainResult] = boots, point: ChainResult = point,
+               centre: ChainResult = centre) -> tuple[float, float]:
+            return _ci([b.scalars.get(key, math.nan) for b in boots], level,
+                       point.scalars.get(key, math.nan), centre.scalars.get(key, math.nan))
 
         frontiers[dataset] = point.frontier
         for enc, opts in point.optima.items():
@@ -905,6 +1018,7 @@ def fit_scaling(results: pd.DataFrame, *, n_boot: int = 200, seed: int = 0, leve
         bands[dataset] = {}
         for conv, fr in point.frontier.items():
             lo_e, hi_e = ci(f"E|{conv}")
+            lo_e = max(lo_e, 0.0) if math.isfinite(lo_e) else lo_e  # E ≥ 0 (fit_frontier's bound)
             tabs["irr"].append(dict(dataset=dataset, convention=conv, E=fr.e, E_lo=lo_e, E_hi=hi_e))
             bound = e_at_bound(fr, point.optima)
             if bound:
@@ -926,12 +1040,15 @@ def fit_scaling(results: pd.DataFrame, *, n_boot: int = 200, seed: int = 0, leve
                     grid = np.linspace(lnc.min() - 0.5, lnc.max() + 0.5, band_points)
                     preds = np.array([b.frontier[conv].predict(enc, grid) for b in boots
                                       if enc in b.frontier[conv].alpha and np.isfinite(b.frontier[conv].e)])
-                    if len(preds) >= 2:
+                    cf = centre.frontier[conv]
+                    if len(preds) >= 2 and enc in cf.alpha and np.isfinite(cf.e):
+                        # the basic interval of ``_ci``, point by point along the grid
                         q = (1 - level) / 2
-                        bands[dataset][conv][enc] = (grid, np.quantile(preds, q, axis=0),
-                                                     np.quantile(preds, 1 - q, axis=0))
+                        est, mid = fr.predict(enc, grid), cf.predict(enc, grid)
+                        bands[dataset][conv][enc] = (grid, est - (np.quantile(preds, 1 - q, axis=0) - mid),
+                                                     est - (np.quantile(preds, q, axis=0) - mid))
             for a, b in pairs:
-                tabs["par"].append(_parity_row(dataset, conv, a, b, point, boots, level))
+                tabs["par"].append(_parity_row(dataset, conv, a, b, point, boots, level, centre))
         for enc in encs:
             for p in sorted({p for o in point.optima[enc] for p in o.delta}):
                 key = f"rob|{enc}|{p}"
@@ -946,7 +1063,7 @@ def fit_scaling(results: pd.DataFrame, *, n_boot: int = 200, seed: int = 0, leve
                                                       for s in ("", "_lo", "_hi")],
         "irr": ["dataset", "convention", "E", "E_lo", "E_hi"],
         "par": ["dataset", "convention", "byte", "bpe", "status", "c_star", "c_lo", "c_hi", "range_lo",
-                "range_hi", "decades_outside", "frac_inside", "leader_low", "statement"],
+                "range_hi", "decades_outside", "frac_inside", "leader_low", "statement", "ci_decades"],
         "rob": ["dataset", "encoder", "perturbation", "slope", "slope_lo", "slope_hi"],
         "robp": ["dataset", "encoder", "perturbation", "budget", "c", "delta"],
         "law": ["dataset", "encoder"] + [f"{n}{s}" for n in ("E", "a", "b") for s in ("", "_lo", "_hi")]
@@ -985,14 +1102,25 @@ def _underdetermined_notes(dataset: str, point: ChainResult) -> list[str]:
     return list(dict.fromkeys(out))
 
 
+# A parity interval wider than this many decades of compute says nothing a reader can use: it is
+# printed as "unbounded" (its ends stay in the table's c_lo, c_hi).
+MAX_CI_DECADES = 3.0
+
+
+def _exp(x: float) -> float:
+    """exp(x), inf past the float range (an extrapolated crossing can lie hundreds of decades out)."""
+    return math.exp(x) if x < 709.0 else math.inf
+
+
 def _parity_row(dataset: str, conv: str, a: str, b: str, point: ChainResult, boots: list[ChainResult],
-                level: float) -> dict[str, Any]:
+                level: float, centre: ChainResult) -> dict[str, Any]:
     """One byte-vs-BPE parity entry with its plain-language statement."""
     fr = point.frontier[conv]
     key = f"cross|{conv}|{a}|{b}"
     row: dict[str, Any] = dict(dataset=dataset, convention=conv, byte=a, bpe=b, c_star=math.nan,
                                c_lo=math.nan, c_hi=math.nan, range_lo=math.nan, range_hi=math.nan,
-                               decades_outside=math.nan, frac_inside=math.nan, leader_low="")
+                               decades_outside=math.nan, frac_inside=math.nan, leader_low="",
+                               ci_decades=math.nan)
     if a not in fr.alpha or b not in fr.alpha:
         counts = _vertex_counts(point, conv)
         _, why = frontier_design(counts)
@@ -1012,16 +1140,19 @@ def _parity_row(dataset: str, conv: str, a: str, b: str, point: ChainResult, boo
     vals = [bt.scalars.get(key, math.nan) for bt in boots]
     inside = [lo <= v <= hi for v in vals if math.isfinite(v)]
     row["frac_inside"] = float(np.mean(inside)) if boots else math.nan
-    c_lo, c_hi = _ci(vals, level)
-    row["c_lo"], row["c_hi"] = (math.exp(c_lo), math.exp(c_hi)) if math.isfinite(c_lo) else (math.nan, math.nan)
+    c_lo, c_hi = _ci(vals, level, lnx, centre.scalars.get(key, math.nan))
+    row["c_lo"], row["c_hi"] = (_exp(c_lo), _exp(c_hi)) if math.isfinite(c_lo) else (math.nan, math.nan)
+    row["ci_decades"] = (c_hi - c_lo) / math.log(10) if math.isfinite(c_lo) else math.nan
     rng_txt = f"{fmt_flops(math.exp(lo))}–{fmt_flops(math.exp(hi))} FLOPs"
-    ci_txt = (f" ({level:.0%} CI {fmt_flops(row['c_lo'])}–{fmt_flops(row['c_hi'])})"
-              if math.isfinite(row["c_lo"]) else "")
+    ci_txt = ("" if not math.isfinite(c_lo) else
+              f" ({level:.0%} CI unbounded: wider than {MAX_CI_DECADES:g} decades)"
+              if row["ci_decades"] > MAX_CI_DECADES else
+              f" ({level:.0%} CI {fmt_flops(row['c_lo'])}–{fmt_flops(row['c_hi'])})")
     other = b if ahead == a else a
     if not math.isfinite(lnx):
         return {**row, "status": "parallel", "statement":
                 f"{a} vs {b}: equal frontier exponents, no crossing at any compute; {ahead} stays ahead."}
-    row["c_star"] = math.exp(lnx)
+    row["c_star"] = _exp(lnx)
     if lo <= lnx <= hi:
         return {**row, "status": "crossing", "statement":
                 f"{other} reaches {ahead} at C* ≈ {fmt_flops(row['c_star'])} training FLOPs{ci_txt}, "

@@ -23,7 +23,14 @@ import pandas as pd
 
 from reports.fmt import ci, num
 from reports.render import FigureOut, Table, _jinja, md_table, md_text, save_figure
-from reports.scaling import CONVENTIONS, PoolingError, ScalingFit, fit_scaling, fmt_flops
+from reports.scaling import (
+    CONVENTIONS,
+    MAX_CI_DECADES,
+    PoolingError,
+    ScalingFit,
+    fit_scaling,
+    fmt_flops,
+)
 
 CONV_TEXT = {
     "half": "causal attention counted at half cost (train_flops)",
@@ -61,7 +68,8 @@ def build_tables(fit: ScalingFit) -> list[Table]:
     rows = []
     for r in fit.parity.itertuples():
         rows.append([r.dataset, r.convention + (" (headline)" if r.convention == fit.headline else ""),
-                     r.byte, r.bpe, r.status, fmt_flops(r.c_star), ci(r.c_lo, r.c_hi, ".2g"),
+                     r.byte, r.bpe, r.status, fmt_flops(r.c_star),
+                     "unbounded" if r.ci_decades > MAX_CI_DECADES else ci(r.c_lo, r.c_hi, ".2g"),
                      num(r.frac_inside, ".0%"), r.statement])
     out.append(Table("scaling_parity", "Parity: where a byte-level encoder reaches BPE",
                       ["eval set", "FLOPs", "byte-level", "BPE", "status", "C* (FLOPs)", f"{lvl} CI",
@@ -69,7 +77,8 @@ def build_tables(fit: ScalingFit) -> list[Table]:
                       "C*: training compute where the two fitted frontiers L(C) = E + A·C^(−α) cross "
                       "(E is shared, so it cancels). 'outside' = no crossing within the budgets run; "
                       "C* is then an extrapolation. The CI comes from bootstrap resamples that refit "
-                      "parabolas, frontier and crossing each time."))
+                      "vertices, frontier and crossing each time; one wider than "
+                      f"{MAX_CI_DECADES:g} decades reads 'unbounded'."))
     rows = []
     for r in fit.exponents.itertuples():
         e = fit.irreducible[(fit.irreducible.dataset == r.dataset) & (fit.irreducible.convention == r.convention)]

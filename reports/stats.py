@@ -1,20 +1,21 @@
-"""Statistics for BPB: ratio estimator, (hierarchical, paired) bootstrap, permutation test, Holm.
+"""Statistics for BPB: ratio estimator, the seeds × documents t-interval and test, permutation
+test, Holm.
 
 BPB of a set of documents is the *ratio* ΣNLL / (ln 2 · Σbytes), not a mean of per-document
-BPB (long documents weigh by their bytes). Its uncertainty comes from resampling documents — and,
-with several seeds (independently trained models), first seeds and then documents within each
-drawn seed (a two-level bootstrap), so seed-to-seed variance is part of the interval.
+BPB (long documents weigh by their bytes). Its uncertainty has two sources: the documents (the
+sampling unit, taken together across seeds) and the seeds (independently trained models: the
+training variance). ``crossed_test`` carries both into every interval and p the report calls
+significant or not; docs/report.md ("Uncertainty") says why a t on the seeds' degrees of
+freedom and not a hierarchical bootstrap.
 
-Every estimator here works on *unit matrices*: for one seed, an array ``(n_docs, K)`` of per-document
-sums (e.g. columns [NLL nats, bytes]); a resample sums rows, and a statistic is a function of the
-``K`` column sums. Pairing two encoders (or perturbed vs clean) puts their columns side by side on
-the same documents, so one draw of documents serves both — that is the paired bootstrap.
+The estimators work on per-(seed, document) sums of K columns (e.g. [NLL nats, bytes]); pairing
+two encoders (or perturbed vs clean) puts their columns side by side on the same documents.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 from scipy import stats as sps
@@ -28,99 +29,6 @@ def ratio_bpb(nll_nats: np.ndarray, n_bytes: np.ndarray) -> float:
     """Bits per byte of a set of documents: ΣNLL (nats) / (ln 2 · Σ bytes)."""
     den = float(np.sum(n_bytes))
     return float(np.sum(nll_nats)) / (LN2 * den) if den > 0 else math.nan
-
-
-# Document draws a bootstrap chunk takes at once (resamples × documents): a chunk's indices and
-# gathered values are 256 KB each. In a sweep of this size on the 2-core VM (2^13 … 2^17), 2^17
-# took 2-4× as long as 2^15 for the same work (fresh pages for every array); 2^14 to 2^16 were
-# within the noise of each other.
-_BOOT_CHUNK_CELLS = 1 << 15
-
-
-def _index_dtype(n: int) -> type[np.integer]:
-    """The smallest integer dtype ``rng.integers(0, n)`` can draw into: 16-bit draws take half the
-    generator's output of the default int64 ones (numpy's bounded draws are exact either way)."""
-    return np.uint16 if n <= 1 << 16 else np.int64
-
-
-def resample_sums(
-    groups: Sequence[np.ndarray], n_boot: int, rng: np.random.Generator
-) -> np.ndarray:
-    """Column sums of ``n_boot`` hierarchical resamples.
-
-    groups: one ``(n_docs_s, K)`` float array per seed (its documents' per-document sums).
-    With one group, documents are resampled with replacement; with S > 1 groups, each replicate
-    draws S seeds with replacement and, for every drawn seed independently, its documents.
-    Returns ``(n_boot, K)`` float64, in the units of the columns.
-
-    Draws: for S > 1 first ``(n_boot, S)`` seed slots; then, per seed in order, the replicates
-    that drew it (a replicate that drew a seed twice gets two independent resamples), in chunks
-    of ``max(1, _BOOT_CHUNK_CELLS // n)`` resamples, each chunk one ``(rows, n)`` draw of document
-    indices. A resample's sums are its drawn documents' values gathered and summed column by
-    column: no BLAS, so no thread count can change a float (``processes`` gives the same tables).
-    """
-    groups = [np.asarray(g, dtype=float) for g in groups if len(g)]
-    if not groups:
-        raise ValueError("resample_sums: no documents")
-    k = groups[0].shape[1]
-    n_seeds = len(groups)
-    if n_seeds == 1:
-        slots = np.zeros((n_boot, 1), dtype=int)
-    else:
-        slots = rng.integers(0, n_seeds, size=(n_boot, n_seeds))
-    out = np.zeros((n_boot, k))
-    for s, g in enumerate(groups):
-        rows, _ = np.nonzero(slots == s)  # replicates that drew seed s, once per draw
-        if len(rows) == 0:
-            continue
-        n = g.shape[0]
-        cols = np.ascontiguousarray(g.T)  # (K, n): each column contiguous for its gather
-        chunk = max(1, _BOOT_CHUNK_CELLS // n)
-        sums = np.empty((len(rows), k))
-        for c0 in range(0, len(rows), chunk):
-            m = min(chunk, len(rows) - c0)
-            draws = rng.integers(0, n, size=(m, n), dtype=_index_dtype(n))  # (m, n) documents
-            draws = draws.astype(np.intp)  # once here, not inside take() once per column
-            for j in range(k):
-                # mode="clip": every index is in [0, n) already; skips take's bounds check
-                sums[c0:c0 + m, j] = cols[j].take(draws, mode="clip").sum(axis=1)
-        if n_seeds == 1:
-            out += sums  # every replicate drew the one seed once, in row order
-        else:
-            np.add.at(out, rows, sums)
-    return out
-
-
-def bootstrap_ci(
-    groups: Sequence[np.ndarray],
-    statistic: Callable[[np.ndarray], np.ndarray],
-    n_boot: int,
-    rng: np.random.Generator,
-    level: float = 0.95,
-) -> tuple[float, float]:
-    """Percentile CI of ``statistic(column sums)`` (vectorised: ``(n_boot, K) -> (n_boot,)``)."""
-    if n_boot <= 0:
-        return (math.nan, math.nan)
-    vals = statistic(resample_sums(groups, n_boot, rng))
-    vals = vals[np.isfinite(vals)]
-    if len(vals) == 0:
-        return (math.nan, math.nan)
-    a = (1.0 - level) / 2.0
-    lo, hi = np.quantile(vals, [a, 1.0 - a])
-    return (float(lo), float(hi))
-
-
-def ratio_stat(num: int = 0, den: int = 1) -> Callable[[np.ndarray], np.ndarray]:
-    """Statistic: BPB = sums[num] / (ln 2 · sums[den])."""
-    return lambda s: s[:, num] / (LN2 * s[:, den])
-
-
-def diff_stat(
-    plus: Sequence[int], minus: Sequence[int], den: int
-) -> Callable[[np.ndarray], np.ndarray]:
-    """Statistic: (Σ_plus columns − Σ_minus columns) / (ln 2 · sums[den]) — a BPB difference on
-    shared bytes (paired encoders on the same text, or perturbed minus clean per clean byte)."""
-    return lambda s: (s[:, list(plus)].sum(1) - s[:, list(minus)].sum(1)) / (LN2 * s[:, den])
 
 
 def seed_mean_sd(per_seed_bpb: Sequence[float]) -> tuple[float, float]:
@@ -283,3 +191,110 @@ def slope(x: Sequence[float], y: Sequence[float]) -> float:
         return math.nan
     xc = xa - xa.mean()
     return float(np.sum(xc * (ya - ya.mean())) / np.sum(xc * xc))
+
+
+# --- seeds × documents: the unit of every interval and test the report calls "significant" ------
+
+COVERS_DOCS = "documents"  # one seed: the interval is about the documents, not about training
+COVERS_BOTH = "documents and seeds"
+
+
+def crossed_test(x: np.ndarray, plus: Sequence[int], minus: Sequence[int], den: int,
+                 level: float = 0.95) -> dict[str, np.ndarray]:
+    """Estimate, CI and two-sided p of a pooled BPB ratio (or difference) over seeds × documents.
+
+    x: ``(..., S, n, K)`` per-(seed, document) sums, the same n documents in every seed (column u
+    is one document: its seeds are one unit, drawn or flipped together); any leading axes are
+    independent problems (vectorised). The statistic is R = Σ_su (Σ_plus x − Σ_minus x) /
+    (ln 2 · Σ_su x[den]) in bits per byte — BPB itself (plus=[nll], minus=[]) or a paired
+    difference on shared bytes — pooled over all seeds and documents.
+
+    Its variance treats seeds (trained models) and documents as two crossed random factors. With
+    the linearised residuals r_su = (y_su / ln 2 − R · b_su) / Σb (they sum to zero), seed totals
+    R_s = Σ_u r_su, document totals C_u = Σ_s r_su and the interaction γ_su = r_su − R_s/n − C_u/S,
+    three mean squares (method of moments, unbiased for Var(R)):
+    V_seed = S/(S−1) Σ R_s² (between seeds: training variance plus the documents' noise within a
+    seed), V_doc = n/(n−1) Σ C_u² (documents resampled jointly across seeds) and
+    V_int = nS/((S−1)(n−1)) Σ γ²; Var(R) = V_seed + max(0, V_doc − V_int), the second term being
+    the document effects shared by every seed. The training variance is never subtracted from:
+    with S − 1 degrees of freedom its estimate would be zero too often. Degrees of freedom by
+    Satterthwaite over the mean squares that enter (V_seed with S − 1, V_doc with the effective
+    number of documents (Σ C²)² / Σ C⁴, V_int with S − 1 times that), so a difference carried by
+    the seeds is judged on about S − 1 degrees of freedom (t_{2, 0.975} = 4.30 with three seeds)
+    and, with one seed, Var(R) = V_doc on the effective number of documents.
+    CI: R ± t_ν · √Var; p: 2 · P(t_ν > |R| / √Var).
+
+    Returns arrays over the leading axes: ``est``, ``lo``, ``hi``, ``p``, ``se`` (bits/byte),
+    ``df``, ``v_seed`` and ``v_doc`` (the two parts of Var(R), (bits/byte)²). With one seed
+    v_seed is 0: the interval covers documents only (``COVERS_DOCS``), not the variance of
+    training.
+    """
+    x = np.asarray(x, dtype=float)
+    if x.ndim < 3:
+        raise ValueError("crossed_test: x must be (..., seeds, documents, columns)")
+    n_seeds, n = x.shape[-3], x.shape[-2]
+    y = x[..., list(plus)].sum(-1) - x[..., list(minus)].sum(-1)  # (..., S, n) nats
+    b = x[..., den]  # (..., S, n) bytes
+    btot = b.sum((-2, -1))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        est = y.sum((-2, -1)) / (LN2 * btot)
+        r = (y / LN2 - est[..., None, None] * b) / btot[..., None, None]
+    col = r.sum(-2)  # (..., n) document totals
+    c2 = col * col
+    v_doc = (n / (n - 1) * c2.sum(-1)) if n > 1 else np.full(est.shape, np.nan)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        # effective number of documents (Welch): a few long documents carry most of the variance
+        df_doc = np.minimum(c2.sum(-1) ** 2 / (c2 * c2).sum(-1), n - 1.0)
+    if n_seeds > 1:
+        row = r.sum(-1)  # (..., S) seed totals
+        v_seed = n_seeds / (n_seeds - 1) * (row * row).sum(-1)
+        g = r - row[..., None] / n - col[..., None, :] / n_seeds
+        v_int = (n * n_seeds / ((n_seeds - 1) * (n - 1)) * (g * g).sum((-2, -1))
+                 if n > 1 else np.zeros(est.shape))
+        # the seed term keeps the documents' within-seed noise: subtracting it there would leave
+        # a training variance estimated from S − 1 degrees of freedom at zero too often
+        # Satterthwaite for a sum and difference of mean squares: each brings its own noise
+        with np.errstate(invalid="ignore", divide="ignore"):
+            terms = v_seed**2 / (n_seeds - 1) + np.where(
+                v_doc > v_int, v_doc**2 / df_doc + v_int**2 / ((n_seeds - 1) * df_doc), 0.0)
+        v_doc = np.maximum(v_doc - v_int, 0.0)
+    else:
+        v_seed = np.zeros(est.shape)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            terms = v_doc**2 / df_doc
+    v = v_doc + v_seed
+    with np.errstate(invalid="ignore", divide="ignore"):
+        df = v**2 / terms
+        df = np.where(np.isfinite(df), np.clip(df, 1.0, 1e7), 1e7)  # 0/0: no spread at all
+        se = np.sqrt(v)
+        tq = sps.t.ppf(0.5 + level / 2.0, df)
+        z = np.abs(est) / se
+    p = np.where(se > 0, 2.0 * sps.t.sf(z, df), np.where(est == 0, 1.0, 0.0))
+    p = np.where(np.isfinite(est) & np.isfinite(se), p, np.nan)
+    half = np.where(se > 0, tq * se, 0.0)
+    return dict(est=est, lo=est - half, hi=est + half, p=p, se=se, df=df, v_doc=v_doc,
+                v_seed=v_seed)
+
+
+def covers(n_seeds: int) -> str:
+    """What a ``crossed_test`` interval over ``n_seeds`` seeds covers (``COVERS_*``)."""
+    return COVERS_BOTH if n_seeds > 1 else COVERS_DOCS
+
+
+def crossed(seed: np.ndarray, doc: np.ndarray, cols: Sequence[np.ndarray]) -> np.ndarray:
+    """Per-unit columns arranged as ``(S, n, K)`` for ``crossed_test``: seed s's row u is
+    document ``doc`` u (documents ascending); only documents present in every seed are kept (a
+    document is one unit across seeds). seed, doc: ``(m,)`` integer codes; cols: K ``(m,)``."""
+    m = np.column_stack([np.asarray(c, dtype=float) for c in cols])
+    seeds = np.unique(seed)
+    common = np.unique(doc[seed == seeds[0]])
+    for s in seeds[1:]:
+        common = np.intersect1d(common, doc[seed == s], assume_unique=False)
+    out = np.empty((len(seeds), len(common), m.shape[1]))
+    for i, s in enumerate(seeds):
+        sel = np.flatnonzero(seed == s)
+        d = doc[sel]
+        order = np.argsort(d, kind="stable")
+        pos = np.searchsorted(d[order], common)
+        out[i] = m[sel[order[pos]]]
+    return out

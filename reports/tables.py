@@ -35,6 +35,7 @@ from reports.pool import fork_map
 
 GROUP = ["encoder", "perturbation_id", "severity", "mode"]
 UNIT = ["seed", "dataset", "doc_id"]  # a paired unit: one document under one seed
+DOC = ["dataset", "doc_id"]  # a sampling unit: one document, all its seeds together
 
 
 @dataclass
@@ -76,7 +77,8 @@ class _Cell:
     """Per-document arrays of one group, sorted by unit code (seed, eval set, document).
 
     unit: (n,) int64 codes; seed: (n,) int; dataset: (n,) object; nll: (n,) nats;
-    nbytes: (n,) metric bytes (scored bytes in clean_target, clean bytes in full mode).
+    nbytes: (n,) metric bytes (scored bytes in clean_target, clean bytes in full mode);
+    doc: (n,) int64 codes of (eval set, document), the same document under every seed.
     """
 
     unit: np.ndarray
@@ -84,16 +86,35 @@ class _Cell:
     dataset: np.ndarray
     nll: np.ndarray
     nbytes: np.ndarray
+    doc: np.ndarray
 
     def take(self, mask_or_idx: np.ndarray) -> _Cell:
         return _Cell(self.unit[mask_or_idx], self.seed[mask_or_idx],
-                     self.dataset[mask_or_idx], self.nll[mask_or_idx], self.nbytes[mask_or_idx])
+                     self.dataset[mask_or_idx], self.nll[mask_or_idx], self.nbytes[mask_or_idx],
+                     self.doc[mask_or_idx])
 
 
-def _seed_groups(seed: np.ndarray, cols: list[np.ndarray]) -> list[np.ndarray]:
-    """Split per-document columns into one (n_docs_s, K) matrix per seed (hierarchical level)."""
-    m = np.column_stack(cols).astype(float)
-    return [m[seed == s] for s in np.unique(seed)]
+def _crossed_test(seed: np.ndarray, doc: np.ndarray, cols: list[np.ndarray], plus: list[int],
+                  minus: list[int]) -> dict[str, Any]:
+    """``stats.crossed_test`` of per-unit columns (the last one the bytes) as plain floats, with
+    ``n_seeds`` and ``covers`` (what the interval is about). Units are (seed, document) pairs;
+    only documents present under every seed count."""
+    x = stats.crossed(seed, doc, cols)
+    r = {k: float(v) for k, v in stats.crossed_test(x, plus, minus, len(cols) - 1).items()}
+    r["n_seeds"] = int(x.shape[0])
+    r["covers"] = stats.covers(x.shape[0])
+    r["n_docs_tested"] = int(x.shape[1])
+    return r
+
+
+def _doc_pooled(seed: np.ndarray, doc: np.ndarray, d_nats: np.ndarray, w: np.ndarray
+                ) -> tuple[np.ndarray, np.ndarray]:
+    """Per document (all its seeds pooled): the BPB difference Σ_s d / (ln 2 · Σ_s w) and its
+    bytes Σ_s w — the units of the permutation and Wilcoxon tests, so that a document's effect
+    counts once however many seeds scored it."""
+    x = stats.crossed(seed, doc, [d_nats, w]).sum(0)  # (n, 2)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return x[:, 0] / (LN2 * x[:, 1]), x[:, 1]
 
 
 def _align(*cells: _Cell) -> tuple[np.ndarray, ...]:
@@ -114,6 +135,7 @@ class _Index:
         s = samples.copy()
         s["severity"] = _sev(s["severity"])
         s["_unit"] = s.groupby(UNIT, sort=False).ngroup().astype(np.int64)
+        s["_doc"] = s.groupby(DOC, sort=False).ngroup().astype(np.int64)
         dup = s.duplicated(GROUP + ["_unit"])
         if dup.any():
             row = s.loc[dup].iloc[0]
@@ -124,7 +146,8 @@ class _Index:
         for key, g in s.groupby(GROUP, sort=False):
             self.by_group[tuple(key)] = _Cell(
                 g["_unit"].to_numpy(), g["seed"].to_numpy(), g["dataset"].to_numpy(object),
-                g["nll_nats"].to_numpy(float), g["metric_bytes"].to_numpy(float))
+                g["nll_nats"].to_numpy(float), g["metric_bytes"].to_numpy(float),
+                g["_doc"].to_numpy())
 
     def get(self, encoder: str, pid: str, sev: float, mode: str) -> _Cell | None:
         return self.by_group.get((encoder, pid, round(float(sev), 10), mode))
@@ -144,45 +167,36 @@ def _pooled(rows: pd.DataFrame) -> float:
     return stats.ratio_bpb(rows.nll_nats, rows.metric_bytes)
 
 
-def _group_stats(idx: _Index, key: tuple, with_delta: bool, n_boot: int, n_perm: int,
-                 seed: int) -> dict[str, float]:
-    """The resampled numbers of one group (``group_table``'s unit of work in a worker): its BPB
-    CI and, when ``with_delta`` (a perturbed group with a clean reference), the paired ΔBPB CI
-    and ``p_delta``. Only the keys computed are returned (the row keeps NaN for the others).
-
-    Every draw comes from ``_rng(seed, …, *key)``, a generator of this group alone, so the numbers
-    do not depend on which process computes the group or in which order."""
+def _group_stats(idx: _Index, key: tuple, with_delta: bool) -> dict[str, Any]:
+    """The interval numbers of one group (``group_table``'s unit of work in a worker): its BPB
+    CI and what it covers and, when ``with_delta`` (a perturbed group with a clean reference),
+    the paired ΔBPB CI and ``p_delta`` (``stats.crossed_test``: seeds × documents). Only the keys
+    computed are returned (the row keeps NaN for the others)."""
     enc, pid, sev, mode = key
-    out: dict[str, float] = {}
+    out: dict[str, Any] = {}
     s = idx.get(enc, pid, sev, mode)
     if s is not None and len(s.unit):
-        out["ci_lo"], out["ci_hi"] = stats.bootstrap_ci(
-            _seed_groups(s.seed, [s.nll, s.nbytes]), stats.ratio_stat(0, 1), n_boot,
-            _rng(seed, "bpb", *key))
+        r = _crossed_test(s.seed, s.doc, [s.nll, s.nbytes], [0], [])
+        out["ci_lo"], out["ci_hi"], out["covers"] = r["lo"], r["hi"], r["covers"]
     if with_delta:
         c = idx.get(enc, CLEAN_ID, 0.0, mode)
         if s is not None and c is not None:
             i_s, i_c = _align(s, c)
             if len(i_s):
-                out["delta_lo"], out["delta_hi"] = stats.bootstrap_ci(
-                    _seed_groups(s.seed[i_s], [s.nll[i_s], c.nll[i_c], c.nbytes[i_c]]),
-                    stats.diff_stat([0], [1], 2), n_boot, _rng(seed, "delta", *key))
-                w = c.nbytes[i_c]
-                out["p_delta"] = stats.paired_permutation_test(
-                    (s.nll[i_s] - c.nll[i_c]) / (LN2 * w), w, n_perm,
-                    _rng(seed, "pdelta", *key))
+                r = _crossed_test(s.seed[i_s], s.doc[i_s], [s.nll[i_s], c.nll[i_c], c.nbytes[i_c]],
+                                  [0], [1])
+                out["delta_lo"], out["delta_hi"], out["p_delta"] = r["lo"], r["hi"], r["p"]
     return out
 
 
-def group_table(data: RunData, idx: _Index, n_boot: int, seed: int, n_perm: int = 10000,
-                processes: int = 1) -> pd.DataFrame:
-    """One row per group: metric BPB, 95 % CI (hierarchical bootstrap: seeds, then documents),
-    mean ± sd over seeds, edit rate, ΔBPB vs clean with a paired CI, relative degradation, and
-    ``p_delta``: the paired sign-flip permutation p of "ΔBPB = 0" (perturbed vs clean NLL of the
-    same document and seed), which flags a perturbation that significantly *improves* an
-    encoder (see ``anomaly_table``).
+def group_table(data: RunData, idx: _Index, processes: int = 1) -> pd.DataFrame:
+    """One row per group: metric BPB, 95 % CI (``stats.crossed_test``: seeds × documents) and
+    ``covers`` (what it covers: ``stats.COVERS_*``), mean ± sd over seeds, edit rate, ΔBPB vs
+    clean with a paired CI, relative degradation, and ``p_delta``: the paired p of "ΔBPB = 0"
+    (perturbed vs clean NLL of the same document and seed, the same test), which flags a
+    perturbation that significantly *improves* an encoder (see ``anomaly_table``).
 
-    processes: how many forked processes run the groups' resampling (``_group_stats``, one
+    processes: how many forked processes run the groups' intervals (``_group_stats``, one
     group a task; 1 = in this one); the table is the same either way."""
     res = data.results.copy()
     res["severity"] = _sev(res["severity"])
@@ -211,6 +225,7 @@ def group_table(data: RunData, idx: _Index, n_boot: int, seed: int, n_perm: int 
                        if g.edit_rate.notna().all() else math.nan),
             ci_lo=math.nan, ci_hi=math.nan, delta=math.nan, delta_lo=math.nan,
             delta_hi=math.nan, rel=math.nan, bpb_clean_ref=math.nan, p_delta=math.nan,
+            covers="",
         )
         with_delta = False
         if pid != CLEAN_ID:
@@ -230,7 +245,7 @@ def group_table(data: RunData, idx: _Index, n_boot: int, seed: int, n_perm: int 
         tasks.append((tuple(key), with_delta))
     # the resampling (most of this table's time) in workers; the cheap pooled numbers above stay
     # here, where the clean references are cached across groups
-    done = fork_map(lambda i: _group_stats(idx, *tasks[i], n_boot, n_perm, seed), len(tasks),
+    done = fork_map(lambda i: _group_stats(idx, *tasks[i]), len(tasks),
                     processes, "report table (groups)")
     for row, st in zip(out, done):
         row.update(st)  # existing keys: their place in the row (and the frame's columns) stays
@@ -275,7 +290,7 @@ def family_table(rob: pd.DataFrame) -> pd.DataFrame:
 
 def _paired_units(idx: _Index, a: str, b: str, pid: str, sev: float, mode: str
                   ) -> dict[str, np.ndarray] | None:
-    """Per paired unit: A, B (nll nats), bytes, seed; for perturbed cells also the clean
+    """Per paired unit: A, B (nll nats), bytes, seed, doc; for perturbed cells also the clean
     baselines Ac, Bc. None when the two encoders share no scored documents."""
     sa, sb = idx.get(a, pid, sev, mode), idx.get(b, pid, sev, mode)
     if sa is None or sb is None:
@@ -291,7 +306,7 @@ def _paired_units(idx: _Index, a: str, b: str, pid: str, sev: float, mode: str
         out = dict(A=sa.nll[ia], B=sb.nll[ib], Ac=ca.nll[ica], Bc=cb.nll[icb])
     if not len(ia):
         return None
-    out.update(bytes=sa.nbytes[ia], seed=sa.seed[ia])
+    out.update(bytes=sa.nbytes[ia], seed=sa.seed[ia], doc=sa.doc[ia])
     return out
 
 
@@ -311,12 +326,17 @@ def untested_reason(idx: _Index, a: str, b: str, pid: str, sev: float, mode: str
     return NO_SAMPLES if any(idx.get(e, p, s, mode) is None for e, p, s in need) else NO_SHARED
 
 
-def _comparison_stats(idx: _Index, key: tuple, n_boot: int, n_perm: int, seed: int
-                      ) -> dict[str, Any]:
+def _comparison_stats(idx: _Index, key: tuple, n_perm: int, seed: int) -> dict[str, Any]:
     """The paired numbers of one comparison ``key = (a, b, pid, sev, mode)`` (``comparison_table``'s
-    unit of work in a worker): CI, n_units, diff_paired, p_perm, p_wilcoxon — or nothing when the
-    two encoders share no scored documents. Its draws come from generators keyed by ``key``
-    alone, so they do not depend on the process or the order."""
+    unit of work in a worker) — or nothing when the two encoders share no scored documents:
+
+    ci_lo, ci_hi, p_test, df, covers, n_seeds: ``stats.crossed_test`` (seeds × documents; what
+    the report's rule uses); n_units: paired (seed, document) units; diff_paired: the pooled
+    difference on them; p_perm, p_wilcoxon: the byte-weighted sign-flip permutation test and the
+    Wilcoxon signed-rank test on documents (each document's seeds pooled, flipped together) —
+    tests of "no difference between *these* trained models", blind to training variance. The
+    permutation draws come from a generator keyed by ``key`` alone, so they do not depend on the
+    process or the order."""
     a, b, pid, sev, mode = key
     j = _paired_units(idx, a, b, pid, sev, mode)
     if j is None:
@@ -327,25 +347,25 @@ def _comparison_stats(idx: _Index, key: tuple, n_boot: int, n_perm: int, seed: i
     else:
         cols, plus, minus = ["A", "Ac", "B", "Bc", "bytes"], [0, 3], [1, 2]
         d_nats = (j["A"] - j["Ac"]) - (j["B"] - j["Bc"])
-    d_bits = d_nats / (LN2 * j["bytes"])
     out: dict[str, Any] = {}
-    out["ci_lo"], out["ci_hi"] = stats.bootstrap_ci(
-        _seed_groups(j["seed"], [j[c] for c in cols]),
-        stats.diff_stat(plus, minus, len(cols) - 1), n_boot, _rng(seed, "cmp", *key))
-    out["n_units"] = len(d_bits)
+    r = _crossed_test(j["seed"], j["doc"], [j[c] for c in cols], plus, minus)
+    out["ci_lo"], out["ci_hi"] = r["lo"], r["hi"]
+    out["n_units"] = len(d_nats)
     out["diff_paired"] = float(d_nats.sum() / (LN2 * j["bytes"].sum()))
-    out["p_perm"] = stats.paired_permutation_test(
-        d_bits, j["bytes"], n_perm, _rng(seed, "perm", *key))
-    out["p_wilcoxon"] = stats.wilcoxon_p(d_bits)
+    d_doc, w_doc = _doc_pooled(j["seed"], j["doc"], d_nats, j["bytes"])
+    out["p_perm"] = stats.paired_permutation_test(d_doc, w_doc, n_perm, _rng(seed, "perm", *key))
+    out["p_wilcoxon"] = stats.wilcoxon_p(d_doc)
+    out.update(p_test=r["p"], df=r["df"], covers=r["covers"], n_seeds=r["n_seeds"])
     return out
 
 
-def comparison_table(groups: pd.DataFrame, idx: _Index, encoders: list[str], n_boot: int,
-                     n_perm: int, seed: int, processes: int = 1,
+def comparison_table(groups: pd.DataFrame, idx: _Index, encoders: list[str], n_perm: int,
+                     seed: int, processes: int = 1,
                      beside: Sequence[Callable[[], Any]] = ()) -> tuple[pd.DataFrame, list[Any]]:
     """Every encoder pair on every shared group: on clean cells the BPB difference, on perturbed
-    cells the ΔBPB difference (difference in degradation: negative = A degrades less). Paired
-    bootstrap CI, byte-weighted paired permutation p, Wilcoxon p; Holm over all rows.
+    cells the ΔBPB difference (difference in degradation: negative = A degrades less). CI and
+    ``p_test`` over seeds × documents (``stats.crossed_test``), with ``covers``; the documents-only
+    permutation and Wilcoxon p (``_comparison_stats``); ``holm_family`` adds ``p_holm``.
 
     processes: how many forked processes run the comparisons' resampling
     (``_comparison_stats``, one comparison a task; 1 = in this one); the same table either way.
@@ -369,16 +389,16 @@ def comparison_table(groups: pd.DataFrame, idx: _Index, encoders: list[str], n_b
                 a=a, b=b, perturbation_id=pid, severity=sev, mode=mode,
                 quantity="BPB" if clean else "ΔBPB", value_a=qa, value_b=qb, diff=qa - qb,
                 ci_lo=math.nan, ci_hi=math.nan, n_units=0, p_perm=math.nan,
-                p_wilcoxon=math.nan)
+                p_wilcoxon=math.nan, diff_paired=math.nan, p_test=math.nan, df=math.nan,
+                covers="", n_seeds=0)
             out.append(row)
             tasks.append((a, b, pid, sev, mode))
     nb = len(beside)
-    both = fork_map(lambda i: beside[i]() if i < nb else _comparison_stats(idx, tasks[i - nb], n_boot, n_perm, seed),
+    both = fork_map(lambda i: beside[i]() if i < nb else _comparison_stats(idx, tasks[i - nb], n_perm, seed),
                     nb + len(tasks), processes,
                     "report table (comparisons)" if not nb else "report figure or table (comparisons)")
     done = both[nb:]
     for row, task, st in zip(out, tasks, done):
-        # existing keys keep their place; diff_paired, new, goes last as it always did
         row.update(st)
         # Without paired documents the two pooled levels come from different documents (or
         # different data): their difference would be a claim with no CI and no test, so none is
@@ -401,11 +421,12 @@ def _top_cells(groups: pd.DataFrame, mode: str) -> dict[str, float]:
             .items()}
 
 
-def mean_delta_cis(groups: pd.DataFrame, idx: _Index, encoders: list[str], mode: str,
-                   n_boot: int, seed: int) -> dict[str, tuple[float, float]]:
+def mean_delta_cis(groups: pd.DataFrame, idx: _Index, encoders: list[str], mode: str
+                   ) -> dict[str, tuple[float, float]]:
     """Per encoder, the 95 % CI of its mean ΔBPB over perturbations at their highest severity in
     ``mode`` (the verdict's "mean ΔBPB" and the summary's "smallest mean degradation"): a paired
-    hierarchical bootstrap over the documents present in every one of those cells and the clean
+    ``stats.crossed_test`` (seeds × documents) over the documents present in every one of those
+    cells and the clean
     cell — per document u the mean over the P perturbations of its perturbed NLL against its clean
     NLL, Σ_u (Σ_p A_pu / P − Ac_u) / (ln 2 · Σ_u b_u). (NaN, NaN) without per-document samples
     or shared documents."""
@@ -422,15 +443,13 @@ def mean_delta_cis(groups: pd.DataFrame, idx: _Index, encoders: list[str], mode:
             continue
         s = sum(x.nll[i] for x, i in zip(cells, al[1:])) / len(top)
         ic = al[0]
-        out[enc] = stats.bootstrap_ci(_seed_groups(c.seed[ic], [s, c.nll[ic], c.nbytes[ic]]),
-                                      stats.diff_stat([0], [1], 2), n_boot,
-                                      _rng(seed, "meanci", enc, mode))
+        r = _crossed_test(c.seed[ic], c.doc[ic], [s, c.nll[ic], c.nbytes[ic]], [0], [1])
+        out[enc] = (r["lo"], r["hi"])
     return out
 
 
 def mean_degradation_tests(groups: pd.DataFrame, idx: _Index, encoders: list[str],
-                           modes: list[str], n_boot: int, n_perm: int, seed: int
-                           ) -> pd.DataFrame:
+                           modes: list[str], n_perm: int, seed: int) -> pd.DataFrame:
     """Per encoder pair and mode: a test of the *mean* ΔBPB over perturbations (each at its
     highest severity) — the quantity the summary's "smallest mean degradation" names.
 
@@ -438,11 +457,13 @@ def mean_degradation_tests(groups: pd.DataFrame, idx: _Index, encoders: list[str
     metric bytes b_u and NLL (nats) A_pu, Ac_u, B_pu, Bc_u, the per-document difference is
     d_u = Σ_p [(A_pu − Ac_u) − (B_pu − Bc_u)] / (P · ln 2 · b_u); its byte-weighted mean is the
     difference of the two encoders' mean ΔBPB (every cell scores the same clean bytes per
-    document in both modes). p: the byte-weighted sign-flip permutation test on d; CI: paired
-    hierarchical bootstrap. Columns: a, b, mode, value_a, value_b (mean ΔBPB on the shared
-    documents), diff, ci_lo, ci_hi, n_units, n_cells, p_perm, untested (NO_SHARED on a row
-    whose cells share no document, NO_SAME_CELLS where one encoder lacks one of the cells — runs
-    of other perturbations merged by compare: no difference, NaN p; else "").
+    document in both modes). CI and p_test: ``stats.crossed_test`` (seeds × documents), with
+    df, covers and n_seeds; p_perm: the byte-weighted sign-flip permutation test on d pooled per
+    document over its seeds (these trained models only). Columns: a, b, mode, value_a, value_b
+    (mean ΔBPB on the shared documents), diff, ci_lo, ci_hi, n_units, n_cells, p_perm,
+    untested (NO_SHARED on a row whose cells share no document, NO_SAME_CELLS where one encoder
+    lacks one of the cells — runs of other perturbations merged by compare: no difference, NaN p;
+    else ""), p_test, df, covers, n_seeds.
     """
     rows = []
     have = set(zip(groups.encoder, groups.perturbation_id, groups.severity, groups["mode"]))
@@ -467,7 +488,8 @@ def mean_degradation_tests(groups: pd.DataFrame, idx: _Index, encoders: list[str
             if not n:  # untested (NaN p: outside the Holm family), so the summary says why
                 rows.append(dict(a=a, b=b, mode=mode, value_a=math.nan, value_b=math.nan,
                                  diff=math.nan, ci_lo=math.nan, ci_hi=math.nan, n_units=0,
-                                 n_cells=P, p_perm=math.nan, untested=NO_SHARED))
+                                 n_cells=P, p_perm=math.nan, untested=NO_SHARED,
+                                 p_test=math.nan, df=math.nan, covers="", n_seeds=0))
                 continue
             ia, ib = al[0], al[1]
             sa = sum(c.nll[i] for c, i in zip(cells[a], al[2:2 + P])) / P
@@ -475,25 +497,28 @@ def mean_degradation_tests(groups: pd.DataFrame, idx: _Index, encoders: list[str
             w = ca.nbytes[ia]
             d_nats = (sa - ca.nll[ia]) - (sb - cb.nll[ib])
             key = (a, b, "mean-top", mode)
-            lo, hi = stats.bootstrap_ci(
-                _seed_groups(ca.seed[ia], [sa, ca.nll[ia], sb, cb.nll[ib], w]),
-                stats.diff_stat([0, 3], [1, 2], 4), n_boot, _rng(seed, "meancmp", *key))
+            r = _crossed_test(ca.seed[ia], ca.doc[ia], [sa, ca.nll[ia], sb, cb.nll[ib], w],
+                              [0, 3], [1, 2])
+            d_doc, w_doc = _doc_pooled(ca.seed[ia], ca.doc[ia], d_nats, w)
             va = float((sa - ca.nll[ia]).sum() / (LN2 * w.sum()))
             vb = float((sb - cb.nll[ib]).sum() / (LN2 * w.sum()))
             rows.append(dict(
-                a=a, b=b, mode=mode, value_a=va, value_b=vb, diff=va - vb, ci_lo=lo, ci_hi=hi,
-                n_units=n, n_cells=P,
-                p_perm=stats.paired_permutation_test(d_nats / (LN2 * w), w, n_perm,
+                a=a, b=b, mode=mode, value_a=va, value_b=vb, diff=va - vb, ci_lo=r["lo"],
+                ci_hi=r["hi"], n_units=n, n_cells=P,
+                p_perm=stats.paired_permutation_test(d_doc, w_doc, n_perm,
                                                      _rng(seed, "meanperm", *key)),
-                untested=""))
+                untested="", p_test=r["p"], df=r["df"], covers=r["covers"],
+                n_seeds=r["n_seeds"]))
     return pd.DataFrame(rows, columns=["a", "b", "mode", "value_a", "value_b", "diff", "ci_lo",
-                                       "ci_hi", "n_units", "n_cells", "p_perm", "untested"])
+                                       "ci_hi", "n_units", "n_cells", "p_perm", "untested",
+                                       "p_test", "df", "covers", "n_seeds"])
 
 
 def holm_family(*frames: pd.DataFrame) -> None:
-    """Holm-adjust the ``p_perm`` columns of several tables as ONE family (adds ``p_holm`` in
-    place): every encoder-vs-encoder test of the report, whichever table shows it."""
-    ps = np.concatenate([f["p_perm"].to_numpy(float) if len(f) else np.zeros(0)
+    """Holm-adjust the ``p_test`` columns (seeds × documents) of several tables as ONE family
+    (adds ``p_holm`` in place): every encoder-vs-encoder test of the report, whichever table
+    shows it."""
+    ps = np.concatenate([f["p_test"].to_numpy(float) if len(f) else np.zeros(0)
                          for f in frames])
     adj = stats.holm(ps)
     i = 0
@@ -509,11 +534,10 @@ def significant(p_holm: Any, lo: Any, hi: Any) -> np.ndarray:
     """Whether tested differences are called significant (elementwise; a 0-d array for scalars):
     Holm-adjusted p < ALPHA **and** the 95 % CI excludes zero.
 
-    Why both: the permutation test's units are (seed, document) pairs, so with several seeds it
-    conditions on the trained models, while the hierarchical bootstrap CI also carries
-    seed-to-seed variation. A difference whose CI holds zero is a tie whatever p says (with one
-    seed the two seldom disagree, and then the call is the cautious one). A CI that was not
-    computed (NaN) leaves the decision to p."""
+    The p and the CI come from one test (``stats.crossed_test``: seeds × documents), so before
+    Holm they agree; after Holm the p is the stricter of the two. The CI condition stays for
+    tables whose p and CI come from elsewhere: a difference whose CI holds zero is a tie
+    whatever p says. A CI that was not computed (NaN) leaves the decision to p."""
     p, lo, hi = (np.asarray(v, dtype=float) for v in (p_holm, lo, hi))
     known = np.isfinite(lo) & np.isfinite(hi)
     return np.isfinite(p) & (p < ALPHA) & (~known | (lo > 0) | (hi < 0))
@@ -587,39 +611,27 @@ def anomaly_table(groups: pd.DataFrame, modes: list[str] | None = None) -> pd.Da
         columns="_r").reset_index(drop=True)
 
 
-def language_tables(data: RunData, idx: _Index, mode: str, delta_mode: str, n_boot: int,
-                    seed: int, groups: pd.DataFrame | None = None
+def language_tables(data: RunData, idx: _Index, mode: str, delta_mode: str
                     ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Clean BPB per (encoder, eval set) with CI in ``mode``, mean ΔBPB in ``delta_mode``, and
     clean BPB per (encoder, script) from the documents' own scripts in samples.jsonl (a
-    mixed-script set splits into its scripts).
-
-    One interval per quantity: a row whose documents are all of the encoder's clean cell (one
-    eval set, one script) takes the clean group's CI from ``groups`` (``group_table``), and a
-    script that is all of one eval set takes that set's, so the same BPB never shows two
-    intervals from two resamplings."""
+    mixed-script set splits into its scripts). CIs: ``stats.crossed_test`` (seeds × documents),
+    with ``covers``: deterministic, so the same documents always show the same interval."""
     res = data.results
     clean = res[(res.perturbation_id == CLEAN_ID) & (res["mode"] == mode)]
     pert = res[(res.perturbation_id != CLEAN_ID) & (res["mode"] == delta_mode)]
     dclean = res[(res.perturbation_id == CLEAN_ID) & (res["mode"] == delta_mode)]
-    whole: dict[str, tuple[float, float]] = {}  # encoder -> its clean group's CI
-    if groups is not None and len(groups):
-        gc = groups[(groups.perturbation_id == CLEAN_ID) & (groups["mode"] == mode)]
-        whole = {str(r.encoder): (r.ci_lo, r.ci_hi) for r in gc.itertuples(index=False)}
     rows = []
     for (enc, ds), g in clean.groupby(["encoder", "dataset"], sort=False):
         row = dict(encoder=enc, dataset=ds, language=g.language.iloc[0], script=g.script.iloc[0],
-                   bpb=_pooled(g), ci_lo=math.nan, ci_hi=math.nan, mean_delta=math.nan)
+                   bpb=_pooled(g), ci_lo=math.nan, ci_hi=math.nan, mean_delta=math.nan,
+                   covers="")
         s = idx.get(enc, CLEAN_ID, 0.0, mode)
         if s is not None:
-            n_all = len(s.unit)
             s = s.take(s.dataset == ds)
-            if len(s.unit) == n_all and enc in whole:  # the whole cell: its interval
-                row["ci_lo"], row["ci_hi"] = whole[enc]
-            elif len(s.unit):
-                row["ci_lo"], row["ci_hi"] = stats.bootstrap_ci(
-                    _seed_groups(s.seed, [s.nll, s.nbytes]), stats.ratio_stat(), n_boot,
-                    _rng(seed, "lang", enc, ds, mode))
+            if len(s.unit):
+                r = _crossed_test(s.seed, s.doc, [s.nll, s.nbytes], [0], [])
+                row["ci_lo"], row["ci_hi"], row["covers"] = r["lo"], r["hi"], r["covers"]
         p = pert[(pert.encoder == enc) & (pert.dataset == ds)]
         if len(p):
             # mean over perturbations of ΔBPB at each perturbation's highest severity
@@ -633,25 +645,11 @@ def language_tables(data: RunData, idx: _Index, mode: str, delta_mode: str, n_bo
     smp = data.samples
     if len(smp):
         sc = smp[(smp.perturbation_id == CLEAN_ID) & (smp["mode"] == mode) & (smp.script != "")]
-        by_set = {(r["encoder"], r["dataset"]): (r["ci_lo"], r["ci_hi"]) for r in rows}
-        cell_rows = smp[(smp.perturbation_id == CLEAN_ID) & (smp["mode"] == mode)]
-        n_cell = cell_rows.groupby("encoder").size().to_dict()
-        n_set = cell_rows.groupby(["encoder", "dataset"]).size().to_dict()
         for (enc, script), g in sc.groupby(["encoder", "script"], sort=False):
-            # a subset of the clean cell's rows: as many rows means the same documents
-            sets = g.dataset.unique()
-            if len(g) == n_cell.get(enc) and enc in whole:
-                lo, hi = whole[enc]
-            elif len(sets) == 1 and len(g) == n_set.get((enc, sets[0])) \
-                    and (enc, sets[0]) in by_set:
-                lo, hi = by_set[(enc, sets[0])]
-            else:
-                lo, hi = stats.bootstrap_ci(_seed_groups(g.seed.to_numpy(),
-                                                         [g.nll_nats.to_numpy(), g.metric_bytes]),
-                                            stats.ratio_stat(), n_boot,
-                                            _rng(seed, "script", enc, script, mode))
-            scripts.append(dict(encoder=enc, script=script, bpb=_pooled(g), ci_lo=lo, ci_hi=hi,
-                                n_docs=int(g.doc_id.nunique())))
+            r = _crossed_test(g.seed.to_numpy(), g.groupby(DOC, sort=False).ngroup().to_numpy(),
+                              [g.nll_nats.to_numpy(), g.metric_bytes.to_numpy()], [0], [])
+            scripts.append(dict(encoder=enc, script=script, bpb=_pooled(g), ci_lo=r["lo"],
+                                ci_hi=r["hi"], n_docs=int(g.doc_id.nunique()), covers=r["covers"]))
     return pd.DataFrame(rows), pd.DataFrame(scripts)
 
 
@@ -794,6 +792,23 @@ def verdict(groups: pd.DataFrame, rob: pd.DataFrame, eff: pd.DataFrame, encoders
     return pd.DataFrame(rows)
 
 
+# Beside every interval of a one-seed run (``stats.COVERS_DOCS``): what it does not cover.
+ONE_SEED_NOTE = ("one seed, so each interval covers the documents only, not the variance "
+                 "between trained models")
+# How every interval and p of the report is computed (docs/report.md, "Unit of every interval").
+INTERVAL_NOTE = ("95 % CI and p: a t-interval over seeds × documents (a document's seeds drawn "
+                 "together; the variance between seeds on S − 1 degrees of freedom, "
+                 "Satterthwaite); with one seed it covers the documents only, not training "
+                 "variance.")
+
+
+def covers_phrase(covers: str) -> str:
+    """What an interval with ``covers`` (``stats.COVERS_*``) is about, for a table cell or a
+    sentence: "documents and seeds", or "documents only (one seed)"; "" when unknown."""
+    return {stats.COVERS_BOTH: "documents and seeds",
+            stats.COVERS_DOCS: "documents only (one seed)"}.get(covers, "")
+
+
 @dataclass
 class Finding:
     """One summary sentence and its standing: ``status`` is "significant", "mixed" (significant
@@ -811,6 +826,7 @@ def _vs(best: str, others: list[str], tests: pd.DataFrame, lower_is: str) -> tup
     lower_is: the word for "better" in the clause ("lower", "less degradation than")."""
     sig, nsig, worse = [], [], []
     untested: dict[str, list[str]] = {}  # reason -> encoders
+    doc_only = False  # an interval of one seed: about documents, not training
     for o in others:
         r = tests[((tests.a == best) & (tests.b == o)) | ((tests.a == o) & (tests.b == best))]
         if not len(r) or not is_num(r.p_holm.iloc[0]):
@@ -821,6 +837,7 @@ def _vs(best: str, others: list[str], tests: pd.DataFrame, lower_is: str) -> tup
                                 []).append(o)
             continue
         r = r.iloc[0]
+        doc_only |= getattr(r, "covers", "") == stats.COVERS_DOCS
         flip = -1.0 if r.a != best else 1.0  # orient as best − other
         d, lo, hi = flip * r["diff"], flip * r.ci_lo, flip * r.ci_hi
         lo, hi = min(lo, hi), max(lo, hi)
@@ -843,6 +860,8 @@ def _vs(best: str, others: list[str], tests: pd.DataFrame, lower_is: str) -> tup
                      f"{'; '.join(worse)}")
     for why, encs in untested.items():
         parts.append(f"not tested against {', '.join(encs)} ({why})")
+    if doc_only:
+        parts.append(ONE_SEED_NOTE)
     # the badge names what the sentence says: "mixed" where it holds significant and
     # non-significant (or opposite) clauses, so it never heads "significantly lower" with a tie
     status = ("mixed" if sig and (nsig or worse) else "not distinguishable" if nsig or worse
@@ -963,6 +982,10 @@ def compute_tables(data: RunData, n_boot: int = 1000, n_perm: int = 10000, seed:
                    processes: int = 1) -> Tables:
     """Compute every table of a report from a loaded run (deterministic for a given ``seed``).
 
+    Every interval and p is ``stats.crossed_test`` (no draws); ``n_perm`` and ``seed`` drive the
+    documents-only permutation test (``p_perm``). ``n_boot`` is not used by these tables (the
+    report's AR-vs-MDM table and scaling fit resample; ``render_run`` passes one set of options).
+
     processes: how many forked processes (``reports.pool.fork_map``; 1 = in this one) run the
     resampling of the per-group and the pairwise tables, most of this function's time. Every
     bootstrap and permutation draw comes from a generator keyed by its group or comparison
@@ -984,17 +1007,17 @@ def tables_before_comparisons(data: RunData, n_boot: int = 1000, n_perm: int = 1
     primary = modes[0]
     level_mode = "full" if "full" in modes else primary
     idx = _Index(data.samples)
-    groups = group_table(data, idx, n_boot, seed, n_perm, processes)
+    groups = group_table(data, idx, processes)
     # ΔBPB-vs-zero tests are their own Holm family (a different question from A vs B)
     groups["p_delta_holm"] = stats.holm(groups.p_delta.to_numpy(float)) if len(groups) else []
     rob = robustness_table(groups)
     fam = family_table(rob)
-    means = mean_degradation_tests(groups, idx, encoders, modes, n_boot, n_perm, seed)
-    langs, scripts = language_tables(data, idx, level_mode, primary, n_boot, seed, groups)
+    means = mean_degradation_tests(groups, idx, encoders, modes, n_perm, seed)
+    langs, scripts = language_tables(data, idx, level_mode, primary)
     eff = efficiency_table(data, encoders, level_mode)
     table = verdict(groups, rob, eff, encoders, primary, level_mode)
     if len(table):
-        cis = mean_delta_cis(groups, idx, encoders, primary, n_boot, seed)
+        cis = mean_delta_cis(groups, idx, encoders, primary)
         table["mean_lo"] = [cis[e][0] for e in table.encoder]
         table["mean_hi"] = [cis[e][1] for e in table.encoder]
     anomalies = anomaly_table(groups, modes)
@@ -1002,6 +1025,8 @@ def tables_before_comparisons(data: RunData, n_boot: int = 1000, n_perm: int = 1
     # the run's distinct seeds: in a comparison of run A, seed 0, and run B, seed 1, every number
     # is from one seed, and "pooled over 2 seeds" would be false)
     per_encoder = {str(k): int(v) for k, v in res.groupby("encoder", sort=False).seed.nunique().items()}
+    if len(table):  # what each encoder's intervals cover (one seed: documents only)
+        table["covers"] = [stats.covers(per_encoder.get(str(e), 1)) for e in table.encoder]
     return Tables(encoders=encoders, modes=modes, primary_mode=primary, level_mode=level_mode,
                   groups=groups, robustness=rob, families=fam, comparisons=pd.DataFrame(), languages=langs,
                   scripts=scripts, efficiency=eff, verdict=table, verdict_lines=[],
@@ -1022,7 +1047,7 @@ def add_comparisons(t: Tables, idx: _Index, n_boot: int = 1000, n_perm: int = 10
     adjustment they share with the mean tests, and the summary findings; and the results of
     ``beside``: tasks run in the comparisons' pool of processes, ahead of them (the report's
     figures, drawn while the comparisons resample: ``reports.render``)."""
-    cmp, done = comparison_table(t.groups, idx, t.encoders, n_boot, n_perm, seed, processes, beside=beside)
+    cmp, done = comparison_table(t.groups, idx, t.encoders, n_perm, seed, processes, beside=beside)
     holm_family(cmp, t.mean_tests)
     g = t.groups
     sets = {str(e): set(",".join(x.datasets).split(",")) for e, x in g.groupby("encoder", sort=False)} \

@@ -84,11 +84,16 @@ def write_synthetic_run(
     sample_docs: int = 2,
     perturbations: list[tuple[str, str, list[float]]] | None = None,
     improves: tuple[str, str] | None = None,
+    seed_sd: float = 0.03,
+    doc_noise_per_seed: bool = True,
 ) -> Path:
     """Write results.csv, samples.jsonl, buckets.csv and run.json under ``path``.
 
     improves: (encoder label, perturbation id) whose perturbation *lowers* that encoder's NLL
-    (an anomaly the report must flag)."""
+    (an anomaly the report must flag). seed_sd: the sd of each trained model's offset (bits/byte),
+    the training variance between seeds. doc_noise_per_seed: whether a document's byte-level noise
+    is drawn anew for every seed (else it is the same in every seed: a document × encoder
+    effect, as between well-trained models)."""
     path.mkdir(parents=True, exist_ok=True)
     results: list[dict] = []
     sample_rows: list[dict] = []
@@ -97,7 +102,7 @@ def write_synthetic_run(
         name, base, sens, bps = ENCODERS[label]
         for seed in seeds:
             model_rng = random.Random(f"{label}|{seed}")
-            seed_offset = model_rng.gauss(0, 0.03)
+            seed_offset = model_rng.gauss(0, seed_sd)
             for dataset in datasets:
                 lang, script, texts = DOCS[dataset]
                 for pname, pid, severities in perturbations or PERTURBATIONS:
@@ -122,7 +127,9 @@ def write_synthetic_run(
                                     scored = text[cut:]
                                     nbc = len(scored.encode("utf-8"))
                                 sb = scored.encode("utf-8")
-                                brng = random.Random(f"{label}|{seed}|{pid}|{sev}|{mode}|{doc_id}")
+                                noise_seed = seed if doc_noise_per_seed else "all"
+                                brng = random.Random(
+                                    f"{label}|{noise_seed}|{pid}|{sev}|{mode}|{doc_id}")
                                 hard = 0.4 if dataset != "en-docs" else 0.0
                                 eff = -0.5 * sens if improves == (label, pid) else sens
                                 level = base + seed_offset + hard + eff * er * (
@@ -233,9 +240,11 @@ def _write_csv(path: Path, rows: list[dict]) -> None:
 
 def write_simple_run(path: Path, encoders: list[str], seeds: list[int], n_docs: int,
                bpb_of: Callable[[str, int, str, int], float],
-               cells: tuple[tuple[str, float], ...] = (("clean", 0.0),)) -> Path:
-    """results.csv and samples.jsonl of one eval set in full mode, every document 100 bytes; ``bpb_of(encoder,
-    seed, perturbation_id, doc)`` is a document's bits per byte (its NLL is that × ln 2 × 100)."""
+               cells: tuple[tuple[str, float], ...] = (("clean", 0.0),),
+               doc_bytes: list[int] | None = None) -> Path:
+    """results.csv and samples.jsonl of one eval set in full mode, every document 100 bytes (or
+    ``doc_bytes[doc]``); ``bpb_of(encoder, seed, perturbation_id, doc)`` is a document's bits per
+    byte (its NLL is that × ln 2 × its bytes)."""
     path.mkdir(parents=True)
     results, samples = [], []
     for enc in encoders:
@@ -243,14 +252,15 @@ def write_simple_run(path: Path, encoders: list[str], seeds: list[int], n_docs: 
             for pid, sev in cells:
                 nll_sum = 0.0
                 for d in range(n_docs):
-                    nll = bpb_of(enc, seed, pid, d) * LN2 * 100
+                    nb = doc_bytes[d] if doc_bytes is not None else 100
+                    nll = bpb_of(enc, seed, pid, d) * LN2 * nb
                     nll_sum += nll
                     samples.append(dict(
                         encoder=enc, seed=seed, dataset="ds", perturbation_id=pid,
                         perturbation="identity" if pid == "clean" else pid, severity=sev,
-                        mode="full", doc_id=f"d{d}", nll_nats=nll, n_bytes=100, n_bytes_clean=100,
-                        n_tokens=100, n_words=20, edit_rate=sev, language="en", script="Latn"))
-                n_bytes = 100 * n_docs
+                        mode="full", doc_id=f"d{d}", nll_nats=nll, n_bytes=nb, n_bytes_clean=nb,
+                        n_tokens=nb, n_words=20, edit_rate=sev, language="en", script="Latn"))
+                n_bytes = sum(doc_bytes) if doc_bytes is not None else 100 * n_docs
                 results.append(dict(
                     encoder=enc, encoder_name=enc, seed=seed, dataset="ds", language="en",
                     script="Latn", perturbation="identity" if pid == "clean" else pid,

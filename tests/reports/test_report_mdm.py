@@ -51,7 +51,7 @@ def _write_run(d: Path, with_objective: bool = True) -> Path:
 def test_ar_vs_mdm_matches_hand_computation(tmp_path: Path) -> None:
     data = load_run(_write_run(tmp_path / "run"))
     assert pairs(data) == [("b|ar", "b|mdm")]
-    df = ar_vs_mdm(data, n_boot=300)
+    df = ar_vs_mdm(data)
     (r,) = df.itertuples()
     assert r.bpb_ar == pytest.approx(480 / (LN2 * 300))
     assert r.bpb_mdm == pytest.approx(630 / (LN2 * 300))

@@ -134,7 +134,7 @@ def test_ar_vs_mdm_pairs_within_each_merged_run(tmp_path: Path) -> None:
     a, b = write_mdm_run(tmp_path / "runA"), write_mdm_run(tmp_path / "runB")
     merged = merge_runs([load_run(a), load_run(b)])
     assert pairs(merged) == [("runA/b|ar", "runA/b|mdm"), ("runB/b|ar", "runB/b|mdm")]
-    df = ar_vs_mdm(merged, n_boot=50)
+    df = ar_vs_mdm(merged)
     assert len(df) == 2 and (df.n_docs == 3).all()
     assert all(re.match(r"(run[AB])/", r.ar).group(1) == r.mdm.split("/")[0]
                for r in df.itertuples())

@@ -24,42 +24,6 @@ def test_ratio_estimator_is_sum_over_sum_not_mean_of_ratios() -> None:
     assert math.isnan(stats.ratio_bpb(nll[:0], nbytes[:0]))
 
 
-def test_bootstrap_of_identical_documents_is_degenerate() -> None:
-    g = np.column_stack([np.full(7, 2.0 * LN2 * 5), np.full(7, 5.0)])  # every doc 2 bits/byte
-    lo, hi = stats.bootstrap_ci([g], stats.ratio_stat(), 300, np.random.default_rng(0))
-    assert lo == pytest.approx(2.0) and hi == pytest.approx(2.0)
-
-
-def test_hierarchical_bootstrap_resamples_seeds_first() -> None:
-    # Seed A: every document 1 bit/byte; seed B: 3 bits/byte; equal bytes. Drawing 2 seeds with
-    # replacement gives AA (1), AB/BA (2), BB (3) with probabilities 1/4, 1/2, 1/4 whatever the
-    # documents drawn inside each seed.
-    a = np.column_stack([np.full(5, 1.0 * LN2 * 4), np.full(5, 4.0)])
-    b = np.column_stack([np.full(5, 3.0 * LN2 * 4), np.full(5, 4.0)])
-    sums = stats.resample_sums([a, b], 4000, np.random.default_rng(1))
-    vals = np.round(stats.ratio_stat()(sums), 9)
-    freq = {v: np.mean(vals == v) for v in (1.0, 2.0, 3.0)}
-    assert set(np.unique(vals)) == {1.0, 2.0, 3.0}
-    assert freq[1.0] == pytest.approx(0.25, abs=0.03)
-    assert freq[2.0] == pytest.approx(0.50, abs=0.03)
-    assert freq[3.0] == pytest.approx(0.25, abs=0.03)
-    # each replicate draws one full resample per seed slot: 2 seeds × 5 docs × 4 bytes
-    assert np.all(sums[:, 1] == 40.0)
-
-
-def test_single_seed_resamples_documents_with_replacement() -> None:
-    g = np.column_stack([np.array([0.0, 10.0]) * LN2, np.array([1.0, 1.0])])
-    vals = stats.ratio_stat()(stats.resample_sums([g], 4000, np.random.default_rng(2)))
-    # two docs: {0,0} → 0, {0,10} → 5, {10,10} → 10 bits/byte with probs 1/4, 1/2, 1/4
-    assert np.mean(vals == 5.0) == pytest.approx(0.5, abs=0.03)
-    assert np.mean(vals == 0.0) == pytest.approx(0.25, abs=0.03)
-
-
-def test_diff_stat_paired_columns() -> None:
-    s = np.array([[4.0 * LN2, 1.0 * LN2, 2.0]])  # A 4 bits, B 1 bit, 2 bytes
-    assert stats.diff_stat([0], [1], 2)(s)[0] == pytest.approx(1.5)
-
-
 @pytest.mark.parametrize(
     ("d", "w", "p"),
     [
@@ -175,80 +139,23 @@ def test_permutation_monte_carlo_is_the_documented_bits() -> None:
     assert p == (1 + hits) / (1 + n_perm)
 
 
-def test_permutation_and_bootstrap_same_in_any_process() -> None:
+def test_permutation_and_crossed_test_same_in_any_process() -> None:
     """Same generator seed, same numbers: on repeated calls and in forked workers (one BLAS
     thread there, all of them here), bit for bit — the report's tables rely on it."""
     d, w = _weak_effect(600, 3)
     d = d - 0.2  # a shift of about one standard error: p neither ~0 nor ~1
-    g = np.column_stack([np.abs(d) * w, w, d * d * w])
+    x = np.column_stack([np.abs(d) * w, d * d * w, w]).reshape(2, 300, 3)
 
     def task(i: int) -> tuple[float, np.ndarray]:
+        r = stats.crossed_test(x if i >= 2 else x[:1], [0], [1], 2)
         return (stats.paired_permutation_test(d, w, 10000, np.random.default_rng(i % 2)),
-                stats.resample_sums([g[:250], g[250:]] if i >= 2 else [g], 500,
-                                    np.random.default_rng(5)))
+                np.array([r["lo"], r["hi"], r["p"]]))
 
     serial = [task(i) for i in range(4)]
     for got in (fork_map(task, 4, 2, "test"), [task(i) for i in range(4)]):
         for (p1, s1), (p2, s2) in zip(serial, got):
             assert p1 == p2 and np.array_equal(s1, s2)
     assert serial[0][0] != serial[1][0]  # another generator: other patterns, another p
-
-
-def _resample_sums_loop(groups: list[np.ndarray], n_boot: int, rng: np.random.Generator
-                        ) -> np.ndarray:
-    """Reference: ``resample_sums``'s documented draws consumed one replicate at a time, each
-    resample's documents summed by a Python loop over rows (no gathers, no chunked sums)."""
-    k = groups[0].shape[1]
-    slots = (np.zeros((n_boot, 1), dtype=int) if len(groups) == 1
-             else rng.integers(0, len(groups), size=(n_boot, len(groups))))
-    out = np.zeros((n_boot, k))
-    for s, g in enumerate(groups):
-        rows = [r for r in range(n_boot) for slot in slots[r] if slot == s]
-        n = len(g)
-        chunk = max(1, stats._BOOT_CHUNK_CELLS // n)
-        for c0 in range(0, len(rows), chunk):
-            block = rows[c0:c0 + chunk]
-            draws = rng.integers(0, n, size=(len(block), n), dtype=np.uint16)
-            for r, idx in zip(block, draws):
-                for i in idx:
-                    out[r] += g[i]
-    return out
-
-
-@pytest.mark.parametrize("sizes", [[150], [40, 70, 55], [300]])
-def test_resample_sums_matches_a_plain_loop(sizes: list[int]) -> None:
-    """Same draws, summed one document at a time: the same sums (to rounding). [300]: several
-    chunks (2^15 // 300 = 109 resamples a chunk); three seeds: the hierarchical slots."""
-    rng = np.random.default_rng(sum(sizes))
-    groups = [np.column_stack([rng.gamma(2.0, 300.0, n), rng.integers(50, 900, n).astype(float),
-                               rng.normal(0.0, 5.0, n)]) for n in sizes]
-    n_boot = 400 if sizes != [300] else 250
-    got = stats.resample_sums(groups, n_boot, np.random.default_rng(9))
-    ref = _resample_sums_loop(groups, n_boot, np.random.default_rng(9))
-    np.testing.assert_allclose(got, ref, rtol=1e-12, atol=1e-9)
-    assert np.all(got[:, 1] == np.rint(got[:, 1]))  # whole bytes stay whole
-
-
-def test_bootstrap_matches_the_sampling_distribution_of_a_mean() -> None:
-    """With every document one byte, BPB is the mean of nll / ln 2: the bootstrap's spread must
-    be the plug-in standard error σ̂/√n (4,000 resamples: ±1.1 % sd of its estimate), and 95 %
-    percentile CIs of fresh samples must cover the true mean about 95 % of the time."""
-    rng = np.random.default_rng(21)
-    n = 200
-    x = rng.exponential(1.5, n)  # bits per document, skewed
-    g = np.column_stack([x * LN2, np.ones(n)])
-    vals = stats.ratio_stat()(stats.resample_sums([g], 4000, np.random.default_rng(1)))
-    assert vals.std() == pytest.approx(x.std() / math.sqrt(n), rel=0.05)
-    assert vals.mean() == pytest.approx(x.mean(), abs=0.2 * x.std() / math.sqrt(n))
-    covered = 0
-    trials = 300
-    for t in range(trials):
-        y = rng.normal(2.0, 1.0, 80)
-        lo, hi = stats.bootstrap_ci([np.column_stack([y * LN2, np.ones(80)])],
-                                    stats.ratio_stat(), 1000, np.random.default_rng(t))
-        covered += lo <= 2.0 <= hi
-    # binomial sd at 0.95 over 300 trials: 1.3 %; the percentile interval undercovers slightly
-    assert 0.90 <= covered / trials <= 0.99
 
 
 def test_holm_hand_computed() -> None:
@@ -272,3 +179,38 @@ def test_slope_and_seed_summary() -> None:
     mean, sd = stats.seed_mean_sd([1.0, 2.0, 3.0])
     assert (mean, sd) == pytest.approx((2.0, 1.0))
     assert math.isnan(stats.seed_mean_sd([1.0])[1])
+
+
+def test_crossed_test_one_seed_is_the_paired_t_on_documents() -> None:
+    # equal bytes: the pooled difference is the mean per-document difference, its variance s²/n
+    rng = np.random.default_rng(4)
+    d = rng.normal(0.05, 0.2, size=30)  # bits/byte
+    x = np.stack([(2.0 + d) * LN2 * 100, np.full(30, 2.0 * LN2 * 100), np.full(30, 100.0)], -1)
+    r = stats.crossed_test(x[None], [0], [1], 2)
+    assert float(r["est"]) == pytest.approx(d.mean())
+    assert float(r["se"]) == pytest.approx(sps.sem(d))
+    assert float(r["v_seed"]) == 0.0 and stats.covers(1) == "documents"
+    assert 1.0 <= float(r["df"]) <= 29.0  # the effective number of documents, at most n − 1
+
+
+def test_crossed_test_seed_effect_is_the_t_test_on_seeds() -> None:
+    # every document of a seed moves by that seed's offset, nothing else varies: the test is
+    # the one-sample t-test of the per-seed differences on S − 1 degrees of freedom
+    offsets = np.array([0.03, -0.01, 0.05, 0.02])  # bits/byte
+    b = np.array([50.0, 400.0, 120.0])
+    a = (2.0 + offsets[:, None] + np.zeros(3)) * LN2 * b
+    x = np.stack([a, np.broadcast_to(2.0 * LN2 * b, a.shape), np.broadcast_to(b, a.shape)], -1)
+    r = stats.crossed_test(x, [0], [1], 2)
+    want = sps.ttest_1samp(offsets, 0.0)
+    assert float(r["est"]) == pytest.approx(offsets.mean())
+    assert float(r["p"]) == pytest.approx(want.pvalue) and float(r["df"]) == pytest.approx(3.0)
+    lo, hi = want.confidence_interval(0.95)
+    assert (float(r["lo"]), float(r["hi"])) == pytest.approx((lo, hi))
+    assert float(r["v_doc"]) == pytest.approx(0.0, abs=1e-15)
+
+
+def test_crossed_keeps_documents_present_in_every_seed() -> None:
+    seed = np.array([0, 0, 0, 1, 1, 1])
+    doc = np.array([5, 2, 9, 9, 5, 7])  # 2 only in seed 0, 7 only in seed 1
+    x = stats.crossed(seed, doc, [np.arange(6.0)])
+    assert x.shape == (2, 2, 1) and x[:, :, 0].tolist() == [[0.0, 2.0], [4.0, 3.0]]
