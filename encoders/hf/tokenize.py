@@ -86,8 +86,9 @@ def units_from_spans(a: np.ndarray, b: np.ndarray, n_bytes: int) -> tuple[np.nda
     n = len(a)
     if n == 0:
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
-    reach = np.maximum.accumulate(b)  # (n,) M_i
-    starts = np.where(b > a, a, np.iinfo(np.int64).max)  # empty tokens never block an end
+    full = b > a  # empty tokens neither reach nor block anything
+    reach = np.maximum.accumulate(np.where(full, b, 0))  # (n,) M_i
+    starts = np.where(full, a, np.iinfo(np.int64).max)
     later = np.minimum.accumulate(starts[::-1])[::-1]  # later[i] = min start of tokens >= i
     next_min = np.append(later[1:], np.iinfo(np.int64).max)  # of tokens > i
     # an end must leave bytes for the unit after it (trailing empty tokens join the last unit)
