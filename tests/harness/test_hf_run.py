@@ -103,3 +103,14 @@ def test_a_checkpoint_cannot_set_a_flop_budget(tmp_path: Path, budget: str, need
     assert main(["validate", str(suite)]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "bad.yaml:" in err and needle in err, err
+
+
+def test_a_checkpoint_cannot_join_a_scaling_grid() -> None:
+    from harness.pretrained import check_suite
+    from harness.suite import BudgetConfig, EncoderSpec
+
+    specs = [EncoderSpec(name="bytes", label="b", config=None, backbone=None),
+             EncoderSpec(name="hf", label="ck", config=None, backbone=None)]
+    with pytest.raises(ValueError, match=r"\('encoders', 1\): encoder 'ck' is trained elsewhere: a scaling grid"):
+        check_suite(specs, BudgetConfig(), object(), lambda keys, p: ValueError(f"{keys}: {p}"), [ROOT])
+    check_suite(specs, BudgetConfig(), None, lambda keys, p: ValueError(p), [ROOT])  # no grid, match bytes: fine
