@@ -22,6 +22,7 @@ Shapes: B windows, N = most tokens in a window + 1 (BOS), V = the model's output
 from __future__ import annotations
 
 import hashlib
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -126,6 +127,9 @@ class HfEncoder(Encoder):
 
     def __init__(self, config: HfConfig, backbone: BackboneConfig | None = None) -> None:
         super().__init__(config, None)  # its own architecture: the suite's backbone does not apply
+        # collation runs in forked worker processes (harness.accel): the Rust tokenizer's thread
+        # pool must not start in the parent (it encodes one string at a time here anyway)
+        os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
         transformers = require_transformers()
         transformers.utils.logging.disable_progress_bar()  # run logs are tokbench's own lines
         self.folder = resolve_folder(config.path)
@@ -134,7 +138,7 @@ class HfEncoder(Encoder):
         self.tokenizer = ByteSpanTokenizer(hf_tok)
         self.model = transformers.AutoModelForCausalLM.from_pretrained(
             self.folder, local_files_only=True, trust_remote_code=code, dtype=_DTYPES[config.dtype])
-        self.model.eval()
+        self.model.to(_DTYPES[config.dtype]).eval()  # a transformers before 4.56 ignores ``dtype=``
         bos = hf_tok.bos_token_id if hf_tok.bos_token_id is not None else hf_tok.eos_token_id
         if bos is None:
             raise ValueError(f"hf model {config.path}: its tokenizer has neither a bos_token nor an eos_token "
