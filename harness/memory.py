@@ -119,7 +119,7 @@ def gib(n: float) -> str:
 
 
 def suite_estimates(suite: Any, device: torch.device) -> list[tuple[Any, int, bool, MemoryEstimate]]:
-    """Per encoder of ``suite``, in its order: (spec, parameters, whether that count is exact,
+    """Per encoder of ``suite`` that it trains (not those trained elsewhere), in its order: (spec, parameters, whether that count is exact,
     estimated training memory on ``device``: activations in bf16 on CUDA under
     ``budget.dtype: bfloat16``, else float32)."""
     from harness import plugins
@@ -129,6 +129,8 @@ def suite_estimates(suite: Any, device: torch.device) -> list[tuple[Any, int, bo
     bf16 = device.type == "cuda" and getattr(suite.budget, "dtype", "float32") == "bfloat16"
     for spec in suite.encoders:
         cls = plugins.resolve("encoder", spec.name, search_paths=paths)
+        if getattr(cls, "trained_elsewhere", False):  # loaded and scored, never trained here
+            continue
         vocab = int(getattr(spec.config, "vocab_size", 256) or 256)
         n = count_params(cls, spec.config, spec.backbone)
         exact = n is not None
@@ -146,7 +148,8 @@ def check_suite_memory(suite: Any, device: torch.device, limit: int | None = Non
     else:
         what = "the limit is"
     lines = []
-    for i, (spec, n, exact, est) in enumerate(suite_estimates(suite, device)):
+    for spec, n, exact, est in suite_estimates(suite, device):
+        i = next(k for k, e in enumerate(suite.encoders) if e is spec)
         line = (f"encoders[{i}] ({spec.label}): training needs about {gib(est.total)} "
                 f"({n:,}{'' if exact else ' (estimated)'} parameters: weights+grads+AdamW "
                 f"{gib(est.weights + est.grads + est.adamw)}, activations {gib(est.activations)} per step)")
