@@ -343,7 +343,10 @@ def _measure_model(runner: Runner, spec: Any, train: Any, sample: list[EvalSet],
     scale = 1.0 if sub else real_fit_bytes / max(1, min(fit_bytes, real_fit_bytes))
     fit_s = (quick * scale if type(enc).fit is not Encoder.fit else 0.0) + sub.get("seconds", 0.0)
     _release_memory()  # the fit's sample text and sub-model steps
-    est = _train_timing(enc, train.docs, b, dev, seed, b.train_bytes)
+    if getattr(enc, "trained_elsewhere", False):  # loaded and scored, never trained (harness/pretrained.py)
+        est: dict[str, Any] = {"train_s": 0.0, "compile_s": 0.0, "peak_bytes": None}
+    else:
+        est = _train_timing(enc, train.docs, b, dev, seed, b.train_bytes)
     enc.zero_grad(set_to_none=True)
     probe = list(training_windows(train.docs, 4 * b.context_bytes, b.context_bytes, seed))
     batch = enc.collate(probe, [0] * len(probe))
