@@ -114,3 +114,19 @@ def test_a_checkpoint_cannot_join_a_scaling_grid() -> None:
     with pytest.raises(ValueError, match=r"\('encoders', 1\): encoder 'ck' is trained elsewhere: a scaling grid"):
         check_suite(specs, BudgetConfig(), object(), lambda keys, p: ValueError(f"{keys}: {p}"), [ROOT])
     check_suite(specs, BudgetConfig(), None, lambda keys, p: ValueError(p), [ROOT])  # no grid, match bytes: fine
+
+
+def test_sanity_skips_a_checkpoint_encoder_with_a_line(capsys: pytest.CaptureFixture[str]) -> None:
+    from harness.sanity import run_sanity, trainable_encoders
+
+    assert "hf" not in trainable_encoders() and "bytes" in trainable_encoders()
+    assert run_sanity(["hf"], "cpu", quick=True)
+    assert "SKIP  hf" in capsys.readouterr().out
+
+
+def test_dry_run_times_the_checkpoint_for_scoring_only(runs: Path, capsys: pytest.CaptureFixture[str],
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(runs)
+    assert main(["run", "hf_only.yaml", "--limit", "2", "--out", "dry", "--dry-run"]) == 0
+    (line,) = [x for x in capsys.readouterr().out.splitlines() if x.startswith("hf ")]
+    assert line.split()[3] == "-"  # no training FLOPs
