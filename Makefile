@@ -29,7 +29,7 @@ $(STAMP): pyproject.toml tools/system_packages.sh
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q torch==2.13.0
-	$(BIN)/pip install -q -e '.[dev]'
+	$(BIN)/pip install -q -e '.[dev,hf]'
 	@$(MAKE) --no-print-directory system
 	touch $(STAMP)
 

@@ -275,6 +275,9 @@ class Encoder(nn.Module, metaclass=ABCMeta):
     # process while other models train and hand the result over with set_extra_state(); fit()
     # must recognise learned state of the same key and not learn it again.
     host_fit: ClassVar[bool] = False
+    # Comes with its weights (``encoders/hf``): the harness never fits or trains it, probes its
+    # causality when it loads it and keeps it out of compute-matched claims (harness/pretrained.py).
+    trained_elsewhere: ClassVar[bool] = False
 
     def __init__(self, config: Any, backbone: BackboneConfig | None) -> None:
         super().__init__()

@@ -28,6 +28,7 @@ REGISTRY: Registry = Registry(
         "fuzzytok": "encoders.fuzzytok:FuzzyTokEncoder",
         "bpe": "encoders.bpe:BpeEncoder",
         "blt": "encoders.blt:BltEncoder",
+        "hf": "encoders.hf:HfEncoder",
     },
     check=_has_config,
 )

@@ -338,6 +338,7 @@ def start(runner: Any, train: Any, evals: list[Any]) -> CompileAheadGroup | None
     documents of each are scored over there)."""
     from core.forkpool import usable_cpus
     from encoders import backbone
+    from harness import plugins, pretrained
     from harness.accel import want_compile
 
     b = runner.budget
@@ -361,7 +362,11 @@ def start(runner: Any, train: Any, evals: list[Any]) -> CompileAheadGroup | None
         except Exception:  # noqa: BLE001 - an encoder the estimate cannot size: a few windows, as before
             need = None
     windows = warm_windows(b.windows_per_micro_batch, dev_bytes, need)
-    specs = runner.training_order()
+    # an encoder trained elsewhere has no backbone of ours to compile, and is never trained
+    specs = [s for s in runner.training_order()
+             if not pretrained.is_trained_elsewhere(plugins.resolve("encoder", s.name, search_paths=[runner.ctx.base_dir]))]
+    if not specs:
+        return None
     workers = ahead_workers(usable_cpus(), len(specs))
     job = {
         "suite": runner.suite, "device": str(runner.device), "cache_dir": runner.opts.cache_dir,

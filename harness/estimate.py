@@ -202,7 +202,8 @@ def _dry_run(suite: Suite, opts: RunOptions, emit: Callable[[str], None] | None)
             # the results files (results.csv, samples.jsonl, buckets.csv from every cell)
             results_s += m["assemble_row_s"] * doc_cells + m["assemble_sample_s"] * n_cells_model * ev.sample_docs
             mem = f"{peak / 2**30:.1f} GiB" if peak is not None else "-"
-            say(f"{spec.label:<16} {m['params']:>11,} {m['fpb']:>10.3g} {3 * m['fpb'] * b.train_bytes:>11.3g} {mem:>9} "
+            train_flops = "-" if m["elsewhere"] else f"{3 * m['fpb'] * b.train_bytes:.3g}"  # never trained here
+            say(f"{spec.label:<16} {m['params']:>11,} {m['fpb']:>10.3g} {train_flops:>11} {mem:>9} "
                 f"{_fmt(m['fit_s']):>7} {_fmt(m['compile_s'] + m['score_compile_s']):>8} {_fmt(m['train_s']):>8} "
                 f"{_fmt(t_score):>8}")
             tokenizers[spec.label] = m["tokenizer"]
@@ -345,7 +346,11 @@ def _measure_model(runner: Runner, spec: Any, train: Any, sample: list[EvalSet],
     scale = 1.0 if sub else real_fit_bytes / max(1, min(fit_bytes, real_fit_bytes))
     fit_s = (quick * scale if type(enc).fit is not Encoder.fit else 0.0) + sub.get("seconds", 0.0)
     _release_memory()  # the fit's sample text and sub-model steps
-    est = _train_timing(enc, train.docs, b, dev, seed, b.train_bytes)
+    elsewhere = bool(getattr(enc, "trained_elsewhere", False))
+    if elsewhere:  # loaded and scored, never trained (harness/pretrained.py)
+        est: dict[str, Any] = {"train_s": 0.0, "compile_s": 0.0, "peak_bytes": None}
+    else:
+        est = _train_timing(enc, train.docs, b, dev, seed, b.train_bytes)
     enc.zero_grad(set_to_none=True)
     probe = list(training_windows(train.docs, 4 * b.context_bytes, b.context_bytes, seed))
     batch = enc.collate(probe, [0] * len(probe))
@@ -354,7 +359,8 @@ def _measure_model(runner: Runner, spec: Any, train: Any, sample: list[EvalSet],
     tok = getattr(enc, "tokenizer", None)  # for the analyses' fit (a BPE encoder's boundaries)
     return {"fit_s": fit_s, "compile_s": est["compile_s"], "train_s": est["train_s"],
             "peak_bytes": est.get("peak_bytes"), "params": sum(p.numel() for p in enc.parameters()),
-            "fpb": fpb, "tokenizer": tok, "host_fit": bool(getattr(enc, "host_fit", False)), **sc}
+            "fpb": fpb, "tokenizer": tok, "host_fit": bool(getattr(enc, "host_fit", False)), "elsewhere": elsewhere,
+            **sc}
 
 
 def fit_sample(docs: Any) -> list[Any]:

@@ -129,8 +129,18 @@ def _models(suite: Any) -> list[tuple[int, Any]]:
             for i, spec in enumerate(suite.encoders) if spec.backbone is not None for r in scaling.ladder]
 
 
+def _trained_models(suite: Any) -> list[tuple[int, Any]]:
+    """``_models`` without the encoders trained elsewhere (``hf``: loaded and scored, never
+    trained here)."""
+    from harness import plugins
+
+    paths = plugins.suite_plugin_paths(suite.path, suite.plugin_paths)
+    return [(i, spec) for i, spec in _models(suite)
+            if not getattr(plugins.resolve("encoder", spec.name, search_paths=paths), "trained_elsewhere", False)]
+
+
 def suite_estimates(suite: Any, device: torch.device) -> list[tuple[Any, int, bool, MemoryEstimate]]:
-    """Per model of ``suite`` (``_models``), in its order: (spec, parameters, whether that count is exact,
+    """Per model of ``suite`` that it trains (``_trained_models``), in its order: (spec, parameters, whether that count is exact,
     estimated training memory on ``device``: activations in bf16 on CUDA under
     ``budget.dtype: bfloat16``, else float32)."""
     from harness import plugins
@@ -138,7 +148,7 @@ def suite_estimates(suite: Any, device: torch.device) -> list[tuple[Any, int, bo
     out = []
     paths = plugins.suite_plugin_paths(suite.path, suite.plugin_paths)
     bf16 = device.type == "cuda" and getattr(suite.budget, "dtype", "float32") == "bfloat16"
-    for _, spec in _models(suite):
+    for _, spec in _trained_models(suite):
         cls = plugins.resolve("encoder", spec.name, search_paths=paths)
         vocab = int(getattr(spec.config, "vocab_size", 256) or 256)
         n = count_params(cls, spec.config, spec.backbone)
@@ -190,7 +200,7 @@ def check_suite_memory(suite: Any, device: torch.device, limit: int | None = Non
     ev = suite.eval
     bf16 = device.type == "cuda" and getattr(suite.budget, "dtype", "float32") == "bfloat16"
     lines = []
-    for (i, _), (spec, n, exact, est) in zip(_models(suite), suite_estimates(suite, device)):
+    for (i, _), (spec, n, exact, est) in zip(_trained_models(suite), suite_estimates(suite, device)):
         line = (f"encoders[{i}] ({spec.label}): training needs about {gib(est.total)} "
                 f"({n:,}{'' if exact else ' (estimated)'} parameters: weights+grads+AdamW "
                 f"{gib(est.weights + est.grads + est.adamw)}, activations {gib(est.activations)} per step)")

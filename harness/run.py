@@ -35,7 +35,7 @@ from core.metrics import bpb
 from core.schema import BUCKET_COLUMNS, RESULT_COLUMNS
 from core.switches import switch
 from encoders.base import Encoder, config_to_dict
-from harness import compileahead, plugins, reportproc, watchdog
+from harness import compileahead, plugins, pretrained, reportproc, watchdog
 from harness.accel import (
     attention_backends,
     cache_counts,
@@ -446,6 +446,9 @@ class Runner:
         path = self.rd.model_path(key)
         t_build = time.perf_counter()
         enc = self.build(spec, seed)
+        if pretrained.is_trained_elsewhere(enc):  # loaded with its weights, never fitted or trained here
+            key = self.model_key(spec, seed, "trained elsewhere", {"checkpoint": enc.describe().get("checkpoint_sha256")})
+            return enc, pretrained.admit(enc, spec.label, key, self.device, seed, log=self.log)
         cached = self.rd.load_model(key)
         if cached is not None:
             state, meta = cached
@@ -905,6 +908,8 @@ class Runner:
         train: dict[str, Any] = {}
         for label, facts in self.encoder_facts.items():
             for seed, meta in facts.get("seeds", {}).items():
+                if meta.get("trained_elsewhere"):  # no training here: nothing to time
+                    continue
                 st = meta["train"]
                 row = {"bytes_per_s": st["bytes_per_s"], "seconds": st["seconds"],
                        "first_step_seconds": st.get("first_step_seconds"), "fit_seconds": meta["fit"].get("wall_seconds"),
@@ -953,6 +958,9 @@ class Runner:
         for k in ("params_total", "params_embedding", "params_non_embedding", "flops_per_byte_train",
                   "flops_per_byte_infer", "describe", *extra):
             facts[k] = meta[k]
+        if meta.get("trained_elsewhere"):  # the report keeps it out of compute-matched claims
+            facts["trained_elsewhere"] = True
+            facts["backbone"] = None  # its own architecture: the suite's backbone does not apply
 
     def train_models(self, seed: int, train: DataPart) -> dict[str, TrainedModel]:
         """Train (or load) every encoder for one seed, {label: model}. Under ``match: flops`` the
@@ -967,7 +975,7 @@ class Runner:
             if self.compile_ahead is not None and seed == self.suite.seeds[0]:
                 self.compile_ahead.mark_training(spec.label)  # were its graphs compiled ahead by now?
             enc, meta = self.get_model(spec, seed, train, flops_target)
-            if self.budget.match == "flops" and flops_target is None:
+            if self.budget.match == "flops" and flops_target is None and not meta.get("trained_elsewhere"):
                 flops_target = float(meta["total_flops"])
             t0 = time.perf_counter()
             if self.ahead is not None:  # a perturbation plugin that failed there: stop now
@@ -1614,6 +1622,8 @@ def phase_table(timings: dict[str, float], encoders: dict[str, Any]) -> str:
             lines.append(f"[time] {label:<28} {timings[k]:8.1f}")
     for label, facts in encoders.items():
         for seed, meta in facts.get("seeds", {}).items():
+            if meta.get("trained_elsewhere"):  # loaded, not trained: no fit or training time
+                continue
             st, fit = meta["train"], meta["fit"]
             comp = st.get("compile_graph_seconds", 0.0) + st.get("compile_kernels_seconds", 0.0)
             lines.append(f"[time] {label + ' s' + seed:<20} fit {fit.get('wall_seconds', 0.0):6.1f}  "

@@ -267,17 +267,28 @@ def probe_causality_trained(name: str, device: torch.device, seed: int = 0) -> P
     return probe_causality(enc, text, random.Random(seed))
 
 
+def trainable_encoders() -> list[str]:
+    """Registered encoders the probes can build and train (not those trained elsewhere, whose
+    weights come from a checkpoint: ``harness.pretrained.admit`` probes those in a run)."""
+    return [n for n in plugins.known_names("encoder")
+            if not getattr(plugins.resolve("encoder", n, search_paths=[Path.cwd()]), "trained_elsewhere", False)]
+
+
 def run_sanity(encoders: Sequence[str] | None = None, device: str = "auto", quick: bool = False) -> bool:
     """Run the probes for the given (default: all registered) encoders; print a table; True if
     every probe passed."""
     from harness.run import pick_device
 
     dev = pick_device(device)
-    names = list(encoders) if encoders else plugins.known_names("encoder")
+    names = list(encoders) if encoders else trainable_encoders()
     results: list[ProbeResult] = []
     from harness.sanity_mdm import probe_mdm_entropy, probe_mdm_leak_trained, supports_mdm
 
     for name in names:
+        if name not in trainable_encoders():  # no tiny model to train: a run probes its checkpoint
+            print(f"SKIP  {name:<10} trained elsewhere: `tokbench run` probes the causality of its checkpoint "
+                  "before scoring it", flush=True)
+            continue
         probes = [probe_causality_trained] if quick else [probe_causality_trained, probe_random_bytes, probe_markov]
         if supports_mdm(name):  # the same encoder again under objective: mdm (harness/sanity_mdm.py)
             probes += [probe_mdm_leak_trained] if quick else [probe_mdm_leak_trained, probe_mdm_entropy]
@@ -294,4 +305,5 @@ def run_sanity(encoders: Sequence[str] | None = None, device: str = "auto", quic
     return not bad
 
 
-__all__ = ["MarkovSource", "ProbeResult", "markov_trained", "probe_causality", "probe_markov", "probe_random_bytes", "run_sanity"]
+__all__ = ["MarkovSource", "ProbeResult", "markov_trained", "probe_causality", "probe_markov", "probe_random_bytes",
+           "run_sanity", "trainable_encoders"]

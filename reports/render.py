@@ -323,12 +323,14 @@ def efficiency_table(t: Tables) -> Table:
     eff = t.efficiency
     # a page-wide table: the registry name only where a label differs from it, the kind of
     # memory in the heading when every row has the same
-    named = len(eff) and bool((eff.name.astype(str) != eff.encoder.astype(str)).any())
+    elsewhere = "trained_elsewhere" in eff and bool(eff.trained_elsewhere.fillna(False).astype(bool).any())
+    named = elsewhere or (len(eff) and bool((eff.name.astype(str) != eff.encoder.astype(str)).any()))
     kinds = set(eff.peak_mem_kind) if len(eff) and "peak_mem_kind" in eff else set()
     rss_all = kinds == {"process_max_rss"}
     spec = [
         ("encoder", lambda r: r.encoder, False),
-        *([("name", lambda r: r.name, False)] if named else []),
+        *([("name", lambda r: r.name + (" (trained elsewhere)" if getattr(r, "trained_elsewhere", False)
+                                        is True else ""), False)] if named else []),
         ("params", lambda r: fsi(r.params_total), True),
         ("embedding share", lambda r: fpct(r.embedding_share).lstrip("+"), True),
         ("FLOPs/byte train", lambda r: fsi(r.flops_per_byte_train), True),
@@ -540,10 +542,16 @@ NOTE_BPB = (
 
 def _flops_note(t: Tables) -> str:
     e = t.efficiency
-    e = e[e.flops_per_byte_infer.notna()] if len(e) else e
     base = ("Compute is not equal at equal bytes: a byte-level encoder runs its sequence model "
             "once per byte, so at equal training bytes it spends several times the FLOPs of an "
             "encoder whose model steps over multi-byte tokens or patches.")
+    if len(e) and "trained_elsewhere" in e and bool(e.trained_elsewhere.any()):
+        # a model trained elsewhere had another training budget: no FLOP comparison includes it
+        names = ", ".join(str(x) for x in e.encoder[e.trained_elsewhere])
+        base += (f" Trained elsewhere, not by this suite: {names} — BPB comparable, training compute "
+                 "not: left out of every FLOP comparison.")
+        e = e[~e.trained_elsewhere]
+    e = e[e.flops_per_byte_infer.notna()] if len(e) else e
     if len(e) < 2:
         return base
     lo = e.loc[e.flops_per_byte_infer.idxmin()]

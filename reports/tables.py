@@ -737,6 +737,8 @@ def efficiency_table(data: RunData, encoders: list[str], level_mode: str) -> pd.
             bytes_per_segment=seg, bytes_per_segment_train=seg_train, token_unit=unit,
             peak_mem_kind=mem_kind,
             n_seeds_trained=len(trains),
+            # loaded with its weights (the hf encoder): no training compute to match
+            trained_elsewhere=bool(e.get("trained_elsewhere")),
         ))
     return pd.DataFrame(rows)
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Literal, Union, get_args, get_origin
 
 from encoders.backbone import BackboneConfig
-from harness import plugins
+from harness import plugins, pretrained
 from harness.config import fragility
 from harness.config.checks import (
     check_backbone,
@@ -461,6 +461,8 @@ def build_suite(
         if scaling is not None and e.backbone is None:
             raise where.at("encoders", i).error(
                 f"encoder {e.label!r} has no shared backbone, so scaling.ladder cannot size it")
+    # an encoder trained elsewhere (``hf``) has no training compute: no scaling grid, no FLOP reference
+    pretrained.check_suite(encoders, budget, scaling, lambda keys, problem: where.at(*keys).error(problem), paths)
     permutations = fragility.permutations(raw.get("permutations"), where.at("permutations"),
                                           budget.context_bytes)
     if permutations:  # docs/fragility.md: every encoder also trained + scored on each

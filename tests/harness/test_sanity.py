@@ -10,7 +10,6 @@ import torch
 from encoders.backbone import BackboneConfig
 from encoders.base import TensorBatch, UnitNLL, byte_unit_nll
 from encoders.byte_baseline import ByteConfig, ByteEncoder
-from harness import plugins
 from harness.sanity import (
     MarkovSource,
     causality_text,
@@ -19,11 +18,12 @@ from harness.sanity import (
     probe_causality_trained,
     probe_markov,
     probe_random_bytes,
+    trainable_encoders,
     window_context_lengths,
 )
 
 CPU = torch.device("cpu")
-ENCODERS = plugins.known_names("encoder")
+ENCODERS = trainable_encoders()  # an encoder trained elsewhere is probed in a run (tests/encoders/test_hf_encoder.py)
 
 
 class PeekingBytes(ByteEncoder):

@@ -375,3 +375,22 @@ def test_documents_that_all_agree_still_draw_their_bars(tmp_path: Path) -> None:
                            lambda e, s, p, d: 1 / 3 if e == "a" else 1 / 3 + 0.2)
     render_run(run, **FAST)
     assert (run / "report.html").is_file() and any((run / "figures").glob("*.png"))
+
+
+def test_a_model_trained_elsewhere_is_named_and_left_out_of_flop_ratios(tmp_path: Path) -> None:
+    import json
+
+    from synthetic_run import write_simple_run
+
+    labels = ["bytes", "bpe", "ck"]
+    run = write_simple_run(tmp_path / "run", labels, [0], 6, lambda e, s, p, d: 2.0 + 0.1 * labels.index(e),
+                           cells=(("clean", 0.0),))
+    (run / "run.json").write_text(json.dumps({"suite": {"name": "elsewhere"}, "encoders": {
+        "bytes": {"name": "bytes", "flops_per_byte_infer": 4e6}, "bpe": {"name": "bpe", "flops_per_byte_infer": 1e6},
+        "ck": {"name": "hf", "flops_per_byte_infer": 5e5, "flops_per_byte_train": None, "trained_elsewhere": True}}}))
+    render_run(run, **FAST)
+    md = (run / "report.md").read_text(encoding="utf-8")
+    (note,) = [line for line in md.splitlines() if line.startswith("> Compute is not equal")]
+    # ratios against the cheapest *trained* encoder (bpe), ck named apart and in no ratio
+    assert "relative to bpe: bytes 4.0×" in note and "ck 0.5×" not in note and "ck" in note.split("relative to")[0]
+    assert "| ck | hf (trained elsewhere) |" in md
