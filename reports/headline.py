@@ -25,8 +25,9 @@ from typing import Any
 import pandas as pd
 
 from core.schema import CLEAN_ID
+from reports import stats
 from reports.fmt import is_num, p_phrase, sig3
-from reports.tables import ALPHA, NO_SAME_CELLS, NO_SAMPLES, Tables, significant
+from reports.tables import ALPHA, NO_SAME_CELLS, NO_SAMPLES, Tables, covers_phrase, significant
 
 BPE_KINDS = frozenset({"bpe"})  # registry names of subword (BPE) encoders
 QUESTION = "Is tokenizer-free more robust than BPE, and how sure are we?"
@@ -227,16 +228,16 @@ def _si(x: float, unit: str = "") -> str:
 
 
 def interval_scope(t: Tables) -> str:
-    """What the comparisons' intervals cover: the tables' own word where they carry one (a
-    ``ci_covers`` column), else derived from the seeds behind the numbers."""
+    """What the comparisons' intervals cover: the tables' own word where they carry one (their
+    ``covers`` column, ``stats.COVERS_*``), else derived from the seeds behind the numbers."""
     c = t.comparisons
-    if len(c) and "ci_covers" in c and c.ci_covers.notna().any():
-        return f"95 % CIs cover {'; '.join(map(str, dict.fromkeys(c.ci_covers.dropna())))}"
-    if max((t.encoder_seeds or {"": t.n_seeds}).values()) <= 1:
-        return ("95 % CIs cover documents only (one seed: no training variance); Holm-adjusted "
-                "over every comparison in the report")
-    return ("95 % CIs cover documents and seeds (hierarchical bootstrap); Holm-adjusted over "
-            "every comparison in the report")
+    found = (dict.fromkeys(covers_phrase(str(x)) for x in c.covers.dropna())
+             if len(c) and "covers" in c else {})
+    scope = [x for x in found if x]
+    if not scope:
+        scope = [covers_phrase(stats.covers(max((t.encoder_seeds or {"": t.n_seeds}).values())))]
+    return (f"95 % CIs (a t over seeds × documents) cover {'; '.join(scope)}; Holm-adjusted "
+            "over every comparison in the report")
 
 
 def headline(t: Tables, results: pd.DataFrame, suites: Sequence[dict[str, Any]] = ()) -> Headline:

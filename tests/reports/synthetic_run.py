@@ -86,6 +86,7 @@ def write_synthetic_run(
     improves: tuple[str, str] | None = None,
     seed_sd: float = 0.03,
     doc_noise_per_seed: bool = True,
+    doc_noise_per_cell: bool = True,
 ) -> Path:
     """Write results.csv, samples.jsonl, buckets.csv and run.json under ``path``.
 
@@ -93,7 +94,10 @@ def write_synthetic_run(
     (an anomaly the report must flag). seed_sd: the sd of each trained model's offset (bits/byte),
     the training variance between seeds. doc_noise_per_seed: whether a document's byte-level noise
     is drawn anew for every seed (else it is the same in every seed: a document × encoder
-    effect, as between well-trained models)."""
+    effect, as between well-trained models). doc_noise_per_cell: whether it is drawn anew for
+    every perturbation and severity (else a document keeps its noise under every perturbation,
+    scaled by the level: a hard document stays hard, so ΔBPB carries the perturbation's effect
+    with little noise)."""
     path.mkdir(parents=True, exist_ok=True)
     results: list[dict] = []
     sample_rows: list[dict] = []
@@ -128,8 +132,9 @@ def write_synthetic_run(
                                     nbc = len(scored.encode("utf-8"))
                                 sb = scored.encode("utf-8")
                                 noise_seed = seed if doc_noise_per_seed else "all"
+                                noise_cell = f"{pid}|{sev}" if doc_noise_per_cell else "all"
                                 brng = random.Random(
-                                    f"{label}|{noise_seed}|{pid}|{sev}|{mode}|{doc_id}")
+                                    f"{label}|{noise_seed}|{noise_cell}|{mode}|{doc_id}")
                                 hard = 0.4 if dataset != "en-docs" else 0.0
                                 eff = -0.5 * sens if improves == (label, pid) else sens
                                 level = base + seed_offset + hard + eff * er * (

@@ -24,12 +24,13 @@ def _headline(run: Path):
 def three(tmp_path_factory: pytest.TempPathFactory):
     from synthetic_run import write_synthetic_run
 
-    # three seeds of well-trained models (small offsets, each document's noise the same in every
-    # seed), as the tables' own fixture: enough for the seeds × documents interval to call a
-    # difference the size of the fixture's typo sensitivities
+    # three seeds of well-trained models (small offsets; each document's noise the same in every
+    # seed and under every perturbation: a hard document stays hard), so the seeds × documents
+    # interval, after Holm over every comparison, calls a difference the size of the fixture's
+    # typo sensitivities
     run = write_synthetic_run(tmp_path_factory.mktemp("hl") / "run",
                               encoders=("bytes", "bpe-4096", "blt"), seeds=(0, 1, 2),
-                              seed_sd=0.005, doc_noise_per_seed=False)
+                              seed_sd=0.005, doc_noise_per_seed=False, doc_noise_per_cell=False)
     return _headline(run)
 
 
@@ -73,7 +74,7 @@ def test_badges_are_the_tables_verdicts(three) -> None:
 def test_how_sure(three, make_run) -> None:
     _, h = three
     sure = dict(h.certainty)
-    assert sure["seeds"] == "2 per encoder"
+    assert sure["seeds"] == "3 per encoder"
     assert "documents and seeds" in sure["intervals"]
     assert sure["suite synthetic"] == "Synthetic fixture — <i>made-up</i> numbers."
     assert sure["documents"] == "14 per encoder and seed"  # 5 + 4 + 5 texts
@@ -95,8 +96,11 @@ def test_no_bpe_or_no_tokenizer_free_says_so(make_run) -> None:
 
 def test_a_family_of_several_perturbations_is_called_only_when_they_agree(make_run) -> None:
     # typo.keyboard (bytes degrades less than BPE) and typo.swap at a severity too small to
-    # separate them: one family, two cells that disagree -> a tie that says so
-    run = make_run("fam", encoders=("bytes", "bpe-4096"), seeds=(0,),
+    # separate them: one family, two cells that disagree -> a tie that says so. Three seeds of
+    # well-trained models, as the module's fixture, so the keyboard cell is called over seeds ×
+    # documents
+    run = make_run("fam", encoders=("bytes", "bpe-4096"), seeds=(0, 1, 2), seed_sd=0.005,
+                   doc_noise_per_seed=False, doc_noise_per_cell=False,
                    perturbations=[("identity", "clean", [0.0]),
                                   ("typo.keyboard", "typo.keyboard", [0.3]),
                                   ("typo.swap", "typo.swap", [0.001])])
