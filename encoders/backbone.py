@@ -14,7 +14,6 @@ Causal by default: position n attends to positions <= n only (``is_causal=True``
 from __future__ import annotations
 
 import math
-import os
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -54,15 +53,15 @@ class RMSNorm(nn.Module):
         return y.to(x.dtype) * self.weight
 
 
-# How OutputHead computes scoring logits under autocast (env TOKBENCH_SCORE_HEAD, read at import;
-# benchmarks set ``SCORE_HEAD`` directly): "split" (the default) — float32 logits from three bf16
+# How OutputHead computes scoring logits under autocast (benchmarks and tests set ``SCORE_HEAD``):
+# "split" (the default) — float32 logits from three bf16
 # tensor-core products of each operand's high and low bf16 parts, about 16 significant bits per
 # operand (``_split_bf16_product_fp32``); "fp32" — float32 inputs, weights and product (SIMT on a
 # GPU); "mixed" — bf16-rounded inputs and weights, float32 accumulation and float32 logits (one
 # bf16 GEMM with a float32 output on CUDA); "bf16" — the autocast matmul, as training runs it
 # (bf16 logits).
 SCORE_HEADS = ("split", "fp32", "mixed", "bf16")
-SCORE_HEAD = os.environ.get("TOKBENCH_SCORE_HEAD", "split")
+SCORE_HEAD = "split"
 
 
 def _mm_fp32_out(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
@@ -138,7 +137,7 @@ class OutputHead(nn.Linear):
                 y = y.view(*x.shape[:-1], y.shape[-1])
                 return y if bias is None else y + bias
             if SCORE_HEAD != "fp32":
-                raise ValueError(f"TOKBENCH_SCORE_HEAD={SCORE_HEAD!r} is not one of {', '.join(SCORE_HEADS)}")
+                raise ValueError(f"SCORE_HEAD={SCORE_HEAD!r} is not one of {', '.join(SCORE_HEADS)}")
             return F.linear(x.float(), self.weight.float(), bias)
 
 
@@ -220,8 +219,7 @@ def _sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor 
             with sdpa_kernel(_NO_CUDNN):
                 return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal, dropout_p=dropout_p)
         # Eager, ``sdpa_kernel`` sets process-wide flags and puts the old ones back on exit: from
-        # two threads (a model scoring behind the next one's training, harness.scorebehind) the
-        # exits could interleave and leave the other call with cuDNN back in; one at a time
+        # two threads the exits could interleave and leave the other call with cuDNN back in; one at a time
         with _SDPA_FLAGS, sdpa_kernel(_NO_CUDNN):
             return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal, dropout_p=dropout_p)
     return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal, dropout_p=dropout_p)

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import contextvars
 import math
-import os
 import queue
 import sys
 import threading
@@ -43,14 +42,20 @@ from core.forkpool import (  # noqa: F401
 from core.forkpool import can_fork as _can_fork
 from core.forkpool import pool_map as _pool_map
 from core.forkpool import receive as _core_receive
-from core.switches import switch
 from encoders.backbone import Backbone
 from harness.watchdog import stall_limit
 
+# attention_backends' mode; the other two exist for benchmarks to compare against
+CUDNN_SDPA: str = "fixed"
+# compile_backbones marks the blocks dynamic from the first compile; False keeps torch's static-first
+COMPILE_DYNAMIC = True
+# warm_compile_pool before the data loads; False leaves the workers to the first compile
+WARM_POOL = True
+
 
 def attention_backends() -> str:
-    """Choose ``scaled_dot_product_attention``'s backends on CUDA (``TOKBENCH_CUDNN_SDPA``);
-    returns the mode chosen:
+    """Choose ``scaled_dot_product_attention``'s backends on CUDA (``CUDNN_SDPA``); returns the
+    mode chosen:
 
     * ``fixed`` (default) — cuDNN is asked for first only in compiled training steps at a fixed
       length (``encoders.backbone.CUDNN_FIXED``: the byte-level models' 1 KB windows) and is left
@@ -64,10 +69,10 @@ def attention_backends() -> str:
     * ``1`` — torch's own choice everywhere (in torch 2.11 and 2.13 cuDNN comes last).
 
     Under torch's deterministic algorithms (``budget.deterministic``, harness/determinism.py)
-    cuDNN stays off whatever the variable says: its backward is nondeterministic."""
-    mode = os.environ.get("TOKBENCH_CUDNN_SDPA", "fixed")
+    cuDNN stays off whatever ``CUDNN_SDPA`` says: its backward is nondeterministic."""
+    mode = CUDNN_SDPA
     if mode not in ("fixed", "0", "1"):
-        raise ValueError(f"TOKBENCH_CUDNN_SDPA={mode!r} is not one of fixed, 0, 1")
+        raise ValueError(f"CUDNN_SDPA={mode!r} is not one of fixed, 0, 1")
     if torch.are_deterministic_algorithms_enabled():
         mode = "0"
     backbone.CUDNN_FIXED = mode == "fixed"  # read by every Backbone.forward
@@ -83,14 +88,9 @@ def want_compile(setting: Any, device: torch.device) -> bool:
     return bool(setting)
 
 
-WARM_POOL_ENV = "TOKBENCH_WARM_COMPILE_POOL"
-
-
 def warm_pool_wanted() -> bool:
-    """``TOKBENCH_WARM_COMPILE_POOL``: 1 or unset, start the compile workers early
-    (``warm_compile_pool``); 0, at the first compile. Another value is a ``ValueError`` naming
-    it (the CLI's one-line error)."""
-    return switch(WARM_POOL_ENV) is not False
+    """Whether to start the compile workers early (``warm_compile_pool``): ``WARM_POOL``."""
+    return WARM_POOL
 
 
 def warm_compile_pool() -> bool:
@@ -154,12 +154,12 @@ def compile_backbones(model: nn.Module) -> int:
     otherwise each (width, train/inference) compiles twice, static first and dynamic at the next
     shape — BPE's token counts, the last partial batch, scoring's batches. On CPU with cold
     caches this cut a 5-compile sequence of the suite's kinds of shapes to 3
-    (``benchmarks/compile_reuse.py``). ``TOKBENCH_COMPILE_DYNAMIC=0`` keeps static first."""
+    (``benchmarks/compile_reuse.py``). ``COMPILE_DYNAMIC = False`` keeps static first."""
     import torch._dynamo
 
     cacheable_attention_graphs()
     torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 64)
-    dynamic = os.environ.get("TOKBENCH_COMPILE_DYNAMIC", "1") != "0"
+    dynamic = COMPILE_DYNAMIC
     n = 0
     for m in model.modules():
         if isinstance(m, Backbone) and m.compilable:
@@ -265,8 +265,7 @@ class Prefetcher:
         ctx = contextvars.copy_context()
         # ... and on the caller's CUDA stream (a new thread starts on the default one): what
         # ``make`` queues on the device (BLT's entropy model patching a scoring batch) is then
-        # ordered before the caller's use of it, also when the caller scores on a stream of its
-        # own behind training (``harness.scorebehind``)
+        # ordered before the caller's use of it
         self._stream = _caller_stream()
         self._thread = threading.Thread(target=ctx.run, args=(self._run, items, make), daemon=True)
         self._thread.start()

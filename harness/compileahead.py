@@ -20,14 +20,14 @@ symbolic in the compiled blocks (``Backbone.dynamic_shapes``), but inductor guar
 choices on their product, so graphs made from a small batch do not all serve the run's.
 It waits for the length at which the run's first model trains
 (``encoders.backbone.attention_in_graph``'s rule depends on it) before training anything. It
-never blocks the run: the run never waits for it (unless ``TOKBENCH_COMPILE_AHEAD_WAIT=1``, for
+never blocks the run: the run never waits for it (unless ``overlap.compile_ahead_wait``, for
 measurement and tests), a failure over there is a line in the log and the run compiles as
 before, and the run stops it when scoring is done.
 
-``TOKBENCH_COMPILE_AHEAD``: 1 on, 0 off; unset: on when the run compiles on a GPU with at least 4
-CPUs (spawned, not forked: the run's process may have touched CUDA already).
+``overlap.compile_ahead``: true on, false off; auto: on when the run compiles on a GPU with at
+least 4 CPUs (spawned, not forked: the run's process may have touched CUDA already).
 
-Two processes on a host of ``MANY_CPUS`` or more (``TOKBENCH_COMPILE_AHEAD_WORKERS``, 1-4): the
+Two processes on a host of ``MANY_CPUS`` or more (``overlap.compile_ahead_workers``, 1-4): the
 models after the first are dealt to them in training order (``assign``), so the second model and
 the third are compiled at the same time. Why: compiling is the host's single-threaded Python, and
 on a slow host one process fell behind the run — on an H100 whose host did everything 1.5-2x
@@ -49,36 +49,26 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
-
-from core.switches import switch
+from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
     import torch
 
-ENV = "TOKBENCH_COMPILE_AHEAD"
-WAIT_ENV = "TOKBENCH_COMPILE_AHEAD_WAIT"
 WARM_WINDOWS = 8  # windows a training step in the process on a smaller GPU (the run's, if fewer)
-WINDOWS_ENV = "TOKBENCH_COMPILE_AHEAD_WINDOWS"  # another count; 0: the run's own (micro-)batch
 BIG_GPU_BYTES = 100 * 2**30  # from this much device memory on, the run's own batch by default
 MID_GPU_SHARE = 0.55  # below it: half the run's batch if every model's estimate fits this share
 AHEAD_MEMORY_SHARE = 0.45  # ... and this process then allocates at most this share of the device
-WORKERS_ENV = "TOKBENCH_COMPILE_AHEAD_WORKERS"  # processes compiling ahead (1-4)
 MANY_CPUS = 8  # from this many usable CPUs on, two processes by default
 MAX_WORKERS = 4
 
 
-def compile_ahead_wanted(device_type: str, compiling: bool, cpus: int) -> bool:
-    """Whether to compile ahead (module docstring). A bad ``TOKBENCH_COMPILE_AHEAD`` or
-    ``TOKBENCH_COMPILE_AHEAD_WAIT`` is a ``ValueError`` naming it (the CLI's one-line error)."""
-    on = switch(ENV)
-    switch(WAIT_ENV)
-    warm_windows(1)  # a bad TOKBENCH_COMPILE_AHEAD_WINDOWS fails here too
-    ahead_workers(cpus, 2)  # ... and a bad TOKBENCH_COMPILE_AHEAD_WORKERS
+def compile_ahead_wanted(setting: Literal["auto"] | bool, device_type: str, compiling: bool, cpus: int) -> bool:
+    """Whether to compile ahead (module docstring): ``overlap.compile_ahead`` when the run
+    compiles; under auto, on CUDA with at least 4 CPUs."""
     if not compiling:
         return False
-    if on is not None:
-        return on
+    if setting != "auto":
+        return bool(setting)
     return device_type == "cuda" and cpus >= 4
 
 
@@ -93,9 +83,10 @@ def cuda_index(dev: torch.device) -> int:
     return dev.index if dev.index is not None else torch.cuda.current_device()
 
 
-def warm_windows(run_windows: int, device_bytes: int | None = None, need_bytes: int | None = None) -> int:
+def warm_windows(run_windows: int, device_bytes: int | None = None, need_bytes: int | None = None,
+                 setting: int | None = None) -> int:
     """Windows a training step of the compile-ahead process (never more than the run's
-    ``run_windows``): ``TOKBENCH_COMPILE_AHEAD_WINDOWS`` (0 = the run's); unset, the run's own on
+    ``run_windows``): ``setting`` (``overlap.compile_ahead_windows``; 0 = the run's); null, the run's own on
     a GPU of ``BIG_GPU_BYTES`` or more; half of it (at least ``WARM_WINDOWS``) on a smaller GPU
     when ``need_bytes`` — the largest estimated training memory of the suite's models
     (``harness.memory``) — is at most ``MID_GPU_SHARE`` of ``device_bytes``; else (and on the CPU)
@@ -114,9 +105,8 @@ def warm_windows(run_windows: int, device_bytes: int | None = None, need_bytes: 
     served batch 16, not 64, at 128 positions). Half the run's batch stays on the run's side of
     every such threshold the standard suite meets, at half the memory of a second model training
     beside the run (up to 31.6 GiB for its BLT at the whole batch)."""
-    raw = os.environ.get(WINDOWS_ENV, "").strip()
     few = min(WARM_WINDOWS, run_windows)
-    if not raw:
+    if setting is None:
         if device_bytes is None:
             return few
         if device_bytes >= BIG_GPU_BYTES:
@@ -124,24 +114,14 @@ def warm_windows(run_windows: int, device_bytes: int | None = None, need_bytes: 
         if need_bytes is not None and need_bytes <= MID_GPU_SHARE * device_bytes:
             return max(few, -(-run_windows // 2))
         return few
-    if not raw.isdigit():
-        raise ValueError(f"{WINDOWS_ENV}={raw!r}: expected a whole number of windows (0: the run's batch)")
-    n = int(raw)
-    return run_windows if n == 0 else min(n, run_windows)
+    return run_windows if setting == 0 else min(setting, run_windows)
 
 
-def ahead_workers(cpus: int, n_models: int) -> int:
-    """Processes to compile ahead with: ``TOKBENCH_COMPILE_AHEAD_WORKERS`` (1 to ``MAX_WORKERS``);
-    unset, 2 on ``MANY_CPUS`` usable CPUs or more, else 1 — never more than the models whose
-    training graphs are warmed (all but the first), and at least 1. A bad value is a
-    ``ValueError`` naming it."""
-    raw = os.environ.get(WORKERS_ENV, "").strip()
-    if raw:
-        if not raw.isdigit() or not 1 <= int(raw) <= MAX_WORKERS:
-            raise ValueError(f"{WORKERS_ENV}={raw!r}: expected a whole number from 1 to {MAX_WORKERS}")
-        n = int(raw)
-    else:
-        n = 2 if cpus >= MANY_CPUS else 1
+def ahead_workers(cpus: int, n_models: int, setting: int | None = None) -> int:
+    """Processes to compile ahead with: ``setting`` (``overlap.compile_ahead_workers``, 1 to
+    ``MAX_WORKERS``); null, 2 on ``MANY_CPUS`` usable CPUs or more, else 1 — never more than the
+    models whose training graphs are warmed (all but the first), and at least 1."""
+    n = setting if setting is not None else 2 if cpus >= MANY_CPUS else 1
     return max(1, min(n, n_models - 1))
 
 
@@ -176,11 +156,11 @@ class CompileAhead:
     """The compile-ahead process, seen from the run. ``first_length(n)`` tells it the length the
     run's first compiled training step ran at; ``poll()`` reads what it has warmed so far;
     ``ready(label, part)`` says whether ``part`` ("train" or "score") of a model is warmed
-    (waiting for it under ``TOKBENCH_COMPILE_AHEAD_WAIT=1``); ``stop()`` ends it; ``warmed``,
+    (waiting for it under ``wait``, ``overlap.compile_ahead_wait``); ``stop()`` ends it; ``warmed``,
     ``error`` and ``finished`` are its facts (run.json's ``compile_ahead`` is made from them by
     ``CompileAheadGroup``)."""
 
-    def __init__(self, job: dict[str, Any], log: Any) -> None:
+    def __init__(self, job: dict[str, Any], log: Any, wait: bool = False) -> None:
         from core.forkpool import one_fork_at_a_time, start_process
 
         ctx = multiprocessing.get_context("spawn")
@@ -193,7 +173,7 @@ class CompileAhead:
         with os.fdopen(fd, "wb") as f:
             pickle.dump(job, f, protocol=pickle.HIGHEST_PROTOCOL)
         self.log = log
-        self.wait = switch(WAIT_ENV) is True
+        self.wait = wait
         self.warmed: dict[str, dict[str, Any]] = {}  # label -> {"train": {...}, "score": {...}}
         self.error: str | None = None
         self.finished: dict[str, Any] | None = None
@@ -238,7 +218,7 @@ class CompileAhead:
             self._end()
 
     def ready(self, label: str, part: str) -> bool:
-        """Whether ``part`` of model ``label`` is warmed; under ``TOKBENCH_COMPILE_AHEAD_WAIT=1``
+        """Whether ``part`` of model ``label`` is warmed; under ``overlap.compile_ahead_wait``
         waits for it (or for the process to end)."""
         self.poll()
         # training graphs need the run's first length, sent once the run has trained: before
@@ -342,7 +322,8 @@ def start(runner: Any, train: Any, evals: list[Any]) -> CompileAheadGroup | None
 
     b = runner.budget
     compiling = want_compile(b.compile, runner.device)
-    if not compile_ahead_wanted(runner.device.type, compiling, usable_cpus()):
+    ov = runner.suite.overlap
+    if not compile_ahead_wanted(ov.compile_ahead, runner.device.type, compiling, usable_cpus()):
         return None
     if runner.suite.scaling is not None or runner.dp is not None:
         return None  # a sweep trains hundreds of shapes; data parallel compiles on every rank
@@ -360,9 +341,9 @@ def start(runner: Any, train: Any, evals: list[Any]) -> CompileAheadGroup | None
             need = max((est.total for *_, est in suite_estimates(runner.suite, runner.device)), default=0)
         except Exception:  # noqa: BLE001 - an encoder the estimate cannot size: a few windows, as before
             need = None
-    windows = warm_windows(b.windows_per_micro_batch, dev_bytes, need)
+    windows = warm_windows(b.windows_per_micro_batch, dev_bytes, need, ov.compile_ahead_windows)
     specs = runner.training_order()
-    workers = ahead_workers(usable_cpus(), len(specs))
+    workers = ahead_workers(usable_cpus(), len(specs), ov.compile_ahead_workers)
     job = {
         "suite": runner.suite, "device": str(runner.device), "cache_dir": runner.opts.cache_dir,
         "specs": specs, "seed": runner.suite.seeds[0],
@@ -370,7 +351,7 @@ def start(runner: Any, train: Any, evals: list[Any]) -> CompileAheadGroup | None
         "sample": _score_sample(evals, b.context_bytes, stride, 2 * runner.suite.eval.batch_windows),
         "memory_share": memory_share(dev_bytes, need, workers),
     }
-    parts = [(CompileAhead({**job, "train_labels": tl, "score_labels": sl}, runner.log), tl, sl)
+    parts = [(CompileAhead({**job, "train_labels": tl, "score_labels": sl}, runner.log, ov.compile_ahead_wait), tl, sl)
              for tl, sl in assign([s.label for s in specs], workers)]
     group = CompileAheadGroup(parts)
     if backbone._FIRST_TRAINED_LENGTH:  # this process trained a compiled model before (an earlier run)

@@ -135,7 +135,7 @@ def _dry_run(suite: Suite, opts: RunOptions, emit: Callable[[str], None] | None)
     # is initialised, while the GPU measures the models; on CPU it would compete for the cores.
     # under plan-ahead the run perturbs on half the CPUs, while its models fit, compile and
     # train: only what outlasts them counts below
-    ahead = plan_ahead_wanted(dev.type, opts.plan_cache)
+    ahead = plan_ahead_wanted(suite.overlap.plan_ahead, dev.type, opts.plan_cache)
     pert = _perturb_timing(runner, train, evals, stride, background=not cpu,
                            processes=plan_ahead_processes() if ahead else usable_cpus())
     n_cells_p = 1 + len(suite.perturbations)
@@ -164,7 +164,7 @@ def _dry_run(suite: Suite, opts: RunOptions, emit: Callable[[str], None] | None)
     tokenizers: dict[str, Any] = {}
     per_model: dict[str, dict[str, float]] = {}
     order = runner.training_order()  # the run's order: compiled code one model leaves, the next reuses
-    prestart = score_prestart_wanted() and not runner.score_behind  # as ``Runner._score_sets`` decides
+    prestart = score_prestart_wanted()  # as ``Runner._score_sets`` decides
     with _private_compile_caches(compile_on):
         for spec in order:
             t_model = time.perf_counter()
@@ -225,11 +225,6 @@ def _dry_run(suite: Suite, opts: RunOptions, emit: Callable[[str], None] | None)
     # each distinct window is forwarded once: the repeats' share of the windows' time goes
     dup_s = (1.0 - kept) * window_s
     score_s -= dup_s
-    # Behind training (harness.scorebehind) the forwards are counted in full: on an H100 the
-    # scoring thread and training shared a GPU that training already kept busy, and the seed's
-    # training plus the wait for the thread took as long as training and scoring in turn
-    # (263 s both ways; BENCHMARKS.md, session 20).
-    behind = runner.score_behind and suite.scaling is None and runner.dp is None
     n_docs = sum(len(e.docs) for e in evals)
     cells = suite.n_cells()
     t_pert_all = t_pert  # the perturbation's own seconds per seed, overlapped or not
@@ -270,11 +265,8 @@ def _dry_run(suite: Suite, opts: RunOptions, emit: Callable[[str], None] | None)
     if dup_s > 0:
         say(f"  (scoring: {1 - kept:.1%} of the sampled cells' windows repeat another and are forwarded once: "
             f"{_fmt(dup_s)} less than the model lines add up to)")
-    if behind:
-        say("  (scoring: the forwards run beside the next models' training (TOKBENCH_SCORE_BEHIND) and are "
-            "counted in full: measured, the two only shared the GPU)")
     if ahead:
-        say("  (perturbation: in a process of its own while the models train (TOKBENCH_PLAN_AHEAD); "
+        say("  (perturbation: in a process of its own while the models train (overlap.plan_ahead); "
             "only what outlasts the training is counted)")
     say(f"  (perturbation: fitting the perturbations {_fmt(pert_fit)}, once per run; plans cached in "
         f"{runner.ctx.cache_dir / 'perturbed'} are not perturbed again)")

@@ -12,7 +12,7 @@ The process is forked before the models train and does pure Python string work (
 touches CUDA). An exception in it (a perturbation plugin that fails) is re-raised in the main
 process with its type at the next ``check`` (between two models) or at ``wait`` (before scoring):
 so under plan-ahead such an error surfaces when the model in training finishes, not before the
-first one starts. ``TOKBENCH_PLAN_AHEAD``: 1 on, 0 off; unset: on when the run trains on a GPU
+first one starts. ``overlap.plan_ahead``: true on, false off; auto: on when the run trains on a GPU
 with the plan cache on and at least 4 CPUs (on a CPU run the cores are busy training).
 """
 
@@ -22,24 +22,21 @@ import multiprocessing
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any
+from typing import Any, Literal
 
 from core.forkpool import can_fork, receive, send, start_workers, stop_workers, usable_cpus
-from core.switches import switch
 from harness.watchdog import loop_limit
 
-ENV = "TOKBENCH_PLAN_AHEAD"
 WHAT = "plan-ahead"
 
 
-def plan_ahead_wanted(device_type: str, plan_cache: bool) -> bool:
-    """Whether to perturb ahead of training (see the module docstring); a bad ``TOKBENCH_PLAN_AHEAD``
-    is a ``ValueError`` naming it (the CLI's one-line error)."""
-    on = switch(ENV)
+def plan_ahead_wanted(setting: Literal["auto"] | bool, device_type: str, plan_cache: bool) -> bool:
+    """Whether to perturb ahead of training (see the module docstring): ``overlap.plan_ahead``
+    where the plan cache is on and fork is; under auto, on CUDA with at least 4 CPUs."""
     if not plan_cache or not can_fork():
         return False
-    if on is not None:
-        return on
+    if setting != "auto":
+        return bool(setting)
     return device_type == "cuda" and usable_cpus() >= 4
 
 
@@ -64,10 +61,8 @@ class PlanAhead:
     for its result; ``stop`` ends it (killed when unfinished). Start it from the thread that
     lives as long as it (it dies with its forking thread: PR_SET_PDEATHSIG).
 
-    ``check`` and ``wait`` may be called from two threads (the run's, between two models, and
-    the thread scoring behind training, ``harness.scorebehind``, which waits for the plans): one
-    reads the pipe at a time, and an error, once received, is raised again at every later call
-    (the process is gone by then)."""
+    ``check`` and ``wait`` may be called from two threads: one reads the pipe at a time, and an
+    error, once received, is raised again at every later call (the process is gone by then)."""
 
     def __init__(self, work: Callable[[], dict[str, Any]], setup: Callable[[], Any] | None = None) -> None:
         def start() -> None:

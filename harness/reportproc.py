@@ -3,7 +3,7 @@
     proc = ReportProcess.start()          # imports the report's libraries over there, now
     path, timings = proc.render(run_dir)  # later: the same files render_run writes in-process
 
-``TOKBENCH_REPORT_PROCESS``: 1 on, 0 off; unset: on when the run trains on a GPU (the case it
+``overlap.report_process``: true on, false off; auto: on when the run trains on a GPU (the case it
 was measured for: the report in the run's process took 15.4 s against 8.8 s rendered again in a
 fresh one, one H100, BENCHMARKS.md session 20; on the 2-core CPU machine the extra interpreter
 would compete with the run for the cores). The files are the same bytes either way
@@ -18,11 +18,8 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
-from core.switches import switch
-
-ENV = "TOKBENCH_REPORT_PROCESS"
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -30,11 +27,10 @@ class ReportProcessFailed(RuntimeError):
     """The report process is gone or answered nonsense: render in the run's process instead."""
 
 
-def wanted(device_type: str) -> bool:
-    """Whether to render in a process of its own (module docstring); a bad setting is a
-    ``ValueError`` naming it (the CLI's one-line error)."""
-    on = switch(ENV)
-    return device_type == "cuda" if on is None else on
+def wanted(setting: Literal["auto"] | bool, device_type: str) -> bool:
+    """Whether to render in a process of its own (module docstring): ``overlap.report_process``;
+    under auto, on CUDA."""
+    return device_type == "cuda" if setting == "auto" else bool(setting)
 
 
 class ReportProcess:

@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import torch
@@ -33,7 +33,6 @@ from core.files import part_file, write_parts_atomic
 from core.forkpool import WorkerDied, usable_cpus
 from core.metrics import bpb
 from core.schema import BUCKET_COLUMNS, RESULT_COLUMNS
-from core.switches import switch
 from encoders.base import Encoder, config_to_dict
 from harness import compileahead, plugins, reportproc, watchdog
 from harness.accel import (
@@ -81,11 +80,9 @@ from harness.score import (
     plan_full,
     plan_partition,
     score_prestart_wanted,
-    side_stream_wanted,
     split_for_target,
     start_scoring,
 )
-from harness.scorebehind import ForwardsBehind, score_behind_wanted
 from harness.suite import SCHEMA_VERSION, EncoderSpec, PerturbationSpec, Suite
 from harness.train import Checkpointer, fit_context, train_encoder
 from harness.watchdog import stall_limit
@@ -137,14 +134,12 @@ def cell_processes() -> int:
     return min(4, usable_cpus())
 
 
-def cells_behind_wanted(device_type: str) -> bool:
-    """``TOKBENCH_CELLS_BEHIND``: make a model's cells in the background while the next model
-    scores, and write a trained model's files while the next one trains (1), or each in turn
-    (0). Default: on CUDA only — on a CPU the cell processes and the
-    scoring forwards would share the same cores. Any other value is a ``ValueError`` naming it
-    (the CLI's one-line error)."""
-    on = switch("TOKBENCH_CELLS_BEHIND")
-    return device_type == "cuda" if on is None else on
+def cells_behind_wanted(setting: Literal["auto"] | bool, device_type: str) -> bool:
+    """``overlap.cells_behind``: make a model's cells in the background while the next model
+    scores, and write a trained model's files while the next one trains (true), or each in turn
+    (false). auto: on CUDA only — on a CPU the cell processes and the scoring forwards would
+    share the same cores."""
+    return device_type == "cuda" if setting == "auto" else bool(setting)
 
 
 class CellsBehind:
@@ -205,28 +200,10 @@ class CellsBehind:
             self._join_oldest(quiet)
 
 
-def cell_jobs(scoring_behind: bool) -> int:
-    """How many models' cell jobs run at once (``CellsBehind``): one while the run's thread
-    scores (its collation workers want the CPUs), more when the scores were made behind training
-    — the models' cells then queue up after the last model trains, and each job has at most
-    ``cell_processes()`` processes: half the usable CPUs' worth of jobs."""
-    return max(1, usable_cpus() // (2 * cell_processes())) if scoring_behind else 1
-
-
 def assemble_processes(n_cells: int) -> int:
     """Forked processes that read the cells back for the results files: up to 8 (each reads a
     contiguous run of cells), none for a handful of cells (forking costs more than it saves)."""
     return min(8, usable_cpus()) if n_cells >= 64 else 1
-
-
-def _add_numbers(into: dict[str, Any], more: dict[str, Any]) -> None:
-    """Add ``more``'s numbers into ``into``, key by key, nested dicts alike (``score_items``'
-    stats of a job made behind training, into the run's per-model stats)."""
-    for k, v in more.items():
-        if isinstance(v, dict):
-            _add_numbers(into.setdefault(k, {}), v)
-        else:
-            into[k] = into.get(k, 0.0) + v
 
 
 def pick_device(name: str) -> torch.device:
@@ -359,15 +336,10 @@ class Runner:
         self.opts = opts
         self.log = opts.log
         self.device = pick_device(opts.device)
-        self.cells_behind = cells_behind_wanted(self.device.type)  # a bad setting fails here, not after training
-        self.score_behind = score_behind_wanted()  # likewise (harness.scorebehind)
-        side_stream_wanted()  # likewise (harness.score): a bad value fails before training
+        self.cells_behind = cells_behind_wanted(suite.overlap.cells_behind, self.device.type)
         self.warm_pool = warm_pool_wanted()  # likewise (harness.accel.warm_compile_pool)
-        self.report_process = reportproc.wanted(self.device.type)  # likewise (harness.reportproc)
+        self.report_process = reportproc.wanted(suite.overlap.report_process, self.device.type)
         stall_limit()  # likewise (harness.watchdog: the pools' and the guarded loops' limit)
-        self.behind: ForwardsBehind | None = None  # the scoring thread behind training, while a seed runs
-        self._behind_seed: tuple[int, list[EvalSet], Any] | None = None  # what its jobs score (start_scoring_behind)
-        self._behind_got: dict[str, dict[str, Any]] = {}  # label -> its finished job's results, by eval set
         self._plans_memo: dict[tuple[int, str], dict[Any, Any]] = {}  # (seed, eval set) -> its plans
         self._plans_lock = threading.Lock()  # the run's thread and the scoring thread: one makes them
         self._timings_lock = threading.Lock()  # timings several cell jobs add to at once
@@ -376,7 +348,6 @@ class Runner:
         # the H200 host, 1.2 s a model on the critical path (BENCHMARKS.md, session 16). The
         # weights are copied to the host first, so what is written is the model as trained.
         self.saves = CellsBehind(self.cells_behind, name="tokbench-model-save")
-        compileahead.compile_ahead_wanted(self.device.type, False, 0)  # likewise a bad TOKBENCH_COMPILE_AHEAD
         self.rd = RunDir(opts.out or Path("runs") / suite.name, log=self.log)
         watchdog.STACKS_DIR = self.rd.root  # a stuck loop's stacks land beside its results
         self.ctx = source_context(suite, opts.cache_dir, self.log)
@@ -558,7 +529,7 @@ class Runner:
         perts = FitOnDemand([(s.id, s.severity) for s in self.suite.perturbations],
                             lambda: self.perturbation_instances(data.train, data.evals))
         self.ahead = None
-        if not plan_ahead_wanted(self.device.type, self.opts.plan_cache):
+        if not plan_ahead_wanted(self.suite.overlap.plan_ahead, self.device.type, self.opts.plan_cache):
             return perts, evals
 
         def work() -> dict[str, Any]:
@@ -803,7 +774,6 @@ class Runner:
         try:
             for seed in self.suite.seeds:
                 t0 = time.perf_counter()
-                self.start_scoring_behind(seed, evals, perts)
                 models = self.train_models(seed, data.train)
                 t_train += time.perf_counter() - t0
                 self.wait_plan_ahead()  # first: it may hand the analyses their prepared text work
@@ -813,11 +783,9 @@ class Runner:
                 t0 = time.perf_counter()
                 cell_keys += self.score_seed(seed, evals, models, perts)
                 t_score += time.perf_counter() - t0
-                self.stop_scoring_behind()
                 del models
                 self.join_saves()  # the seed's models are on disk before its results files
         finally:  # an error before scoring: the processes are not wanted
-            self.stop_scoring_behind()
             self.join_saves(quiet=sys.exc_info()[0] is not None)  # a model file is never half-done
             for proc in (self.ahead, self.fits_ahead, self.compile_ahead):
                 if proc is not None:
@@ -950,8 +918,6 @@ class Runner:
                 self.plan_ahead_result(wait=False)  # its result, once there, is received here
             self._add_time("model_plan_ahead_check_seconds", t0)
             models[spec.label] = TrainedModel(enc, meta, spec)
-            if self.behind is not None:  # its forwards start now, while the next model trains
-                self.behind.submit(spec.label, lambda check, m=models[spec.label]: self.forwards_behind(m, check))
             t0 = time.perf_counter()
             self.record_encoder_facts(spec.label, spec, seed, meta)
             # run.json as the models finish: a killed run still shows what was trained, how fast
@@ -990,56 +956,6 @@ class Runner:
             describe = getattr(a, "describe", None)
             self.analysis_facts[a.registry_name] = {**(describe() if callable(describe) else {}),
                                                     **({"prepared_ahead": adopted} if ahead is not None else {})}
-
-    # -- scoring behind training (harness.scorebehind) -----------------------------------------
-    def start_scoring_behind(self, seed: int, evals: list[EvalSet], perts: Instances | FitOnDemand) -> None:
-        """The thread that scores each model of ``seed`` while the next one trains, when wanted:
-        not for a scaling sweep (its grid points score in ``train_sweep``'s own order) nor under
-        data parallelism (every rank scores its share in the run's thread)."""
-        if not self.score_behind or self.suite.scaling is not None or self.dp is not None:
-            return
-        self._behind_seed = (seed, evals, perts)
-        self._behind_got = {}
-        for key in ("score_behind_seconds", "score_behind_wait_seconds", "score_behind_plans_seconds"):
-            self.timings.setdefault(key, 0.0)  # written from the scoring thread: no new key mid-read
-        self.behind = ForwardsBehind(self.device)
-
-    def stop_scoring_behind(self) -> None:
-        """End the scoring thread (a job under way stops at its next batch) and count its time."""
-        behind, self.behind = self.behind, None
-        if behind is None:
-            return
-        behind.close()
-        self.timings["score_behind_seconds"] += behind.busy_seconds
-        self.timings["score_behind_wait_seconds"] += behind.wait_seconds
-        self._behind_got = {}
-
-    def forwards_behind(self, model: TrainedModel, check: Callable[[], None]) -> dict[str, Any]:
-        """In the scoring thread: ``model``'s packed job of every eval set it has cells to make
-        in, {eval set: (needed, scores, stats, facts)} (``run_forwards``). The plans come from
-        the plan-ahead process's cache once it is done (waited for here, not made twice)."""
-        assert self._behind_seed is not None
-        seed, evals, perts = self._behind_seed
-        ahead = self.ahead
-        if ahead is not None:
-            ahead.settle(check)  # its error, if any, is the run thread's to raise (plan_ahead_result)
-        out: dict[str, Any] = {}
-        for es in evals:
-            check()
-            fp = es.part.fingerprint
-            mc = hasattr(model.enc, "mc_samples")
-            todo = [self.rd.load_cell(self.cell_key(model.meta["key"], fp, pspec, mode, seed, mc=mc)) is None
-                    for pspec, mode in self.plan_cells()]
-            if not any(todo):
-                continue
-            t0 = time.perf_counter()
-            plans = self.seed_plans(es, perts, seed)
-            self.timings["score_behind_plans_seconds"] += time.perf_counter() - t0
-            items, needed, modes = self.forward_inputs(plans, todo)
-            stats: dict[str, Any] = {}
-            scores, facts = self.run_forwards(model, items, needed, modes, seed, stats, progress=lambda _n: check())
-            out[es.part.name] = (needed, scores, stats, facts)
-        return out
 
     def seed_plans(self, es: EvalSet, perts: Instances | FitOnDemand, seed: int) -> dict[Any, Any]:
         """``plans`` of every cell of ``es`` for ``seed``, made once (by the run's thread or the
@@ -1085,7 +1001,7 @@ class Runner:
         starts here; ``started``: called once its first forward is launched (``score_items``)."""
         label = model.spec.label
         if self.compile_ahead is not None:
-            self.compile_ahead.ready(label, "score")  # waits only under TOKBENCH_COMPILE_AHEAD_WAIT=1
+            self.compile_ahead.ready(label, "score")  # waits only under overlap.compile_ahead_wait
         t0 = time.perf_counter()
         clock0, cache0 = compile_clock(), cache_counts()
         if job is None:
@@ -1093,18 +1009,6 @@ class Runner:
         scores = job.run(progress, started)
         return scores, {"seconds": time.perf_counter() - t0, "compile_seconds": sum(compile_since(clock0).values()),
                         "cache": cache_counts_since(cache0)}
-
-    def take_behind(self, label: str, es: EvalSet, needed: list[bool]) -> tuple[list[Any], dict[str, Any], dict[str, Any]] | None:
-        """The scores of ``label``'s packed job over ``es`` made behind training (waiting for
-        them), or None when that job was not run there or not for the same cells."""
-        if self.behind is None:
-            return None
-        if label in self.behind:
-            self._behind_got[label] = self.behind.result(label)
-        got = self._behind_got.get(label, {}).pop(es.part.name, None)
-        if got is None or got[0] != needed:
-            return None
-        return got[1], got[2], got[3]
 
     def score_seed(self, seed: int, evals: list[EvalSet], models: dict[str, TrainedModel],
                    perts: Instances | FitOnDemand) -> list[str]:
@@ -1114,7 +1018,7 @@ class Runner:
         bar = tqdm(total=self.suite.n_cells(per_seed=True), desc=f"score seed {seed}", unit="cell",
                    leave=False, file=sys.stderr, disable=not self.opts.progress, mininterval=1.0)
         keys: list[str] = []
-        behind = CellsBehind(self.cells_behind, jobs=cell_jobs(self.behind is not None))
+        behind = CellsBehind(self.cells_behind, jobs=1)
         for key in ("score_cells_seconds", "score_cells_wait_seconds"):
             self.timings.setdefault(key, 0.0)  # written from the cells' thread: no new key mid-read
         try:
@@ -1167,10 +1071,9 @@ class Runner:
                 self.rd.save_cell(k, cell)
             self._add_time("score_baselines_seconds", t0)
             # The next model's job is started while this one's forwards run (``ScoreJob``): its
-            # first batches are collated by then. Not beside scoring behind training (its jobs
-            # run in that thread) or under TOKBENCH_SCORE_PRESTART=0.
+            # first batches are collated by then.
             order = [label for label in models if any(label in c[3] for c in cells)]
-            prestart = self.behind is None and score_prestart_wanted()
+            prestart = score_prestart_wanted()
             ahead: dict[str, ScoreJob] = {}
             try:
                 self._score_models(seed, es, fp, plans, cells, models, order, prestart, ahead, bar, behind)
@@ -1195,32 +1098,27 @@ class Runner:
             # numbers, to the last bit); batches holding only finished cells are skipped.
             plan_of = [plans[(c[0].id, c[0].severity, c[1])] for c in cells]
             items, needed, modes = self.forward_inputs(plans, [label in c[3] for c in cells])
-            got = self.take_behind(label, es, needed)  # made while the next model trained
-            if got is not None:
-                scores, stats, facts = got
-                _add_numbers(self.score_facts.setdefault(label, {}), stats)
-            else:
-                n_windows = sum(len(it.windows) for it, nd in zip(items, needed) if nd)
-                wbar = tqdm(total=n_windows, desc=f"score {label} {es.part.name}", unit="win", leave=False,
-                            file=sys.stderr, mininterval=1.0,
-                            disable=not self.opts.progress or n_windows < 1000)  # long documents: show progress
-                if flat is None:
-                    t_flat = time.perf_counter()
-                    flat = flatten_windows(items, dedup_enabled())
-                    self._add_time("score_flatten_seconds", t_flat)
-                started = None
-                if prestart and pos + 1 < len(order):
-                    nxt = order[pos + 1]
+            n_windows = sum(len(it.windows) for it, nd in zip(items, needed) if nd)
+            wbar = tqdm(total=n_windows, desc=f"score {label} {es.part.name}", unit="win", leave=False,
+                        file=sys.stderr, mininterval=1.0,
+                        disable=not self.opts.progress or n_windows < 1000)  # long documents: show progress
+            if flat is None:
+                t_flat = time.perf_counter()
+                flat = flatten_windows(items, dedup_enabled())
+                self._add_time("score_flatten_seconds", t_flat)
+            started = None
+            if prestart and pos + 1 < len(order):
+                nxt = order[pos + 1]
 
-                    def started(nxt: str = nxt, flat: FlatWindows = flat) -> None:
-                        n_items, n_needed, n_modes = self.forward_inputs(plans, [nxt in c[3] for c in cells])
-                        ahead[nxt] = self.start_forwards(models[nxt], n_items, n_needed, n_modes, seed,
-                                                         self.score_facts.setdefault(nxt, {}), flat)
-                scores, facts = self.run_forwards(model, items, needed, modes, seed,
-                                                  self.score_facts.setdefault(label, {}), progress=wbar.update,
-                                                  flat=flat, job=ahead.pop(label, None), started=started)
-                wbar.close()
-                self.timings["score_items_seconds"] = self.timings.get("score_items_seconds", 0.0) + facts["seconds"]
+                def started(nxt: str = nxt, flat: FlatWindows = flat) -> None:
+                    n_items, n_needed, n_modes = self.forward_inputs(plans, [nxt in c[3] for c in cells])
+                    ahead[nxt] = self.start_forwards(models[nxt], n_items, n_needed, n_modes, seed,
+                                                     self.score_facts.setdefault(nxt, {}), flat)
+            scores, facts = self.run_forwards(model, items, needed, modes, seed,
+                                              self.score_facts.setdefault(label, {}), progress=wbar.update,
+                                              flat=flat, job=ahead.pop(label, None), started=started)
+            wbar.close()
+            self.timings["score_items_seconds"] = self.timings.get("score_items_seconds", 0.0) + facts["seconds"]
             # of which compiling: inference-mode graphs and kernel keys new to scoring
             self.timings["score_compile_seconds"] = self.timings.get("score_compile_seconds", 0.0) + facts["compile_seconds"]
             for k, v in facts["cache"].items():
@@ -1247,8 +1145,7 @@ class Runner:
             # At most 4: forking this process (GBs of CUDA mappings) is not free — at 50
             # documents a cell set the H200 host took 1.5 s a model with up to 16 workers,
             # where session 11's serial rate gives ≈ 1.1 s (BENCHMARKS.md, session 12).
-            # On a GPU they are made while the next model scores (``CellsBehind``; several
-            # models' at once when the scores were made behind training: ``cell_jobs``).
+            # On a GPU they are made while the next model scores (``CellsBehind``).
             def cells_job(tasks: list[Any] = tasks, cell_work: Callable[[int], None] = cell_work) -> None:
                 t0 = time.perf_counter()
                 perturb_many(range(len(tasks)), cell_work, cell_processes(), stage="cells")  # type: ignore[arg-type]
@@ -1572,8 +1469,6 @@ def phase_table(timings: dict[str, float], encoders: dict[str, Any]) -> str:
             ("analyses_prepare_seconds", "  analyses' text work"), ("score_forward_seconds", "score_forward"),
             ("score_items_seconds", "  packed jobs (forwards)"),
             ("score_flatten_seconds", "    windows made distinct"),
-            ("score_behind_seconds", "  behind training (overlap)"),
-            ("score_behind_wait_seconds", "    waited for after it"),
             ("score_compile_seconds", "    of which compiling"), ("score_cells_seconds", "  cells from scores"),
             ("score_cells_wait_seconds", "    scoring waited for them"),
             ("score_baselines_seconds", "  compressor baselines"),

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import hashlib
 import math
-import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -23,7 +22,6 @@ import numpy as np
 import torch
 
 from core.segments import window_segments
-from core.switches import switch
 from encoders.base import Encoder, UnitNLL
 from harness.accel import Prefetcher, collate_processes, ordered_pool_map, pin
 from harness.data import Window, char_boundary, cut_after, rolling_windows
@@ -161,27 +159,21 @@ def estimate_key(window: bytes, score_from: int) -> bytes:
     return h.digest()
 
 
+# Each distinct window forwarded once per packed job; False forwards every window (to compare).
+DEDUP = True
+# The next model's packed job started while this one's forwards run; False starts each at its turn.
+PRESTART = True
+
+
 def dedup_enabled(dedup: bool = True) -> bool:
-    """Whether ``score_items`` forwards each distinct window once: ``dedup`` and not
-    ``TOKBENCH_SCORE_DEDUP=0`` (the environment switch turns it off for a whole run, to compare)."""
-    return dedup and os.environ.get("TOKBENCH_SCORE_DEDUP", "1") != "0"
-
-
-def side_stream_wanted() -> bool:
-    """``TOKBENCH_SCORE_SIDE_STREAM``: on CUDA, the prefetch thread's device work (BLT's
-    patching for its FLOP count) on a stream of its own (1, the default), or on the loop's
-    stream as before (0), to compare. Any other value is a ``ValueError`` naming it (the CLI's
-    one-line error)."""
-    on = switch("TOKBENCH_SCORE_SIDE_STREAM")
-    return True if on is None else on
+    """Whether ``score_items`` forwards each distinct window once: ``dedup`` and ``DEDUP``."""
+    return dedup and DEDUP
 
 
 def score_prestart_wanted() -> bool:
-    """``TOKBENCH_SCORE_PRESTART``: start the next model's packed scoring job while this one's
-    forwards run (1, the default; ``ScoreJob``), or each job when its turn comes (0), to compare.
-    Any other value is a ``ValueError`` naming it (the CLI's one-line error)."""
-    on = switch("TOKBENCH_SCORE_PRESTART")
-    return True if on is None else on
+    """Whether the run starts the next model's packed scoring job while this one's forwards
+    run (``ScoreJob``): ``PRESTART``."""
+    return PRESTART
 
 
 @dataclass
@@ -241,7 +233,7 @@ def score_items(encoder: Encoder, items: Sequence[ScoreItem], device: torch.devi
     windows — are forwarded once and every occurrence gets that window's per-byte NLL, unit
     count, variance and segments (the same function of the window's bytes, so no number changes
     beyond the float rounding of differently filled batches; tests/harness/test_score_dedup.py).
-    Batches are formed over the distinct windows. ``dedup=False`` or ``TOKBENCH_SCORE_DEDUP=0``
+    Batches are formed over the distinct windows. ``dedup=False`` or ``DEDUP = False``
     forwards every window, as before (to compare).
     stats: if given, accumulates ``forward_flops`` and ``seconds`` of what was computed, and
     ``scored_bytes``, ``windows`` and ``duplicate_windows`` of what was delivered: every window
@@ -413,7 +405,7 @@ def _score_job(encoder: Encoder, items: Sequence[ScoreItem], device: torch.devic
     # wait went, but BLT's scoring was no faster on one host: a tie, the loop's launches pace it).
     # The side stream first waits for what the caller queued before this call (the weights);
     # each batch then carries an event that the loop's stream waits for before its forward.
-    side = torch.cuda.Stream(device=device) if pinned and stats is not None and side_stream_wanted() else None
+    side = torch.cuda.Stream(device=device) if pinned and stats is not None else None
     if side is not None:
         side.wait_stream(torch.cuda.current_stream(device))
 

@@ -212,6 +212,35 @@ class BaselineConfig:
 
 
 @dataclass(frozen=True, kw_only=True)
+class OverlapConfig:
+    """Work a run does beside the models' training and scoring (docs/gpu.md). Speed only: no
+    number depends on it, and no cache key holds it. auto: on where it pays (CUDA, and the CPUs
+    named below); true / false force it on or off.
+
+    compile_ahead: torch.compile's graphs compiled in spawned processes ahead of the run (auto:
+    when the run compiles on CUDA with >= 4 usable CPUs).
+    compile_ahead_workers: those processes, 1-4 (null: 2 on >= 8 usable CPUs, else 1).
+    compile_ahead_windows: windows a training step of theirs (0: the run's own batch; null: by
+    the GPU's memory, harness/compileahead.py).
+    compile_ahead_wait: the run waits for each model's graphs (slower; the caches are then hit
+    in a fixed order, as tests need).
+    plan_ahead: perturbations fitted and planned in a forked process while the models train
+    (auto: on CUDA with the plan cache and >= 4 usable CPUs).
+    cells_behind: a model's cells made, and a trained model's files written, in the background
+    while the next model scores or trains (auto: on CUDA).
+    report_process: the report rendered in a process of its own (auto: on CUDA).
+    """
+
+    compile_ahead: Literal["auto"] | bool = "auto"
+    compile_ahead_workers: int | None = None
+    compile_ahead_windows: int | None = None
+    compile_ahead_wait: bool = False
+    plan_ahead: Literal["auto"] | bool = "auto"
+    cells_behind: Literal["auto"] | bool = "auto"
+    report_process: Literal["auto"] | bool = "auto"
+
+
+@dataclass(frozen=True, kw_only=True)
 class Suite:
     """A whole suite. ``raw`` is the resolved mapping (after include and --set), for run.json;
     ``path`` the suite file.
@@ -231,6 +260,8 @@ class Suite:
     baselines: compressor baselines (deflate, bz2, lzma) on the same windows.
     scaling: an IsoFLOP sweep over FLOP budgets and model sizes (docs/scaling.md); null = one
     model per encoder at ``budget``.
+    overlap: work done beside training and scoring (compile ahead, plan ahead, cells behind,
+    the report's process); speed only.
     description: free text, kept in run.json with the rest of the suite.
     schema_version: suite format version; a suite may state it, and it must match this tokbench.
     plugin_paths: folders, relative to the suite file, where ``module:Class`` plugins are looked
@@ -249,6 +280,7 @@ class Suite:
     permutations: tuple[Permutation, ...] = ()
     baselines: BaselineConfig = BaselineConfig()
     scaling: ScalingConfig | None = None
+    overlap: OverlapConfig = OverlapConfig()
     description: str = ""
     schema_version: int = SCHEMA_VERSION
     plugin_paths: tuple[str, ...] = (".",)

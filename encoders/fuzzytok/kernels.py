@@ -79,10 +79,10 @@ INTERPRET = os.environ.get("TRITON_INTERPRET", "0") == "1"
 # and timing every config again: FuzzyTok's first training step spent 3.7 s (H200) and 5.0 s
 # (H100) on it with the kernels themselves already in Triton's cache (BENCHMARKS.md, sessions 19
 # and 20). The choice is the config timed best over there; numbers may differ from a fresh
-# tuning's as they already differ between two fresh tunings. FUZZYTOK_TUNE_CACHE=0 times them in
-# every process, as before. (Triton's own ``cache_results`` skips configs with a pre-hook: the
+# tuning's as they already differ between two fresh tunings. ``TUNE_CACHE = False`` times them in
+# every process. (Triton's own ``cache_results`` skips configs with a pre-hook: the
 # TMA kernel's.)
-TUNE_CACHE = os.environ.get("FUZZYTOK_TUNE_CACHE", "1") != "0"
+TUNE_CACHE = True
 
 # Activation codes (the ACT argument of the kernels).
 ACT_NONE, ACT_GELU, ACT_RELU, ACT_SILU = 0, 1, 2, 3
@@ -178,8 +178,8 @@ _TMA_CONFIGS, _TMA_SMALL = _sized_configs(
            (256, 64, 64, 1, 8, 3), (128, 128, 64, 1, 4, 4), (128, 128, 64, 2, 4, 3), (128, 32, 32, 2, 4, 4),
            (64, 32, 32, 4, 4, 4)],
     interpreted=(32, 32, 32, 1))
-# FUZZYTOK_TMA=0 forces the pointer kernel everywhere (benchmarks compare the two).
-USE_TMA = os.environ.get("FUZZYTOK_TMA", "1") != "0"
+# False forces the pointer kernel everywhere (benchmarks and tests compare the two).
+USE_TMA = True
 # Per-tile column sums (MODE_ADD_ACTGRAD, _mul_col_sums_kernel) get one row per tile of this height.
 _Q_BLOCK_T = min(c.kwargs["BLOCK_T"] for c in _FWD_CONFIGS + _TMA_CONFIGS)
 # The dW kernel splits the reduction over row chunks of this many rows (a multiple of every
@@ -408,8 +408,8 @@ def _split_epilogue(args: dict) -> int:
 # The autotuner's timer. Triton's default (do_bench) times each config with the host's launch
 # cost in the loop: on the lent VM that exceeded the kernels at C ≤ 128 (BENCHMARKS.md), so its
 # choice there was noise. Replaying a CUDA graph of _TUNE_REPS launches times the kernel alone.
-# FUZZYTOK_TUNE_GRAPH=0 restores Triton's timer; launches that cannot be captured fall back to it.
-TUNE_GRAPH = os.environ.get("FUZZYTOK_TUNE_GRAPH", "1") != "0"
+# Launches that cannot be captured fall back to Triton's timer.
+TUNE_GRAPH = True
 _TUNE_REPS = 10
 
 
@@ -719,11 +719,11 @@ def _block_kernel(x_ptr, w_ptr, b_ptr, d_ptr, y_ptr, s_ptr, B, T, HALO,
 # they chose (config, heuristics' values and, on a GPU, the compiled kernel); later calls launch
 # that compiled kernel directly.
 
-# FUZZYTOK_THIN=0 (or ``kernels.THIN = False``) sends every launch through the wrappers.
-THIN = os.environ.get("FUZZYTOK_THIN", "1") != "0"
-# FUZZYTOK_RAW_LAUNCH=0 (or ``kernels.RAW_LAUNCH = False``): a thin launch calls the compiled
-# kernel's Python launcher (``CompiledKernel.run``) instead of the C function beneath it.
-RAW_LAUNCH = os.environ.get("FUZZYTOK_RAW_LAUNCH", "1") != "0"
+# False sends every launch through the wrappers (tests and benchmarks compare).
+THIN = True
+# False: a thin launch calls the compiled kernel's Python launcher (``CompiledKernel.run``)
+# instead of the C function beneath it (benchmarks compare).
+RAW_LAUNCH = True
 # FUZZYTOK_PARALLEL_COMPILE=N compiles a new key's pruned configs in N threads before the
 # autotuner times them (Triton's ``AsyncCompileMode``; the autotuner then finds them compiled).
 # Default: min(8, usable CPUs); 0 or 1 turns it off. Why: a cold FuzzyTok first step on an H200

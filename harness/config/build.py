@@ -30,6 +30,7 @@ from harness.suite import (
     DataConfig,
     EncoderSpec,
     EvalConfig,
+    OverlapConfig,
     PerturbationSpec,
     SourceSpec,
     Suite,
@@ -449,6 +450,8 @@ def build_suite(
         fragility.check_permuted_scoring(eval_cfg, budget.context_bytes, where.at("eval"))
         encoders = fragility.permuted_encoders(encoders, permutations, where.at("encoders"), paths)
     baselines = fragility.baselines(raw.get("baselines"), where.at("baselines"))
+    overlap = convert_value(OverlapConfig, raw.get("overlap"), where.at("overlap"))
+    check_ranges(overlap, where.at("overlap"))
     return Suite(
         name=name,
         seeds=seeds,
@@ -462,6 +465,7 @@ def build_suite(
         scaling=scaling,
         permutations=permutations,
         baselines=baselines,
+        overlap=overlap,
         description=description,
         schema_version=version,
         plugin_paths=convert_value(tuple[str, ...], raw.get("plugin_paths", (".",)), where.at("plugin_paths")),

@@ -14,6 +14,7 @@ from harness.suite import (
     BudgetConfig,
     DataConfig,
     EvalConfig,
+    OverlapConfig,
 )
 
 # --------------------------------------------------------------------------------------------
@@ -51,6 +52,8 @@ _RANGES: dict[type, dict[str, _Rule]] = {
     },
     DataConfig: {"valid_fraction": _FRAC_OPEN_HI, "test_fraction": _FRAC_OPEN_HI},
     BaselineConfig: {"dictionary_bytes": _NONNEG},
+    OverlapConfig: {"compile_ahead_workers": (lambda v: 1 <= v <= 4, "must be between 1 and 4"),
+                    "compile_ahead_windows": _NONNEG},
     EvalConfig: {
         "max_docs": _POS,
         "stride_bytes": _POS,

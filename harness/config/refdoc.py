@@ -22,6 +22,7 @@ from harness.suite import (
     BudgetConfig,
     DataConfig,
     EvalConfig,
+    OverlapConfig,
     SourceSpec,
     Suite,
 )
@@ -282,6 +283,7 @@ def suite_reference(include_plugins: bool = True) -> str:
         ("backbone", BackboneConfig),
         ("eval", EvalConfig),
         ("baselines", BaselineConfig),
+        ("overlap", OverlapConfig),
         ("scaling", ScalingConfig),
         ("scaling.ladder[i]", Rung),
     ):

@@ -44,7 +44,6 @@ def test_cudnn_attention_stays_off_under_the_switch(monkeypatch: pytest.MonkeyPa
     from harness.accel import attention_backends
 
     monkeypatch.setattr(backbone, "CUDNN_FIXED", False)
-    monkeypatch.delenv("TOKBENCH_CUDNN_SDPA", raising=False)
     sdp = torch.backends.cuda.cudnn_sdp_enabled()
     try:
         with deterministic_kernels(True):

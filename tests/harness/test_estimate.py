@@ -97,10 +97,10 @@ def test_plan_ahead_counts_only_what_outlasts_training(tmp_path: Path, ahead: st
     """Under plan-ahead the run perturbs while its models train (harness.planahead): the
     estimate's perturbation is the part of the process's own seconds that outlasts the fits,
     compile and training; without it, all of them."""
-    monkeypatch.setenv("TOKBENCH_PLAN_AHEAD", ahead)
     _write_suite(tmp_path)
     out = tmp_path / "o"
-    text = dry_run(load_suite(tmp_path / "s.yaml"), RunOptions(out=out, device="cpu", progress=False, log=lambda s: None))
+    on = "true" if ahead == "1" else "false"
+    text = dry_run(load_suite(tmp_path / "s.yaml", [f"overlap.plan_ahead={on}"]), RunOptions(out=out, device="cpu", progress=False, log=lambda s: None))
     est = json.loads((out / "estimate.json").read_text())
     p, own = est["seconds_per_seed"], est["plan_ahead"]["perturbation_seconds"]
     assert est["plan_ahead"]["on"] is (ahead == "1") and own > 0
@@ -142,13 +142,12 @@ def test_plan_ahead_takes_the_first_seeds_analysis_text_work(tmp_path: Path,
     part that overlaps training, and only what outlasts training counts."""
     from harness.planahead import plan_ahead_processes
 
-    monkeypatch.setenv("TOKBENCH_PLAN_AHEAD", "1")
     (tmp_path / "corpus").mkdir()
     (tmp_path / "corpus" / "a.txt").write_text("\n\n".join(
         f"Paragraph {p}: the quick brown fox jumps over the lazy dog, again and again." for p in range(40)))
     (tmp_path / "s.yaml").write_text(SUITE + "analyses:\n  - name: morphology\n")
     out = tmp_path / "o"
-    text = dry_run(load_suite(tmp_path / "s.yaml"), RunOptions(out=out, device="cpu", progress=False, log=lambda s: None))
+    text = dry_run(load_suite(tmp_path / "s.yaml", ["overlap.plan_ahead=true"]), RunOptions(out=out, device="cpu", progress=False, log=lambda s: None))
     est = json.loads((out / "estimate.json").read_text())
     p, own, an = est["seconds_per_seed"], est["plan_ahead"]["perturbation_seconds"], est["analyses_timing"]
     kept = est["score_distinct_fraction"]
@@ -162,7 +161,7 @@ def test_plan_ahead_takes_the_first_seeds_analysis_text_work(tmp_path: Path,
 def test_a_jobs_fixed_cost_counts_for_the_first_model_only_when_jobs_start_ahead(
         tmp_path: Path, prestart: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """The run starts each model's scoring job while the one before it runs
-    (``TOKBENCH_SCORE_PRESTART``, harness.score.ScoreJob), so a job's fixed cost (set-up, first
+    (``harness.score.PRESTART``, ``ScoreJob``), so a job's fixed cost (set-up, first
     batches) is on the critical path for the first model of an eval set only. A fixed cost of
     100 s a job, far above the rest, shows where the estimate counts it."""
     import harness.estimate as E
@@ -175,7 +174,9 @@ def test_a_jobs_fixed_cost_counts_for_the_first_model_only_when_jobs_start_ahead
         return m
 
     monkeypatch.setattr(E, "_measure_model", measured)
-    monkeypatch.setenv("TOKBENCH_SCORE_PRESTART", prestart)
+    import harness.score
+
+    monkeypatch.setattr(harness.score, "PRESTART", prestart == "1")
     _write_suite(tmp_path)
     out = tmp_path / "o"
     dry_run(load_suite(tmp_path / "s.yaml"), RunOptions(out=out, device="cpu", progress=False, log=lambda s: None))

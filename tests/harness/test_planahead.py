@@ -52,9 +52,9 @@ def make_suite(tmp: Path) -> Path:
 
 
 def run(suite: Path, out: Path, ahead: str, cache: Path, monkeypatch: pytest.MonkeyPatch) -> dict:
-    monkeypatch.setenv("TOKBENCH_PLAN_AHEAD", ahead)
     monkeypatch.setenv("TOKBENCH_CACHE", str(cache))
-    assert main(["run", str(suite), "--out", str(out), "--quiet", "--no-report"]) == 0
+    on = "true" if ahead == "1" else "false"
+    assert main(["run", str(suite), "--out", str(out), "--quiet", "--no-report", "--set", f"overlap.plan_ahead={on}"]) == 0
     return json.loads((out / "run.json").read_text())
 
 
@@ -93,33 +93,17 @@ def test_plan_ahead_gives_the_same_results_and_fits_only_in_its_process(tmp_path
     assert fit["bytes_per_token_train"] == plain["encoders"]["bpe-300"]["seeds"]["0"]["fit"]["bytes_per_token_train"]
 
 
-def test_wanted_by_default_on_a_gpu_only_and_env_checked(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_wanted_by_default_on_a_gpu_only_and_forced_by_the_setting(monkeypatch: pytest.MonkeyPatch) -> None:
     import harness.planahead as pa
 
-    monkeypatch.delenv("TOKBENCH_PLAN_AHEAD", raising=False)
     monkeypatch.setattr(pa, "usable_cpus", lambda: 16)
-    assert plan_ahead_wanted("cuda", True) and not plan_ahead_wanted("cpu", True)
-    assert not plan_ahead_wanted("cuda", False)  # nowhere to put the plans
+    assert plan_ahead_wanted("auto", "cuda", True) and not plan_ahead_wanted("auto", "cpu", True)
+    assert not plan_ahead_wanted("auto", "cuda", False)  # nowhere to put the plans
+    assert not plan_ahead_wanted(True, "cuda", False)
     monkeypatch.setattr(pa, "usable_cpus", lambda: 2)
-    assert not plan_ahead_wanted("cuda", True)  # too few CPUs to share
-    monkeypatch.setenv("TOKBENCH_PLAN_AHEAD", "1")
-    assert plan_ahead_wanted("cpu", True)
-    monkeypatch.setenv("TOKBENCH_PLAN_AHEAD", "yes")
-    with pytest.raises(ValueError, match=r"TOKBENCH_PLAN_AHEAD='yes': expected 0 or 1"):
-        plan_ahead_wanted("cuda", True)
-
-
-def test_bad_env_is_one_line_exit_2(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                    capsys: pytest.CaptureFixture[str]) -> None:
-    from test_run import make_suite as tiny
-
-    suite = tiny(tmp_path)
-    monkeypatch.setenv("TOKBENCH_PLAN_AHEAD", "on")
-    assert main(["run", str(suite), "--out", str(tmp_path / "o"), "--quiet", "--no-report"]) == 2
-    err = capsys.readouterr().err
-    assert "Traceback" not in err
-    assert [ln for ln in err.splitlines() if ln.startswith("tokbench: error:")] == [
-        "tokbench: error: TOKBENCH_PLAN_AHEAD='on': expected 0 or 1"]
+    assert not plan_ahead_wanted("auto", "cuda", True)  # too few CPUs to share
+    assert plan_ahead_wanted(True, "cpu", True)
+    assert not plan_ahead_wanted(False, "cuda", True)
 
 
 def test_process_result_error_and_death() -> None:

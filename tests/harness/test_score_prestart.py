@@ -20,7 +20,7 @@ from test_score_dedup import CPU, blt, bpe, byte_ar, cells
 from core.forkpool import can_fork
 from encoders.base import Encoder
 from harness.cli import main
-from harness.score import ScoreJob, score_items, score_prestart_wanted, start_scoring
+from harness.score import ScoreJob, score_items, start_scoring
 
 ENCODERS = [byte_ar, bpe, blt]
 IDS = ["bytes", "bpe", "blt"]
@@ -120,17 +120,6 @@ def test_a_job_closed_before_it_runs_ends_its_thread_and_workers() -> None:
         job.run()
 
 
-def test_the_switch_is_on_unless_0_and_names_a_bad_value(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("TOKBENCH_SCORE_PRESTART", raising=False)
-    assert score_prestart_wanted()
-    for value, want in (("1", True), ("0", False)):
-        monkeypatch.setenv("TOKBENCH_SCORE_PRESTART", value)
-        assert score_prestart_wanted() is want
-    monkeypatch.setenv("TOKBENCH_SCORE_PRESTART", "soon")
-    with pytest.raises(ValueError, match=r"TOKBENCH_SCORE_PRESTART='soon': expected 0 or 1"):
-        score_prestart_wanted()
-
-
 def test_a_run_gives_the_same_files_with_jobs_started_ahead_or_in_turn(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Three models (bytes, a padded BPE, bytes again under another label) over two eval sets:
@@ -139,6 +128,7 @@ def test_a_run_gives_the_same_files_with_jobs_started_ahead_or_in_turn(
     from test_run import SUITE, make_suite
 
     import harness.run
+    import harness.score
 
     suite = make_suite(tmp_path)
     suite.write_text(SUITE.replace("  - name: bytes\n", "  - name: bytes\n  - {name: bpe, vocab_size: 300}\n"
@@ -157,7 +147,7 @@ def test_a_run_gives_the_same_files_with_jobs_started_ahead_or_in_turn(
     runs = {}
     for name, on in (("in-turn", "0"), ("ahead", "1")):
         starts.clear()
-        monkeypatch.setenv("TOKBENCH_SCORE_PRESTART", on)
+        monkeypatch.setattr(harness.score, "PRESTART", on == "1")
         out = tmp_path / name
         assert main(["run", str(suite), "--out", str(out), "--quiet", "--no-report"]) == 0
         runs[name] = (json.loads((out / "run.json").read_text()), list(starts))
@@ -179,6 +169,7 @@ def test_a_job_that_fails_to_start_ahead_is_a_one_line_error_and_leaves_no_worke
     from test_run import SUITE, make_suite
 
     import harness.run
+    import harness.score
 
     suite = make_suite(tmp_path)
     suite.write_text(SUITE.replace("  - name: bytes\n", "  - name: bytes\n  - {name: bytes, id: bytes-2}\n"))
@@ -192,7 +183,7 @@ def test_a_job_that_fails_to_start_ahead_is_a_one_line_error_and_leaves_no_worke
         return real(*a, **k)
 
     monkeypatch.setattr(harness.run, "start_scoring", failing)
-    monkeypatch.setenv("TOKBENCH_SCORE_PRESTART", "1")
+    monkeypatch.setattr(harness.score, "PRESTART", True)
     before = _children()
     assert main(["run", str(suite), "--out", str(tmp_path / "o"), "--quiet", "--no-report"]) == 2
     err = capsys.readouterr().err

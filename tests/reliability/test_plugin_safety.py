@@ -82,10 +82,11 @@ def test_plugin_raising_is_one_line(target: str, needle: str, ahead: str, suite_
                                     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     """The same one line whether the perturbations are fitted and tried here or in the
     plan-ahead process (``harness.planahead``), which hands its exception back with its type."""
-    monkeypatch.setenv("TOKBENCH_PLAN_AHEAD", ahead)
     suite = suite_with("tb_rel_raises", RAISES, target)
     capsys.readouterr()
-    assert main(["run", str(suite), "--out", str(tmp_path / "o"), "--quiet", "--no-report"]) == 2
+    on = "true" if ahead == "1" else "false"
+    assert main(["run", str(suite), "--out", str(tmp_path / "o"), "--quiet", "--no-report",
+                 "--set", f"overlap.plan_ahead={on}"]) == 2
     assert needle in _one_line(capsys)
     if ahead == "0":  # caught before training (Runner.try_perturbations)
         assert not list((tmp_path / "o").glob("models/*.pt"))
