@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.accel import pool_map, usable_cpus
-from harness.results import atomic_write_bytes, stable_hash
+from harness.infra.writes import atomic_write_bytes, stable_hash
 
 # A plan row: (perturbed text — whole document for mode full, prefix for clean_target —,
 # edit rate, word count), or None where the document gives no scored window.

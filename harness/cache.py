@@ -28,7 +28,7 @@ from typing import Any
 
 import torch
 
-from harness.results import atomic_write_bytes, dumps, torch_bytes
+from harness.infra.writes import atomic_write_bytes, dumps, torch_bytes
 
 SEAL_KEYS = ("sha256", "payload")
 

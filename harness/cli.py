@@ -24,6 +24,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from core.errors import UsageError
+
 
 def suites_dir() -> Path:
     """The shipped suites: the checkout's ``suites/`` when run from source, else the installed
@@ -37,10 +39,6 @@ def suites_dir() -> Path:
 
 
 SUITES_DIR = suites_dir()
-
-
-class UsageError(ValueError):
-    """A bad command-line value; reported on one line, exit code 2."""
 
 
 def find_suite(name: str) -> Path:
@@ -291,7 +289,7 @@ def cmd_perturb(args: argparse.Namespace) -> int:
 
 
 def cmd_sanity(args: argparse.Namespace) -> int:
-    from harness.sanity import run_sanity
+    from harness.sanity_run import run_sanity
 
     ok = run_sanity(encoders=args.encoder or None, device=args.device, quick=args.quick)
     return 0 if ok else 1

@@ -31,15 +31,13 @@ from torch import nn
 from encoders.mdm import MaskedDiffusion
 from harness.accel import gemm_tflops
 from harness.data import DataPart, load_data, training_windows
-from harness.results import atomic_write_json
-from harness.run import CLEAN, EvalSet, Runner, RunOptions, TrainedModel, build_encoder
+from harness.evalsets import CLEAN, EvalSet
+from harness.infra.writes import atomic_write_json
+from harness.launch import LOCK_HELD_ENV, MULTICAST_OFF, run_lock
+from harness.run import Runner, RunOptions, TrainedModel
 from harness.suite import Suite
+from harness.train import build_encoder
 
-# Set in every process the launcher starts (and by ``init`` for a bare torchrun): NVLink
-# multicast (NVLS / symmetric-memory multicast) is off on the lent machines (device KINDS.md).
-MULTICAST_OFF = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1"}
-# The launcher holds the run directory's lock and tells its ranks so (they must not take it).
-LOCK_HELD_ENV = "TOKBENCH_RUN_LOCK_HELD"
 # Collectives wait for the slowest rank's whole training / scoring share: no 30-minute default.
 COLLECTIVE_TIMEOUT = timedelta(hours=48)
 
@@ -249,7 +247,6 @@ class DistRunner(Runner):
 
         with deterministic_kernels(self.budget.deterministic):
             if self.dist.rank == 0 and not os.environ.get(LOCK_HELD_ENV):
-                from harness.launch import run_lock
 
                 with run_lock(self.rd.root, self.log):
                     return self._run_ranks()

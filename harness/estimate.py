@@ -61,35 +61,21 @@ from core.forkpool import can_fork
 from encoders.base import Encoder
 from harness.accel import usable_cpus, want_compile
 from harness.data import load_data, rolling_windows, training_windows
+from harness.evalsets import CLEAN, EvalSet
+from harness.infra.writes import atomic_write_json, dumps
+from harness.measure import GPU_STEPS, _fmt, _score_sample, _sync, fit_sample
 from harness.planahead import PlanAhead, plan_ahead_processes, plan_ahead_wanted
-from harness.results import RunDir, atomic_write_json, dumps
-from harness.run import (
-    CLEAN,
-    ESTIMATE_FILE,
-    EvalSet,
-    Runner,
-    RunOptions,
-    TrainedModel,
-    cell_processes,
-)
+from harness.results import RunDir
+from harness.run import ESTIMATE_FILE, Runner, RunOptions, TrainedModel, cell_processes
 from harness.score import dedup_enabled, flatten_windows, score_items, score_prestart_wanted
 from harness.suite import Suite
-from harness.train import autocast_for, fit_context, make_optimizer, train_encoder, train_step
+from harness.train import fit_context, train_encoder
 
-FIT_SAMPLE = 1_000_000  # bytes the quick fit learns from
-# CUDA: steps of two warm-up calls (the first compiles; the second meets the shapes a first call
-# leaves out, like the last partial batch's, and compiles again: on an H200 its 3 s made the
-# short call slower than the long one and the step time 0 — BENCHMARKS.md, session 13), then the
-# two timed calls; both hold whole pretokenized blocks (harness.pretokenize: 8 steps), so their
-# difference is the pipelined pace. Each call's compile clock is taken out of its wall.
-GPU_STEPS = (3, 8, 16, 40)
-WARMUP_CALLS = GPU_STEPS[:2]  # the two warm-up calls (also harness.compileahead's training calls)
 # CPU: the timed steps hold 2 windows, then as many as CPU_POSITIONS bytes of windows (at least 3,
 # at most a real (micro-)batch): a wide span keeps the line's slope out of the noise, and the cap
 # keeps memory down (a 1 KB window of the standard backbone holds ~0.3 GB of float32 activations;
 # its dry run must stay under 2 GB RSS, so it times 2 and 3 windows)
 CPU_POSITIONS = 3072
-SCORE_DOCS = 64  # at most this many eval documents per set in the scoring sample
 SCORE_EXTRA_S = 1.0  # the scoring sample is repeated until the repeats add this many seconds
 SCORE_MAX_REPEAT = 64  # ... or it is scored this many times over
 
@@ -122,7 +108,7 @@ def _dry_run(suite: Suite, opts: RunOptions, emit: Callable[[str], None] | None)
     runner.data_facts.update(data.facts)
     train, evals, t_data = data.train, data.evals, data.seconds
     if suite.scaling is not None:  # an IsoFLOP grid: per point, not per encoder
-        from harness.scaling import sweep_dry_run
+        from harness.sweep import sweep_dry_run
 
         text = sweep_dry_run(suite, train, runner.device, runner.ctx.base_dir)
         if emit is not None:
@@ -347,18 +333,6 @@ def _measure_model(runner: Runner, spec: Any, train: Any, sample: list[EvalSet],
             "fpb": fpb, "tokenizer": tok, "host_fit": bool(getattr(enc, "host_fit", False)), **sc}
 
 
-def fit_sample(docs: Any) -> list[Any]:
-    """The first documents of the training text, about ``FIT_SAMPLE`` bytes: what a quick fit
-    reads (here, and in the compile-ahead process)."""
-    out, n = [], 0
-    for d in docs:
-        if n >= FIT_SAMPLE:
-            break
-        out.append(d)
-        n += len(d.data)
-    return out
-
-
 def clean_cells(runner: Runner, sample: list[EvalSet], seed: int) -> list[tuple[EvalSet, str, list[Any]]]:
     """(eval set, mode, plan) of the clean cells of ``sample``, every mode: the scoring the dry
     run times and the compile-ahead process warms."""
@@ -456,21 +430,6 @@ def _train_timing_cpu(enc: Any, docs: Any, b: Any, dev: torch.device, seed: int,
 def _score_batch(batch_windows: int, dev: torch.device) -> int:
     """Windows per scoring forward in the dry run: the run's on CUDA, 4 on CPU (linear there)."""
     return batch_windows if dev.type == "cuda" else min(batch_windows, 4)
-
-
-def _score_sample(evals: list[Any], context: int, stride: int, want_windows: int) -> list[EvalSet]:
-    """Per eval set, its first documents: enough for about ``want_windows`` full-mode windows
-    (at most ``SCORE_DOCS``)."""
-    out = []
-    for e in evals:
-        docs, n = [], 0
-        for d in e.docs[:SCORE_DOCS]:
-            docs.append(d)
-            n += len(rolling_windows(d.data, context, stride))
-            if n >= want_windows:
-                break
-        out.append(EvalSet.of(dataclasses.replace(e, docs=docs)))
-    return out
 
 
 def _score_timing(runner: Runner, model: TrainedModel, sample: list[EvalSet],
@@ -698,21 +657,6 @@ def _private_compile_caches(on: bool) -> Iterator[None]:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def _step_time(enc: Any, batch: Any, suite: Suite, device: torch.device) -> float:
-    """Seconds of the training loop's own step (``harness.train.train_step``) on one batch
-    already on ``device``, best of two (the scaling sweep's dry run times its grid points so)."""
-    b = suite.budget
-    opt = make_optimizer(enc, b, device)
-    autocast = autocast_for(b, device)
-    times = []
-    for _ in range(2):
-        t0 = time.perf_counter()
-        train_step(enc, batch, opt, b.lr, b, autocast)
-        _sync(device)
-        times.append(time.perf_counter() - t0)
-    return min(times)
-
-
 def _release_memory() -> None:
     """Hand freed heap memory back to the OS (glibc keeps it otherwise), so one model's peak
     does not stack on the last one's: the dry run's RSS is that of its largest model."""
@@ -721,10 +665,3 @@ def _release_memory() -> None:
         ctypes.CDLL("libc.so.6").malloc_trim(0)
 
 
-def _sync(dev: torch.device) -> None:
-    if dev.type == "cuda":
-        torch.cuda.synchronize(dev)
-
-
-def _fmt(s: float) -> str:
-    return f"{s:.0f} s" if s < 120 else f"{s / 60:.1f} min" if s < 7200 else f"{s / 3600:.1f} h"

@@ -14,7 +14,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from harness.cli import UsageError
+from core.errors import UsageError
 
 
 def check_limit(limit: int | None) -> None:
@@ -40,8 +40,8 @@ def check_out_dir(out: Path) -> None:
 
 def check_memory(suite: Any, device: str) -> list[str]:
     """Refuse a suite whose models cannot train on the device (MemoryTooLarge, one line)."""
+    from harness.infra.device import pick_device
     from harness.memory import check_suite_memory
-    from harness.run import pick_device
 
     return check_suite_memory(suite, pick_device(device))
 

@@ -18,7 +18,11 @@ import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from harness.distributed import LOCK_HELD_ENV, MULTICAST_OFF
+# Set in every process the launcher starts (and by ``init`` for a bare torchrun): NVLink
+# multicast (NVLS / symmetric-memory multicast) is off on the lent machines (device KINDS.md).
+MULTICAST_OFF = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1"}
+# The launcher holds the run directory's lock and tells its ranks so (they must not take it).
+LOCK_HELD_ENV = "TOKBENCH_RUN_LOCK_HELD"
 
 
 @contextlib.contextmanager

@@ -3,7 +3,7 @@ name), applied when the suite is validated, so a name that would break a file na
 a terminal line is refused on one line before anything is trained.
 
 Cache file names never contain user text: models and cells are named by a hash of their
-configuration (``harness.results.stable_hash``); only the suite name becomes a folder name
+configuration (``harness.infra.writes.stable_hash``); only the suite name becomes a folder name
 (``runs/<name>``), and it is restricted to letters, digits, '.', '_' and '-' by the loader.
 """
 

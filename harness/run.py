@@ -18,7 +18,7 @@ import os
 import sys
 import threading
 import time
-from collections import Counter, defaultdict
+from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
@@ -36,7 +36,6 @@ from core.schema import BUCKET_COLUMNS, RESULT_COLUMNS
 from encoders.base import Encoder, config_to_dict
 from harness import compileahead, plugins, reportproc, watchdog
 from harness.accel import (
-    attention_backends,
     cache_counts,
     cache_counts_since,
     compile_backbones,
@@ -51,6 +50,7 @@ from harness.accel import (
 from harness.batchscore import CachedRow, PlanCache, code_hash, perturb_many
 from harness.data import DataPart, char_boundary, load_data, source_context, training_windows
 from harness.determinism import deterministic_kernels
+from harness.evalsets import CLEAN, EvalSet, decode, encode
 from harness.fragility import (
     BaselineDoc,
     baseline_metrics,
@@ -58,18 +58,14 @@ from harness.fragility import (
     permutation_columns,
     permuter_for,
 )
+from harness.infra.device import pick_device
+from harness.infra.writes import atomic_write_json, dumps, stable_hash, write_csv
 from harness.metrics import CellTotals, cell_metrics, count_words
 from harness.permutation import Permutation, variant_label
 from harness.perturb import apply
 from harness.planahead import FitOnDemand, PlanAhead, plan_ahead_processes, plan_ahead_wanted
 from harness.provenance import git_sha, hardware, package_versions, tokbench_version
-from harness.results import (
-    RunDir,
-    atomic_write_json,
-    dumps,
-    stable_hash,
-    write_csv,
-)
+from harness.results import RunDir
 from harness.score import (
     FlatWindows,
     PlanRow,
@@ -84,17 +80,15 @@ from harness.score import (
     start_scoring,
 )
 from harness.suite import SCHEMA_VERSION, EncoderSpec, PerturbationSpec, Suite
-from harness.train import Checkpointer, fit_context, train_encoder
+from harness.train import Checkpointer, build_encoder, fit_context, train_encoder
 from harness.watchdog import stall_limit
 from perturbations.base import Perturbation
 from perturbations.measure import EXACT_LIMIT, WINDOW, edit_rate, edit_rate_method
 from perturbations.morphology import MorfessorSegmenter
 from sources.base import Document
-from sources.script import detect_script
 
 ESTIMATE_FILE = "estimate.json"  # written by --dry-run into the run directory
 SPEED_KEYS = ("compile", "micro_batch_bytes")  # budget keys that change speed/memory, not the model
-CLEAN = PerturbationSpec(name="identity", id="clean", severity=0.0, params={})
 TEXT_LIMIT = 20_000  # characters of each text kept in samples.jsonl
 SAMPLE_BYTES = 65_536  # scored bytes of a sampled document kept with their per-byte NLL
 
@@ -206,69 +200,7 @@ def assemble_processes(n_cells: int) -> int:
     return min(8, usable_cpus()) if n_cells >= 64 else 1
 
 
-def pick_device(name: str) -> torch.device:
-    if name == "auto":
-        name = "cuda" if torch.cuda.is_available() else "cpu"
-    if name == "cuda" and not torch.cuda.is_available():
-        raise ValueError("--device cuda: no CUDA device is available")
-    device = torch.device(name)
-    if device.type == "cuda":
-        attention_backends()
-    return device
-
-
-def decode(data: bytes) -> str:
-    """Bytes → str losslessly: invalid UTF-8 bytes become lone surrogates (surrogateescape)."""
-    return data.decode("utf-8", "surrogateescape")
-
-
-def encode(text: str) -> bytes:
-    """str → bytes, inverting ``decode``; surrogates a perturbation made itself pass through."""
-    try:
-        return text.encode("utf-8", "surrogateescape")
-    except UnicodeEncodeError:
-        return text.encode("utf-8", "surrogatepass")
-
-
-def dominant_script(docs: list[Document], scripts: list[str]) -> str | None:
-    """The dataset's script: the byte-weighted majority of its documents' scripts if it covers
-    >= 80 %, else Mixd."""
-    weights: Counter[str] = Counter()
-    for d, script in zip(docs, scripts):
-        weights[script] += len(d.data)
-    if not weights:
-        return None
-    script, w = weights.most_common(1)[0]
-    return script if w >= 0.8 * sum(weights.values()) else "Mixd"
-
-
-def dataset_language(docs: list[Document], default: str | None) -> str:
-    langs = {d.language for d in docs}
-    if len(langs) == 1:
-        return next(iter(langs)) or default or ""
-    return "mul"
-
-
 # ---------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class EvalSet:
-    """One eval set, prepared once per run: decoded texts, each document's script, and the set's
-    language and dominant script (columns of every row)."""
-
-    part: DataPart
-    texts: list[str]
-    scripts: list[str]
-    language: str
-    script: str | None
-
-    @classmethod
-    def of(cls, part: DataPart) -> EvalSet:
-        texts = [decode(d.data) for d in part.docs]
-        scripts = [d.script or detect_script(t) for d, t in zip(part.docs, texts)]
-        return cls(part, texts, scripts, dataset_language(part.docs, part.language),
-                   dominant_script(part.docs, scripts))
 
 
 @dataclass(frozen=True)
@@ -282,14 +214,6 @@ class TrainedModel:
 
 # (perturbation id, severity) -> {document language: the instance for it}; None = language unknown
 Instances = dict[tuple[str, float], dict[str | None, Perturbation]]
-
-
-def build_encoder(spec: EncoderSpec, seed: int, base_dir: Path) -> Encoder:
-    """A fresh encoder for a suite entry; the seed fixes its initial weights."""
-    # the suite loader has imported a module:Class plugin already, from the suite's plugin_paths
-    cls = plugins.resolve("encoder", spec.name, search_paths=[base_dir])
-    torch.manual_seed(seed)  # same seed → same initial weights for identical shapes
-    return cls(spec.config, spec.backbone)
 
 
 def train_mfu(st: dict[str, Any], peak: float) -> dict[str, float]:
@@ -902,7 +826,7 @@ class Runner:
         """Train (or load) every encoder for one seed, {label: model}. Under ``match: flops`` the
         reference encoder goes first and its total FLOPs are every other encoder's budget."""
         if self.suite.scaling is not None:  # an IsoFLOP grid: one model per (budget, size, encoder)
-            from harness.scaling import train_sweep
+            from harness.sweep import train_sweep
 
             return {label: TrainedModel(*m) for label, m in train_sweep(self, seed, train).items()}
         models: dict[str, TrainedModel] = {}

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import math
 import random
-import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -267,31 +266,4 @@ def probe_causality_trained(name: str, device: torch.device, seed: int = 0) -> P
     return probe_causality(enc, text, random.Random(seed))
 
 
-def run_sanity(encoders: Sequence[str] | None = None, device: str = "auto", quick: bool = False) -> bool:
-    """Run the probes for the given (default: all registered) encoders; print a table; True if
-    every probe passed."""
-    from harness.run import pick_device
-
-    dev = pick_device(device)
-    names = list(encoders) if encoders else plugins.known_names("encoder")
-    results: list[ProbeResult] = []
-    from harness.sanity_mdm import probe_mdm_entropy, probe_mdm_leak_trained, supports_mdm
-
-    for name in names:
-        probes = [probe_causality_trained] if quick else [probe_causality_trained, probe_random_bytes, probe_markov]
-        if supports_mdm(name):  # the same encoder again under objective: mdm (harness/sanity_mdm.py)
-            probes += [probe_mdm_leak_trained] if quick else [probe_mdm_leak_trained, probe_mdm_entropy]
-        for probe in probes:
-            try:
-                r = probe(name, dev)
-            except Exception as e:  # a crashing encoder is a failed probe, reported, not hidden
-                label = name + ("[mdm]" if "mdm" in probe.__name__ else "")
-                r = ProbeResult(label, probe.__name__.replace("probe_", ""), False, f"{type(e).__name__}: {e}")
-            results.append(r)
-            print(f"{'PASS' if r.ok else 'FAIL'}  {r.encoder:<10} {r.probe:<13} {r.detail}", flush=True)
-    bad = [r for r in results if not r.ok]
-    print(f"\n{len(results) - len(bad)} passed, {len(bad)} failed", file=sys.stderr if bad else sys.stdout)
-    return not bad
-
-
-__all__ = ["MarkovSource", "ProbeResult", "markov_trained", "probe_causality", "probe_markov", "probe_random_bytes", "run_sanity"]
+__all__ = ["MarkovSource", "ProbeResult", "markov_trained", "probe_causality", "probe_markov", "probe_random_bytes"]

@@ -27,6 +27,7 @@ from torch import nn
 from core.metrics import LN2
 from encoders.backbone import causal_attention_cost
 from encoders.base import Encoder, FitContext, TensorBatch
+from harness import plugins
 from harness.accel import (
     IdleMeter,
     Prefetcher,
@@ -44,7 +45,7 @@ from harness.accel import (
 from harness.data import batched, training_windows
 from harness.permutation import WindowPermuter
 from harness.pretokenize import pretokenized_batches
-from harness.suite import BudgetConfig
+from harness.suite import BudgetConfig, EncoderSpec
 from harness.watchdog import Watchdog
 from sources.base import Document
 
@@ -485,3 +486,11 @@ def fit_context(
         log=log,
     )
     return ctx
+
+
+def build_encoder(spec: EncoderSpec, seed: int, base_dir: Path) -> Encoder:
+    """A fresh encoder for a suite entry; the seed fixes its initial weights."""
+    # the suite loader has imported a module:Class plugin already, from the suite's plugin_paths
+    cls = plugins.resolve("encoder", spec.name, search_paths=[base_dir])
+    torch.manual_seed(seed)  # same seed → same initial weights for identical shapes
+    return cls(spec.config, spec.backbone)

@@ -225,7 +225,7 @@ def test_out_of_memory_warms_on_a_few_windows(monkeypatch: pytest.MonkeyPatch) -
 
     import torch
 
-    from harness import compileahead
+    from harness import compileahead_child
     from harness.config.build import load_suite
 
     calls: list[int] = []
@@ -235,16 +235,16 @@ def test_out_of_memory_warms_on_a_few_windows(monkeypatch: pytest.MonkeyPatch) -
         if calls[-1] > 8:
             raise torch.OutOfMemoryError("CUDA out of memory (a stand-in)")
 
-    monkeypatch.setattr(compileahead, "_train_calls", train_calls)
+    monkeypatch.setattr(compileahead_child, "_train_calls", train_calls)
     b = load_suite(ROOT / "suites" / "standard.yaml").budget
     half = dataclasses.replace(b, batch_bytes=128 * b.context_bytes)
     enc = torch.nn.Linear(2, 2)
-    assert compileahead._warm_training(enc, [], half, 8, torch.device("cpu"), 0, None) == 8
+    assert compileahead_child._warm_training(enc, [], half, 8, torch.device("cpu"), 0, None) == 8
     assert calls == [128, 8]
     few = dataclasses.replace(b, batch_bytes=16 * b.context_bytes)
     calls.clear()
     with pytest.raises(torch.OutOfMemoryError):
-        compileahead._warm_training(enc, [], few, 16, torch.device("cpu"), 0, None)
+        compileahead_child._warm_training(enc, [], few, 16, torch.device("cpu"), 0, None)
     assert calls == [16]
 
 

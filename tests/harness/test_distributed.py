@@ -14,8 +14,15 @@ from pathlib import Path
 
 import pytest
 
-from harness.distributed import LOCK_HELD_ENV, MULTICAST_OFF, assign_lpt
-from harness.launch import rank_env, run_lock, strip_nproc, torchrun_command
+from harness.distributed import assign_lpt
+from harness.launch import (
+    LOCK_HELD_ENV,
+    MULTICAST_OFF,
+    rank_env,
+    run_lock,
+    strip_nproc,
+    torchrun_command,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -235,8 +242,7 @@ def _train(tmp: Path, dp: object | None, ckpt: Path | None, micro_batch_bytes: i
     import torch
 
     from harness.config import load_suite
-    from harness.run import build_encoder
-    from harness.train import Checkpointer, train_encoder
+    from harness.train import Checkpointer, build_encoder, train_encoder
 
     torch.set_num_threads(1)
     suite = load_suite(tmp / "tinydist.yaml")

@@ -113,7 +113,7 @@ def test_trained_mdm_learns_something() -> None:
 
 
 def test_tokbench_sanity_runs_the_leak_probe_for_mdm_encoders(capsys: pytest.CaptureFixture[str]) -> None:
-    from harness.sanity import run_sanity
+    from harness.sanity_run import run_sanity
 
     assert run_sanity(["bytes"], "cpu", quick=True)
     out = capsys.readouterr().out
