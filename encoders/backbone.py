@@ -247,7 +247,7 @@ def _sdpa_eager_marking(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask:
 
 # Whether compiled training steps at the fixed first length ask for cuDNN attention first, and
 # every other attention call leaves cuDNN out (set by the harness on CUDA,
-# ``harness.accel.attention_backends``; False: torch's own choice everywhere).
+# ``harness.infra.accel.attention_backends``; False: torch's own choice everywhere).
 CUDNN_FIXED = False
 _NO_CUDNN = [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH]
 
@@ -375,7 +375,7 @@ class Backbone(nn.Module):
         self.causal = causal
         self.blocks = nn.ModuleList(Block(cfg, causal) for _ in range(cfg.layers))
         self.norm = RMSNorm(cfg.dim)
-        self.dynamic_shapes = False  # set when the blocks are compiled (harness.accel.compile_backbones)
+        self.dynamic_shapes = False  # set when the blocks are compiled (harness.infra.accel.compile_backbones)
         self.compilable = True  # False: compile_backbones leaves it eager (BLT's entropy model)
         # RoPE tables per device: (the longest table made, {n: its first n rows as views}); not
         # module state (not in state_dict, not moved by .to: a new device makes its own).
@@ -396,7 +396,7 @@ class Backbone(nn.Module):
             valid = None
         cos, sin = self.rope(x.shape[1], x.device)
         if self.dynamic_shapes:
-            # Compiled blocks (harness.accel): batch and length vary (BPE's token counts, the
+            # Compiled blocks (harness.infra.accel): batch and length vary (BPE's token counts, the
             # last batch, scoring), so compile them symbolic at once rather than static first and
             # again on the second shape; "maybe": a size the graph needs stays static silently.
             for t, dims in ((x, (0, 1)), (cos, (0,)), (sin, (0,)), (valid, (0, 1))):

@@ -304,7 +304,7 @@ class Encoder(nn.Module, metaclass=ABCMeta):
         Training FLOPs are counted as 3x forward by the harness."""
         raise NotImplementedError
 
-    # -- optional training fast path (harness.pretokenize) ------------------------------------
+    # -- optional training fast path (harness.data.pretokenize) ------------------------------------
     def can_pretokenize(self) -> bool:
         """Whether training batches may come from ``tokenize_windows`` + ``collate_tokenized``
         instead of ``collate`` (False by default: byte encoders collate cheaply already)."""
@@ -342,7 +342,7 @@ class Encoder(nn.Module, metaclass=ABCMeta):
         ``batch_windows``."""
         return batch_windows
 
-    # -- static permutations (harness.permutation; context-fragility study) ------------------
+    # -- static permutations (harness.config.permutation; context-fragility study) ------------------
     def unit_lengths(self, window: bytes) -> list[int]:
         """Byte lengths of the prediction units ``window`` is cut into, in order; a permutation
         moves whole units. Default: one unit per byte, right for every ``unit == "byte"``
@@ -356,7 +356,7 @@ class Encoder(nn.Module, metaclass=ABCMeta):
     def collate_units(self, fed: Sequence[Any]) -> TensorBatch:
         """``collate`` for permuted windows, every byte scored. Each item has ``.data`` (bytes:
         the fed stream) and ``.units`` (its units as byte strings, in the fed order; together
-        ``data``) — ``harness.permutation.PermutedWindow``. The units must be used as given,
+        ``data``) — ``harness.config.permutation.PermutedWindow``. The units must be used as given,
         never re-segmented; UnitNLL spans index ``.data``. Default: ``collate`` the fed bytes."""
         return self.collate([w.data for w in fed], [0] * len(fed))
 

@@ -70,9 +70,9 @@ def load(args: argparse.Namespace) -> Any:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from harness.guards import check_limit, check_memory, check_out_dir
-    from harness.preflight import load_warning
-    from harness.run import Runner, RunOptions, summary_table
+    from harness.pipeline.guards import check_limit, check_memory, check_out_dir
+    from harness.pipeline.preflight import load_warning
+    from harness.pipeline.run import Runner, RunOptions, summary_table
 
     check_limit(args.limit)
     suite = load(args)
@@ -84,7 +84,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     opts = RunOptions(out=Path(args.out) if args.out else None, device=args.device, limit=args.limit,
                       prepare=not args.no_prepare, report=not args.no_report, progress=not args.quiet)
     if args.dry_run:
-        from harness.estimate import dry_run
+        from harness.pipeline.estimate import dry_run
 
         dry_run(suite, opts, emit=lambda line: print(line, flush=True))  # each line as it is known
         return 0
@@ -93,11 +93,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     if ((args.nproc is not None and args.nproc != 1) or world > 1) and suite.scaling is not None:
         raise UsageError(f"{suite.path}: a scaling sweep runs in one process (no --nproc / torchrun yet)")
     if args.nproc is not None and args.nproc != 1 and world == 1:  # launch N torchrun ranks
-        from harness.launch import launch  # (already a rank of a torchrun job: --nproc is moot)
+        from harness.pipeline.launch import (
+            launch,  # (already a rank of a torchrun job: --nproc is moot)
+        )
 
         return launch(args.argv, args.nproc, opts.out or Path("runs") / suite.name)
     if world > 1:  # one rank of a torchrun job (docs/distributed.md)
-        from harness.distributed import is_rank0, run_distributed
+        from harness.pipeline.distributed import is_rank0, run_distributed
 
         runner, root = run_distributed(suite, opts)
         if not is_rank0():
@@ -113,7 +115,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_data(args: argparse.Namespace) -> int:
-    from harness.data import prepare_sources, source_context
+    from harness.data.load import prepare_sources, source_context
 
     suite = load(args)
     prepare_sources(suite, source_context(suite, log=lambda s: print(s, file=sys.stderr)))
@@ -122,8 +124,8 @@ def cmd_data(args: argparse.Namespace) -> int:
 
 
 def cmd_data_pack(args: argparse.Namespace) -> int:
-    from harness.data import prepare_sources, source_context
-    from harness.datapack import pack
+    from harness.data.datapack import pack
+    from harness.data.load import prepare_sources, source_context
 
     suite = load(args)
     ctx = source_context(suite, log=lambda s: print(s, file=sys.stderr))
@@ -136,7 +138,7 @@ def cmd_data_pack(args: argparse.Namespace) -> int:
 
 
 def cmd_data_unpack(args: argparse.Namespace) -> int:
-    from harness.datapack import unpack
+    from harness.data.datapack import unpack
     from sources.fetch import default_cache_dir
 
     cache = Path(args.cache) if args.cache else default_cache_dir()
@@ -148,8 +150,8 @@ def cmd_data_unpack(args: argparse.Namespace) -> int:
 def cmd_validate(args: argparse.Namespace) -> int:
     import yaml
 
-    from harness.guards import check_memory
-    from harness.preflight import check_data
+    from harness.pipeline.guards import check_memory
+    from harness.pipeline.preflight import check_data
 
     suite = load(args)
     check_data(suite)  # data paths exist (a missing file fails here, not at run time)
@@ -173,7 +175,7 @@ def cmd_ls(args: argparse.Namespace) -> int:
     import dataclasses
     import inspect
 
-    from harness import plugins
+    from harness.infra import plugins
 
     what = args.what.rstrip("s") if args.what != "analyses" else "analysis"
     if what == "suite":
@@ -266,7 +268,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 
 def cmd_perturb(args: argparse.Namespace) -> int:
-    from harness.preview import preview
+    from harness.data.preview import preview
 
     if args.file:
         text = Path(args.file).read_text(encoding="utf-8", errors="surrogateescape")
@@ -289,7 +291,7 @@ def cmd_perturb(args: argparse.Namespace) -> int:
 
 
 def cmd_sanity(args: argparse.Namespace) -> int:
-    from harness.sanity_run import run_sanity
+    from harness.sanity.command import run_sanity
 
     ok = run_sanity(encoders=args.encoder or None, device=args.device, quick=args.quick)
     return 0 if ok else 1
@@ -305,7 +307,7 @@ def add_report_options(p: argparse.ArgumentParser) -> None:
 
 
 def _version() -> str:
-    from harness.provenance import tokbench_version  # no torch: provenance imports it lazily
+    from harness.infra.provenance import tokbench_version  # no torch: provenance imports it lazily
 
     return tokbench_version()
 
@@ -326,7 +328,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--no-prepare", action="store_true", help="do not fetch/build data sources first")
     r.add_argument("--quiet", action="store_true", help="no progress bars")
     r.add_argument("--no-memory-check", action="store_true",
-                   help="skip the analytic training-memory guard (harness/memory.py)")
+                   help="skip the analytic training-memory guard (harness/infra/memory.py)")
     r.add_argument("--nproc", type=int, help="start N torchrun ranks (one per GPU; gloo on CPU)")
     r.set_defaults(fn=cmd_run)
 
@@ -427,7 +429,7 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         if os.environ.get("TOKBENCH_DEBUG"):
             raise
-        from harness.guards import os_error_line
+        from harness.pipeline.guards import os_error_line
 
         print(f"tokbench: error: {os_error_line(e, args)}", file=sys.stderr)
         return 2

@@ -62,5 +62,5 @@ def test_import_rule(path: Path) -> None:
 def test_the_rule_catches_a_violation(tmp_path: Path) -> None:
     # the checker itself: a wing module importing the harness inside a function is found
     f = tmp_path / "m.py"
-    f.write_text("import os\n\ndef g():\n    from harness.run import Runner\n    import reports.load\n")
+    f.write_text("import os\n\ndef g():\n    from harness.pipeline.run import Runner\n    import reports.load\n")
     assert imported_top_levels(f) == {"os", "harness", "reports"}

@@ -92,7 +92,7 @@ def plugin_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def test_readme_encoder_passes_the_causality_probe(plugin_dir: Path) -> None:
-    from harness.sanity import causality_text, fit_and_train, probe_causality, tiny_encoder
+    from harness.sanity.probes import causality_text, fit_and_train, probe_causality, tiny_encoder
 
     enc = tiny_encoder("my_encoders:TrigramBytes")
     fit_and_train(enc, [causality_text()] * 4, 2_000, __import__("torch").device("cpu"))

@@ -75,7 +75,7 @@ INTERPRET = os.environ.get("TRITON_INTERPRET", "0") == "1"
 # A tuned key's choice is kept in Triton's on-disk cache (``ThinLauncher``'s ``_stored_choice``:
 # keyed by Triton's version, the GPU target, the kernel's source, the tuning key and the configs
 # timed), so a process that meets a key another one tuned — the run after the compile-ahead
-# process (harness/compileahead.py), a second run — launches that config instead of compiling
+# process (harness/overlap/compileahead.py), a second run — launches that config instead of compiling
 # and timing every config again: FuzzyTok's first training step spent 3.7 s (H200) and 5.0 s
 # (H100) on it with the kernels themselves already in Triton's cache (BENCHMARKS.md, sessions 19
 # and 20). The choice is the config timed best over there; numbers may differ from a fresh

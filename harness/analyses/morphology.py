@@ -437,10 +437,10 @@ class MorphologyAnalysis(Analysis):
 
     def prepare(self, spans: Sequence[tuple[Document, bytes]], processes: int | None = None, chunk: int = 64) -> None:
         """Word tables of every scored text not cached yet, computed in forked CPU processes
-        (``harness.batchscore.perturb_many``; Morfessor segmentation is pure Python) while the
+        (``harness.data.batchscore.perturb_many``; Morfessor segmentation is pure Python) while the
         cache has room. Segmenters are trained here first, so the processes share them. Tables
         depend only on the text, so where they are computed never changes a number."""
-        from harness.batchscore import perturb_many
+        from harness.data.batchscore import perturb_many
 
         cache: dict[tuple[str, bytes], _WordArrays] = self._state.setdefault("arrays", {})
         todo: dict[tuple[str, bytes], bytes] = {}

@@ -15,15 +15,13 @@ from pathlib import Path
 from typing import Any, Literal, Union, get_args, get_origin
 
 from encoders.backbone import BackboneConfig
-from harness import plugins
 from harness.config import fragility
 from harness.config.checks import check_backbone, check_budget, check_eval, check_ranges
 from harness.config.convert import check_keys, convert_value, from_mapping, init_fields, type_hints
 from harness.config.loader import read_suite_file
+from harness.config.names import name_problem, shown
 from harness.config.overrides import apply_override
-from harness.config.where import ConfigError, KeyPath, Where, as_where, show_value
-from harness.names import name_problem, shown
-from harness.suite import (
+from harness.config.suite import (
     SCHEMA_VERSION,
     AnalysisSpec,
     BudgetConfig,
@@ -35,6 +33,8 @@ from harness.suite import (
     SourceSpec,
     Suite,
 )
+from harness.config.where import ConfigError, KeyPath, Where, as_where, show_value
+from harness.infra import plugins
 
 # Source used by a data entry that does not name one: a user pointing at their own text files
 # writes only ``paths:``; the embedded corpus must be asked for by name (``source: stdlib``).
@@ -156,7 +156,7 @@ def _data(value: Any, where: Where, search_paths: Sequence[Path]) -> DataConfig:
     for i, item in enumerate(evals_raw):
         spec = source_spec(item, where.at("eval", i), search_paths, needs_name=True)
         assert spec.name is not None
-        problem = name_problem(spec.name, "eval set name")  # harness/names.py
+        problem = name_problem(spec.name, "eval set name")  # harness/config/names.py
         if problem:
             raise where.at("eval", i, "name").error(f"{problem}: {shown(spec.name)}")
         if spec.name in seen:
@@ -252,7 +252,7 @@ def _encoders(
                 raise w.error(
                     f"duplicate encoder label {label!r} from {both}; give an entry a distinct 'id'"
                 )
-            problem = name_problem(label, "encoder label")  # harness/names.py
+            problem = name_problem(label, "encoder label")  # harness/config/names.py
             if problem:
                 raise w.at("id" if enc_id else "name").error(f"{problem}: {shown(label)}")
             if any(c.isspace() or c in "/\\," for c in label):
@@ -293,7 +293,7 @@ def _perturbations(
             )
         check_keys(entry, {"name", "id", "severity"} | (set(cls_fields) - {"lang"}), w)
         pid = convert_value(str | None, entry.get("id"), w.at("id")) or plugins.default_label(name, cls)
-        problem = name_problem(pid, "perturbation id")  # harness/names.py
+        problem = name_problem(pid, "perturbation id")  # harness/config/names.py
         if problem:
             raise w.at("id" if "id" in entry else "name").error(f"{problem}: {shown(pid)}")
         if pid in RESERVED_PERTURBATION_IDS:
@@ -332,7 +332,7 @@ def _perturbations(
         params = {k: v for k, v in entry.items() if k not in ("name", "id", "severity")}
         for s in severities:
             inst = plugin_config(cls, params, w, exclude=("lang",), fixed={"severity": s})
-            # every field but lang, severity included (harness.suite: they seed the rng)
+            # every field but lang, severity included (harness.config.suite: they seed the rng)
             resolved = {n: getattr(inst, n) for n in cls_fields if n != "lang"}
             specs.append(
                 PerturbationSpec(
@@ -398,7 +398,7 @@ def build_suite(
     hints = type_hints(Suite)
 
     name = convert_value(str, raw["name"], where.at("name"))
-    problem = name_problem(name, "suite name")  # harness/names.py
+    problem = name_problem(name, "suite name")  # harness/config/names.py
     if problem:
         raise where.at("name").error(f"{problem}: {shown(name)}")
     if not _NAME_RE.match(name):

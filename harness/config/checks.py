@@ -8,14 +8,8 @@ from collections.abc import Callable
 from typing import Any
 
 from encoders.backbone import BackboneConfig
+from harness.config.suite import BaselineConfig, BudgetConfig, DataConfig, EvalConfig, OverlapConfig
 from harness.config.where import Where, show_value
-from harness.suite import (
-    BaselineConfig,
-    BudgetConfig,
-    DataConfig,
-    EvalConfig,
-    OverlapConfig,
-)
 
 # --------------------------------------------------------------------------------------------
 # Value ranges of the suite schema (the dataclasses stay plain; the loader owns the checks)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from harness.accel import attention_backends
+from harness.infra.accel import attention_backends
 
 
 def pick_device(name: str) -> torch.device:

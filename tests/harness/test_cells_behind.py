@@ -13,7 +13,7 @@ import pytest
 
 from core.forkpool import can_fork
 from harness.cli import main
-from harness.run import CellsBehind, cells_behind_wanted
+from harness.pipeline.run import CellsBehind, cells_behind_wanted
 
 
 def test_cells_behind_runs_one_job_at_a_time_and_lands_each_in_the_callers_thread() -> None:
@@ -126,7 +126,7 @@ def test_a_bad_overlap_setting_is_one_line_exit_2(tmp_path: Path, capsys: pytest
 
 
 @pytest.mark.parametrize("env,expected", [
-    ("TOKBENCH_STALL_SECONDS", "expected a positive number of seconds"),  # harness.watchdog
+    ("TOKBENCH_STALL_SECONDS", "expected a positive number of seconds"),  # harness.infra.watchdog
 ])
 def test_bad_env_is_one_line_exit_2_before_any_training(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                         capsys: pytest.CaptureFixture[str], env: str,
@@ -148,15 +148,15 @@ def test_cells_behind_and_results_files_in_processes_give_the_same_bytes(tmp_pat
                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     from test_run import SUITE, make_suite
 
-    import harness.run
+    import harness.pipeline.run
 
     suite = make_suite(tmp_path)
     # two models, so a model's cells are made while the next one scores
     suite.write_text(SUITE.replace("  - name: bytes\n", "  - name: bytes\n  - {name: bpe, vocab_size: 300}\n"))
-    monkeypatch.setattr(harness.run, "usable_cpus", lambda: 4)  # cell processes even on 2 cores
+    monkeypatch.setattr(harness.pipeline.run, "usable_cpus", lambda: 4)  # cell processes even on 2 cores
     runs = {}
     for name, behind, procs in (("plain", "false", 1), ("behind", "true", 3)):
-        monkeypatch.setattr(harness.run, "assemble_processes", lambda n, procs=procs: procs)
+        monkeypatch.setattr(harness.pipeline.run, "assemble_processes", lambda n, procs=procs: procs)
         out = tmp_path / name
         assert main(["run", str(suite), "--out", str(out), "--quiet", "--no-report",
                      "--set", f"overlap.cells_behind={behind}"]) == 0
@@ -204,7 +204,7 @@ def test_a_model_file_that_fails_behind_is_a_one_line_error(tmp_path: Path, monk
 
     from test_run import make_suite
 
-    from harness.results import RunDir
+    from harness.infra.results import RunDir
 
     def full(self, key, state, meta):  # type: ignore[no-untyped-def]
         raise OSError(errno.ENOSPC, "No space left on device", str(self.model_path(key)))

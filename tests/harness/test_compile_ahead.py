@@ -1,4 +1,4 @@
-"""Compiling ahead (``harness.compileahead``): a spawned process warms torch.compile's disk caches
+"""Compiling ahead (``harness.overlap.compileahead``): a spawned process warms torch.compile's disk caches
 with every model's training and scoring graphs, so the run compiles them from the cache; the
 run's numbers are the same as without it, and its failures never fail the run.
 
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.compileahead import (
+from harness.overlap.compileahead import (
     AHEAD_MEMORY_SHARE,
     BIG_GPU_BYTES,
     MID_GPU_SHARE,
@@ -181,8 +181,8 @@ def test_a_failure_over_there_is_one_log_line_and_the_run_goes_on(tmp_path: Path
     side logs one line, keeps the error for run.json, waits for nothing and stops cleanly."""
     from test_run import make_suite
 
-    from harness.compileahead import CompileAhead, CompileAheadGroup
     from harness.config import load_suite
+    from harness.overlap.compileahead import CompileAhead, CompileAheadGroup
 
     suite = load_suite(make_suite(tmp_path), ())
     lines: list[str] = []
@@ -207,7 +207,7 @@ def test_standard_suite_warms_half_the_batch_on_an_80_gib_gpu() -> None:
     import torch
 
     from harness.config.build import load_suite
-    from harness.memory import suite_estimates
+    from harness.infra.memory import suite_estimates
 
     suite = load_suite(ROOT / "suites" / "standard.yaml")
     need = max(est.total for *_, est in suite_estimates(suite, torch.device("cuda")))
@@ -225,8 +225,8 @@ def test_out_of_memory_warms_on_a_few_windows(monkeypatch: pytest.MonkeyPatch) -
 
     import torch
 
-    from harness import compileahead_child
     from harness.config.build import load_suite
+    from harness.pipeline import compileahead_child
 
     calls: list[int] = []
 

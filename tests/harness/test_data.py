@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from harness.data import (
+from harness.data.load import (
     cut_before,
     fingerprint,
     is_boundary,

@@ -1,4 +1,4 @@
-"""The dry run (harness/estimate.py): lines handed out as they are known, the phases it writes,
+"""The dry run (harness/pipeline/estimate.py): lines handed out as they are known, the phases it writes,
 and its private compile caches. Its accuracy against a run is a benchmark (BENCHMARKS.md), not a
 test; tests/harness/test_run.py checks that a run reads the estimate back."""
 
@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from harness.config import load_suite
-from harness.estimate import _private_compile_caches, dry_run
-from harness.run import RunOptions
+from harness.pipeline.estimate import _private_compile_caches, dry_run
+from harness.pipeline.run import RunOptions
 
 SUITE = """\
 name: tiny-estimate
@@ -94,7 +94,7 @@ def test_private_compile_caches_are_temporary_and_restore_the_environment(monkey
 @pytest.mark.parametrize("ahead", ["0", "1"])
 def test_plan_ahead_counts_only_what_outlasts_training(tmp_path: Path, ahead: str,
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
-    """Under plan-ahead the run perturbs while its models train (harness.planahead): the
+    """Under plan-ahead the run perturbs while its models train (harness.overlap.planahead): the
     estimate's perturbation is the part of the process's own seconds that outlasts the fits,
     compile and training; without it, all of them."""
     _write_suite(tmp_path)
@@ -119,7 +119,7 @@ def test_training_fit_takes_each_calls_compile_out_of_its_wall() -> None:
     (a shape the first call left out), so its wall exceeded the 24-step call's and the old fit's
     step time came out 0; with each call's compile taken out, the step is the last two calls'
     difference (the run's steps took 81-83 ms there)."""
-    from harness.estimate import _fit_train_calls
+    from harness.pipeline.estimate import _fit_train_calls
 
     calls = [(23.76, 4, 21.51), (4.062, 9, 3.0), (2.17, 25, 0.0), (5.48, 65, 0.0)]
     got = _fit_train_calls(calls, 246)
@@ -140,7 +140,7 @@ def test_plan_ahead_takes_the_first_seeds_analysis_text_work(tmp_path: Path,
     """With an analysis that hands its preparation over (morphology), the first seed's text work
     is done in the plan-ahead process after its plans, on its share of the CPUs: it joins the
     part that overlaps training, and only what outlasts training counts."""
-    from harness.planahead import plan_ahead_processes
+    from harness.overlap.planahead import plan_ahead_processes
 
     (tmp_path / "corpus").mkdir()
     (tmp_path / "corpus" / "a.txt").write_text("\n\n".join(
@@ -161,10 +161,10 @@ def test_plan_ahead_takes_the_first_seeds_analysis_text_work(tmp_path: Path,
 def test_a_jobs_fixed_cost_counts_for_the_first_model_only_when_jobs_start_ahead(
         tmp_path: Path, prestart: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """The run starts each model's scoring job while the one before it runs
-    (``harness.score.PRESTART``, ``ScoreJob``), so a job's fixed cost (set-up, first
+    (``harness.score.items.PRESTART``, ``ScoreJob``), so a job's fixed cost (set-up, first
     batches) is on the critical path for the first model of an eval set only. A fixed cost of
     100 s a job, far above the rest, shows where the estimate counts it."""
-    import harness.estimate as E
+    import harness.pipeline.estimate as E
 
     real = E._measure_model
 
@@ -174,9 +174,9 @@ def test_a_jobs_fixed_cost_counts_for_the_first_model_only_when_jobs_start_ahead
         return m
 
     monkeypatch.setattr(E, "_measure_model", measured)
-    import harness.score
+    import harness.score.items
 
-    monkeypatch.setattr(harness.score, "PRESTART", prestart == "1")
+    monkeypatch.setattr(harness.score.items, "PRESTART", prestart == "1")
     _write_suite(tmp_path)
     out = tmp_path / "o"
     dry_run(load_suite(tmp_path / "s.yaml"), RunOptions(out=out, device="cpu", progress=False, log=lambda s: None))

@@ -1,4 +1,4 @@
-"""The report rendered by a process started ahead (``harness.reportproc``, ``reports.serve``):
+"""The report rendered by a process started ahead (``harness.overlap.reportproc``, ``reports.serve``):
 the same files as rendering in the run's process, errors carried back, a dead process noticed."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import reportproc
+from harness.overlap import reportproc
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests" / "reports"))

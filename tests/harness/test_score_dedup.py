@@ -19,9 +19,9 @@ from encoders.base import Encoder, FitContext
 from encoders.blt import BltConfig, BltEncoder
 from encoders.bpe import BpeConfig, BpeEncoder
 from encoders.byte_baseline import ByteConfig, ByteEncoder
-from harness.data import Window
-from harness.permutation import Permutation, WindowPermuter
-from harness.score import (
+from harness.config.permutation import Permutation, WindowPermuter
+from harness.data.load import Window
+from harness.score.items import (
     DocScore,
     ScoreItem,
     flatten_windows,
@@ -249,9 +249,9 @@ def test_module_switch_turns_dedup_off(monkeypatch: pytest.MonkeyPatch) -> None:
     enc = byte_ar()
     items, _, _ = cells()
     fed = counting(enc)
-    import harness.score
+    import harness.score.items
 
-    monkeypatch.setattr(harness.score, "DEDUP", False)
+    monkeypatch.setattr(harness.score.items, "DEDUP", False)
     _, st = score(enc, items, dedup=True)
     assert sum(fed) == sum(len(it.windows) for it in items) and st["duplicate_windows"] == 0
 

@@ -81,7 +81,7 @@ def test_sys_exit_at_import_is_one_line(command: str, suite_with, tmp_path: Path
 def test_plugin_raising_is_one_line(target: str, needle: str, ahead: str, suite_with, tmp_path: Path,  # type: ignore[no-untyped-def]
                                     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     """The same one line whether the perturbations are fitted and tried here or in the
-    plan-ahead process (``harness.planahead``), which hands its exception back with its type."""
+    plan-ahead process (``harness.overlap.planahead``), which hands its exception back with its type."""
     suite = suite_with("tb_rel_raises", RAISES, target)
     capsys.readouterr()
     on = "true" if ahead == "1" else "false"
@@ -112,9 +112,9 @@ class Killed(Perturbation):
 def test_a_killed_perturbation_process_is_one_line(suite_with, tmp_path: Path,  # type: ignore[no-untyped-def]
                                                    capsys: pytest.CaptureFixture[str],
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
-    import harness.batchscore
+    import harness.data.batchscore
 
-    monkeypatch.setattr(harness.batchscore, "usable_cpus", lambda: 2)  # processes even on one CPU
+    monkeypatch.setattr(harness.data.batchscore, "usable_cpus", lambda: 2)  # processes even on one CPU
     monkeypatch.setenv("TOKBENCH_STALL_SECONDS", "60")  # a death gone unnoticed fails, not hangs
     suite = suite_with("tb_rel_killed", KILLED, "Killed")
     capsys.readouterr()

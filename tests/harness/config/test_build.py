@@ -14,7 +14,7 @@ from harness.config import (
     ConfigError,
     load_suite,
 )
-from harness.suite import SCHEMA_VERSION, BudgetConfig, EvalConfig
+from harness.config.suite import SCHEMA_VERSION, BudgetConfig, EvalConfig
 
 # ---------------------------------------------------------------------------------------------
 # A valid suite
