@@ -110,8 +110,8 @@ class UnitNLL:
         BPE-like batch 1.94 ms on the VM, these views 1.06 ms (``benchmarks/bench_byte_nll.py``,
         ``benchmarks/results/byte_nll_arrays_cpu_s26.log``)."""
         # numpy, not torch CPU ops: on an H200 this ran on the scoring loop's thread at 20-30 ms a
-        # batch of 256 windows as torch ops, longer than the batch's forward (BENCHMARKS.md,
-        # session 10). Same arithmetic, same float64 numbers.
+        # batch of 256 windows as torch ops, longer than the batch's forward (BENCHMARKS.md).
+        # Same arithmetic, same float64 numbers.
         if not lengths:
             return []
         n_scored = np.array([ln - s for ln, s in zip(lengths, score_from)], dtype=np.int64)

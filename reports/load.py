@@ -177,8 +177,8 @@ def dominant_script(text: str, max_chars: int = 4000) -> str:
 
 # samples.jsonl is parsed in forked processes from this size on, a task per PARSE_CHUNK_BYTES
 # (at least): a standard seed's 295 MB (252,000 rows, per-byte lists in the displayed ones) took
-# 5.8 s of JSON parsing on one core of the H200 host, a quarter of its report (BENCHMARKS.md,
-# session 16); a small file is not worth a fork.
+# 5.8 s of JSON parsing on one core of the H200 host, a quarter of its report (BENCHMARKS.md);
+# a small file is not worth a fork.
 PARALLEL_PARSE_BYTES = 32 * 2**20
 PARSE_CHUNK_BYTES = 16 * 2**20
 

@@ -681,7 +681,7 @@ def _render(data: load.RunData, out_dir: Path, title: str, n_boot: int, n_perm: 
     # The figures need no pairwise comparison, so they are drawn in the comparisons' pool of
     # processes, handed out first (the severity grids and the heat map are the longest tasks):
     # one after the other, the two phases took 5.5 s and 4.4 s of a standard seed's report on
-    # session 30's H200 host, the figures' 4.4 s mostly its longest figure, with the rest of
+    # the H200 host, the figures' 4.4 s mostly its longest figure, with the rest of
     # the processes idle (BENCHMARKS.md). The files are the same bytes either way.
     t, drawn = add_comparisons(t, idx, n_boot=n_boot, n_perm=n_perm, seed=seed, processes=processes,
                                beside=[_drawer(make, svg) for *_, make in specs])

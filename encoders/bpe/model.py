@@ -439,7 +439,7 @@ class BpeEncoder(MaskedDiffusion, Encoder):
     # BPE's windows hold 2.5-4.1 bytes a token in the standard suite (run.json's bytes_per_token_train), so a scoring
     # forward of ``eval.batch_windows`` windows had a quarter of a byte model's positions: on an
     # H200 its forwards were short enough for the host to pace them (the GPU 60-80 % busy in
-    # BPE's scoring, session 15). A constant, not the fitted bytes per token: batches must be the
+    # BPE's scoring). A constant, not the fitted bytes per token: batches must be the
     # same in a resumed run, whose model comes from its checkpoint.
     SCORE_BATCH_FACTOR = 4
 

@@ -477,7 +477,7 @@ class MorphologyAnalysis(Analysis):
     def cell_buckets(self, spans: Sequence[tuple[Document, bytes, np.ndarray]]) -> dict[str, tuple[int, int, float]]:
         """``Analysis.cell_buckets`` in a few array operations per cell instead of ``rows`` per
         document (252,000 calls a standard seed, 30 s of a 2-core VM's 50 s of cell rows;
-        BENCHMARKS.md session 11), with the same numbers to the last bit: one ``bincount`` over
+        BENCHMARKS.md), with the same numbers to the last bit: one ``bincount`` over
         (document, bucket) bins adds each bin's weights in word order, as ``rows``' per-document
         ``bincount`` does, and the cell's sum over documents is a running sum down the documents
         (``cumsum``, sequential), as adding their rows one after another is."""

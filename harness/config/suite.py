@@ -85,7 +85,7 @@ class BudgetConfig:
     deterministic: deterministic kernels (torch's deterministic algorithms, cuBLAS's fixed
     workspace, cuDNN without benchmark mode, no config chosen by timing in Inductor or FuzzyTok),
     so a seed's numbers repeat on the same GPU and software; on a GPU two trainings of one seed
-    otherwise differ (BENCHMARKS.md, session 29). Slower; CPU runs are deterministic either way.
+    otherwise differ (BENCHMARKS.md). Slower; CPU runs are deterministic either way.
     Part of the model cache key when true. See harness/infra/determinism.py.
     """
 

@@ -61,11 +61,11 @@ def attention_backends() -> str:
       length (``encoders.backbone.CUDNN_FIXED``: the byte-level models' 1 KB windows) and is left
       out everywhere else (scoring, varying lengths), where flash then memory-efficient run. Why:
       on an H200 cuDNN's causal forward + backward at the standard suite's training shape took
-      3.10 ms against flash's 4.68 (BENCHMARKS.md, session 15), but the cuDNN backend built a
+      3.10 ms against flash's 4.68 (BENCHMARKS.md), but the cuDNN backend built a
       host-side execution plan per shape, 7.6 ms a call at BPE's per-batch token lengths (a
       small model's step then waited on the host), and torch 2.11 chose it for BPE's compiled
-      scoring forwards when merely enabled (session 16), so lengths that vary stay on flash;
-    * ``0`` — cuDNN off everywhere (before session 15: flash, memory-efficient, math);
+      scoring forwards when merely enabled, so lengths that vary stay on flash;
+    * ``0`` — cuDNN off everywhere (the earlier order: flash, memory-efficient, math);
     * ``1`` — torch's own choice everywhere (in torch 2.11 and 2.13 cuDNN comes last).
 
     Under torch's deterministic algorithms (``budget.deterministic``, harness/infra/determinism.py)
@@ -119,7 +119,7 @@ def warm_compile_pool() -> bool:
 # with attention inside: the byte-level models' training steps (cuDNN first) and scoring
 # forwards (cuDNN left out) — the compile-ahead process's work on them was redone in the run
 # (a standard seed's scoring compile went 2.4 -> 7.9 s when 540e863 put ``sdpa_kernel`` into
-# the scoring graphs: BENCHMARKS.md, session 17). Both are functions of the constant arguments
+# the scoring graphs: BENCHMARKS.md). Both are functions of the constant arguments
 # the graph holds (a name -> enum lookup; setting the backends the graph was traced under), so
 # a graph from the cache does what the same graph compiled anew does; torch's version is the
 # value, which goes into the cache key.
@@ -438,8 +438,7 @@ def ordered_pool_map(fn: Callable[[Any], Any], items: Iterator[Any], processes: 
             # Each worker gets its first item as soon as it is forked, so the first batch is
             # collated while the others fork: starting a worker from the run's process (GBs of
             # CUDA mappings) took 73 ms on an H100 host (under cProfile), and the first batch
-            # waited for all eight (a scoring job's first batch: 0.35-0.9 s; BENCHMARKS.md,
-            # session 25)
+            # waited for all eight (a scoring job's first batch: 0.35-0.9 s; BENCHMARKS.md)
             workers += _start_workers(fn, 1, stage)
             send(workers[k][1], workers[k][0], k, nxt, stage)
             in_flight.append(k)
@@ -595,7 +594,7 @@ class IdleMeter:
         self._t0 = 0.0
         self.result: dict[str, float] | None = None
         # wall seconds spent stopping the profiler and reading its events (3-8 s a model on an
-        # H200, BENCHMARKS.md session 15): the measurement's cost, which the loop leaves out of
+        # H200, BENCHMARKS.md): the measurement's cost, which the loop leaves out of
         # its training seconds
         self.overhead_seconds = 0.0
 

@@ -2,7 +2,7 @@
 
 On the CPU the run is deterministic as it stands. On a GPU two trainings of the same seed
 differed: by up to 1.2e-2 BPB on clean cells and 0.4 BPB on the far out-of-distribution ones
-(BENCHMARKS.md, session 29). The sources are kernels whose order of summation changes from run
+(BENCHMARKS.md). The sources are kernels whose order of summation changes from run
 to run (atomic adds: index and scatter backwards, some attention backwards), cuBLAS's
 workspace-dependent reductions, and choices made by timing — Triton autotuning in Inductor and in
 FuzzyTok's kernels, cuDNN's benchmark mode — where a different winner sums in a different order.

@@ -69,7 +69,7 @@ def host_pace_us(reps: int = 5, n: int = 20_000) -> float:
     (``n`` dict updates and list appends, ``reps`` repetitions): a yardstick of the host's
     single-thread pace, which sets the speed of everything host-bound in a run (launching
     kernels, collating, compiling). Two runs on different machines with the same GPU can
-    differ by it (BENCHMARKS.md session 24); it says nothing about the GPU. A few ms in all."""
+    differ by it (BENCHMARKS.md); it says nothing about the GPU. A few ms in all."""
     times = []
     for _ in range(reps):
         t0 = time.perf_counter()

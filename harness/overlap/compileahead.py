@@ -4,10 +4,10 @@ FX-graph and AOTAutograd caches, Triton's kernel cache) already hold each model'
 the run reaches it. The run then compiles from the cache, not from scratch.
 
 Why: cold compiles were 77.5 s of a 462 s standard seed on an H200 (63.4 s of training's first
-steps, 14.1 s of scoring's; BENCHMARKS.md, session 13), paid one model after another on the
+steps, 14.1 s of scoring's; BENCHMARKS.md), paid one model after another on the
 critical path while the host's other cores sat idle. A warm cache cut a small backbone's compile
-of one training and one inference step from 31.3 s to 3.7 s on the 2-core VM (BENCHMARKS.md,
-session 14). It skips the first model's training graphs (the run compiles those itself at the same moment), so it is a model ahead of the run.
+of one training and one inference step from 31.3 s to 3.7 s on the 2-core VM (BENCHMARKS.md).
+It skips the first model's training graphs (the run compiles those itself at the same moment), so it is a model ahead of the run.
 
 What it changes: nothing the run computes. A cache hit hands back the code a fresh compile of
 that graph would make (the caches are keyed by the graph, the input layouts and the compiler's
@@ -33,7 +33,7 @@ the third are compiled at the same time. Why: compiling is the host's single-thr
 on a slow host one process fell behind the run — on an H100 whose host did everything 1.5-2x
 slower than another H100's, it finished fuzzytok's graphs (48 s) before starting BLT's (53 s), so
 the run reached BLT first and compiled 8 of its 12 graphs itself, 25 s of its first step
-(BENCHMARKS.md, session 25). On a GPU under ``BIG_GPU_BYTES`` the processes share
+(BENCHMARKS.md). On a GPU under ``BIG_GPU_BYTES`` the processes share
 ``1 - need`` of the device between them (``memory_share``), so the run's own model still fits.
 """
 
@@ -94,9 +94,9 @@ def warm_windows(run_windows: int, device_bytes: int | None = None, need_bytes: 
     (a norm's backward: the row sums fused with the column sums of its weight gradient) is
     guarded on rows × width ≥ 5·2²⁰ and rows ≥ 4096, rows = windows × positions; 8 windows of
     1024 bytes fail it at width ≤ 512 and the run's 256 windows pass it. So on an H200 8 windows
-    left BLT 4 of 16 graphs to compile again (19.6 s; its own batch none, 3.9 s: BENCHMARKS.md,
-    session 14), and on an H100 the run took no training graph of fuzzytok, BLT or bpe-1024 from
-    AOTAutograd's cache (session 20). On the CPU the same kind of guard is the C++ reduction's
+    left BLT 4 of 16 graphs to compile again (19.6 s; its own batch none, 3.9 s: BENCHMARKS.md),
+    and on an H100 the run took no training graph of fuzzytok, BLT or bpe-1024 from
+    AOTAutograd's cache. On the CPU the same kind of guard is the C++ reduction's
     ``rows ≤ 4096`` (``benchmarks/compile_cache_probe.py --guards``: a graph compiled at batch 2
     served batch 16, not 64, at 128 positions). Half the run's batch stays on the run's side of
     every such threshold the standard suite meets, at half the memory of a second model training
@@ -163,7 +163,7 @@ class CompileAhead:
         # The job (up to the whole training text) goes through a private file, not the spawn
         # pipe: the parent writes a spawned process's arguments into a pipe the child drains
         # only while it unpickles them, importing torch and the harness on the way, so a large
-        # job held the run ~7 s at its start on the H200 (BENCHMARKS.md, session 14), and a
+        # job held the run ~7 s at its start on the H200 (BENCHMARKS.md), and a
         # child that died while starting left it blocked on that pipe.
         fd, self.job_path = tempfile.mkstemp(prefix="tokbench-compile-ahead-", suffix=".pickle")
         with os.fdopen(fd, "wb") as f:

@@ -2,7 +2,7 @@
 perturbed text of the run into the plan cache, so scoring finds them there.
 
 Why: fitting the perturbations (Morfessor) and perturbing every eval document took ≈ 20 s of a
-standard seed on the H200 host (11.0 s of fits, ≈ 9 s of plans: BENCHMARKS.md, session 12), CPU work, while the GPU run's
+standard seed on the H200 host (11.0 s of fits, ≈ 9 s of plans: BENCHMARKS.md), CPU work, while the GPU run's
 main process spends minutes training with its cores mostly idle. Run ahead, that work leaves the
 critical path; scoring then reads the plans from ``<cache>/perturbed`` (keyed by content, the same
 rows whoever computed them), and the main process never fits a perturbation unless a plan is

@@ -5,7 +5,7 @@
 
 ``overlap.report_process``: true on, false off; auto: on when the run trains on a GPU (the case it
 was measured for: the report in the run's process took 15.4 s against 8.8 s rendered again in a
-fresh one, one H100, BENCHMARKS.md session 20; on the 2-core CPU machine the extra interpreter
+fresh one, one H100, BENCHMARKS.md; on the 2-core CPU machine the extra interpreter
 would compete with the run for the cores). The files are the same bytes either way
 (tests/harness/test_report_process.py). If the process cannot start or dies, ``render`` raises
 ``ReportProcessFailed`` and the run renders in its own process, as before.

@@ -135,8 +135,8 @@ def _warm_all(conn: Any, job: dict[str, Any], tmp: Path) -> None:
         if i == 0 or spec.label not in train_labels:
             # scoring only: the run compiles its first model's training graphs itself, at this
             # moment (warming them too would only put this process a model behind: on the H200
-            # its 27-30 s there made it reach the second model after the run did, BENCHMARKS.md,
-            # session 14), and another process warms the other models' training
+            # its 27-30 s there made it reach the second model after the run did, BENCHMARKS.md),
+            # and another process warms the other models' training
             continue
         if not state.get("first_length"):
             _messages(conn, state, block=True)  # the run's first training forward tells it

@@ -466,7 +466,7 @@ def _score_timing(runner: Runner, model: TrainedModel, sample: list[EvalSet],
     # windows take ~20 ms in all, less than that cost's noise: the sample is repeated, doubling,
     # until the repeats add SCORE_EXTRA_S, and a window's cost is that difference (the larger job
     # timed twice, the faster kept: its first call may meet a new last-batch shape). On an H200
-    # a sample scored once and twice over made the scoring estimate 4-6x the run (session 13).
+    # a sample scored once and twice over made the scoring estimate 4-6x the run.
     # (on CPU a window costs milliseconds: twice over is enough, and the sample is not re-timed)
     cuda = dev.type == "cuda"
     rep, big = 2, job(2)[0]

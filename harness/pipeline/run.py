@@ -129,8 +129,7 @@ def cache_budget(budget: Any) -> dict[str, Any]:
 
 def cell_processes() -> int:
     """Forked processes that make a model's cells from its scores (rows, samples, buckets;
-    CPU work): at most 4 — on an H200 host 16 made 50-document cells no faster (BENCHMARKS.md,
-    session 12)."""
+    CPU work): at most 4 — on an H200 host 16 made 50-document cells no faster (BENCHMARKS.md)."""
     return min(4, usable_cpus())
 
 
@@ -275,7 +274,7 @@ class Runner:
         self._timings_lock = threading.Lock()  # timings several cell jobs add to at once
         # A trained model's files are written in a thread while the next model trains (on CUDA,
         # with the cells behind): sealing and fsync'ing them took 7.1 s of a standard seed on
-        # the H200 host, 1.2 s a model on the critical path (BENCHMARKS.md, session 16). The
+        # the H200 host, 1.2 s a model on the critical path (BENCHMARKS.md). The
         # weights are copied to the host first, so what is written is the model as trained.
         self.saves = CellsBehind(self.cells_behind, name="tokbench-model-save")
         self.rd = RunDir(opts.out or Path("runs") / suite.name, log=self.log)
@@ -491,7 +490,7 @@ class Runner:
         merges the morphology analysis takes its boundaries from), fitted here — and prepared on
         the first seed's plans; {analysis name: ``export_prepared()``}. The run adopts each after
         its own fit if it was made under the same fit (``adopt_prepared``), so its text work
-        before scoring (≈ 10 s of a standard seed on the H200 host: BENCHMARKS.md, session 14)
+        before scoring (≈ 10 s of a standard seed on the H200 host: BENCHMARKS.md)
         is done here while the models train. Anything that fails here is left to the run."""
         seed = self.suite.seeds[0]
         out: dict[str, Any] = {}
@@ -659,8 +658,8 @@ class Runner:
                 # This process's own torch CPU ops are small host bookkeeping (a batch's results,
                 # BLT's patch sizes); on a pool of one thread per core they waited for cores the
                 # collation and cell processes hold: 88 ms instead of 1 ms for a batch's patch
-                # sizes as torch ops on an H100 host with 12 busy processes (BENCHMARKS.md,
-                # session 26). The work that is heavy runs on the GPU or in other processes.
+                # sizes as torch ops on an H100 host with 12 busy processes (BENCHMARKS.md).
+                # The work that is heavy runs on the GPU or in other processes.
                 torch.set_num_threads(1)
             try:
                 with deterministic_kernels(self.budget.deterministic):
@@ -1019,7 +1018,7 @@ class Runner:
         # Every model's packed job holds the same items (``forward_inputs``: the plans'
         # ScoreItems in cell order), so their windows are flattened and made distinct once
         # for the set, not once a model (score_items' whole set-up, of which this is the
-        # work, took 0.65-1.06 s a model on a slow H100 host: BENCHMARKS.md, session 25)
+        # work, took 0.65-1.06 s a model on a slow H100 host: BENCHMARKS.md)
         flat: FlatWindows | None = None
         for pos, label in enumerate(order):
             model = models[label]
@@ -1074,7 +1073,7 @@ class Runner:
             # cells (atomic files, distinct names) and the numbers do not depend on where.
             # At most 4: forking this process (GBs of CUDA mappings) is not free — at 50
             # documents a cell set the H200 host took 1.5 s a model with up to 16 workers,
-            # where session 11's serial rate gives ≈ 1.1 s (BENCHMARKS.md, session 12).
+            # where the serial rate gives ≈ 1.1 s (BENCHMARKS.md).
             # On a GPU they are made while the next model scores (``CellsBehind``).
             def cells_job(tasks: list[Any] = tasks, cell_work: Callable[[int], None] = cell_work) -> None:
                 t0 = time.perf_counter()

@@ -289,7 +289,7 @@ class ScoreJob:
 
     Why: each of a run's packed scoring jobs (one per model and eval set) waited 0.5-1.3 s for its
     first collated batch while the GPU idled (run.json ``speed.score.*.first_batch_seconds``: 7.0
-    s of a standard seed on session 30's H200), so the run starts the next model's job while this
+    s of a standard seed on the H200), so the run starts the next model's job while this
     one's forwards run (``harness.pipeline.run``). The batches and their order are the same either way, so
     are the numbers (tests/harness/test_score_prestart.py)."""
 
@@ -401,7 +401,7 @@ def _score_job(encoder: Encoder, items: Sequence[ScoreItem], device: torch.devic
     # count and its forward) runs on a stream of its own: on the loop's stream it queued behind
     # the forward in flight and then waited for it (patching reads the patch count on the host),
     # so the next batch came only after that forward had ended — the loop waited 4.9 s for
-    # batches in BLT's scoring on an H100 (BENCHMARKS.md, session 26; on the side stream the
+    # batches in BLT's scoring on an H100 (BENCHMARKS.md; on the side stream the
     # wait went, but BLT's scoring was no faster on one host: a tie, the loop's launches pace it).
     # The side stream first waits for what the caller queued before this call (the weights);
     # each batch then carries an event that the loop's stream waits for before its forward.
@@ -457,7 +457,7 @@ def _score_job(encoder: Encoder, items: Sequence[ScoreItem], device: torch.devic
             if units.segments is not None:
                 units.segments = [unpermute_segments(sg, pw) for sg, pw in zip(units.segments, fed)]
         # numpy: torch's CPU bincount scanned the (U,) windows for min and max first, ~8 ms a
-        # 256-window batch on the scoring loop's thread (an H200's profile, BENCHMARKS.md session 10)
+        # 256-window batch on the scoring loop's thread (an H200's profile, BENCHMARKS.md)
         counts = np.bincount(units.window.cpu().numpy(), minlength=len(idx)).tolist()
         wvar = units.window_var.tolist() if units.window_var is not None else None
         # segments must tile the scored span like the units do (core.segments), checked per batch
@@ -486,7 +486,7 @@ def _score_job(encoder: Encoder, items: Sequence[ScoreItem], device: torch.devic
               if need is None or any(need[d] for d in c))
     # On CUDA collation runs in worker processes, as training's does: in the prefetch thread it
     # held the GIL the loop below needs to launch each forward (an H200 spent 22-72 % of the
-    # scoring wall outside the forwards, BENCHMARKS.md session 10). On CPU: in the thread.
+    # scoring wall outside the forwards, BENCHMARKS.md). On CPU: in the thread.
     # a forward or a read-back that never returns ends the run with one line (harness.infra.watchdog;
     # made before the pool and thread below, so a bad limit leaves none of them behind)
     dog = Watchdog(f"scoring ({type(encoder).__name__})")

@@ -18,7 +18,7 @@ from harness.train.loop import autocast_for, make_optimizer, train_step
 FIT_SAMPLE = 1_000_000  # bytes the quick fit learns from
 # CUDA: steps of two warm-up calls (the first compiles; the second meets the shapes a first call
 # leaves out, like the last partial batch's, and compiles again: on an H200 its 3 s made the
-# short call slower than the long one and the step time 0 — BENCHMARKS.md, session 13), then the
+# short call slower than the long one and the step time 0 — BENCHMARKS.md), then the
 # two timed calls; both hold whole pretokenized blocks (harness.data.pretokenize: 8 steps), so their
 # difference is the pipelined pace. Each call's compile clock is taken out of its wall.
 GPU_STEPS = (3, 8, 16, 40)

@@ -114,7 +114,7 @@ def test_plan_ahead_counts_only_what_outlasts_training(tmp_path: Path, ahead: st
 
 
 def test_training_fit_takes_each_calls_compile_out_of_its_wall() -> None:
-    """The bytes model's calls as an H200 timed them (session 13, benchmarks/dry_train_probe.py):
+    """The bytes model's calls as an H200 timed them (benchmarks/dry_train_probe.py):
     (wall s, steps, compile-clock s) of 3, 8, 24 and 64 steps. The 8-step call compiled 3 s more
     (a shape the first call left out), so its wall exceeded the 24-step call's and the old fit's
     step time came out 0; with each call's compile taken out, the step is the last two calls'

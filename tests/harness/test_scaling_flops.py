@@ -1,6 +1,6 @@
 """harness.config.scaling.flops_per_byte counts as the training loop counts: the probe cut into steps
 and micro-batches, each padded on its own. The plan turns a FLOP budget into bytes with it, so a
-BPE point must read the bytes it planned (session 6's plan padded the 8-step probe as one batch:
+BPE point must read the bytes it planned (the plan padded the 8-step probe as one batch:
 BPE ran ~10 % past its planned bytes and past the end of its LR schedule)."""
 
 from __future__ import annotations
