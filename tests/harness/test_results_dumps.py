@@ -9,8 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from harness.infra.results import _clean_floats, _json_default
-from harness.infra.writes import dumps
+from harness.infra.writes import _clean_floats, _json_default, dumps
 
 
 def _cleaned_first(obj: object, indent: int | None = None) -> str:
