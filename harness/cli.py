@@ -72,7 +72,8 @@ def load(args: argparse.Namespace) -> Any:
 def cmd_run(args: argparse.Namespace) -> int:
     from harness.pipeline.guards import check_limit, check_memory, check_out_dir
     from harness.pipeline.preflight import load_warning
-    from harness.pipeline.run import Runner, RunOptions, summary_table
+    from harness.pipeline.run import Runner, RunOptions
+    from harness.pipeline.summary import summary_table
 
     check_limit(args.limit)
     suite = load(args)

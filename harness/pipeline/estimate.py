@@ -164,7 +164,7 @@ def _dry_run(suite: Suite, opts: RunOptions, emit: Callable[[str], None] | None)
             # the cells are made from the scores in up to cell_processes() forked processes
             cell_work = (m["score_doc_s"] * doc_cells + m["score_cell_s"] * n_cells_model
                          + m["score_sample_row_s"] * n_cells_model * ev.sample_docs)
-            # behind (harness.pipeline.run.CellsBehind, on CUDA): made while the next model scores; only
+            # behind (harness.overlap.cellsbehind.CellsBehind, on CUDA): made while the next model scores; only
             # the last job, the last model's cells of the last eval set, is waited for
             if runner.cells_behind:
                 cell_work = cell_work / len(evals) if spec is order[-1] else 0.0

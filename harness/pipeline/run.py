@@ -8,7 +8,6 @@ re-run of the same command skips them (a killed run resumes; new perturbations d
 
 from __future__ import annotations
 
-import collections
 import copy
 import errno
 import inspect
@@ -18,14 +17,12 @@ import os
 import sys
 import threading
 import time
-from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-import numpy as np
 import torch
 from tqdm import tqdm
 
@@ -60,12 +57,14 @@ from harness.infra.results import RunDir
 from harness.infra.watchdog import stall_limit
 from harness.infra.writes import atomic_write_json, dumps, stable_hash, write_csv
 from harness.overlap import compileahead, reportproc
+from harness.overlap.cellsbehind import CellsBehind, cells_behind_wanted
 from harness.overlap.planahead import (
     FitOnDemand,
     PlanAhead,
     plan_ahead_processes,
     plan_ahead_wanted,
 )
+from harness.pipeline.summary import phase_table
 from harness.score.fragility import (
     BaselineDoc,
     baseline_metrics,
@@ -131,72 +130,6 @@ def cell_processes() -> int:
     """Forked processes that make a model's cells from its scores (rows, samples, buckets;
     CPU work): at most 4 — on an H200 host 16 made 50-document cells no faster (BENCHMARKS.md)."""
     return min(4, usable_cpus())
-
-
-def cells_behind_wanted(setting: Literal["auto"] | bool, device_type: str) -> bool:
-    """``overlap.cells_behind``: make a model's cells in the background while the next model
-    scores, and write a trained model's files while the next one trains (true), or each in turn
-    (false). auto: on CUDA only — on a CPU the cell processes and the scoring forwards would
-    share the same cores."""
-    return device_type == "cuda" if setting == "auto" else bool(setting)
-
-
-class CellsBehind:
-    """Up to ``jobs`` jobs in background threads: ``submit(job, landed)`` first waits for the
-    oldest job while ``jobs`` are under way (re-raising its error, else calling its ``landed``
-    here, in the caller's thread), then starts ``job``; ``join`` waits for them all, oldest
-    first. Jobs land in the order they were submitted. Disabled, ``submit`` runs both at once, in
-    turn. The caller's thread keeps the run's bookkeeping (run.json, the progress bar): a job
-    only makes and writes cell files. ``wait_seconds``: how long the caller waited for jobs."""
-
-    def __init__(self, enabled: bool, name: str = "tokbench-cells", jobs: int = 1) -> None:
-        self.enabled = enabled
-        self.name = name  # the threads' (model files are written behind the run the same way)
-        self.jobs = max(1, jobs)
-        self.wait_seconds = 0.0
-        # under way, oldest first: (thread, its landing, where its error goes)
-        self._running: collections.deque[tuple[threading.Thread, Callable[[], None], list[BaseException]]] = \
-            collections.deque()
-
-    def submit(self, job: Callable[[], None], landed: Callable[[], None]) -> None:
-        while len(self._running) >= self.jobs:
-            self._join_oldest(quiet=False)
-        if not self.enabled:
-            job()
-            landed()
-            return
-        errors: list[BaseException] = []
-
-        def run() -> None:
-            try:
-                job()
-            except BaseException as e:  # noqa: BLE001 - re-raised in the caller's thread
-                errors.append(e)
-
-        # The job's worker processes are forked from its thread and die with it
-        # (PR_SET_PDEATHSIG): it lives until they are done.
-        thread = threading.Thread(target=run, name=self.name, daemon=True)
-        self._running.append((thread, landed, errors))
-        thread.start()
-
-    def _join_oldest(self, quiet: bool) -> None:
-        thread, landed, errors = self._running.popleft()
-        t0 = time.perf_counter()
-        thread.join()
-        self.wait_seconds += time.perf_counter() - t0
-        if quiet:
-            return
-        if errors:
-            self.join(quiet=True)  # the rest finish (their files are whole) and land nothing
-            raise errors[0]
-        landed()
-
-    def join(self, quiet: bool = False) -> None:
-        """Wait for every job under way, oldest first; re-raise the first error (the others then
-        finish and land nothing; ``quiet``: drop errors and land nothing), else call each
-        ``landed`` in turn."""
-        while self._running:
-            self._join_oldest(quiet)
 
 
 def assemble_processes(n_cells: int) -> int:
@@ -1377,83 +1310,3 @@ class Runner:
         return path, LAST_TIMINGS
 
 
-def phase_table(timings: dict[str, float], encoders: dict[str, Any]) -> str:
-    """Where the wall time went: data, per-model fit / first step (cold compile) / training,
-    perturbation, scoring forward, report."""
-    lines = ["[time] phase                         seconds"]
-    # (key, label): the indented rows are parts of the row above them
-    rows = [("data_seconds", "data"), ("perturb_fit_seconds", "perturb_fit"),
-            ("plan_ahead_fit_seconds", "  ahead: fits (overlapped)"),
-            ("plan_ahead_plans_seconds", "  ahead: plans (overlapped)"),
-            ("plan_ahead_wait_seconds", "  ahead: scoring waited"),
-            ("fit_ahead_seconds", "  ahead: encoder fits (overlapped)"),
-            ("fit_ahead_wait_seconds", "  ahead: training waited"),
-            ("compile_ahead_seconds", "  ahead: compiling (overlapped)"),
-            ("train_seconds", "models (fits, training, below)"), ("model_build_seconds", "  building them"),
-            ("model_save_seconds", "  saving them"), ("model_other_seconds", "  the rest between them"),
-            ("model_setup_seconds", "    loops' set-up"),
-            ("model_plan_ahead_check_seconds", "    plan-ahead checks"),
-            ("model_record_seconds", "    run.json"),
-            ("perturb_seconds", "perturb"),
-            ("analyses_prepare_seconds", "  analyses' text work"), ("score_forward_seconds", "score_forward"),
-            ("score_items_seconds", "  packed jobs (forwards)"),
-            ("score_flatten_seconds", "    windows made distinct"),
-            ("score_compile_seconds", "    of which compiling"), ("score_cells_seconds", "  cells from scores"),
-            ("score_cells_wait_seconds", "    scoring waited for them"),
-            ("score_baselines_seconds", "  compressor baselines"),
-            ("model_save_wait_seconds", "waiting for model files"), ("assemble_seconds", "results files"),
-            ("report_seconds", "report"), ("report_load_seconds", "  reading the results"),
-            ("report_tables_seconds", "  statistics"), ("report_figures_seconds", "  figures, pairwise tests"),
-            ("report_page_seconds", "  the page")]
-    for k, label in rows:
-        if k in timings:
-            lines.append(f"[time] {label:<28} {timings[k]:8.1f}")
-    for label, facts in encoders.items():
-        for seed, meta in facts.get("seeds", {}).items():
-            st, fit = meta["train"], meta["fit"]
-            comp = st.get("compile_graph_seconds", 0.0) + st.get("compile_kernels_seconds", 0.0)
-            lines.append(f"[time] {label + ' s' + seed:<20} fit {fit.get('wall_seconds', 0.0):6.1f}  "
-                         f"first step {st.get('first_step_seconds', 0.0):6.1f}  train {st['seconds']:7.1f}"
-                         + (f"  (compiling {comp:5.1f})" if comp else ""))
-    if "total_seconds" in timings:
-        lines.append(f"[time] {'total':<28} {timings['total_seconds']:8.1f}")
-    return "\n".join(lines)
-
-
-def summary_table(rows: list[dict[str, Any]]) -> str:
-    """A short terminal table per encoder, eval set and mode: clean BPB and the worst ΔBPB under
-    perturbation — of ``bpb`` in clean_target mode (scored bytes identical to the clean cell),
-    of ``bpb_clean`` in full mode (NLL per clean byte, so byte-count changes cannot move it)."""
-    if not rows:
-        return "(no results)"
-    models = [r for r in rows if r.get("kind", "model") != "baseline"]
-    baselines = [r for r in rows if r.get("kind", "model") == "baseline"]
-    lines = _summary_lines(models) if models else []
-    if baselines:
-        # compressors are reference points, not models: kept apart as the report keeps them
-        base = sorted({(r["encoder"], r["dataset"], r["mode"], float(r["bpb"])) for r in baselines
-                       if r["perturbation_id"] == "clean"})
-        lines.append("compressor baselines (not models; clean text):")
-        lines += [f"  {enc:<20} {ds:<16} {mode:<13} {bpb:9.3f}" for enc, ds, mode, bpb in base]
-    if any(r.get("objective", "ar") == "mdm" for r in models):
-        lines.append("(an mdm encoder's bpb is its ELBO: an upper bound)")
-    return "\n".join(lines)
-
-
-def _summary_lines(rows: list[dict[str, Any]]) -> list[str]:
-    """The per-model rows of ``summary_table``."""
-    by: dict[tuple[str, str, str], dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
-    for r in rows:
-        metric = "bpb" if r["mode"] == "clean_target" else "bpb_clean"
-        by[(r["encoder"], r["dataset"], r["mode"])][f"{r['perturbation_id']}@{r['severity']:g}"].append(float(r[metric]))
-    lines = [f"{'encoder':<22} {'dataset':<16} {'mode':<13} {'clean bpb':>9} {'worst Δ':>8}  worst perturbation"]
-    for (enc, ds, mode), cells in sorted(by.items()):
-        clean = float(np.mean(cells.get("clean@0", [math.nan])))
-        worst, wname = -math.inf, "-"
-        for k, v in cells.items():
-            if not k.startswith("clean@") and float(np.mean(v)) - clean > worst:
-                worst, wname = float(np.mean(v)) - clean, k
-        ws = f"{worst:+.3f}" if math.isfinite(worst) else "-"
-        lines.append(f"{enc:<22} {ds:<16} {mode:<13} {clean:9.3f} {ws:>8}  {wname}")
-    lines.append("(Δ: bpb in clean_target mode, bpb_clean in full mode; lower is better)")
-    return lines

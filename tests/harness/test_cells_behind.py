@@ -13,7 +13,7 @@ import pytest
 
 from core.forkpool import can_fork
 from harness.cli import main
-from harness.pipeline.run import CellsBehind, cells_behind_wanted
+from harness.overlap.cellsbehind import CellsBehind, cells_behind_wanted
 
 
 def test_cells_behind_runs_one_job_at_a_time_and_lands_each_in_the_callers_thread() -> None:
