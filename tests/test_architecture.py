@@ -227,7 +227,6 @@ MAX_FILE_LINES, MAX_FUNCTION_LINES = 600, 80
 OVER_FILE_LIMIT = {
     "harness/pipeline/run.py": 1312,
     "harness/pipeline/estimate.py": 667,
-    "harness/score/items.py": 629,
     "harness/infra/accel.py": 629,
 }
 OVER_FUNCTION_LIMIT = {

@@ -218,65 +218,19 @@ def flatten_windows(items: Sequence[ScoreItem], dedup: bool = True) -> FlatWindo
 def score_items(encoder: Encoder, items: Sequence[ScoreItem], device: torch.device, batch_windows: int = 32,
                 bf16: bool = False, *, progress: Callable[[int], Any] | None = None,
                 started: Callable[[], Any] | None = None, **options: Any) -> list[DocScore | None]:
-    """Score documents: windows of all items — of many cells, when the caller packs them — are
-    batched together (``encoder.score_windows_per_batch(batch_windows)`` per forward: BPE takes
-    4x the windows of a byte model; longest first so padded encoders waste little), per-unit NLL is spread onto bytes (``UnitNLL.byte_nll``, which also checks that
-    units tile the scored bytes exactly once) and summed per document.
+    """Per-document scores of ``items`` (each a document's windows with their ``score_from``):
+    a ``DocScore`` per item (NLL in nats summed over its scored bytes, per-byte NLL, unit and
+    segment counts, MC variance), or None for an item not ``needed``.
 
-    A window's numbers do not depend on which other windows share its batch (padding sits after
-    the last byte and attention is causal, or masks padding out when bidirectional), so packing changes no cell's numbers beyond float
-    rounding (tests/harness/test_batchscore.py). Collation (in forked worker processes on CUDA:
-    ``collate_workers``, default ``collate_processes(device)``) and FLOP counts run two batches
-    ahead in a thread; the forward runs one batch ahead of the host's per-byte bookkeeping.
-    dedup: windows with equal (bytes, score_from) — a clean_target window whose perturbed prefix
-    came out unchanged, a perturbation that left a document as it was: 8 % of the standard suite's
-    windows — are forwarded once and every occurrence gets that window's per-byte NLL, unit
-    count, variance and segments (the same function of the window's bytes, so no number changes
-    beyond the float rounding of differently filled batches; tests/harness/test_score_dedup.py).
-    Batches are formed over the distinct windows. ``dedup=False`` or ``DEDUP = False``
-    forwards every window, as before (to compare).
-    stats: if given, accumulates ``forward_flops`` and ``seconds`` of what was computed, and
-    ``scored_bytes``, ``windows`` and ``duplicate_windows`` of what was delivered: every window
-    of a computed distinct window counts, duplicates too (MB/s in run.json is scored text of all
-    cells), and ``duplicate_windows`` counts those served from another window's forward; on
-    CUDA also ``device_seconds``: the forwards' spans on the GPU's timeline (``seconds`` minus it
-    is time the GPU waited for the host between forwards). The loop's own wall, split:
-    ``loop_wait_seconds`` (for collated batches, after the first), ``loop_launch_seconds``
-    (launching forwards), ``loop_sync_seconds`` (waiting for a batch's results on the device)
-    and ``loop_finish_seconds`` (per-byte NLL and bookkeeping of results on the host); beside
-    the last three the loop thread's CPU seconds in them (``loop_{launch,sync,finish}_cpu_seconds``)
-    and ``prefetch_cpu_seconds``, the prefetch thread's (FLOP counts, pinning, receiving the
-    collated batches): a loop part whose wall exceeds its CPU time was kept waiting.
-    needed: per item; batches are formed over all items' distinct windows (whatever ``needed``
-    says), but a batch without a window of a needed item is skipped, and items not needed get
-    None (a resumed run forms the same batches as a fresh one, so its numbers are identical).
-    progress: called after each forward with the number of windows it served — a distinct
-    window's duplicates included — so a fresh run's total is every window, as without dedup (a
-    progress bar's ``update``).
-    mc_samples: Monte Carlo samples per window for encoders whose score is an estimate (masked
-    diffusion; their masks are seeded by each window's scored bytes, so batching changes nothing);
-    the per-window variances (``UnitNLL.window_var``) make ``DocScore.nll_var``: distinct
-    windows draw independent samples and add up, but equal windows are one estimate (same seed,
-    same input) and add occurrences² · variance (``McVariance``; ``CellTotals.add`` does the same
-    across a cell's documents).
-    permuter: each window (all of it scored: ``score_from`` must be 0) is fed permuted, and its
-    per-byte NLL and segments are put back in the document's byte order (docs/fragility.md).
-    groups: per item, a label (the run's mode); ``stats["groups"][label]`` then holds the same
-    keys per label: ``scored_bytes``, ``windows`` and ``duplicate_windows`` exactly (a window's
-    first occurrence is the forwarded one, later ones are duplicates), ``forward_flops`` of a
-    batch that mixes labels split by their share of its fed bytes — a distinct window's share
-    split evenly among its occurrences' labels — and ``seconds`` split by FLOPs (windows of all
-    labels share batches, so their time cannot be measured apart).
-    flat: ``flatten_windows(items, dedup_enabled(dedup))`` made by the caller — several models
-    scoring the same items (a run's packed jobs of one eval set) flatten them once; ``setup_seconds``
-    then holds the rest of the set-up only. A ``flat`` of other items (another window count) or
-    another dedup is a ``ValueError``.
-    started: called once, in this thread, right after the first forward is launched (the run
-    starts the next model's job there: ``start_scoring``).
-
-    ``score_items(...)`` is ``start_scoring(...).run(progress, started)``: a job started ahead
-    collates its first batches while another job's forwards run (``start_scoring``). The keyword
-    arguments above but ``progress`` and ``started`` (``options``) are ``start_scoring``'s.
+    Windows of all items are batched together, longest first,
+    ``encoder.score_windows_per_batch(batch_windows)`` a forward; a window's numbers do not depend
+    on its batch (beyond float rounding), and equal windows are forwarded once (``dedup``). Options
+    (``start_scoring``'s): ``needed`` (per item), ``dedup``, ``stats`` (dict: FLOPs, seconds, bytes
+    and windows added in, per ``groups`` label too), ``mc_samples``, ``permuter`` (windows fed
+    permuted, NLL put back in byte order), ``groups`` (a label per item), ``flat`` (the items'
+    ``flatten_windows``, made once for several models), ``collate_workers``. ``progress(n)`` is
+    called after each forward with the windows it served; ``started()`` once, right after the
+    first forward is launched. Same as ``start_scoring(...).run(progress, started)``.
     """
     return start_scoring(encoder, items, device, batch_windows, bf16, **options).run(progress, started)
 
