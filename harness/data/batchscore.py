@@ -86,7 +86,7 @@ def code_hash(cls: type | None) -> str:
     ``wordsel.py``), and a module the class imports is not known from the class. For the
     built-in ones that is all of ``perturbations/``; for a plugin, the ``.py`` files of its
     module's directory (not below it: a plugin beside a project's ``.venv`` must not hash it)."""
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]  # the checkout (harness/data/ is two below)
     parts = [_files_hash(tuple(root / f for f in _SHARED_CODE), root)]
     if cls is not None:
         try:

@@ -38,7 +38,7 @@ def package_versions() -> dict[str, str | None]:
 
 def git_sha() -> str | None:
     """The commit of the tokbench checkout, with '-dirty' if it has local changes."""
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]  # the checkout (harness/infra/ is two below)
     try:
         sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, timeout=5)
         if sha.returncode != 0:

@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 from typing import Any, Literal
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]  # the checkout: harness/overlap/ is two below it
 
 
 class ReportProcessFailed(RuntimeError):
