@@ -1,6 +1,6 @@
 """The run's results files from its cells (``Runner.assemble``: results.csv, samples.jsonl,
 buckets.csv) on synthetic cells shaped like one seed of suites/standard.yaml, and the parts of
-reading one cell back (``harness.cache.read_sealed_json``: the file, the JSON, the checksum).
+reading one cell back (``harness.infra.cache.read_sealed_json``: the file, the JSON, the checksum).
 
     PYTHONPATH=$PWD python benchmarks/bench_assemble.py [--cells 840] [--docs 300] [--procs N]
 
@@ -19,10 +19,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from harness import run as run_mod
-from harness.cache import read_sealed_json
-from harness.results import RunDir
-from harness.run import Runner
+from harness.infra.cache import read_sealed_json
+from harness.infra.results import RunDir
+from harness.pipeline import run as run_mod
+from harness.pipeline.run import Runner
 
 
 def cell(k: int, docs: int, rng: random.Random) -> dict:

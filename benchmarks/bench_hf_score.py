@@ -1,5 +1,5 @@
 """Scoring throughput of a checkpoint trained elsewhere: tokbench's ``hf`` encoder through the one
-scoring function (``harness.score.score_items``) against a plain ``transformers`` loop on the same
+scoring function (``harness.score.items.score_items``) against a plain ``transformers`` loop on the same
 windows, in the same dtype — MB/s of scored text and MFU for both.
 
     python benchmarks/bench_hf_score.py                          # GPU: ~110 M GPT-2-small-like model, 16 MB, bf16
@@ -46,7 +46,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from encoders.hf import HfConfig, HfEncoder  # noqa: E402
-from harness.score import plan_full, score_items  # noqa: E402
+from harness.score.items import plan_full, score_items  # noqa: E402
 
 
 def stdlib_text(n_bytes: int) -> list[bytes]:

@@ -20,7 +20,7 @@ import random
 import time
 from pydoc_data.topics import topics
 
-from harness.plugins import available, resolve
+from harness.infra.plugins import available, resolve
 from perturbations import contract
 
 

@@ -40,7 +40,7 @@ import torch.nn.functional as F
 
 import encoders.backbone as backbone_mod
 from encoders.backbone import Backbone, BackboneConfig, OutputHead, causal_attention_cost
-from harness.accel import attention_backends, compile_backbones
+from harness.infra.accel import attention_backends, compile_backbones
 
 
 def timed(fn: Callable[[], object], reps: int, device: torch.device) -> float:
@@ -84,7 +84,7 @@ def main() -> None:
                     help="also time each tensor-core op of a forward alone (see the module docstring)")
     ap.add_argument("--compile", choices=["no", "yes", "both", "skip"], default="no",
                     help="the backbone eager (no), compiled as the run compiles it (yes: "
-                         "harness.accel.compile_backbones, batch and length symbolic), each in turn, "
+                         "harness.infra.accel.compile_backbones, batch and length symbolic), each in turn, "
                          "or not at all (skip: with --floor, the floor alone)")
     args = ap.parse_args()
     dev = torch.device(args.device)

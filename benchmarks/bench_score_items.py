@@ -1,4 +1,4 @@
-"""The scoring loop itself (``harness.score.score_items``) at the standard suite's shapes, without a
+"""The scoring loop itself (``harness.score.items.score_items``) at the standard suite's shapes, without a
 run: where its wall time goes between the GPU and the host.
 
     python3 benchmarks/bench_score_items.py                       # on a GPU: the grid below
@@ -33,8 +33,8 @@ from encoders.base import Encoder, FitContext
 from encoders.blt import BltConfig, BltEncoder
 from encoders.bpe import BpeConfig, BpeEncoder
 from encoders.byte_baseline import ByteConfig, ByteEncoder
-from harness.accel import attention_backends, compile_backbones, gemm_tflops
-from harness.score import ScoreItem, plan_full, score_items
+from harness.infra.accel import attention_backends, compile_backbones, gemm_tflops
+from harness.score.items import ScoreItem, plan_full, score_items
 
 
 def documents(n: int, size: int) -> list[bytes]:

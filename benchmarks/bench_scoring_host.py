@@ -21,7 +21,7 @@ loop waits for a batch's results there), unless ``--sync`` puts it in ``forward`
 inside them (cProfile, main thread only). ``--models a,b`` scores those models alone.
 ``--count-duplicates`` prints, per model, the windows handed to ``score_items`` (all cells of one
 eval set in one call), the distinct ones among them — equal (window bytes, score_from), which
-``score_items`` forwards once — and the bytes fed for each (``harness.score.flatten_windows``;
+``score_items`` forwards once — and the bytes fed for each (``harness.score.items.flatten_windows``;
 hashing the windows adds to the wall time). With ``--no-forward`` it is a CPU-only analysis.
 
 Examples (first run trains the tiny models: a few minutes on a 2-core CPU):
@@ -48,14 +48,14 @@ from typing import Any
 import numpy as np
 import torch
 
-import harness.run as run_mod
-import harness.score as score_mod
+import harness.pipeline.run as run_mod
+import harness.score.items as score_mod
 from encoders.base import UnitNLL
 from harness.cli import find_suite
 from harness.config import load_suite
-from harness.data import load_data
-from harness.results import RunDir
-from harness.run import Runner, RunOptions
+from harness.data.load import load_data
+from harness.infra.results import RunDir
+from harness.pipeline.run import Runner, RunOptions
 
 # Tiny models: the forward is cheap, so host costs dominate (the suite's data and cells stay).
 TINY = ["backbone.layers=1", "backbone.dim=32", "backbone.heads=2", "budget.train_bytes=40000",

@@ -4,7 +4,7 @@
     python benchmarks/blt_step.py --tiny --device cpu    # a check of the script itself (seconds)
 
 Trains the same BLT (suites/standard.yaml's encoder and backbone, 256 windows of 1 KB a step,
-bf16 on CUDA) twice from the same initial weights with ``harness.train.train_encoder``:
+bf16 on CUDA) twice from the same initial weights with ``harness.train.loop.train_encoder``:
 ``device`` is the encoder as it is; ``host`` emulates the path it replaced — patch starts
 computed on the host from entropies copied there, copied back each step, N read from the device
 in the forward, unit count from ``nonzero``, segments computed per window on the host every step.
@@ -34,9 +34,9 @@ from encoders.base import TensorBatch, UnitNLL, byte_unit_nll
 from encoders.blt import BltConfig, BltEncoder
 from encoders.blt.model import padded_patch_count
 from encoders.blt.patching import fit_threshold, mean_patch_size, patch_sizes
-from harness.accel import gemm_tflops, pin
-from harness.suite import BudgetConfig
-from harness.train import autocast_for, train_encoder
+from harness.config.suite import BudgetConfig
+from harness.infra.accel import gemm_tflops, pin
+from harness.train.loop import autocast_for, train_encoder
 
 
 class HostPatchingBlt(BltEncoder):

@@ -1,12 +1,12 @@
 """How much of a compile torch.compile's disk caches save: the same small backbone compiled in
 two fresh processes, the first with empty caches, the second with the caches the first left
-(what ``harness.compileahead`` relies on). One training step and one inference forward each;
+(what ``harness.overlap.compileahead`` relies on). One training step and one inference forward each;
 ``--batch A B [C ...]`` trains the first process at batch A, the second at B, and so on, each on
 the caches the ones before it left (the graphs are symbolic in the batch, but a cached graph
 serves only where the guards stored with it hold: ``--guards`` prints those of the AOTAutograd
 entries at the end; on the CPU inductor's C++ reductions guard on batch × length ≤ 4096). ``--fixed``: the "fixed" cuDNN mode the harness sets on CUDA
 (``encoders.backbone.CUDNN_FIXED``: ``sdpa_kernel`` inside the graphs, on the CPU too);
-``--unmarked``: without ``harness.accel.cacheable_attention_graphs``'s marks (the code before
+``--unmarked``: without ``harness.infra.accel.cacheable_attention_graphs``'s marks (the code before
 them: such graphs bypassed AOTAutograd's cache).
 
     PYTHONPATH=. python benchmarks/compile_cache_probe.py [--batch 4 4] [--fixed] [--unmarked] [--guards]
@@ -31,7 +31,7 @@ def child(batch: int, fixed: bool, unmarked: bool) -> None:
 
     from encoders import backbone
     from encoders.backbone import Backbone, BackboneConfig
-    from harness.accel import cache_counts, compile_backbones, compile_clock
+    from harness.infra.accel import cache_counts, compile_backbones, compile_clock
 
     backbone.CUDNN_FIXED = fixed
     torch.manual_seed(0)

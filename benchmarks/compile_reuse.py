@@ -7,7 +7,7 @@ inductor / Triton caches:
     python benchmarks/compile_reuse.py --device cpu --dim 64 --layers 2 --heads 4 --batch 4 --context 128
 
 The sequence mirrors what one run of suites/standard.yaml compiles, through
-``harness.accel.compile_backbones``: a byte model's training steps and its last, partial batch; a
+``harness.infra.accel.compile_backbones``: a byte model's training steps and its last, partial batch; a
 second model of the same width (FuzzyTok); a BPE model whose token counts vary per batch; a
 narrower sub-model (BLT's entropy model); scoring in inference mode with a shorter batch and a
 partial one. Prints, per call, wall seconds and the graphs dynamo compiled, then per mode: compile
@@ -37,7 +37,7 @@ def child(a: argparse.Namespace) -> dict[str, object]:
     from torch._dynamo.utils import counters
 
     from encoders.backbone import Backbone, BackboneConfig
-    from harness.accel import compile_backbones
+    from harness.infra.accel import compile_backbones
 
     dev = torch.device(a.device)
     torch.manual_seed(0)

@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 from harness.config import load_suite
-from harness.data import source_context, split_of
+from harness.data.load import source_context, split_of
 
 
 def main() -> None:

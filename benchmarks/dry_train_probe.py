@@ -18,9 +18,9 @@ import torch
 
 from harness.cli import find_suite
 from harness.config import load_suite
-from harness.data import load_data, training_windows
-from harness.run import Runner, RunOptions
-from harness.train import train_encoder
+from harness.data.load import load_data, training_windows
+from harness.pipeline.run import Runner, RunOptions
+from harness.train.loop import train_encoder
 
 
 def main() -> None:

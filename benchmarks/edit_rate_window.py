@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from pydoc_data.topics import topics
 
-from harness.perturb import apply
+from harness.data.perturb import apply
 from perturbations.measure import edit_distance, windowed_distance
 from perturbations.registry import REGISTRY
 

@@ -22,7 +22,7 @@ import torch
 
 from encoders.fuzzytok import kernels as kn
 from encoders.fuzzytok.model import ConvBlock
-from harness.determinism import deterministic_kernels
+from harness.infra.determinism import deterministic_kernels
 
 
 def run_block(block: ConvBlock, x: torch.Tensor, impl: str, train: bool) -> list[torch.Tensor]:

@@ -1,7 +1,7 @@
 # Sourced by the benchmarks/gpu_*.sh scripts: the output folder, the repo root, the carried
 # `.gpu` folder (wheels the GPU image lacks are installed from it), and $OUT/env.log with the
 # date, GPU, driver and torch/triton/CUDA versions that every BENCHMARKS.md entry names, and the
-# CPU model, usable cores and single-thread host pace (`harness.provenance.host_pace_us`).
+# CPU model, usable cores and single-thread host pace (`harness.infra.provenance.host_pace_us`).
 set -o pipefail
 OUT=${OUT:-/tmp/tokbench-gpu-out}
 mkdir -p "$OUT"
@@ -20,7 +20,7 @@ fi
 gpu_env_log() {
   { date -u; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader;
     python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__, 'cuda', torch.version.cuda)"
-    python3 -c "from harness.provenance import host_facts; h = host_facts(); print('cpu', h['cpu_model'], 'usable cores', h['cpu_usable'], 'host pace', h['host_pace_us'], 'us')"; } \
+    python3 -c "from harness.infra.provenance import host_facts; h = host_facts(); print('cpu', h['cpu_model'], 'usable cores', h['cpu_usable'], 'host pace', h['host_pace_us'], 'us')"; } \
     2>&1 | tee "$OUT/env.log"
 }
 # gpu_unpack SUITE: when $TOKBENCH_CACHE is unset and $GPU_DIR/SUITE-data.tar.gz exists (`tokbench

@@ -57,7 +57,7 @@ if [ -n "$PYSPY" ]; then
 fi
 timeout "${KILL_ARGS[@]}" ${RUN_TIMEOUT:-400} "${PROF[@]}" python3 -m harness.cli run standard "${SETS[@]}" --device cuda --no-prepare --quiet $RUN_ARGS --out "$RUN" 2>&1 | tee "$OUT/run.log"
 cp "$RUN/run.json" "$RUN/results.csv" "$OUT/" 2>/dev/null
-[ ! -f "$RUN/stacks.txt" ] || cp "$RUN/stacks.txt" "$OUT/"  # a stuck loop's stacks (harness.watchdog)
+[ ! -f "$RUN/stacks.txt" ] || cp "$RUN/stacks.txt" "$OUT/"  # a stuck loop's stacks (harness.infra.watchdog)
 python3 - "$RUN/run.json" <<'PY' | tee "$OUT/speed.log"
 import json, sys
 r = json.load(open(sys.argv[1]))

@@ -255,7 +255,7 @@ def time_model(dirs: Sequence[Path], fit_dirs: Sequence[Path], wall: dict[str, f
 
 def one_batch_flops_per_byte(enc: object, windows: list[bytes]) -> float:
     """Training FLOPs per scored byte (half convention) of ``windows`` collated as one batch —
-    how ``harness.scaling.flops_per_byte`` counted with the one-batch probe, when the timed runs were
+    how ``harness.config.scaling.flops_per_byte`` counted with the one-batch probe, when the timed runs were
     planned: padded to the longest window of the whole 8-step probe, where the loop pads per
     step (for BPE 7–12 % more FLOPs per byte than the loop spends)."""
     batch = enc.collate(windows, [0] * len(windows))  # type: ignore[attr-defined]
@@ -278,10 +278,10 @@ def rung_facts(suite: object, cache: Path | None, ref_batch: int | None = None, 
     import torch
 
     from encoders.backbone import causal_attention_cost
-    from harness.data import load_data, source_context, training_windows
-    from harness.run import build_encoder
-    from harness.scaling import HEADLINE_ATTENTION, GridPoint, flops_per_byte, point_spec
-    from harness.train import fit_context
+    from harness.config.scaling import HEADLINE_ATTENTION, GridPoint, flops_per_byte
+    from harness.data.load import load_data, source_context, training_windows
+    from harness.pipeline.sweep import point_spec
+    from harness.train.loop import build_encoder, fit_context
 
     ctx = source_context(suite, cache, lambda s: None)
     train = load_data(suite, ctx, prepare=False, log=lambda s: None).train
@@ -332,7 +332,7 @@ def optimum(law: Law, budget: float, ns: np.ndarray, fpb: np.ndarray) -> tuple[f
 def design(suite_path: str, sets: list[str], cache: Path | None, fits: list[LawFit], tm: TimeModel,
            timed_one_batch: bool = False) -> str:
     from harness.config import load_suite
-    from harness.scaling import GridPoint, plan_point
+    from harness.config.scaling import GridPoint, plan_point
 
     suite = load_suite(suite_path, sets)
     cfg, b = suite.scaling, suite.budget

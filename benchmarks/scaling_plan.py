@@ -8,7 +8,7 @@ on; sizing a GPU suite from a CPU machine needs the grid without that. This prin
 non-embedding parameters, training FLOPs per byte (causal attention at half cost, and the full/half
 ratio), the bytes the budget buys, steps, refusals, and a time = bytes / an assumed training rate in
 bytes/s per encoder (``--rate LABEL=B_PER_S``); per budget, the sum. FLOPs come from the encoders'
-own accounting on real training windows, exactly as ``harness.scaling.train_sweep`` plans them.
+own accounting on real training windows, exactly as ``harness.pipeline.sweep.train_sweep`` plans them.
 """
 
 from __future__ import annotations
@@ -20,10 +20,10 @@ import torch
 
 from encoders.backbone import causal_attention_cost
 from harness.config import load_suite
-from harness.data import load_data, source_context, training_windows
-from harness.run import build_encoder
-from harness.scaling import HEADLINE_ATTENTION, flops_per_byte, grid, plan_point, point_spec
-from harness.train import fit_context
+from harness.config.scaling import HEADLINE_ATTENTION, flops_per_byte, grid, plan_point
+from harness.data.load import load_data, source_context, training_windows
+from harness.pipeline.sweep import point_spec
+from harness.train.loop import build_encoder, fit_context
 
 
 def main() -> None:
@@ -49,7 +49,7 @@ def main() -> None:
         if k not in cache:
             enc = build_encoder(point_spec(cfg, specs[p.encoder], p), suite.seeds[0], ctx.base_dir)
             with torch.no_grad(), causal_attention_cost(HEADLINE_ATTENTION):
-                # the whole merge sample, as the run (harness.scaling.sweep_dry_run says why)
+                # the whole merge sample, as the run (harness.pipeline.sweep.sweep_dry_run says why)
                 enc.fit(fit_context(train.docs, b, torch.device("cpu"), suite.seeds[0], sub_bytes_cap=b.batch_bytes,
                                     log=lambda s: None))
                 half, full = flops_per_byte(enc, probe, b.windows_per_step, b.windows_per_micro_batch)

@@ -32,9 +32,10 @@ import encoders.backbone as backbone_mod
 from core.metrics import bpb
 from harness.cli import find_suite
 from harness.config import load_suite
-from harness.data import load_data
-from harness.run import CLEAN, Runner, RunOptions
-from harness.score import score_items
+from harness.data.evalsets import CLEAN
+from harness.data.load import load_data
+from harness.pipeline.run import Runner, RunOptions
+from harness.score.items import score_items
 
 BOUND = 2e-4  # issue 16: bf16 scoring within this of fp32, per cell
 STRICT = "strict fp32"  # the reference: no autocast, TF32 off (not a head mode's name)

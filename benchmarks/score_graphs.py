@@ -1,7 +1,7 @@
 """What CUDA graphs would save in scoring's forwards: the shared backbone of a suite (default
 suites/standard.yaml: 6 × 384), its blocks compiled as a run compiles them, in inference mode under
 the suite's dtype, timed per forward called directly (the host launches every kernel, as
-``harness.score.score_items`` does now) and replayed from one captured ``torch.cuda.CUDAGraph``
+``harness.score.items.score_items`` does now) and replayed from one captured ``torch.cuda.CUDAGraph``
 (the host launches one graph). The difference is the host's launch cost per forward that a graph
 would take off scoring's loop; the replay's pace is about the GPU's own time.
 
@@ -19,7 +19,7 @@ forwards hide it while it is below their GPU time). On a CPU only the direct for
 the suite imports its perturbations. Measured: BENCHMARKS.md, "CUDA graphs would not help scoring".
 
 ``--compile``: ``blocks`` (default) compiles each block and the final norm as a run does
-(``harness.accel.compile_backbones``); ``whole`` compiles the backbone's forward as one graph
+(``harness.infra.accel.compile_backbones``); ``whole`` compiles the backbone's forward as one graph
 instead (symbolic batch and length as ``TOKBENCH_COMPILE_DYNAMIC`` says), so the host ms to launch
 one forward compare one compiled call against one per block — on a slow GPU host those calls pace
 scoring's loop; ``none`` (or ``--no-compile``) leaves it eager.
@@ -37,9 +37,9 @@ from typing import Any
 import torch
 
 from encoders.backbone import Backbone
-from harness.accel import compile_backbones
 from harness.cli import find_suite
 from harness.config import load_suite
+from harness.infra.accel import compile_backbones
 
 
 def parse_shapes(text: str) -> list[tuple[int, int]]:

@@ -6,7 +6,7 @@
 A small model on a fast GPU is host-bound: the step's wall time is the Python and dispatch work
 of launching its ops, not the GPU's arithmetic (issue #16: ~113 launches, 2.9 ms of GPU time and
 ~45 ms of wall time per step of a 4-layer dim-192 model on an H200). This benchmark measures the
-two numbers that cost depends on, on the training loop's own step (``harness.train.train_step``,
+two numbers that cost depends on, on the training loop's own step (``harness.train.loop.train_step``,
 the one ``train_encoder`` and the dry run take) and on batches collated as the loop collates
 them (``encoder.collate`` per micro-batch of the suite's budget):
 
@@ -45,12 +45,18 @@ from torch.utils._python_dispatch import TorchDispatchMode
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from encoders.base import Encoder, TensorBatch  # noqa: E402
-from harness.accel import compile_backbones, want_compile  # noqa: E402
 from harness.config.build import load_suite  # noqa: E402
-from harness.data import batched, default_cache_dir, load_data, source_context, training_windows  # noqa: E402
-from harness.run import build_encoder, pick_device  # noqa: E402
-from harness.suite import BudgetConfig  # noqa: E402
-from harness.train import autocast_for, fit_context, make_optimizer, train_step  # noqa: E402
+from harness.config.suite import BudgetConfig  # noqa: E402
+from harness.data.load import (  # noqa: E402
+    batched,
+    default_cache_dir,
+    load_data,
+    source_context,
+    training_windows,
+)
+from harness.infra.accel import compile_backbones, want_compile  # noqa: E402
+from harness.infra.device import pick_device  # noqa: E402
+from harness.train.loop import autocast_for, build_encoder, fit_context, make_optimizer, train_step  # noqa: E402
 
 
 class OpCounter(TorchDispatchMode):
@@ -72,7 +78,7 @@ class OpCounter(TorchDispatchMode):
 
 def step_batches(enc: Encoder, docs: Any, b: BudgetConfig, steps: int, seed: int) -> Iterator[list[TensorBatch]]:
     """``steps`` training steps' micro-batches from the suite's window stream, collated as
-    ``harness.train.train_encoder`` collates them (``encoder.collate`` per micro-batch), FLOPs
+    ``harness.train.loop.train_encoder`` collates them (``encoder.collate`` per micro-batch), FLOPs
     counted on each as the loop's prefetch thread does before the step (BLT patches there)."""
     per_step, micro = b.windows_per_step, b.windows_per_micro_batch
     wins = training_windows(docs, 2 * steps * per_step * b.context_bytes, b.context_bytes, seed)

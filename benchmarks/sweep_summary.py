@@ -1,4 +1,4 @@
-"""Print a scaling sweep's speed from its run.json (``speed.sweep``, harness/sweep_speed.py): the
+"""Print a scaling sweep's speed from its run.json (``speed.sweep``, harness/pipeline/sweep_speed.py): the
 command's wall, the grid's training FLOPs (causal attention at half), TFLOP/s and % of the GEMM
 rate the run measured over the training wall, per-rung MFU, and how each point's steps ran.
 

@@ -1,4 +1,5 @@
-"""Errors a plugin's config raises about one of its fields.
+"""Shared errors: a bad command-line value (``UsageError``), and the errors a plugin's config raises
+about one of its fields.
 
 A plugin (an encoder, a perturbation, a source) may not import the harness, so its
 ``__post_init__`` cannot raise the suite loader's located ``ConfigError``. It raises
@@ -17,3 +18,7 @@ def field_error(plugin: str, field: str, problem: str, text: str | None = None) 
     err.field = field  # type: ignore[attr-defined]
     err.problem = problem  # type: ignore[attr-defined]
     return err
+
+
+class UsageError(ValueError):
+    """A bad command-line value; reported on one line, exit code 2."""

@@ -3,7 +3,7 @@ run.json, cached plans) and the reports (report.html / .md, figures), which may 
 ``harness``. A temporary file in the same directory, fsync, rename: a full disk or a kill never
 leaves a file cut short (a report.html cut mid-tag, a half cell); the previous file, if any,
 stays whole, and the error propagates to the caller. A kill can leave the temporary file
-``.<name>.<random>.tmp`` behind; ``harness.cache.remove_stale_tmp`` removes those.
+``.<name>.<random>.tmp`` behind; ``harness.infra.cache.remove_stale_tmp`` removes those.
 """
 
 from __future__ import annotations

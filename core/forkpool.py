@@ -1,12 +1,12 @@
 """The parts of a forked worker pool that the harness (collation, perturbation:
-``harness.accel``) and the report (figures, tables: ``reports.pool``) share: workers forked with
+``harness.infra.accel``) and the report (figures, tables: ``reports.pool``) share: workers forked with
 a pipe each, that die with their parent, hand exceptions back, and whose death is a one-line
 ``WorkerDied`` naming them, never a hang. No torch here (the report must not import it); what
 each pool puts on the pipe and how it waits for results stay with it.
 
 Protocol: the parent sends ``(item,)`` and reads ``(True, result)`` or ``(False, exception)``;
 ``None`` (or the end of the pipe) ends the worker. ``pool_map`` is the whole pool for a finite
-list of tasks; ``harness.accel.ordered_pool_map`` builds a streaming one from the same parts.
+list of tasks; ``harness.infra.accel.ordered_pool_map`` builds a streaming one from the same parts.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ A suite names a plugin in one of three ways, tried in this order by ``Registry.r
 
 1. ``"package.module:ClassName"`` — imported directly. The module may live on ``sys.path``
    (installed packages, ``PYTHONPATH``) or in a folder of ``search_paths`` (for a suite: its
-   ``plugin_paths``, default the suite file's own folder; see ``harness.plugins.suite_plugin_paths``).
+   ``plugin_paths``, default the suite file's own folder; see ``harness.infra.plugins.suite_plugin_paths``).
    Those folders are put on ``sys.path`` for that one import only, after the existing entries so
    they never shadow installed modules. The working directory is not searched for a suite's
    plugins (``python -m`` puts it on sys.path by itself; the ``tokbench`` script does not).

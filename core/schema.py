@@ -1,6 +1,6 @@
 """The results schema: the column lists of ``results.csv`` and ``buckets.csv``, in file order.
 
-The harness writes exactly these columns (``harness.results``); the reports read them
+The harness writes exactly these columns (``harness.infra.results``); the reports read them
 (``reports.load``), filling defaults for columns an older file lacks. Add a column here, once.
 """
 
@@ -15,7 +15,7 @@ RESULT_COLUMNS: list[str] = [
     # docs/fragility.md: model | baseline (compressors); docs/mdm.md: objective, MC error of bpb;
     # docs/fragility.md: the stream's permutation and block size
     "kind", "objective", "bpb_se", "permutation", "block_bytes",
-    # scaling sweeps (harness/scaling.py, docs/scaling.md); empty outside sweeps
+    # scaling sweeps (harness/config/scaling.py, docs/scaling.md); empty outside sweeps
     "flop_budget", "model_size", "params_non_embedding", "train_bytes", "train_flops",
     "train_flops_full_attn",
 ]

@@ -1,6 +1,6 @@
-"""On/off switches in the environment (``TOKBENCH_CELLS_BEHIND=0`` and the like).
+"""On/off switches in the environment (``TOKBENCH_LOAD_WARNING=0``).
 
-    on = switch("TOKBENCH_PLAN_AHEAD")   # True (1), False (0) or None (unset: the caller's default)
+    on = switch("TOKBENCH_LOAD_WARNING")   # True (1), False (0) or None (unset: the caller's default)
 
 Any other value is a ``ValueError`` naming the variable and its value (the CLI's one-line error).
 """

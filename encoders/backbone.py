@@ -14,7 +14,6 @@ Causal by default: position n attends to positions <= n only (``is_causal=True``
 from __future__ import annotations
 
 import math
-import os
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -54,15 +53,15 @@ class RMSNorm(nn.Module):
         return y.to(x.dtype) * self.weight
 
 
-# How OutputHead computes scoring logits under autocast (env TOKBENCH_SCORE_HEAD, read at import;
-# benchmarks set ``SCORE_HEAD`` directly): "split" (the default) — float32 logits from three bf16
+# How OutputHead computes scoring logits under autocast (benchmarks and tests set ``SCORE_HEAD``):
+# "split" (the default) — float32 logits from three bf16
 # tensor-core products of each operand's high and low bf16 parts, about 16 significant bits per
 # operand (``_split_bf16_product_fp32``); "fp32" — float32 inputs, weights and product (SIMT on a
 # GPU); "mixed" — bf16-rounded inputs and weights, float32 accumulation and float32 logits (one
 # bf16 GEMM with a float32 output on CUDA); "bf16" — the autocast matmul, as training runs it
 # (bf16 logits).
 SCORE_HEADS = ("split", "fp32", "mixed", "bf16")
-SCORE_HEAD = os.environ.get("TOKBENCH_SCORE_HEAD", "split")
+SCORE_HEAD = "split"
 
 
 def _mm_fp32_out(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
@@ -99,7 +98,7 @@ def _split_bf16_product_fp32(x: torch.Tensor, weight: torch.Tensor) -> torch.Ten
     Each product's error is ~1e-5 relative (float32's is 6e-8; "mixed" rounding is 4e-3): three
     times a bf16 GEMM's work, on an H200 a few times faster than one float32 (SIMT) GEMM, and it
     needs no process-wide TF32 switch (BLT's entropy model runs float32 matmuls at the same time
-    in the scoring prefetch thread, BENCHMARKS.md session 10)."""
+    in the scoring prefetch thread, BENCHMARKS.md)."""
     xh, xl = _split_bf16(x)
     wh, wl = _split_bf16(weight)
     return _mm_fp32_out(torch.cat((xh, xl, xh), dim=1), torch.cat((wh, wh, wl), dim=1))
@@ -118,11 +117,11 @@ class OutputHead(nn.Linear):
 
     Scoring, under ``torch.inference_mode``, computes the logits as ``SCORE_HEAD`` says: "split"
     (the default: float32 logits from three bf16 tensor-core GEMMs of the operands' high and low
-    bf16 parts, ≈ 1e-5 relative error a product; BENCHMARKS.md session 17 holds its per-cell
+    bf16 parts, ≈ 1e-5 relative error a product; BENCHMARKS.md holds its per-cell
     agreement with the fp32 head), "fp32" (one float32 GEMM of tokens x dim x n_out: on an H200
-    2.5x the whole backbone's time for a 16,384-token vocabulary, BENCHMARKS.md session 9), "mixed"
+    2.5x the whole backbone's time for a 16,384-token vocabulary, BENCHMARKS.md), "mixed"
     (the same GEMM at bf16 speed: the operands rounded to bf16 as the backbone's own matmuls round
-    theirs, the logits not rounded; failed the 2e-4 bound, session 10) or "bf16" (training's
+    theirs, the logits not rounded; failed the 2e-4 bound) or "bf16" (training's
     autocast matmul). Without autocast (CPU, fp32 runs) this is ``nn.Linear`` exactly, whatever
     the mode."""
 
@@ -138,7 +137,7 @@ class OutputHead(nn.Linear):
                 y = y.view(*x.shape[:-1], y.shape[-1])
                 return y if bias is None else y + bias
             if SCORE_HEAD != "fp32":
-                raise ValueError(f"TOKBENCH_SCORE_HEAD={SCORE_HEAD!r} is not one of {', '.join(SCORE_HEADS)}")
+                raise ValueError(f"SCORE_HEAD={SCORE_HEAD!r} is not one of {', '.join(SCORE_HEADS)}")
             return F.linear(x.float(), self.weight.float(), bias)
 
 
@@ -211,7 +210,7 @@ def _sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor 
     memory-efficient, then math): this path serves every length that varies — scoring, BPE and
     BLT's latent — and torch 2.11 picked cuDNN for the compiled scoring forward of a BPE model on
     an H200, whose host-side plan per new shape cost 7.6 ms a call (88.9 of 114.7 ms of host
-    time in six profiled batches: BENCHMARKS.md, session 16). Only ``_sdpa_cudnn_first`` (compiled
+    time in six profiled batches: BENCHMARKS.md). Only ``_sdpa_cudnn_first`` (compiled
     training at the fixed first length) asks for cuDNN."""
     if CUDNN_FIXED:
         from torch.nn.attention import sdpa_kernel
@@ -220,8 +219,7 @@ def _sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor 
             with sdpa_kernel(_NO_CUDNN):
                 return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal, dropout_p=dropout_p)
         # Eager, ``sdpa_kernel`` sets process-wide flags and puts the old ones back on exit: from
-        # two threads (a model scoring behind the next one's training, harness.scorebehind) the
-        # exits could interleave and leave the other call with cuDNN back in; one at a time
+        # two threads the exits could interleave and leave the other call with cuDNN back in; one at a time
         with _SDPA_FLAGS, sdpa_kernel(_NO_CUDNN):
             return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal, dropout_p=dropout_p)
     return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal, dropout_p=dropout_p)
@@ -249,7 +247,7 @@ def _sdpa_eager_marking(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask:
 
 # Whether compiled training steps at the fixed first length ask for cuDNN attention first, and
 # every other attention call leaves cuDNN out (set by the harness on CUDA,
-# ``harness.accel.attention_backends``; False: torch's own choice everywhere).
+# ``harness.infra.accel.attention_backends``; False: torch's own choice everywhere).
 CUDNN_FIXED = False
 _NO_CUDNN = [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH]
 
@@ -278,11 +276,11 @@ def split_qkv(qkv: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
       and the attention output needed a copy before ``proj``, passes at a fraction of the memory
       bandwidth; flash and cuDNN allocate their output (and q/k/v gradients) position-major for
       such views, so the output's transpose is free. The byte model's training step on an H200:
-      80.6 -> 68.9 ms of kernels, with cuDNN attention (BENCHMARKS.md, session 15).
+      80.6 -> 68.9 ms of kernels, with cuDNN attention (BENCHMARKS.md).
     * head-major — q and k rotated into a contiguous (2, B, H, N, hd), v a view. Eager attention
       (out of the graph: BPE's and BLT's varying lengths; runs without compile): with strided
       views BPE-1024's training step on an H200 ran 25 device copies and 36 fills (2.6 + 2.4 ms)
-      and took 0.9 ms more kernel time than in this layout (session 15)."""
+      and took 0.9 ms more kernel time than in this layout."""
     if position_major:
         qk = apply_rope(qkv[:, :, :2], cos[:, None, None, :], sin[:, None, None, :])  # (B, N, 2, H, hd)
         return qk[:, :, 0].transpose(1, 2), qk[:, :, 1].transpose(1, 2), qkv[:, :, 2].transpose(1, 2)
@@ -355,7 +353,7 @@ class Block(nn.Module):
             # (``_sdpa_eager_marking``). Broken inside ``self.attn``, the break left two
             # resumed graphs (its rest and this block's), both compiled static first and again
             # at the next length or batch: four graphs more per width, recompiled at a BPE
-            # model's second training step (3-4 s on an H200, BENCHMARKS.md session 18).
+            # model's second training step (3-4 s on an H200, BENCHMARKS.md).
             a = self.attn
             q, k, v, mask = a.project(self.norm1(x), cos, sin, valid, position_major=False)
             y = _sdpa_eager_marking(q, k, v, mask, a.causal, a.dropout if self.training else 0.0, x)
@@ -377,7 +375,7 @@ class Backbone(nn.Module):
         self.causal = causal
         self.blocks = nn.ModuleList(Block(cfg, causal) for _ in range(cfg.layers))
         self.norm = RMSNorm(cfg.dim)
-        self.dynamic_shapes = False  # set when the blocks are compiled (harness.accel.compile_backbones)
+        self.dynamic_shapes = False  # set when the blocks are compiled (harness.infra.accel.compile_backbones)
         self.compilable = True  # False: compile_backbones leaves it eager (BLT's entropy model)
         # RoPE tables per device: (the longest table made, {n: its first n rows as views}); not
         # module state (not in state_dict, not moved by .to: a new device makes its own).
@@ -398,7 +396,7 @@ class Backbone(nn.Module):
             valid = None
         cos, sin = self.rope(x.shape[1], x.device)
         if self.dynamic_shapes:
-            # Compiled blocks (harness.accel): batch and length vary (BPE's token counts, the
+            # Compiled blocks (harness.infra.accel): batch and length vary (BPE's token counts, the
             # last batch, scoring), so compile them symbolic at once rather than static first and
             # again on the second shape; "maybe": a size the graph needs stays static silently.
             for t, dims in ((x, (0, 1)), (cos, (0,)), (sin, (0,)), (valid, (0, 1))):

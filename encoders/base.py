@@ -110,8 +110,8 @@ class UnitNLL:
         BPE-like batch 1.94 ms on the VM, these views 1.06 ms (``benchmarks/bench_byte_nll.py``,
         ``benchmarks/results/byte_nll_arrays_cpu_s26.log``)."""
         # numpy, not torch CPU ops: on an H200 this ran on the scoring loop's thread at 20-30 ms a
-        # batch of 256 windows as torch ops, longer than the batch's forward (BENCHMARKS.md,
-        # session 10). Same arithmetic, same float64 numbers.
+        # batch of 256 windows as torch ops, longer than the batch's forward (BENCHMARKS.md).
+        # Same arithmetic, same float64 numbers.
         if not lengths:
             return []
         n_scored = np.array([ln - s for ln, s in zip(lengths, score_from)], dtype=np.int64)
@@ -276,7 +276,7 @@ class Encoder(nn.Module, metaclass=ABCMeta):
     # must recognise learned state of the same key and not learn it again.
     host_fit: ClassVar[bool] = False
     # Comes with its weights (``encoders/hf``): the harness never fits or trains it, probes its
-    # causality when it loads it and keeps it out of compute-matched claims (harness/pretrained.py).
+    # causality when it loads it and keeps it out of compute-matched claims (harness/config/pretrained.py).
     trained_elsewhere: ClassVar[bool] = False
 
     def __init__(self, config: Any, backbone: BackboneConfig | None) -> None:
@@ -307,7 +307,7 @@ class Encoder(nn.Module, metaclass=ABCMeta):
         Training FLOPs are counted as 3x forward by the harness."""
         raise NotImplementedError
 
-    # -- optional training fast path (harness.pretokenize) ------------------------------------
+    # -- optional training fast path (harness.data.pretokenize) ------------------------------------
     def can_pretokenize(self) -> bool:
         """Whether training batches may come from ``tokenize_windows`` + ``collate_tokenized``
         instead of ``collate`` (False by default: byte encoders collate cheaply already)."""
@@ -345,7 +345,7 @@ class Encoder(nn.Module, metaclass=ABCMeta):
         ``batch_windows``."""
         return batch_windows
 
-    # -- static permutations (harness.permutation; context-fragility study) ------------------
+    # -- static permutations (harness.config.permutation; context-fragility study) ------------------
     def unit_lengths(self, window: bytes) -> list[int]:
         """Byte lengths of the prediction units ``window`` is cut into, in order; a permutation
         moves whole units. Default: one unit per byte, right for every ``unit == "byte"``
@@ -359,7 +359,7 @@ class Encoder(nn.Module, metaclass=ABCMeta):
     def collate_units(self, fed: Sequence[Any]) -> TensorBatch:
         """``collate`` for permuted windows, every byte scored. Each item has ``.data`` (bytes:
         the fed stream) and ``.units`` (its units as byte strings, in the fed order; together
-        ``data``) — ``harness.permutation.PermutedWindow``. The units must be used as given,
+        ``data``) — ``harness.config.permutation.PermutedWindow``. The units must be used as given,
         never re-segmented; UnitNLL spans index ``.data``. Default: ``collate`` the fed bytes."""
         return self.collate([w.data for w in fed], [0] * len(fed))
 

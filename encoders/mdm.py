@@ -37,7 +37,7 @@ Monte Carlo:
     Each window also reports the variance of its estimate (``UnitNLL.window_var``), from which
     the harness derives the standard error of BPB. Equal windows (same bytes, same score_from)
     draw the same masks on the same input: one estimate, so the harness counts k occurrences as
-    k²·variance, not k (``harness.metrics.McVariance``).
+    k²·variance, not k (``harness.score.metrics.McVariance``).
 
 A subclass (``ByteEncoder``, ``BpeEncoder``) supplies ``mdm_units`` (the unit ids of one window)
 and the modules ``embed``, ``backbone`` (or None) and ``head``; this mixin does the rest.

@@ -24,6 +24,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from core.errors import UsageError
+
 
 def suites_dir() -> Path:
     """The shipped suites: the checkout's ``suites/`` when run from source, else the installed
@@ -37,10 +39,6 @@ def suites_dir() -> Path:
 
 
 SUITES_DIR = suites_dir()
-
-
-class UsageError(ValueError):
-    """A bad command-line value; reported on one line, exit code 2."""
 
 
 def find_suite(name: str) -> Path:
@@ -72,9 +70,10 @@ def load(args: argparse.Namespace) -> Any:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from harness.guards import check_limit, check_memory, check_out_dir
-    from harness.preflight import load_warning
-    from harness.run import Runner, RunOptions, summary_table
+    from harness.pipeline.guards import check_limit, check_memory, check_out_dir
+    from harness.pipeline.preflight import load_warning
+    from harness.pipeline.run import Runner, RunOptions
+    from harness.pipeline.summary import summary_table
 
     check_limit(args.limit)
     suite = load(args)
@@ -87,18 +86,20 @@ def cmd_run(args: argparse.Namespace) -> int:
                       prepare=not args.no_prepare, report=not args.no_report, progress=not args.quiet,
                       ranks=args.nproc or 1)
     if args.dry_run:
-        from harness.estimate import dry_run
+        from harness.pipeline.estimate import dry_run
 
         dry_run(suite, opts, emit=lambda line: print(line, flush=True))  # each line as it is known
         return 0
     t0 = time.perf_counter()
     world = int(os.environ.get("WORLD_SIZE", "1") or 1)
     if args.nproc is not None and args.nproc != 1 and world == 1:  # launch N torchrun ranks
-        from harness.launch import launch  # (already a rank of a torchrun job: --nproc is moot)
+        from harness.pipeline.launch import (
+            launch,  # (already a rank of a torchrun job: --nproc is moot)
+        )
 
         return launch(args.argv, args.nproc, opts.out or Path("runs") / suite.name)
     if world > 1:  # one rank of a torchrun job (docs/distributed.md)
-        from harness.distributed import is_rank0, run_distributed
+        from harness.pipeline.distributed import is_rank0, run_distributed
 
         runner, root = run_distributed(suite, opts)
         if not is_rank0():
@@ -114,7 +115,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_data(args: argparse.Namespace) -> int:
-    from harness.data import prepare_sources, source_context
+    from harness.data.load import prepare_sources, source_context
 
     suite = load(args)
     prepare_sources(suite, source_context(suite, log=lambda s: print(s, file=sys.stderr)))
@@ -123,8 +124,8 @@ def cmd_data(args: argparse.Namespace) -> int:
 
 
 def cmd_data_pack(args: argparse.Namespace) -> int:
-    from harness.data import prepare_sources, source_context
-    from harness.datapack import pack
+    from harness.data.datapack import pack
+    from harness.data.load import prepare_sources, source_context
 
     suite = load(args)
     ctx = source_context(suite, log=lambda s: print(s, file=sys.stderr))
@@ -137,7 +138,7 @@ def cmd_data_pack(args: argparse.Namespace) -> int:
 
 
 def cmd_data_unpack(args: argparse.Namespace) -> int:
-    from harness.datapack import unpack
+    from harness.data.datapack import unpack
     from sources.fetch import default_cache_dir
 
     cache = Path(args.cache) if args.cache else default_cache_dir()
@@ -149,8 +150,8 @@ def cmd_data_unpack(args: argparse.Namespace) -> int:
 def cmd_validate(args: argparse.Namespace) -> int:
     import yaml
 
-    from harness.guards import check_memory
-    from harness.preflight import check_data
+    from harness.pipeline.guards import check_memory
+    from harness.pipeline.preflight import check_data
 
     suite = load(args)
     check_data(suite)  # data paths exist (a missing file fails here, not at run time)
@@ -174,7 +175,7 @@ def cmd_ls(args: argparse.Namespace) -> int:
     import dataclasses
     import inspect
 
-    from harness import plugins
+    from harness.infra import plugins
 
     what = args.what.rstrip("s") if args.what != "analyses" else "analysis"
     if what == "suite":
@@ -252,9 +253,9 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def _writer_lock(out: Path) -> Any:
-    """The run-directory lock (harness/lock.py) on the folder a report is written to, so a report
+    """The run-directory lock (harness/infra/lock.py) on the folder a report is written to, so a report
     never writes beside a live ``tokbench run`` on it (one line naming the holder instead)."""
-    from harness.lock import RunLock
+    from harness.infra.lock import RunLock
 
     return RunLock(out)
 
@@ -287,7 +288,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 
 def cmd_perturb(args: argparse.Namespace) -> int:
-    from harness.preview import preview
+    from harness.data.preview import preview
 
     if args.file:
         text = read_preview_file(Path(args.file))
@@ -337,7 +338,7 @@ def read_preview_file(path: Path) -> str:
 
 
 def cmd_sanity(args: argparse.Namespace) -> int:
-    from harness.sanity import run_sanity
+    from harness.sanity.command import run_sanity
 
     ok = run_sanity(encoders=args.encoder or None, device=args.device, quick=args.quick)
     return 0 if ok else 1
@@ -353,7 +354,7 @@ def add_report_options(p: argparse.ArgumentParser) -> None:
 
 
 def _version() -> str:
-    from harness.provenance import tokbench_version  # no torch: provenance imports it lazily
+    from harness.infra.provenance import tokbench_version  # no torch: provenance imports it lazily
 
     return tokbench_version()
 
@@ -380,7 +381,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--no-prepare", action="store_true", help="do not fetch/build data sources first")
     r.add_argument("--quiet", action="store_true", help="no progress bars")
     r.add_argument("--no-memory-check", action="store_true",
-                   help="skip the analytic training-memory guard (harness/memory.py)")
+                   help="skip the analytic training-memory guard (harness/infra/memory.py)")
     r.add_argument("--nproc", type=int, help="start N torchrun ranks (one per GPU; gloo on CPU)")
     r.set_defaults(fn=cmd_run)
 
@@ -486,7 +487,7 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         if os.environ.get("TOKBENCH_DEBUG"):
             raise
-        from harness.guards import os_error_line
+        from harness.pipeline.guards import os_error_line
 
         print(f"tokbench: error: {os_error_line(e, args)}", file=sys.stderr)
         return 2

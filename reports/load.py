@@ -106,7 +106,7 @@ def read_table(path: Path, required: list[str]) -> pd.DataFrame:
     for col in df.columns:
         if col in NUMERIC_COLUMNS:
             df[col] = _numeric(df, col, str(path))
-        else:  # the writer's OWASP prefix before a formula character (harness.results.csv_text)
+        else:  # the writer's OWASP prefix before a formula character (harness.infra.writes.csv_text)
             df[col] = df[col].str.replace(r"^'(?=[=+\-@\t\r])", "", regex=True)
     return df
 
@@ -199,8 +199,8 @@ def dominant_script(text: str, max_chars: int = 4000) -> str:
 
 # samples.jsonl is parsed in forked processes from this size on, a task per PARSE_CHUNK_BYTES
 # (at least): a standard seed's 295 MB (252,000 rows, per-byte lists in the displayed ones) took
-# 5.8 s of JSON parsing on one core of the H200 host, a quarter of its report (BENCHMARKS.md,
-# session 16); a small file is not worth a fork.
+# 5.8 s of JSON parsing on one core of the H200 host, a quarter of its report (BENCHMARKS.md);
+# a small file is not worth a fork.
 PARALLEL_PARSE_BYTES = 32 * 2**20
 PARSE_CHUNK_BYTES = 16 * 2**20
 
@@ -261,7 +261,7 @@ _SAMPLE_TYPES: dict[str, tuple[Any, str]] = {
     "edit_rate": (lambda v: v is None or _is_number(v), "a finite number or null"),
     "severity": (lambda v: v is None or _is_number(v), "a finite number or null"),
     "scored_text": (lambda v: v is None or type(v) is str, "a string or null"),
-    # non-finite per-byte NLLs are written as null (harness.results._clean_floats)
+    # non-finite per-byte NLLs are written as null (harness.infra.writes._clean_floats)
     "byte_nll": (lambda v: v is None or type(v) is list and _numbers_or_nulls(v),
                  "a list of numbers (or nulls) or null"),
 }

@@ -21,8 +21,8 @@ import markupsafe
 import numpy as np
 import pandas as pd
 
+from reports.blocks import FigureOut, Table, _jinja, md_table, md_text, save_figure
 from reports.fmt import ci, num
-from reports.render import FigureOut, Table, _jinja, md_table, md_text, save_figure
 from reports.scaling import (
     CONVENTIONS,
     MAX_CI_DECADES,

@@ -10,7 +10,7 @@ one JSON line: ``{"path": ..., "timings": {...}}`` (``render.LAST_TIMINGS``), or
 
 Why: ``tokbench run`` on a GPU rendered the standard suite's report in 15.4 s inside the run's
 process, against 8.8 s for the same report rendered again in a fresh one, its imports not
-counted (one H100, BENCHMARKS.md, session 20). Started while the run scores, the fresh process
+counted (one H100, BENCHMARKS.md). Started while the run scores, the fresh process
 has its imports done by the time the results are written. The protocol lines go to the original stdout; anything a library prints goes to
 stderr.
 """

@@ -88,7 +88,7 @@ def _module_blocks(paths: list[Path], kinds: tuple[str, ...], parallel: bool) ->
     per usable CPU, ``core.forkpool.pool_map``), for a source read whole; else one module at a
     time here, so a ``max_bytes`` cut parses no more than it keeps. The same blocks either way:
     each module is parsed on its own. Why: parsing and tokenizing ~560 modules was 15 of the
-    standard suite's 19 s of data loading on the 2-core VM (BENCHMARKS.md, session 14), and
+    standard suite's 19 s of data loading on the 2-core VM (BENCHMARKS.md), and
     every run pays it."""
     from core.forkpool import pool_map, usable_cpus
 

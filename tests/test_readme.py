@@ -78,7 +78,7 @@ def test_readme_example_suite_is_valid(tmp_path: Path) -> None:
     labels = [e.label for e in suite.encoders]
     assert labels == ["bytes", "fuzzytok", "bpe-1024", "bpe-4096", "blt", "fuzzytok-convonly"], labels
     # the held-out set is the training source (its test part), not a second source read whole
-    from harness.data import source_key
+    from harness.data.load import source_key
 
     heldout = next(e for e in suite.data.eval if e.name == "heldout")
     assert source_key(heldout) == source_key(suite.data.train)
@@ -97,7 +97,9 @@ def plugin_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def test_readme_encoder_passes_the_causality_probe(plugin_dir: Path) -> None:
-    from harness.sanity import causality_text, fit_and_train, probe_causality, tiny_encoder
+    from harness.score.items.causality import causality_text, probe_causality
+
+    from harness.sanity.probes import fit_and_train, tiny_encoder
 
     enc = tiny_encoder("my_encoders:TrigramBytes")
     fit_and_train(enc, [causality_text()] * 4, 2_000, __import__("torch").device("cpu"))

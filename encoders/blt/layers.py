@@ -77,8 +77,8 @@ class CrossAttention(nn.Module):
         # through the backbone's ``_sdpa``, so the harness's backend rule holds here too: under
         # its "fixed" mode cuDNN is left out. Torch 2.11 chose cuDNN for these masked calls on an
         # H200, and its host-side plan for each new patch count N cost ≈ 35 ms a call: 425 of
-        # 691 ms of host time in six profiled scoring batches of the standard BLT (BENCHMARKS.md,
-        # session 18). Off CUDA the same plain call.
+        # 691 ms of host time in six profiled scoring batches of the standard BLT (BENCHMARKS.md).
+        # Off CUDA the same plain call.
         y = _sdpa(q, k, v, mask[:, None], False, 0.0)
         return self.proj(y.transpose(1, 2).reshape(B, Nq, C))
 

@@ -297,7 +297,7 @@ class BltEncoder(Encoder):
         autocast, so patches are the same in training, in bf16 scoring and in fp32 scoring on
         one device. bf16 on CUDA: in fp32 the model's attention and matmuls took ≈ 12 % of a
         standard-suite BLT training step's device time and 36 % of a scoring forward's on an
-        H200 (BENCHMARKS.md, session 18); the entropy itself is computed in float32 from the
+        H200 (BENCHMARKS.md); the entropy itself is computed in float32 from the
         logits."""
         assert self.entropy_model is not None
         dev = next(self.entropy_model.parameters()).device

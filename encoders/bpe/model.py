@@ -320,7 +320,7 @@ class BpeEncoder(MaskedDiffusion, Encoder):
         units = sum(len(t) for _, t, _ in rows)  # scored tokens: the forward needs no host sync
         return TensorBatch(tensors, {"segments": segments, "units": units}, scored)
 
-    # -- training fast path (harness.pretokenize): tokenize in bulk, collate by array slicing -----
+    # -- training fast path (harness.data.pretokenize): tokenize in bulk, collate by array slicing -----
     def can_pretokenize(self) -> bool:
         """Next-token training batches can be cut from ``tokenize_windows`` blocks (not MDM,
         whose slots and masks are drawn per batch)."""
@@ -364,7 +364,7 @@ class BpeEncoder(MaskedDiffusion, Encoder):
         segments = TokenLengths(self._token_len_np(), ids, block.offsets[lo : hi + 1] - a)
         return TensorBatch(tensors, {"segments": segments, "units": b - a}, int(block.nbytes[lo:hi].sum()))
 
-    # -- static permutations (harness.permutation): tokens are the units that move ------------
+    # -- static permutations (harness.config.permutation): tokens are the units that move ------------
     def unit_lengths(self, window: bytes) -> list[int]:
         """Byte length of each token of ``window`` (tokenized whole), in order."""
         return [b - a for a, b in self._tok().encode_with_offsets(window)[1]]
@@ -439,7 +439,7 @@ class BpeEncoder(MaskedDiffusion, Encoder):
     # BPE's windows hold 2.5-4.1 bytes a token in the standard suite (run.json's bytes_per_token_train), so a scoring
     # forward of ``eval.batch_windows`` windows had a quarter of a byte model's positions: on an
     # H200 its forwards were short enough for the host to pace them (the GPU 60-80 % busy in
-    # BPE's scoring, session 15). A constant, not the fitted bytes per token: batches must be the
+    # BPE's scoring). A constant, not the fitted bytes per token: batches must be the
     # same in a resumed run, whose model comes from its checkpoint.
     SCORE_BATCH_FACTOR = 4
 

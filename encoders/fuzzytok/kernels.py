@@ -75,14 +75,14 @@ INTERPRET = os.environ.get("TRITON_INTERPRET", "0") == "1"
 # A tuned key's choice is kept in Triton's on-disk cache (``ThinLauncher``'s ``_stored_choice``:
 # keyed by Triton's version, the GPU target, the kernel's source, the tuning key and the configs
 # timed), so a process that meets a key another one tuned — the run after the compile-ahead
-# process (harness/compileahead.py), a second run — launches that config instead of compiling
+# process (harness/overlap/compileahead.py), a second run — launches that config instead of compiling
 # and timing every config again: FuzzyTok's first training step spent 3.7 s (H200) and 5.0 s
-# (H100) on it with the kernels themselves already in Triton's cache (BENCHMARKS.md, sessions 19
-# and 20). The choice is the config timed best over there; numbers may differ from a fresh
-# tuning's as they already differ between two fresh tunings. FUZZYTOK_TUNE_CACHE=0 times them in
-# every process, as before. (Triton's own ``cache_results`` skips configs with a pre-hook: the
+# (H100) on it with the kernels themselves already in Triton's cache (BENCHMARKS.md
+# ). The choice is the config timed best over there; numbers may differ from a fresh
+# tuning's as they already differ between two fresh tunings. ``TUNE_CACHE = False`` times them in
+# every process. (Triton's own ``cache_results`` skips configs with a pre-hook: the
 # TMA kernel's.)
-TUNE_CACHE = os.environ.get("FUZZYTOK_TUNE_CACHE", "1") != "0"
+TUNE_CACHE = True
 
 # Activation codes (the ACT argument of the kernels).
 ACT_NONE, ACT_GELU, ACT_RELU, ACT_SILU = 0, 1, 2, 3
@@ -178,8 +178,8 @@ _TMA_CONFIGS, _TMA_SMALL = _sized_configs(
            (256, 64, 64, 1, 8, 3), (128, 128, 64, 1, 4, 4), (128, 128, 64, 2, 4, 3), (128, 32, 32, 2, 4, 4),
            (64, 32, 32, 4, 4, 4)],
     interpreted=(32, 32, 32, 1))
-# FUZZYTOK_TMA=0 forces the pointer kernel everywhere (benchmarks compare the two).
-USE_TMA = os.environ.get("FUZZYTOK_TMA", "1") != "0"
+# False forces the pointer kernel everywhere (benchmarks and tests compare the two).
+USE_TMA = True
 # Per-tile column sums (MODE_ADD_ACTGRAD, _mul_col_sums_kernel) get one row per tile of this height.
 _Q_BLOCK_T = min(c.kwargs["BLOCK_T"] for c in _FWD_CONFIGS + _TMA_CONFIGS)
 # The dW kernel splits the reduction over row chunks of this many rows (a multiple of every
@@ -198,7 +198,7 @@ def first_that_runs(tuner: triton.runtime.Autotuner, tkey: tuple, configs: list[
     the channel sum is added up. Why not the first config alone: the lists are ordered for bf16,
     and a float32 call (scoring under ``eval.dtype: float32``) can need more shared memory than
     the device has for it — an H200 refused the first TMA config of a float32 key (262,200 of
-    232,448 bytes; BENCHMARKS.md, session 30). Whether a config fits is a property of the device
+    232,448 bytes; BENCHMARKS.md). Whether a config fits is a property of the device
     and the key, not of timing, so the choice is the same in every run. A config the device
     refuses raises before anything runs (Triton checks its resources while loading the binary)."""
     # the errors of a config the device cannot run: the ones the autotuner skips while timing
@@ -408,8 +408,8 @@ def _split_epilogue(args: dict) -> int:
 # The autotuner's timer. Triton's default (do_bench) times each config with the host's launch
 # cost in the loop: on the lent VM that exceeded the kernels at C ≤ 128 (BENCHMARKS.md), so its
 # choice there was noise. Replaying a CUDA graph of _TUNE_REPS launches times the kernel alone.
-# FUZZYTOK_TUNE_GRAPH=0 restores Triton's timer; launches that cannot be captured fall back to it.
-TUNE_GRAPH = os.environ.get("FUZZYTOK_TUNE_GRAPH", "1") != "0"
+# Launches that cannot be captured fall back to Triton's timer.
+TUNE_GRAPH = True
 _TUNE_REPS = 10
 
 
@@ -430,7 +430,7 @@ def _tune_bench(fn, quantiles: tuple[float, ...] | None = None):  # noqa: ANN001
         # thread_local: the default ("global") makes CUDA refuse unsafe calls from *every* thread
         # while this thread captures, and a first launch can tune while the scoring or training
         # prefetch thread pins the next batch (pin_memory: "operation not permitted when stream
-        # is capturing", seen on an H200 in benchmarks/score_dtype_check.py, session 7).
+        # is capturing", seen on an H200 in benchmarks/score_dtype_check.py).
         with torch.cuda.graph(graph, capture_error_mode="thread_local"):
             for _ in range(_TUNE_REPS):
                 fn()
@@ -719,16 +719,16 @@ def _block_kernel(x_ptr, w_ptr, b_ptr, d_ptr, y_ptr, s_ptr, B, T, HALO,
 # they chose (config, heuristics' values and, on a GPU, the compiled kernel); later calls launch
 # that compiled kernel directly.
 
-# FUZZYTOK_THIN=0 (or ``kernels.THIN = False``) sends every launch through the wrappers.
-THIN = os.environ.get("FUZZYTOK_THIN", "1") != "0"
-# FUZZYTOK_RAW_LAUNCH=0 (or ``kernels.RAW_LAUNCH = False``): a thin launch calls the compiled
-# kernel's Python launcher (``CompiledKernel.run``) instead of the C function beneath it.
-RAW_LAUNCH = os.environ.get("FUZZYTOK_RAW_LAUNCH", "1") != "0"
+# False sends every launch through the wrappers (tests and benchmarks compare).
+THIN = True
+# False: a thin launch calls the compiled kernel's Python launcher (``CompiledKernel.run``)
+# instead of the C function beneath it (benchmarks compare).
+RAW_LAUNCH = True
 # FUZZYTOK_PARALLEL_COMPILE=N compiles a new key's pruned configs in N threads before the
 # autotuner times them (Triton's ``AsyncCompileMode``; the autotuner then finds them compiled).
 # Default: min(8, usable CPUs); 0 or 1 turns it off. Why: a cold FuzzyTok first step on an H200
 # was 24.7 s, ~23 s of it compiling 23 kernels one by one, and Triton's compiler releases the GIL.
-# Measured on an H200 (BENCHMARKS.md, session 11; benchmarks/fuzzytok_cold.py --cases
+# Measured on an H200 (BENCHMARKS.md; benchmarks/fuzzytok_cold.py --cases
 # cold,threads): the standard front end's cold first step 23.3 -> 9.7 s with 8 threads, the same
 # 23 kernels compiled and the same loss to the last digit (the autotuner times the same configs);
 # in the standard suite's run FuzzyTok's first step went 30.3 -> 19.1 s. Any error in it is
@@ -841,7 +841,7 @@ class ThinLauncher:
         n = len(spec_args)
         sps, als = (self.specialize, self.align) if self.specialize else (repeat(True, n), repeat(True, n))
         # Triton's C function mapped over the arguments: no Python frame per argument (a generator
-        # calling a wrapper took 12 of the key's 19 ms under cProfile, BENCHMARKS.md session 27)
+        # calling a wrapper took 12 of the key's 19 ms under cProfile, BENCHMARKS.md)
         spec = tuple(map(native_specialize_impl, repeat(backend, n), spec_args, repeat(False, n), sps, als))
         return (device, static, tuple(consts.items()), spec)
 
@@ -968,7 +968,7 @@ class RawLaunch:
     Why: per launch, ``CudaLauncher.__call__`` defines and calls a scratch allocator, and for a
     kernel with tensor descriptors a Python wrapper walks every argument and encodes each
     descriptor as a CUDA tensor map (``make_tensordesc_arg``): that wrapper took 45 of the 162 µs a
-    ``launch_conv`` call took under session 15's cProfile (``gpu_s15/call1_fuzzytok_host.log``). Here the arguments are laid out directly, and
+    ``launch_conv`` call took under cProfile (``gpu_s15/call1_fuzzytok_host.log``). Here the arguments are laid out directly, and
     each encoded tensor map is kept, keyed by everything it encodes (address, shape, strides,
     padding; the element type, swizzle and tile come from the kernel's metadata, fixed per
     instance), so a later launch on the same memory reuses it. The map is a pure function of that

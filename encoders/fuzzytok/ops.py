@@ -24,7 +24,6 @@ Python autograd wrapper and redispatch cost more host time than a small convolut
 from __future__ import annotations
 
 import functools
-import os
 from collections.abc import Sequence
 from typing import Literal
 
@@ -117,8 +116,8 @@ class _ConvFunction(torch.autograd.Function):
         return dx, (dw if need_w else None), (db if need_b else None), None
 
 
-# FUZZYTOK_EAGER_FUNCTION=0 sends eager calls through the custom op too (benchmarks compare).
-EAGER_FUNCTION = os.environ.get("FUZZYTOK_EAGER_FUNCTION", "1") != "0"
+# False sends eager calls through the custom op too (tests and benchmarks compare).
+EAGER_FUNCTION = True
 
 
 def _eager_plain(*tensors: Tensor | None) -> bool:

@@ -5,7 +5,7 @@
       - {name: hf, path: org/name, dtype: bfloat16}   # a hub id already in the local Hugging Face cache
 
 Never trained by the suite (``trained_elsewhere``): the run loads it, checks that it is causal
-(``harness.sanity.probe_causality``) and scores it through the same ``score_items`` as every other
+(``harness.score.items.causality.probe_causality``) and scores it through the same ``score_items`` as every other
 encoder. Nothing is downloaded: a hub id must be in the local cache.
 
 Windows to tensors (``collate``), the same contract as ``bpe``: the context ``window[:score_from]``
@@ -123,11 +123,11 @@ class HfEncoder(Encoder):
     Config = HfConfig
     unit = "token"
     segment = "token"
-    trained_elsewhere: ClassVar[bool] = True  # the harness never fits or trains it (harness/pretrained.py)
+    trained_elsewhere: ClassVar[bool] = True  # the harness never fits or trains it (harness/config/pretrained.py)
 
     def __init__(self, config: HfConfig, backbone: BackboneConfig | None = None) -> None:
         super().__init__(config, None)  # its own architecture: the suite's backbone does not apply
-        # collation runs in forked worker processes (harness.accel): the Rust tokenizer's thread
+        # collation runs in forked worker processes (harness.infra.accel): the Rust tokenizer's thread
         # pool must not start in the parent (it encodes one string at a time here anyway)
         os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
         transformers = require_transformers()

@@ -43,7 +43,7 @@ class Analysis:
     def fit_encoders(self, labels: Sequence[tuple[str, str]]) -> list[str]:
         """Of the suite's encoders ((label, registered name) pairs), the labels whose *fit* state
         ``fit`` reads (a tokenizer, not trained weights): with those fitted alone, ``fit`` and
-        ``prepare`` can run ahead of training (``harness.run``'s plan-ahead process). Default:
+        ``prepare`` can run ahead of training (``harness.pipeline.run``'s plan-ahead process). Default:
         none."""
         return []
 

@@ -437,10 +437,10 @@ class MorphologyAnalysis(Analysis):
 
     def prepare(self, spans: Sequence[tuple[Document, bytes]], processes: int | None = None, chunk: int = 64) -> None:
         """Word tables of every scored text not cached yet, computed in forked CPU processes
-        (``harness.batchscore.perturb_many``; Morfessor segmentation is pure Python) while the
+        (``harness.data.batchscore.perturb_many``; Morfessor segmentation is pure Python) while the
         cache has room. Segmenters are trained here first, so the processes share them. Tables
         depend only on the text, so where they are computed never changes a number."""
-        from harness.batchscore import perturb_many
+        from harness.data.batchscore import perturb_many
 
         cache: dict[tuple[str, bytes], _WordArrays] = self._state.setdefault("arrays", {})
         todo: dict[tuple[str, bytes], bytes] = {}
@@ -477,7 +477,7 @@ class MorphologyAnalysis(Analysis):
     def cell_buckets(self, spans: Sequence[tuple[Document, bytes, np.ndarray]]) -> dict[str, tuple[int, int, float]]:
         """``Analysis.cell_buckets`` in a few array operations per cell instead of ``rows`` per
         document (252,000 calls a standard seed, 30 s of a 2-core VM's 50 s of cell rows;
-        BENCHMARKS.md session 11), with the same numbers to the last bit: one ``bincount`` over
+        BENCHMARKS.md), with the same numbers to the last bit: one ``bincount`` over
         (document, bucket) bins adds each bin's weights in word order, as ``rows``' per-document
         ``bincount`` does, and the cell's sum over documents is a running sum down the documents
         (``cumsum``, sequential), as adding their rows one after another is."""

@@ -15,8 +15,7 @@ from pathlib import Path
 from typing import Any, Literal, Union, get_args, get_origin
 
 from encoders.backbone import BackboneConfig
-from harness import plugins, pretrained
-from harness.config import fragility
+from harness.config import fragility, pretrained
 from harness.config.checks import (
     check_backbone,
     check_budget,
@@ -34,20 +33,22 @@ from harness.config.convert import (
     type_hints,
 )
 from harness.config.loader import read_suite_file
+from harness.config.names import name_problem, shown
 from harness.config.overrides import apply_override
-from harness.config.where import ConfigError, KeyPath, Where, as_where, show_value
-from harness.names import name_problem, shown
-from harness.suite import (
+from harness.config.suite import (
     SCHEMA_VERSION,
     AnalysisSpec,
     BudgetConfig,
     DataConfig,
     EncoderSpec,
     EvalConfig,
+    OverlapConfig,
     PerturbationSpec,
     SourceSpec,
     Suite,
 )
+from harness.config.where import ConfigError, KeyPath, Where, as_where, show_value
+from harness.infra import plugins
 
 # Source used by a data entry that does not name one: a user pointing at their own text files
 # writes only ``paths:``; the embedded corpus must be asked for by name (``source: stdlib``).
@@ -169,7 +170,7 @@ def _data(value: Any, where: Where, search_paths: Sequence[Path]) -> DataConfig:
     for i, item in enumerate(evals_raw):
         spec = source_spec(item, where.at("eval", i), search_paths, needs_name=True)
         assert spec.name is not None
-        problem = name_problem(spec.name, "eval set name")  # harness/names.py
+        problem = name_problem(spec.name, "eval set name")  # harness/config/names.py
         if problem:
             raise where.at("eval", i, "name").error(f"{problem}: {shown(spec.name)}")
         if spec.name in seen:
@@ -265,7 +266,7 @@ def _encoders(
                 raise w.error(
                     f"duplicate encoder label {label!r} from {both}; give an entry a distinct 'id'"
                 )
-            problem = name_problem(label, "encoder label")  # harness/names.py
+            problem = name_problem(label, "encoder label")  # harness/config/names.py
             if problem:
                 raise w.at("id" if enc_id else "name").error(f"{problem}: {shown(label)}")
             if any(c.isspace() or c in "/\\," for c in label):
@@ -306,7 +307,7 @@ def _perturbations(
             )
         check_keys(entry, {"name", "id", "severity"} | (set(cls_fields) - {"lang"}), w)
         pid = convert_value(str | None, entry.get("id"), w.at("id")) or plugins.default_label(name, cls)
-        problem = name_problem(pid, "perturbation id")  # harness/names.py
+        problem = name_problem(pid, "perturbation id")  # harness/config/names.py
         if problem:
             raise w.at("id" if "id" in entry else "name").error(f"{problem}: {shown(pid)}")
         if pid in RESERVED_PERTURBATION_IDS:
@@ -345,7 +346,7 @@ def _perturbations(
         params = {k: v for k, v in entry.items() if k not in ("name", "id", "severity")}
         for s in severities:
             inst = plugin_config(cls, params, w, exclude=("lang",), fixed={"severity": s})
-            # every field but lang, severity included (harness.suite: they seed the rng)
+            # every field but lang, severity included (harness.config.suite: they seed the rng)
             resolved = {n: getattr(inst, n) for n in cls_fields if n != "lang"}
             specs.append(
                 PerturbationSpec(
@@ -411,7 +412,7 @@ def build_suite(
     hints = type_hints(Suite)
 
     name = convert_value(str, raw["name"], where.at("name"))
-    problem = name_problem(name, "suite name")  # harness/names.py
+    problem = name_problem(name, "suite name")  # harness/config/names.py
     if problem:
         raise where.at("name").error(f"{problem}: {shown(name)}")
     if not _NAME_RE.match(name):
@@ -469,6 +470,8 @@ def build_suite(
         fragility.check_permuted_scoring(eval_cfg, budget.context_bytes, where.at("eval"))
         encoders = fragility.permuted_encoders(encoders, permutations, where.at("encoders"), paths)
     baselines = fragility.baselines(raw.get("baselines"), where.at("baselines"))
+    overlap = convert_value(OverlapConfig, raw.get("overlap"), where.at("overlap"))
+    check_ranges(overlap, where.at("overlap"))
     return Suite(
         name=name,
         seeds=seeds,
@@ -482,6 +485,7 @@ def build_suite(
         scaling=scaling,
         permutations=permutations,
         baselines=baselines,
+        overlap=overlap,
         description=description,
         schema_version=version,
         plugin_paths=convert_value(tuple[str, ...], raw.get("plugin_paths", (".",)), where.at("plugin_paths")),

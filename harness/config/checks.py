@@ -8,14 +8,9 @@ from collections.abc import Callable
 from typing import Any
 
 from encoders.backbone import BackboneConfig
-from harness.bounds import MIN_LR
+from harness.config.bounds import MIN_LR
+from harness.config.suite import BaselineConfig, BudgetConfig, DataConfig, EvalConfig, OverlapConfig
 from harness.config.where import Where, show_value
-from harness.suite import (
-    BaselineConfig,
-    BudgetConfig,
-    DataConfig,
-    EvalConfig,
-)
 
 # --------------------------------------------------------------------------------------------
 # Value ranges of the suite schema (the dataclasses stay plain; the loader owns the checks)
@@ -52,6 +47,8 @@ _RANGES: dict[type, dict[str, _Rule]] = {
     },
     DataConfig: {"valid_fraction": _FRAC_OPEN_HI, "test_fraction": _FRAC_OPEN_HI},
     BaselineConfig: {"dictionary_bytes": _NONNEG},
+    OverlapConfig: {"compile_ahead_workers": (lambda v: 1 <= v <= 4, "must be between 1 and 4"),
+                    "compile_ahead_windows": _NONNEG},
     EvalConfig: {
         "max_docs": _POS,
         "stride_bytes": _POS,

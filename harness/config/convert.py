@@ -14,7 +14,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import MISSING, fields, is_dataclass
 from typing import Any, Literal, Union, get_args, get_origin
 
-from harness.bounds import check_upper_bounds
+from harness.config.bounds import check_upper_bounds
 from harness.config.where import ConfigError, Where, as_where, show_value
 
 # --------------------------------------------------------------------------------------------
@@ -243,7 +243,7 @@ def from_mapping(
             kwargs[name] = convert_value(hints.get(name, Any), mapping[name], where.at(name))
         elif _required(f):
             raise missing_key(mapping, name, where)
-    check_upper_bounds(cls, kwargs, where)  # harness/bounds.py: absurd sizes, one line
+    check_upper_bounds(cls, kwargs, where)  # harness/config/bounds.py: absurd sizes, one line
     try:
         return cls(**kwargs)
     except (ValueError, TypeError, AssertionError) as e:

@@ -8,12 +8,12 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-from harness import plugins
 from harness.config.checks import check_ranges
 from harness.config.convert import check_keys, convert_value
+from harness.config.permutation import KINDS, Permutation, check_scoring, variant_label
+from harness.config.suite import BaselineConfig, EncoderSpec, EvalConfig
 from harness.config.where import Where, show_value
-from harness.permutation import KINDS, Permutation, check_scoring, variant_label
-from harness.suite import BaselineConfig, EncoderSpec, EvalConfig
+from harness.infra import plugins
 
 
 def permutations(value: Any, where: Where, context_bytes: int) -> tuple[Permutation, ...]:

@@ -13,7 +13,7 @@ from typing import Any
 import yaml
 
 from harness.config.where import ConfigError, KeyPath, Where, show_value
-from harness.yaml_limits import MAX_TEXT_CHARS, YamlLimitError, check_yaml_text
+from harness.config.yaml_limits import MAX_TEXT_CHARS, YamlLimitError, check_yaml_text
 
 # --------------------------------------------------------------------------------------------
 # YAML with line marks
@@ -107,7 +107,7 @@ def _yaml_problem(e: yaml.YAMLError) -> tuple[int | None, str]:
 def parse_yaml(text: str, file: str) -> tuple[Any, dict[KeyPath, str]]:
     """Parse YAML text; returns (plain data, {key path: "file:line"}). ``file`` names it in errors."""
     try:
-        check_yaml_text(text, file)  # harness/yaml_limits.py: size, depth, alias expansion
+        check_yaml_text(text, file)  # harness/config/yaml_limits.py: size, depth, alias expansion
     except YamlLimitError as e:
         raise ConfigError(str(e)) from None
     try:

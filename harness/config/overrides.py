@@ -45,7 +45,7 @@ def _shorthand_key(path: KeyPath) -> str | None:
 
 def parse_value(text: str, where_text: str) -> tuple[Any, dict[KeyPath, str]]:
     """One command-line value (``--set``, ``--param``) read as YAML with the suite loader and its
-    limits (harness/yaml_limits.py); empty means null. Returns (value, {key path: where_text});
+    limits (harness/config/yaml_limits.py); empty means null. Returns (value, {key path: where_text});
     a bad value is a ConfigError ``<where_text>: cannot read the value as YAML: <problem>``."""
     if not text.strip():
         return None, {(): where_text}

@@ -12,19 +12,20 @@ from dataclasses import MISSING, is_dataclass
 from typing import Any, Literal, Union, get_args, get_origin
 
 from encoders.backbone import BackboneConfig
-from harness import plugins
 from harness.config.build import DEFAULT_SOURCE
 from harness.config.convert import init_fields, type_hints
-from harness.scaling import Rung, ScalingConfig
-from harness.suite import (
+from harness.config.scaling import Rung, ScalingConfig
+from harness.config.suite import (
     SCHEMA_VERSION,
     BaselineConfig,
     BudgetConfig,
     DataConfig,
     EvalConfig,
+    OverlapConfig,
     SourceSpec,
     Suite,
 )
+from harness.infra import plugins
 
 # --------------------------------------------------------------------------------------------
 # Reference documentation, rendered from the dataclasses
@@ -282,6 +283,7 @@ def suite_reference(include_plugins: bool = True) -> str:
         ("backbone", BackboneConfig),
         ("eval", EvalConfig),
         ("baselines", BaselineConfig),
+        ("overlap", OverlapConfig),
         ("scaling", ScalingConfig),
         ("scaling.ladder[i]", Rung),
     ):

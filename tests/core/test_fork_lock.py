@@ -73,7 +73,7 @@ def _nested(n: int) -> list[int]:
 
 
 def _may_have_children() -> None:
-    multiprocessing.current_process().daemon = False  # as harness.planahead.allow_children
+    multiprocessing.current_process().daemon = False  # as harness.overlap.planahead.allow_children
 
 
 def test_a_worker_starts_a_pool_of_its_own() -> None:

@@ -120,7 +120,7 @@ def test_the_timed_winner_is_replaced_by_the_first_config_untimed(case: str, mon
 @pytest.mark.parametrize("case", SHAPES)
 def test_a_config_the_device_refuses_gives_way_to_the_next(case: str, deterministic: None,
                                                            monkeypatch: pytest.MonkeyPatch) -> None:
-    """Session 30's H200 refused the first TMA config of a float32 key (too much shared memory):
+    """An H200 refused the first TMA config of a float32 key (too much shared memory):
     under the switch the next config in the list is launched instead, untimed, and it stays the
     choice for that key."""
     shape, name = SHAPES[case]

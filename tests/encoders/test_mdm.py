@@ -13,8 +13,8 @@ from encoders.backbone import BackboneConfig
 from encoders.bpe import BpeConfig, BpeEncoder, BpeTokenizer
 from encoders.byte_baseline import ByteConfig, ByteEncoder
 from encoders.mdm import exact_elbo, loss_weight, mask_prob, sample_mask, stratified_t
-from harness.data import Window
-from harness.score import ScoreItem, score_items
+from harness.data.load import Window
+from harness.score.items import ScoreItem, score_items
 
 TINY = BackboneConfig(layers=1, dim=32, heads=2)
 

@@ -20,8 +20,8 @@ from encoders.backbone import BackboneConfig
 from encoders.base import FitContext
 from encoders.blt import BltConfig, BltEncoder
 from encoders.bpe import BpeConfig, BpeEncoder
-from harness.batchscore import PlanCache, perturb_many
-from harness.score import plan_clean_target, plan_full, score_items
+from harness.data.batchscore import PlanCache, perturb_many
+from harness.score.items import plan_clean_target, plan_full, score_items
 
 CPU = torch.device("cpu")
 TEXTS = [(f"Document {i}: the quick brown fox jumps over {i} lazy dogs, naïve café. " * (2 + i % 5)).encode()
@@ -144,9 +144,9 @@ PERTURBED = ["The quick brown fox jumps over the lazy dog.", "Ça coûte cher: n
 def _perturb_task(task: tuple[str, float]) -> list:
     """Plan rows as ``Runner.plan_rows`` makes them (perturbed text, edit rate, word count), of
     real registered perturbations; tasks differ in cost, so they finish out of order."""
-    from harness.metrics import count_words
-    from harness.perturb import apply
-    from harness.plugins import resolve
+    from harness.data.perturb import apply
+    from harness.infra.plugins import resolve
+    from harness.score.metrics import count_words
     from perturbations.measure import edit_rate
 
     name, severity = task
@@ -195,7 +195,7 @@ def test_a_dead_perturbation_worker_is_a_one_line_error(how: str, code: int, mon
     # The stall limit bounds the test if the death went unnoticed (a TimeoutError would fail it);
     # ProcessPoolExecutor could wait for ever on a worker killed mid-send.
     monkeypatch.setenv("TOKBENCH_STALL_SECONDS", "20")
-    from harness.accel import WorkerDied
+    from harness.infra.accel import WorkerDied
 
     before = _children()
     t0 = time.perf_counter()
@@ -262,7 +262,7 @@ def test_bf16_switch_is_cuda_only() -> None:
 
 
 def test_plan_cache_key_follows_the_perturbation_code() -> None:
-    from harness.batchscore import code_hash
+    from harness.data.batchscore import code_hash
     from perturbations.base import Perturbation
 
     class A(Perturbation):
@@ -279,7 +279,7 @@ def test_plan_cache_key_covers_every_module_of_the_perturbations_package(tmp_pat
     import importlib
     import sys
 
-    from harness.batchscore import _files_hash, code_hash
+    from harness.data.batchscore import _files_hash, code_hash
     from perturbations.case import RandomCase
     from perturbations.typo import KeyboardTypo
 

@@ -1,5 +1,5 @@
 """A model's cells made in the background while the next model scores (``CellsBehind``,
-``TOKBENCH_CELLS_BEHIND``) and the results files read back in several processes
+``overlap.cells_behind``) and the results files read back in several processes
 (``assemble``): the same files, to the byte, as one cell after another in one process; a
 cell job's error reaches the run with its type; a bad setting is a one-line error."""
 
@@ -14,7 +14,7 @@ import torch
 
 from core.forkpool import can_fork
 from harness.cli import main
-from harness.run import CellsBehind, cells_behind_wanted
+from harness.overlap.cellsbehind import CellsBehind, cells_behind_wanted
 
 
 def test_cells_behind_runs_one_job_at_a_time_and_lands_each_in_the_callers_thread() -> None:
@@ -48,7 +48,7 @@ def test_cells_behind_runs_one_job_at_a_time_and_lands_each_in_the_callers_threa
 
 
 def test_several_jobs_at_once_run_together_and_land_in_the_order_submitted() -> None:
-    """``jobs=2`` (``cell_jobs`` after scoring behind training): two jobs are under way at once
+    """``jobs=2``: two jobs are under way at once
     — the second starts while the first still waits — and a third submit waits for the oldest;
     each lands in the caller's thread, in submission order, whichever job ended first."""
     order: list[str] = []
@@ -90,16 +90,6 @@ def test_an_error_in_one_of_several_jobs_is_raised_and_the_others_finish_without
     behind.join()  # nothing left under way
 
 
-def test_cell_jobs_one_unless_scoring_behind(monkeypatch: pytest.MonkeyPatch) -> None:
-    import harness.run
-
-    monkeypatch.setattr(harness.run, "usable_cpus", lambda: 16)
-    assert harness.run.cell_jobs(False) == 1
-    assert harness.run.cell_jobs(True) == 2  # 16 CPUs / (2 x 4 processes a job)
-    monkeypatch.setattr(harness.run, "usable_cpus", lambda: 2)
-    assert harness.run.cell_jobs(True) == 1
-
-
 def test_a_failed_cell_job_is_raised_in_the_caller_with_its_type_and_never_lands() -> None:
     landed: list[int] = []
     behind = CellsBehind(True)
@@ -117,23 +107,27 @@ def test_a_failed_cell_job_is_raised_in_the_caller_with_its_type_and_never_lands
     assert landed == []
 
 
-def test_wanted_on_a_gpu_by_default_and_env_checked(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("TOKBENCH_CELLS_BEHIND", raising=False)
-    assert cells_behind_wanted("cuda") and not cells_behind_wanted("cpu")
-    monkeypatch.setenv("TOKBENCH_CELLS_BEHIND", "1")
-    assert cells_behind_wanted("cpu")
-    monkeypatch.setenv("TOKBENCH_CELLS_BEHIND", "0")
-    assert not cells_behind_wanted("cuda")
-    monkeypatch.setenv("TOKBENCH_CELLS_BEHIND", "yes")
-    with pytest.raises(ValueError, match=r"TOKBENCH_CELLS_BEHIND='yes': expected 0 or 1"):
-        cells_behind_wanted("cuda")
+def test_wanted_on_a_gpu_by_default_and_forced_by_the_setting() -> None:
+    assert cells_behind_wanted("auto", "cuda") and not cells_behind_wanted("auto", "cpu")
+    assert cells_behind_wanted(True, "cpu")
+    assert not cells_behind_wanted(False, "cuda")
+
+
+def test_a_bad_overlap_setting_is_one_line_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from test_run import make_suite
+
+    suite = make_suite(tmp_path)
+    for setting in ("overlap.cells_behind=yes", "overlap.compile_ahead_workers=5", "overlap.behind=true"):
+        assert main(["run", str(suite), "--out", str(tmp_path / "o"), "--quiet", "--no-report",
+                     "--set", setting]) == 2
+        err = capsys.readouterr().err
+        assert "Traceback" not in err
+        lines = [ln for ln in err.splitlines() if ln.startswith("tokbench: error:")]
+        assert len(lines) == 1 and setting.split("=")[0].split(".")[1] in lines[0], lines
 
 
 @pytest.mark.parametrize("env,expected", [
-    ("TOKBENCH_CELLS_BEHIND", "expected 0 or 1"),
-    ("TOKBENCH_SCORE_BEHIND", "expected 0 or 1"),  # harness.scorebehind
-    ("TOKBENCH_SCORE_SIDE_STREAM", "expected 0 or 1"),  # harness.score
-    ("TOKBENCH_STALL_SECONDS", "expected a positive number of seconds"),  # harness.watchdog
+    ("TOKBENCH_STALL_SECONDS", "expected a positive number of seconds"),  # harness.infra.watchdog
 ])
 def test_bad_env_is_one_line_exit_2_before_any_training(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                         capsys: pytest.CaptureFixture[str], env: str,
@@ -155,18 +149,18 @@ def test_cells_behind_and_results_files_in_processes_give_the_same_bytes(tmp_pat
                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     from test_run import SUITE, make_suite
 
-    import harness.run
+    import harness.pipeline.run
 
     suite = make_suite(tmp_path)
     # two models, so a model's cells are made while the next one scores
     suite.write_text(SUITE.replace("  - name: bytes\n", "  - name: bytes\n  - {name: bpe, vocab_size: 300}\n"))
-    monkeypatch.setattr(harness.run, "usable_cpus", lambda: 4)  # cell processes even on 2 cores
+    monkeypatch.setattr(harness.pipeline.run, "usable_cpus", lambda: 4)  # cell processes even on 2 cores
     runs = {}
-    for name, behind, procs in (("plain", "0", 1), ("behind", "1", 3)):
-        monkeypatch.setenv("TOKBENCH_CELLS_BEHIND", behind)
-        monkeypatch.setattr(harness.run, "assemble_processes", lambda n, procs=procs: procs)
+    for name, behind, procs in (("plain", "false", 1), ("behind", "true", 3)):
+        monkeypatch.setattr(harness.pipeline.run, "assemble_processes", lambda n, procs=procs: procs)
         out = tmp_path / name
-        assert main(["run", str(suite), "--out", str(out), "--quiet", "--no-report"]) == 0
+        assert main(["run", str(suite), "--out", str(out), "--quiet", "--no-report",
+                     "--set", f"overlap.cells_behind={behind}"]) == 0
         runs[name] = json.loads((out / "run.json").read_text())
         assert not list(out.glob(".*.tmp"))  # samples.jsonl's part files are gone
     for f in ("results.csv", "samples.jsonl"):
@@ -180,16 +174,16 @@ def test_cells_behind_and_results_files_in_processes_give_the_same_bytes(tmp_pat
 def test_model_files_written_behind_are_the_models_and_a_rerun_loads_them(tmp_path: Path,
                                                                          monkeypatch: pytest.MonkeyPatch,
                                                                          capsys: pytest.CaptureFixture[str]) -> None:
-    """Behind the run (TOKBENCH_CELLS_BEHIND=1), each model's files are written in a thread while
+    """Behind the run (``overlap.cells_behind``), each model's files are written in a thread while
     the next model trains: the same files, byte for byte, as written in turn, and a second run
     loads every model from them (the same results)."""
     from test_run import SUITE, make_suite
 
     suite = make_suite(tmp_path)
     suite.write_text(SUITE.replace("  - name: bytes\n", "  - name: bytes\n  - {name: bpe, vocab_size: 300}\n"))
-    for name, behind in (("plain", "0"), ("behind", "1")):
-        monkeypatch.setenv("TOKBENCH_CELLS_BEHIND", behind)
-        assert main(["run", str(suite), "--out", str(tmp_path / name), "--quiet", "--no-report"]) == 0
+    for name, behind in (("plain", "false"), ("behind", "true")):
+        assert main(["run", str(suite), "--out", str(tmp_path / name), "--quiet", "--no-report",
+                     "--set", f"overlap.cells_behind={behind}"]) == 0
     files = {d: sorted((tmp_path / d / "models").iterdir()) for d in ("plain", "behind")}
     assert [p.name for p in files["plain"]] == [p.name for p in files["behind"]] and len(files["plain"]) >= 4
     for a, b in zip(files["plain"], files["behind"]):
@@ -200,7 +194,8 @@ def test_model_files_written_behind_are_the_models_and_a_rerun_loads_them(tmp_pa
     t = json.loads((tmp_path / "behind" / "run.json").read_text())["timings"]
     assert t["model_save_seconds"] > 0 and t["model_save_wait_seconds"] >= 0
     capsys.readouterr()
-    assert main(["run", str(suite), "--out", str(tmp_path / "behind"), "--quiet", "--no-report"]) == 0
+    assert main(["run", str(suite), "--out", str(tmp_path / "behind"), "--quiet", "--no-report",
+                 "--set", "overlap.cells_behind=true"]) == 0
     assert capsys.readouterr().err.count("loaded from cache") == 2
 
 
@@ -210,15 +205,15 @@ def test_a_model_file_that_fails_behind_is_a_one_line_error(tmp_path: Path, monk
 
     from test_run import make_suite
 
-    from harness.results import RunDir
+    from harness.infra.results import RunDir
 
     def full(self, key, state, meta):  # type: ignore[no-untyped-def]
         raise OSError(errno.ENOSPC, "No space left on device", str(self.model_path(key)))
 
     monkeypatch.setattr(RunDir, "save_model", full)
-    monkeypatch.setenv("TOKBENCH_CELLS_BEHIND", "1")
     suite = make_suite(tmp_path)
-    assert main(["run", str(suite), "--out", str(tmp_path / "o"), "--quiet", "--no-report"]) == 2
+    assert main(["run", str(suite), "--out", str(tmp_path / "o"), "--quiet", "--no-report",
+                 "--set", "overlap.cells_behind=true"]) == 2
     err = capsys.readouterr().err
     assert "Traceback" not in err
     lines = [ln for ln in err.splitlines() if ln.startswith("tokbench: error:")]

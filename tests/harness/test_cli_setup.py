@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from harness.cli import main, plain_doc, suite_description, suites_dir
-from harness.preflight import load_warning
+from harness.pipeline.preflight import load_warning
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from harness.accel import Prefetcher, WorkerDied, ordered_pool_map
+from harness.infra.accel import Prefetcher, WorkerDied, ordered_pool_map
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -45,11 +45,11 @@ def test_many_early_stops_with_busy_workers_finish() -> None:
 import sys
 sys.path.insert(0, {str(ROOT)!r})
 import torch
-import harness.train as train_mod
+import harness.train.loop as train_mod
 from encoders.backbone import BackboneConfig
 from encoders.byte_baseline import ByteConfig, ByteEncoder
-from harness.data import training_windows
-from harness.suite import BudgetConfig
+from harness.data.load import training_windows
+from harness.config.suite import BudgetConfig
 from sources.base import Document
 
 class Heavy(ByteEncoder):
@@ -207,8 +207,8 @@ def test_an_early_stop_of_the_pretokenized_bpe_feed_ends_its_workers() -> None:
     from encoders.backbone import BackboneConfig
     from encoders.base import FitContext
     from encoders.bpe import BpeConfig, BpeEncoder
-    from harness.data import training_windows
-    from harness.pretokenize import pretokenized_batches
+    from harness.data.load import training_windows
+    from harness.data.pretokenize import pretokenized_batches
     from sources.base import Document
 
     docs = [Document(f"d{i}", (f"sample text number {i}, with words and more words. " * 40).encode())
@@ -240,7 +240,7 @@ def test_wire_round_trip_keeps_structure_and_plain_lists() -> None:
     import pickle
 
     from encoders.base import TensorBatch
-    from harness.accel import _from_wire, _to_wire
+    from harness.infra.accel import _from_wire, _to_wire
 
     segs = [[3, 1, 2], [6], []]
     batch = TensorBatch({"inputs": torch.arange(6).view(2, 3), "w": torch.tensor([0.5, 1.5])},
@@ -259,7 +259,7 @@ def test_wire_round_trip_keeps_structure_and_plain_lists() -> None:
 def test_workers_run_one_torch_thread() -> None:
     """Forked collation and perturbation workers use one intra-op thread (as DataLoader workers
     do), whatever the parent's count; the parent keeps its own."""
-    from harness.accel import pool_map
+    from harness.infra.accel import pool_map
 
     before = torch.get_num_threads()
     threads = list(ordered_pool_map(lambda _: torch.get_num_threads(), iter(range(3)), 2, stage="t"))
@@ -277,7 +277,7 @@ def test_each_worker_gets_its_first_item_as_it_is_forked(monkeypatch: pytest.Mon
     """Workers are forked one at a time, each handed its first item before the next fork (the
     first batch is collated while the others start), and no more are forked than there are
     items; results stay in item order."""
-    import harness.accel as accel
+    import harness.infra.accel as accel
 
     events: list[str] = []
     start, send = accel._start_workers, accel.send

@@ -1,4 +1,4 @@
-"""Compiling ahead (``harness.compileahead``): a spawned process warms torch.compile's disk caches
+"""Compiling ahead (``harness.overlap.compileahead``): a spawned process warms torch.compile's disk caches
 with every model's training and scoring graphs, so the run compiles them from the cache; the
 run's numbers are the same as without it, and its failures never fail the run.
 
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.compileahead import (
+from harness.overlap.compileahead import (
     AHEAD_MEMORY_SHARE,
     BIG_GPU_BYTES,
     MID_GPU_SHARE,
@@ -32,22 +32,17 @@ from harness.compileahead import (
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_wanted_default_and_switch(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("TOKBENCH_COMPILE_AHEAD", raising=False)
-    monkeypatch.delenv("TOKBENCH_COMPILE_AHEAD_WAIT", raising=False)
-    assert compile_ahead_wanted("cuda", True, 16)
-    assert not compile_ahead_wanted("cuda", True, 2)  # too few CPUs to compile beside the run
-    assert not compile_ahead_wanted("cpu", True, 16)  # a CPU run's cores are busy training
-    assert not compile_ahead_wanted("cuda", False, 16)  # nothing compiled, nothing to warm
-    monkeypatch.setenv("TOKBENCH_COMPILE_AHEAD", "1")
-    assert compile_ahead_wanted("cpu", True, 2)
-    assert not compile_ahead_wanted("cpu", False, 2)
-    monkeypatch.setenv("TOKBENCH_COMPILE_AHEAD", "0")
-    assert not compile_ahead_wanted("cuda", True, 16)
+def test_wanted_default_and_setting() -> None:
+    assert compile_ahead_wanted("auto", "cuda", True, 16)
+    assert not compile_ahead_wanted("auto", "cuda", True, 2)  # too few CPUs to compile beside the run
+    assert not compile_ahead_wanted("auto", "cpu", True, 16)  # a CPU run's cores are busy training
+    assert not compile_ahead_wanted("auto", "cuda", False, 16)  # nothing compiled, nothing to warm
+    assert compile_ahead_wanted(True, "cpu", True, 2)
+    assert not compile_ahead_wanted(True, "cpu", False, 2)
+    assert not compile_ahead_wanted(False, "cuda", True, 16)
 
 
-def test_warm_windows(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("TOKBENCH_COMPILE_AHEAD_WINDOWS", raising=False)
+def test_warm_windows() -> None:
     assert warm_windows(256, BIG_GPU_BYTES) == 256  # a large GPU: the run's own batch
     assert warm_windows(256, BIG_GPU_BYTES - 1) == WARM_WINDOWS  # no estimate: a few windows
     h100 = 80 * 2**30
@@ -59,29 +54,16 @@ def test_warm_windows(monkeypatch: pytest.MonkeyPatch) -> None:
     assert warm_windows(4, h100, fits) == 4
     assert warm_windows(256, None) == WARM_WINDOWS  # the CPU
     assert warm_windows(4, None) == 4  # never more than the run's
-    monkeypatch.setenv("TOKBENCH_COMPILE_AHEAD_WINDOWS", "0")
-    assert warm_windows(256, None) == 256
-    monkeypatch.setenv("TOKBENCH_COMPILE_AHEAD_WINDOWS", "32")
-    assert warm_windows(256, BIG_GPU_BYTES) == 32 and warm_windows(16, None) == 16
-    monkeypatch.setenv("TOKBENCH_COMPILE_AHEAD_WINDOWS", "-3")
-    with pytest.raises(ValueError, match="TOKBENCH_COMPILE_AHEAD_WINDOWS='-3'"):
-        warm_windows(256, None)
+    assert warm_windows(256, None, setting=0) == 256
+    assert warm_windows(256, BIG_GPU_BYTES, setting=32) == 32 and warm_windows(16, None, setting=32) == 16
 
 
-def test_workers(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("TOKBENCH_COMPILE_AHEAD_WORKERS", raising=False)
+def test_workers() -> None:
     assert ahead_workers(16, 6) == 2 and ahead_workers(8, 6) == 2
     assert ahead_workers(7, 6) == 1  # few CPUs: one process
     assert ahead_workers(16, 2) == 1  # one model to warm for training: one process
     assert ahead_workers(16, 1) == 1
-    monkeypatch.setenv("TOKBENCH_COMPILE_AHEAD_WORKERS", "3")
-    assert ahead_workers(4, 6) == 3 and ahead_workers(4, 3) == 2
-    for bad in ("0", "5", "two", "-1"):
-        monkeypatch.setenv("TOKBENCH_COMPILE_AHEAD_WORKERS", bad)
-        with pytest.raises(ValueError, match=f"TOKBENCH_COMPILE_AHEAD_WORKERS='{bad}': expected a whole number from 1 to 4"):
-            ahead_workers(16, 6)
-        with pytest.raises(ValueError, match="TOKBENCH_COMPILE_AHEAD_WORKERS"):
-            compile_ahead_wanted("cuda", True, 16)  # checked with the other switches, before a run
+    assert ahead_workers(4, 6, 3) == 3 and ahead_workers(4, 3, 3) == 2
 
 
 def test_assign_deals_the_models_in_training_order() -> None:
@@ -115,22 +97,6 @@ def test_memory_share_leaves_the_run_its_largest_model() -> None:
         assert 2 * memory_share(h100, need * 2**30, 2) * h100 + need * 2**30 <= h100
 
 
-@pytest.mark.parametrize(("name", "expected"), [("TOKBENCH_COMPILE_AHEAD", "expected 0 or 1"),
-                                              ("TOKBENCH_COMPILE_AHEAD_WAIT", "expected 0 or 1"),
-                                              ("TOKBENCH_COMPILE_AHEAD_WORKERS", "expected a whole number from 1 to 4")])
-def test_bad_setting_is_one_line_naming_it(tmp_path: Path, name: str, expected: str) -> None:
-    from test_run import make_suite
-
-    suite = make_suite(tmp_path)
-    env = {**os.environ, name: "yes", "PYTHONPATH": str(ROOT)}
-    p = subprocess.run([sys.executable, "-m", "harness.cli", "run", str(suite), "--out", str(tmp_path / "r"),
-                        "--quiet", "--no-report", "--device", "cpu"], env=env, capture_output=True, text=True,
-                       cwd=tmp_path, timeout=300)
-    assert p.returncode == 2
-    assert p.stderr.strip().splitlines()[-1] == f"tokbench: error: {name}='yes': {expected}"
-    assert "Traceback" not in p.stderr
-
-
 SUITE_EDIT = (("  - name: bytes\n", "  - name: bytes\n  - {name: bpe, vocab_size: 300}\n"
                                     "  - {name: bpe, id: bpe-b, vocab_size: 320, backbone: {dim: 32}}\n"),
               ("budget: {", "budget: {compile: true, "),
@@ -140,11 +106,13 @@ SUITE_EDIT = (("  - name: bytes\n", "  - name: bytes\n  - {name: bpe, vocab_size
 def _run(suite: Path, out: Path, cache: Path, ahead: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "TOKBENCH_CACHE": str(cache.parent / "data"),
            "TORCHINDUCTOR_CACHE_DIR": str(cache / "inductor"), "TRITON_CACHE_DIR": str(cache / "triton"),
-           "TOKBENCH_COMPILE_AHEAD": ahead, "TOKBENCH_COMPILE_AHEAD_WAIT": ahead, "TMPDIR": str(cache / "tmp"),
-           "TOKBENCH_COMPILE_AHEAD_WORKERS": "2"}
+           "TMPDIR": str(cache / "tmp")}
+    on = "true" if ahead == "1" else "false"
     (cache / "tmp").mkdir(parents=True)
     return subprocess.run([sys.executable, "-m", "harness.cli", "run", str(suite), "--out", str(out), "--quiet",
-                           "--no-report", "--device", "cpu"], env=env, capture_output=True, text=True,
+                           "--no-report", "--device", "cpu", "--set", f"overlap.compile_ahead={on}",
+                           "--set", f"overlap.compile_ahead_wait={on}", "--set", "overlap.compile_ahead_workers=2"],
+                          env=env, capture_output=True, text=True,
                           cwd=suite.parent, timeout=1500)
 
 
@@ -213,8 +181,8 @@ def test_a_failure_over_there_is_one_log_line_and_the_run_goes_on(tmp_path: Path
     side logs one line, keeps the error for run.json, waits for nothing and stops cleanly."""
     from test_run import make_suite
 
-    from harness.compileahead import CompileAhead, CompileAheadGroup
     from harness.config import load_suite
+    from harness.overlap.compileahead import CompileAhead, CompileAheadGroup
 
     suite = load_suite(make_suite(tmp_path), ())
     lines: list[str] = []
@@ -239,7 +207,7 @@ def test_standard_suite_warms_half_the_batch_on_an_80_gib_gpu() -> None:
     import torch
 
     from harness.config.build import load_suite
-    from harness.memory import suite_estimates
+    from harness.infra.memory import suite_estimates
 
     suite = load_suite(ROOT / "suites" / "standard.yaml")
     need = max(est.total for *_, est in suite_estimates(suite, torch.device("cuda")))
@@ -257,8 +225,8 @@ def test_out_of_memory_warms_on_a_few_windows(monkeypatch: pytest.MonkeyPatch) -
 
     import torch
 
-    from harness import compileahead
     from harness.config.build import load_suite
+    from harness.pipeline import compileahead_child
 
     calls: list[int] = []
 
@@ -267,16 +235,16 @@ def test_out_of_memory_warms_on_a_few_windows(monkeypatch: pytest.MonkeyPatch) -
         if calls[-1] > 8:
             raise torch.OutOfMemoryError("CUDA out of memory (a stand-in)")
 
-    monkeypatch.setattr(compileahead, "_train_calls", train_calls)
+    monkeypatch.setattr(compileahead_child, "_train_calls", train_calls)
     b = load_suite(ROOT / "suites" / "standard.yaml").budget
     half = dataclasses.replace(b, batch_bytes=128 * b.context_bytes)
     enc = torch.nn.Linear(2, 2)
-    assert compileahead._warm_training(enc, [], half, 8, torch.device("cpu"), 0, None) == 8
+    assert compileahead_child._warm_training(enc, [], half, 8, torch.device("cpu"), 0, None) == 8
     assert calls == [128, 8]
     few = dataclasses.replace(b, batch_bytes=16 * b.context_bytes)
     calls.clear()
     with pytest.raises(torch.OutOfMemoryError):
-        compileahead._warm_training(enc, [], few, 16, torch.device("cpu"), 0, None)
+        compileahead_child._warm_training(enc, [], few, 16, torch.device("cpu"), 0, None)
     assert calls == [16]
 
 

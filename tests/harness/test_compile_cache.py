@@ -1,5 +1,5 @@
 """Compiled graphs that trace ``sdpa_kernel`` come from torch.compile's disk cache in a second
-process (``harness.accel.cacheable_attention_graphs``): under the "fixed" cuDNN mode every
+process (``harness.infra.accel.cacheable_attention_graphs``): under the "fixed" cuDNN mode every
 compiled graph with attention inside holds its helpers, and AOTAutograd bypassed the cache for
 each of them, so the compile-ahead process's work on those graphs was redone by the run.
 
@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from harness.accel import SDPA_KERNEL_HELPERS, cacheable_attention_graphs, compile_backbones
+from harness.infra.accel import SDPA_KERNEL_HELPERS, cacheable_attention_graphs, compile_backbones
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -29,7 +29,7 @@ from torch._dynamo.utils import counters
 import torch._inductor.config as inductor_config
 from encoders import backbone
 from encoders.backbone import Backbone, BackboneConfig
-from harness.accel import compile_backbones
+from harness.infra.accel import compile_backbones
 
 backbone.CUDNN_FIXED = True  # what attention_backends() sets on CUDA: sdpa_kernel in the graphs
 torch.manual_seed(0)
@@ -89,7 +89,7 @@ def test_graphs_with_sdpa_kernel_come_from_the_cache_in_a_second_process(tmp_pat
 ORDER_CHILD = r'''
 import json, sys
 import torch
-from harness.accel import cache_counts, compile_backbones
+from harness.infra.accel import cache_counts, compile_backbones
 from encoders.backbone import Backbone, BackboneConfig
 
 out = {}

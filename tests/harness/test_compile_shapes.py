@@ -1,5 +1,5 @@
 """``compile_backbones`` asks for batch and length symbolic from the first call
-(``Backbone.dynamic_shapes``; ``TOKBENCH_COMPILE_DYNAMIC=0`` keeps torch's static-first). Marking
+(``Backbone.dynamic_shapes``; ``harness.infra.accel.COMPILE_DYNAMIC = False`` keeps torch's static-first). Marking
 is a hint to the compiler only: the eager forward computes the same numbers with it on. One tiny
 block is compiled and trained at three lengths (≈ 20 s on 2 cores; the bug it guards against
 crashed the first BPE model of an H200 run); benchmarks/compile_reuse.py measures what reuse saves."""
@@ -14,16 +14,17 @@ import torch
 
 from encoders import backbone
 from encoders.backbone import Backbone, BackboneConfig, attention_in_graph
-from harness.accel import compile_backbones, compile_clock, compile_since
+from harness.infra.accel import compile_backbones, compile_clock, compile_since
 
 
 def test_compile_backbones_sets_dynamic_shapes_and_the_switch_keeps_static(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("TOKBENCH_COMPILE_DYNAMIC", raising=False)
     m = torch.nn.Sequential(Backbone(BackboneConfig(layers=1, dim=16, heads=2)))
     assert m[0].dynamic_shapes is False  # eager until compiled
     assert compile_backbones(m) == 2  # one block and the final norm
     assert m[0].dynamic_shapes is True
-    monkeypatch.setenv("TOKBENCH_COMPILE_DYNAMIC", "0")
+    import harness.infra.accel
+
+    monkeypatch.setattr(harness.infra.accel, "COMPILE_DYNAMIC", False)
     other = Backbone(BackboneConfig(layers=1, dim=16, heads=2))
     compile_backbones(other)
     assert other.dynamic_shapes is False

@@ -9,7 +9,7 @@ import zlib
 
 import pytest
 
-from harness.compressors import COMPRESSORS, compressed_size, conditional_bits, dictionary_from
+from harness.data.compressors import COMPRESSORS, compressed_size, conditional_bits, dictionary_from
 
 CTX = b"The quick brown fox jumps over the lazy dog. " * 20
 X = b"The quick brown fox jumps over the lazy cat, then naps."

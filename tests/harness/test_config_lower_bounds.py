@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.bounds import lower_bound_problem
 from harness.config import ConfigError, load_suite
+from harness.config.bounds import lower_bound_problem
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from harness.data import (
+from harness.data.load import (
     cut_before,
     fingerprint,
     is_boundary,
@@ -100,7 +100,7 @@ def test_an_eval_set_that_is_another_source_says_what_it_drops(tmp_path) -> None
     # the training entry has a language, the eval entry not: another source, read whole, so its
     # documents that training holds are dropped — and run / --dry-run say how many
     from harness.config import load_suite
-    from harness.data import load_data, source_context
+    from harness.data.load import load_data, source_context
 
     (tmp_path / "corpus.txt").write_text("\n\n".join(
         f"Paragraph {i} of the corpus, long enough to be a document of its own." for i in range(60)))

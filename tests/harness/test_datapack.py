@@ -10,7 +10,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from harness.datapack import pack, unpack
+from harness.data.datapack import pack, unpack
 
 
 def fake_package(cache: Path, name: str, files: dict[str, bytes]) -> None:
@@ -31,7 +31,7 @@ def suite_reading(*packages: str) -> SimpleNamespace:
 
 @pytest.fixture(autouse=True)
 def _key(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("harness.data.source_key", lambda s: "one")
+    monkeypatch.setattr("harness.data.load.source_key", lambda s: "one")
 
 
 def test_pack_then_unpack_reproduces_the_cache(tmp_path: Path) -> None:

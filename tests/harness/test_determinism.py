@@ -13,7 +13,7 @@ from test_run import make_suite
 
 import encoders.backbone as backbone
 from harness.cli import main
-from harness.determinism import (
+from harness.infra.determinism import (
     CUBLAS_ENV,
     CUBLAS_FIXED,
     NotDeterministic,
@@ -29,7 +29,7 @@ def _switches() -> tuple[bool, bool, bool, str | None]:
 
 def test_inside_on_and_back_after(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(CUBLAS_ENV, raising=False)
-    monkeypatch.setattr(backbone, "CUDNN_FIXED", True)  # as harness.accel.attention_backends leaves it on CUDA
+    monkeypatch.setattr(backbone, "CUDNN_FIXED", True)  # as harness.infra.accel.attention_backends leaves it on CUDA
     torch.backends.cuda.enable_cudnn_sdp(True)
     before = _switches()
     with deterministic_kernels(True):
@@ -41,10 +41,9 @@ def test_inside_on_and_back_after(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_cudnn_attention_stays_off_under_the_switch(monkeypatch: pytest.MonkeyPatch) -> None:
-    from harness.accel import attention_backends
+    from harness.infra.accel import attention_backends
 
     monkeypatch.setattr(backbone, "CUDNN_FIXED", False)
-    monkeypatch.delenv("TOKBENCH_CUDNN_SDPA", raising=False)
     sdp = torch.backends.cuda.cudnn_sdp_enabled()
     try:
         with deterministic_kernels(True):
@@ -79,15 +78,15 @@ def test_a_deterministic_run_keys_its_models_apart_and_says_so(tmp_path: Path,
     suite, out = make_suite(tmp_path), tmp_path / "out"
     base = ["run", str(suite), "--out", str(out), "--quiet", "--no-report"]
     seen: list[bool] = []
-    import harness.run
+    import harness.pipeline.run
 
-    real = harness.run.Runner._run
+    real = harness.pipeline.run.Runner._run
 
     def spy(self):  # noqa: ANN001, ANN202
         seen.append(torch.are_deterministic_algorithms_enabled())
         return real(self)
 
-    monkeypatch.setattr(harness.run.Runner, "_run", spy)
+    monkeypatch.setattr(harness.pipeline.run.Runner, "_run", spy)
     assert main(base) == 0
     rows = (out / "results.csv").read_text()
     assert main([*base, "--set", "budget.deterministic=true"]) == 0
@@ -99,12 +98,12 @@ def test_a_deterministic_run_keys_its_models_apart_and_says_so(tmp_path: Path,
 
 def test_an_op_refused_in_a_run_is_exit_2_and_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                          capsys: pytest.CaptureFixture[str]) -> None:
-    import harness.run
+    import harness.pipeline.run
 
     def refused(self):  # noqa: ANN001, ANN202
         torch.zeros(4).put_(torch.tensor([0, 0]), torch.tensor([1.0, 2.0]))
 
-    monkeypatch.setattr(harness.run.Runner, "_run", refused)
+    monkeypatch.setattr(harness.pipeline.run.Runner, "_run", refused)
     code = main(["run", str(make_suite(tmp_path)), "--out", str(tmp_path / "o"), "--quiet", "--no-report",
                  "--set", "budget.deterministic=true"])
     err = capsys.readouterr().err.strip()

@@ -14,8 +14,15 @@ from pathlib import Path
 
 import pytest
 
-from harness.distributed import LOCK_HELD_ENV, MULTICAST_OFF, assign_lpt
-from harness.launch import rank_env, run_lock, strip_nproc, torchrun_command
+from harness.pipeline.distributed import assign_lpt
+from harness.pipeline.launch import (
+    LOCK_HELD_ENV,
+    MULTICAST_OFF,
+    rank_env,
+    run_lock,
+    strip_nproc,
+    torchrun_command,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -52,8 +59,8 @@ def test_model_cache_key_budget() -> None:
     # speed keys never enter the model key; data_parallel only when true (old keys unchanged)
     from dataclasses import replace
 
-    from harness.run import cache_budget
-    from harness.suite import BudgetConfig
+    from harness.config.suite import BudgetConfig
+    from harness.pipeline.run import cache_budget
 
     b = BudgetConfig()
     key = cache_budget(b)
@@ -75,8 +82,8 @@ def test_launcher_command_and_env() -> None:
 
 
 def test_run_lock_excludes_a_second_holder(tmp_path: Path) -> None:
-    # the launcher's lock is harness.lock.RunLock: another process (a one-process run) is refused
-    probe = ("import sys; from pathlib import Path; from harness.lock import RunLock\n"
+    # the launcher's lock is harness.infra.lock.RunLock: another process (a one-process run) is refused
+    probe = ("import sys; from pathlib import Path; from harness.infra.lock import RunLock\n"
              "try:\n    RunLock(Path(sys.argv[1])).__enter__()\nexcept ValueError:\n    sys.exit(3)")
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     with run_lock(tmp_path):
@@ -232,8 +239,7 @@ def _train(tmp: Path, dp: object | None, ckpt: Path | None, micro_batch_bytes: i
     import torch
 
     from harness.config import load_suite
-    from harness.run import build_encoder
-    from harness.train import Checkpointer, train_encoder
+    from harness.train.loop import Checkpointer, build_encoder, train_encoder
 
     torch.set_num_threads(1)
     suite = load_suite(tmp / "tinydist.yaml")
@@ -249,7 +255,7 @@ def _dp_worker(rank: int, tmp: Path) -> None:
     import torch
     import torch.distributed as tdist
 
-    from harness.distributed import DataParallel, DistContext
+    from harness.pipeline.distributed import DataParallel, DistContext
 
     tdist.init_process_group("gloo", init_method=f"file://{tmp / 'store'}", rank=rank, world_size=2)
     try:
@@ -259,7 +265,7 @@ def _dp_worker(rank: int, tmp: Path) -> None:
                               micro_batch_bytes=128)
         torch.save({"state": state, "stats": {k: stats[k] for k in ("bytes", "steps", "flops", "final_loss_bpb")}},
                    tmp / f"rank{rank}.pt")
-        # both ranks reach the teardown together, as harness.distributed does: a rank that tears
+        # both ranks reach the teardown together, as harness.pipeline.distributed does: a rank that tears
         # gloo down while its peer is still in a collective can abort the process (seen once in CI)
         tdist.barrier()
     finally:

@@ -1,4 +1,4 @@
-"""The dry run (harness/estimate.py): lines handed out as they are known, the phases it writes,
+"""The dry run (harness/pipeline/estimate.py): lines handed out as they are known, the phases it writes,
 and its private compile caches. Its accuracy against a run is a benchmark (BENCHMARKS.md), not a
 test; tests/harness/test_run.py checks that a run reads the estimate back."""
 
@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from harness.config import load_suite
-from harness.estimate import _private_compile_caches, dry_run
-from harness.run import RunOptions
+from harness.pipeline.estimate import _private_compile_caches, dry_run
+from harness.pipeline.run import RunOptions
 
 SUITE = """\
 name: tiny-estimate
@@ -94,13 +94,13 @@ def test_private_compile_caches_are_temporary_and_restore_the_environment(monkey
 @pytest.mark.parametrize("ahead", ["0", "1"])
 def test_plan_ahead_counts_only_what_outlasts_training(tmp_path: Path, ahead: str,
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
-    """Under plan-ahead the run perturbs while its models train (harness.planahead): the
+    """Under plan-ahead the run perturbs while its models train (harness.overlap.planahead): the
     estimate's perturbation is the part of the process's own seconds that outlasts the fits,
     compile and training; without it, all of them."""
-    monkeypatch.setenv("TOKBENCH_PLAN_AHEAD", ahead)
     _write_suite(tmp_path)
     out = tmp_path / "o"
-    text = dry_run(load_suite(tmp_path / "s.yaml"), RunOptions(out=out, device="cpu", progress=False, log=lambda s: None))
+    on = "true" if ahead == "1" else "false"
+    text = dry_run(load_suite(tmp_path / "s.yaml", [f"overlap.plan_ahead={on}"]), RunOptions(out=out, device="cpu", progress=False, log=lambda s: None))
     est = json.loads((out / "estimate.json").read_text())
     p, own = est["seconds_per_seed"], est["plan_ahead"]["perturbation_seconds"]
     assert est["plan_ahead"]["on"] is (ahead == "1") and own > 0
@@ -114,12 +114,12 @@ def test_plan_ahead_counts_only_what_outlasts_training(tmp_path: Path, ahead: st
 
 
 def test_training_fit_takes_each_calls_compile_out_of_its_wall() -> None:
-    """The bytes model's calls as an H200 timed them (session 13, benchmarks/dry_train_probe.py):
+    """The bytes model's calls as an H200 timed them (benchmarks/dry_train_probe.py):
     (wall s, steps, compile-clock s) of 3, 8, 24 and 64 steps. The 8-step call compiled 3 s more
     (a shape the first call left out), so its wall exceeded the 24-step call's and the old fit's
     step time came out 0; with each call's compile taken out, the step is the last two calls'
     difference (the run's steps took 81-83 ms there)."""
-    from harness.estimate import _fit_train_calls
+    from harness.pipeline.estimate import _fit_train_calls
 
     calls = [(23.76, 4, 21.51), (4.062, 9, 3.0), (2.17, 25, 0.0), (5.48, 65, 0.0)]
     got = _fit_train_calls(calls, 246)
@@ -140,15 +140,14 @@ def test_plan_ahead_takes_the_first_seeds_analysis_text_work(tmp_path: Path,
     """With an analysis that hands its preparation over (morphology), the first seed's text work
     is done in the plan-ahead process after its plans, on its share of the CPUs: it joins the
     part that overlaps training, and only what outlasts training counts."""
-    from harness.planahead import plan_ahead_processes
+    from harness.overlap.planahead import plan_ahead_processes
 
-    monkeypatch.setenv("TOKBENCH_PLAN_AHEAD", "1")
     (tmp_path / "corpus").mkdir()
     (tmp_path / "corpus" / "a.txt").write_text("\n\n".join(
         f"Paragraph {p}: the quick brown fox jumps over the lazy dog, again and again." for p in range(40)))
     (tmp_path / "s.yaml").write_text(SUITE + "analyses:\n  - name: morphology\n")
     out = tmp_path / "o"
-    text = dry_run(load_suite(tmp_path / "s.yaml"), RunOptions(out=out, device="cpu", progress=False, log=lambda s: None))
+    text = dry_run(load_suite(tmp_path / "s.yaml", ["overlap.plan_ahead=true"]), RunOptions(out=out, device="cpu", progress=False, log=lambda s: None))
     est = json.loads((out / "estimate.json").read_text())
     p, own, an = est["seconds_per_seed"], est["plan_ahead"]["perturbation_seconds"], est["analyses_timing"]
     kept = est["score_distinct_fraction"]
@@ -162,10 +161,10 @@ def test_plan_ahead_takes_the_first_seeds_analysis_text_work(tmp_path: Path,
 def test_a_jobs_fixed_cost_counts_for_the_first_model_only_when_jobs_start_ahead(
         tmp_path: Path, prestart: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """The run starts each model's scoring job while the one before it runs
-    (``TOKBENCH_SCORE_PRESTART``, harness.score.ScoreJob), so a job's fixed cost (set-up, first
+    (``harness.score.items.PRESTART``, ``ScoreJob``), so a job's fixed cost (set-up, first
     batches) is on the critical path for the first model of an eval set only. A fixed cost of
     100 s a job, far above the rest, shows where the estimate counts it."""
-    import harness.estimate as E
+    import harness.pipeline.estimate as E
 
     real = E._measure_model
 
@@ -175,7 +174,9 @@ def test_a_jobs_fixed_cost_counts_for_the_first_model_only_when_jobs_start_ahead
         return m
 
     monkeypatch.setattr(E, "_measure_model", measured)
-    monkeypatch.setenv("TOKBENCH_SCORE_PRESTART", prestart)
+    import harness.score.items
+
+    monkeypatch.setattr(harness.score.items, "PRESTART", prestart == "1")
     _write_suite(tmp_path)
     out = tmp_path / "o"
     dry_run(load_suite(tmp_path / "s.yaml"), RunOptions(out=out, device="cpu", progress=False, log=lambda s: None))

@@ -10,9 +10,9 @@ import zlib
 
 import pytest
 
-from harness.fragility import BaselineDoc, baseline_metrics, fed_windows, permutation_columns
-from harness.permutation import Permutation, fixed_order
-from harness.score import plan_full, plan_partition
+from harness.config.permutation import Permutation, fixed_order
+from harness.score.fragility import BaselineDoc, baseline_metrics, fed_windows, permutation_columns
+from harness.score.items import plan_full, plan_partition
 
 DOC = (b"In the beginning the Universe was created. This has made a lot of people very angry "
        b"and been widely regarded as a bad move. ") * 6

@@ -15,9 +15,9 @@ import pytest
 
 from harness.cli import main
 from harness.config import ConfigError, load_suite
-from harness.data import load_data, source_context, training_windows
-from harness.permutation import Permutation, permute_window
-from harness.score import plan_partition
+from harness.config.permutation import Permutation, permute_window
+from harness.data.load import load_data, source_context, training_windows
+from harness.score.items import plan_partition
 
 ROOT = Path(__file__).resolve().parents[2]
 SUITE = ROOT / "suites" / "fragility.yaml"

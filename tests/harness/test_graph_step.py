@@ -1,4 +1,4 @@
-"""harness.graph_step on CPU: the body a CUDA graph captures, run eagerly, trains the model
+"""harness.train.graph_step on CPU: the body a CUDA graph captures, run eagerly, trains the model
 ``train_step`` trains (losses and weights to float rounding: the NLL is summed in another
 order), and the capture's warm-up leaves weights and optimizer state as they were, bit for bit."""
 
@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from harness.graph_step import GraphStep, graph_capable
-from harness.train import autocast_for, make_optimizer, train_step
+from harness.train.graph_step import GraphStep, graph_capable
+from harness.train.loop import autocast_for, make_optimizer, train_step
 
 SUITE = """\
 name: g
@@ -30,7 +30,7 @@ TEXT = b"the quick brown fox jumps over the lazy dog; " * 40
 def _setup(tmp: Path, which: int = 0) -> tuple[object, object, object]:
     from encoders.base import FitContext
     from harness.config import load_suite
-    from harness.run import build_encoder
+    from harness.train.loop import build_encoder
 
     (tmp / "c.txt").write_text("x")
     (tmp / "s.yaml").write_text(SUITE)

@@ -106,8 +106,8 @@ def test_a_checkpoint_cannot_set_a_flop_budget(tmp_path: Path, budget: str, need
 
 
 def test_a_checkpoint_cannot_join_a_scaling_grid() -> None:
-    from harness.pretrained import check_suite
-    from harness.suite import BudgetConfig, EncoderSpec
+    from harness.config.pretrained import check_suite
+    from harness.config.suite import BudgetConfig, EncoderSpec
 
     specs = [EncoderSpec(name="bytes", label="b", config=None, backbone=None),
              EncoderSpec(name="hf", label="ck", config=None, backbone=None)]
@@ -117,7 +117,8 @@ def test_a_checkpoint_cannot_join_a_scaling_grid() -> None:
 
 
 def test_sanity_skips_a_checkpoint_encoder_with_a_line(capsys: pytest.CaptureFixture[str]) -> None:
-    from harness.sanity import run_sanity, trainable_encoders
+    from harness.sanity.command import run_sanity
+    from harness.sanity.probes import trainable_encoders
 
     assert "hf" not in trainable_encoders() and "bytes" in trainable_encoders()
     assert run_sanity(["hf"], "cpu", quick=True)

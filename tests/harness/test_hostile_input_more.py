@@ -11,7 +11,7 @@ import pytest
 
 from harness.cli import MAX_BOOTSTRAP, main
 from harness.config import ConfigError, parse_yaml
-from harness.yaml_limits import MAX_DEPTH, MAX_TEXT_CHARS, YamlLimitError, check_yaml_text
+from harness.config.yaml_limits import MAX_DEPTH, MAX_TEXT_CHARS, YamlLimitError, check_yaml_text
 
 
 def one_error_line(capsys: pytest.CaptureFixture[str]) -> str:

@@ -1,7 +1,7 @@
 """The Monte Carlo SE of an MDM cell (``bpb_se``) when scored windows repeat.
 
 Scoring masks and times are seeded by a window's bytes (``encoders.mdm``) and dedup forwards a
-distinct window once (``harness.score``), so k equal windows — a document repeated in a cell, a
+distinct window once (``harness.score.items``), so k equal windows — a document repeated in a cell, a
 boilerplate run inside one — are ONE estimate with one error: it adds k²·v to the variance of
 the cell's total, not k·v. These tests compute that variance by hand from each distinct window
 scored alone and check the per-document and the cell numbers against it."""
@@ -17,9 +17,16 @@ import torch
 
 from encoders.backbone import BackboneConfig
 from encoders.byte_baseline import ByteConfig, ByteEncoder
-from harness.data import Window
-from harness.metrics import CellTotals, McVariance, cell_metrics
-from harness.score import DocScore, ScoreItem, estimate_key, flatten_windows, plan_full, score_items
+from harness.data.load import Window
+from harness.score.items import (
+    DocScore,
+    ScoreItem,
+    estimate_key,
+    flatten_windows,
+    plan_full,
+    score_items,
+)
+from harness.score.metrics import CellTotals, McVariance, cell_metrics
 
 CPU = torch.device("cpu")
 TINY = BackboneConfig(layers=1, dim=16, heads=2)

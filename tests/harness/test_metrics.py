@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from encoders.base import UnitNLL
-from harness.metrics import CellTotals, bpb, cell_metrics, count_words
+from harness.score.metrics import CellTotals, bpb, cell_metrics, count_words
 
 
 def test_bpb_is_nats_over_ln2_bytes() -> None:

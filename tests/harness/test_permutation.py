@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.permutation import (
+from harness.config.permutation import (
     Permutation,
     WindowPermuter,
     blocks,
@@ -124,7 +124,7 @@ def test_bad_specs_and_scoring_settings() -> None:
 
 
 def test_stable_across_processes() -> None:
-    code = ("import json; from harness.permutation import Permutation, unit_order;"
+    code = ("import json; from harness.config.permutation import Permutation, unit_order;"
             "print(json.dumps([unit_order([1]*100, Permutation(kind=k, block_bytes=b), 128, 7)"
             " for k, b in [('global', None), ('inter_block', 8), ('intra_block', 8)]]))")
     here = [unit_order([1] * 100, Permutation(kind=k, block_bytes=b), 128, 7)
@@ -137,7 +137,7 @@ def test_stable_across_processes() -> None:
 
 
 def test_module_needs_no_torch() -> None:
-    code = "import sys, harness.permutation, harness.compressors; print('torch' in sys.modules)"
+    code = "import sys, harness.config.permutation, harness.data.compressors; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], env={**os.environ, "PYTHONPATH": str(ROOT)},
                          capture_output=True, text=True, check=True, cwd=ROOT)
     assert out.stdout.strip() == "False"

@@ -16,11 +16,11 @@ from encoders.backbone import BackboneConfig
 from encoders.base import Encoder, FitContext, TensorBatch, UnitNLL, collate_bytes
 from encoders.bpe import BpeConfig, BpeEncoder
 from encoders.byte_baseline import ByteConfig, ByteEncoder
-from harness.data import training_windows
-from harness.permutation import Permutation, WindowPermuter, permute_window
-from harness.score import plan_partition, score_items
-from harness.suite import BudgetConfig
-from harness.train import train_encoder
+from harness.config.permutation import Permutation, WindowPermuter, permute_window
+from harness.config.suite import BudgetConfig
+from harness.data.load import training_windows
+from harness.score.items import plan_partition, score_items
+from harness.train.loop import train_encoder
 from sources.base import Document
 
 CPU = torch.device("cpu")

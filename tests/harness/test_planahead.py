@@ -1,4 +1,4 @@
-"""Perturbation ahead of training (``harness.planahead``): the forked process fits the
+"""Perturbation ahead of training (``harness.overlap.planahead``): the forked process fits the
 perturbations and fills the plan cache while the models train; the run's numbers are the same
 as without it, the main process fits nothing when every plan is cached, and its failures reach
 the main process with their type."""
@@ -14,7 +14,7 @@ import pytest
 
 from core.forkpool import WorkerDied, can_fork
 from harness.cli import main
-from harness.planahead import FitOnDemand, PlanAhead, plan_ahead_wanted
+from harness.overlap.planahead import FitOnDemand, PlanAhead, plan_ahead_wanted
 
 pytestmark = pytest.mark.skipif(not can_fork(), reason="plan-ahead forks")
 
@@ -52,9 +52,9 @@ def make_suite(tmp: Path) -> Path:
 
 
 def run(suite: Path, out: Path, ahead: str, cache: Path, monkeypatch: pytest.MonkeyPatch) -> dict:
-    monkeypatch.setenv("TOKBENCH_PLAN_AHEAD", ahead)
     monkeypatch.setenv("TOKBENCH_CACHE", str(cache))
-    assert main(["run", str(suite), "--out", str(out), "--quiet", "--no-report"]) == 0
+    on = "true" if ahead == "1" else "false"
+    assert main(["run", str(suite), "--out", str(out), "--quiet", "--no-report", "--set", f"overlap.plan_ahead={on}"]) == 0
     return json.loads((out / "run.json").read_text())
 
 
@@ -62,13 +62,13 @@ def test_plan_ahead_gives_the_same_results_and_fits_only_in_its_process(tmp_path
                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     import sys
 
-    import harness.batchscore
-    import harness.run
+    import harness.data.batchscore
+    import harness.pipeline.run
 
     # several processes even on a 2-core machine: the plan-ahead process forks perturbation
     # workers of its own, and the fit-ahead one a process per BPE model
-    monkeypatch.setattr(harness.run, "usable_cpus", lambda: 4)
-    monkeypatch.setattr(harness.batchscore, "usable_cpus", lambda: 4)
+    monkeypatch.setattr(harness.pipeline.run, "usable_cpus", lambda: 4)
+    monkeypatch.setattr(harness.data.batchscore, "usable_cpus", lambda: 4)
     suite = make_suite(tmp_path)
     try:
         plain = run(suite, tmp_path / "plain", "0", tmp_path / "cache0", monkeypatch)
@@ -93,33 +93,17 @@ def test_plan_ahead_gives_the_same_results_and_fits_only_in_its_process(tmp_path
     assert fit["bytes_per_token_train"] == plain["encoders"]["bpe-300"]["seeds"]["0"]["fit"]["bytes_per_token_train"]
 
 
-def test_wanted_by_default_on_a_gpu_only_and_env_checked(monkeypatch: pytest.MonkeyPatch) -> None:
-    import harness.planahead as pa
+def test_wanted_by_default_on_a_gpu_only_and_forced_by_the_setting(monkeypatch: pytest.MonkeyPatch) -> None:
+    import harness.overlap.planahead as pa
 
-    monkeypatch.delenv("TOKBENCH_PLAN_AHEAD", raising=False)
     monkeypatch.setattr(pa, "usable_cpus", lambda: 16)
-    assert plan_ahead_wanted("cuda", True) and not plan_ahead_wanted("cpu", True)
-    assert not plan_ahead_wanted("cuda", False)  # nowhere to put the plans
+    assert plan_ahead_wanted("auto", "cuda", True) and not plan_ahead_wanted("auto", "cpu", True)
+    assert not plan_ahead_wanted("auto", "cuda", False)  # nowhere to put the plans
+    assert not plan_ahead_wanted(True, "cuda", False)
     monkeypatch.setattr(pa, "usable_cpus", lambda: 2)
-    assert not plan_ahead_wanted("cuda", True)  # too few CPUs to share
-    monkeypatch.setenv("TOKBENCH_PLAN_AHEAD", "1")
-    assert plan_ahead_wanted("cpu", True)
-    monkeypatch.setenv("TOKBENCH_PLAN_AHEAD", "yes")
-    with pytest.raises(ValueError, match=r"TOKBENCH_PLAN_AHEAD='yes': expected 0 or 1"):
-        plan_ahead_wanted("cuda", True)
-
-
-def test_bad_env_is_one_line_exit_2(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                    capsys: pytest.CaptureFixture[str]) -> None:
-    from test_run import make_suite as tiny
-
-    suite = tiny(tmp_path)
-    monkeypatch.setenv("TOKBENCH_PLAN_AHEAD", "on")
-    assert main(["run", str(suite), "--out", str(tmp_path / "o"), "--quiet", "--no-report"]) == 2
-    err = capsys.readouterr().err
-    assert "Traceback" not in err
-    assert [ln for ln in err.splitlines() if ln.startswith("tokbench: error:")] == [
-        "tokbench: error: TOKBENCH_PLAN_AHEAD='on': expected 0 or 1"]
+    assert not plan_ahead_wanted("auto", "cuda", True)  # too few CPUs to share
+    assert plan_ahead_wanted(True, "cpu", True)
+    assert not plan_ahead_wanted(False, "cuda", True)
 
 
 def test_process_result_error_and_death() -> None:
@@ -134,7 +118,7 @@ def test_process_result_error_and_death() -> None:
     with pytest.raises(KeyError, match="no such perturbation"):
         bad.wait()
 
-    from harness.batchscore import perturb_many
+    from harness.data.batchscore import perturb_many
 
     # it may fork workers of its own (its pool process is daemonic to multiprocessing)
     kids = PlanAhead(lambda: {"pids": perturb_many([0, 1, 2], lambda _: os.getpid(), 3)})
@@ -250,12 +234,12 @@ def test_analyses_prepared_ahead_give_the_same_buckets_and_no_text_work_here(
     """The morphology analysis fitted (with the BPE merges it reads, learned there) and prepared
     in the plan-ahead process: the run adopts its word tables after its own fit, computes none
     of them itself, and buckets.csv and results.csv are the same as without plan-ahead."""
-    import harness.batchscore
-    import harness.run
+    import harness.data.batchscore
+    import harness.pipeline.run
     from harness.analyses import morphology
 
-    monkeypatch.setattr(harness.run, "usable_cpus", lambda: 4)
-    monkeypatch.setattr(harness.batchscore, "usable_cpus", lambda: 4)
+    monkeypatch.setattr(harness.pipeline.run, "usable_cpus", lambda: 4)
+    monkeypatch.setattr(harness.data.batchscore, "usable_cpus", lambda: 4)
     from test_run import SUITE
     from test_run import make_suite as tiny
 

@@ -1,4 +1,4 @@
-"""harness.plugins: built-in, registered, entry-point and "module:Class" resolution, close-match errors."""
+"""harness.infra.plugins: built-in, registered, entry-point and "module:Class" resolution, close-match errors."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from harness import plugins
-from harness.plugins import PluginError, available, resolve
+from harness.infra import plugins
+from harness.infra.plugins import PluginError, available, resolve
 from perturbations import registry as pert_registry
 from perturbations.base import Perturbation
 from sources.base import Source

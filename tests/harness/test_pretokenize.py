@@ -1,4 +1,4 @@
-"""BPE training batches cut from windows tokenized in bulk (harness.pretokenize) equal the
+"""BPE training batches cut from windows tokenized in bulk (harness.data.pretokenize) equal the
 per-step ``collate`` batches tensor for tensor, and training on them gives the same weights."""
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ import torch
 from encoders.backbone import BackboneConfig
 from encoders.base import FitContext, TensorBatch
 from encoders.bpe import BpeConfig, BpeEncoder
-from harness.data import training_windows
-from harness.pretokenize import pretokenized_batches
-from harness.suite import BudgetConfig
-from harness.train import batched, train_encoder
+from harness.config.suite import BudgetConfig
+from harness.data.load import training_windows
+from harness.data.pretokenize import pretokenized_batches
+from harness.train.loop import batched, train_encoder
 from sources.base import Document
 
 # English code and prose, other scripts, no-break spaces and bytes that are not UTF-8: the

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import torch
 
-from harness.provenance import cpu_model, hardware, host_facts, host_pace_us
+from harness.infra.provenance import cpu_model, hardware, host_facts, host_pace_us
 
 CPUINFO = """processor\t: 0
 vendor_id\t: GenuineIntel

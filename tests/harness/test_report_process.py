@@ -1,4 +1,4 @@
-"""The report rendered by a process started ahead (``harness.reportproc``, ``reports.serve``):
+"""The report rendered by a process started ahead (``harness.overlap.reportproc``, ``reports.serve``):
 the same files as rendering in the run's process, errors carried back, a dead process noticed."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import reportproc
+from harness.overlap import reportproc
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests" / "reports"))
@@ -21,16 +21,10 @@ from synthetic_run import write_synthetic_run  # noqa: E402
 FAST = {"n_boot": 200, "n_perm": 2000}
 
 
-def test_wanted(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv(reportproc.ENV, raising=False)
-    assert reportproc.wanted("cuda") and not reportproc.wanted("cpu")
-    monkeypatch.setenv(reportproc.ENV, "1")
-    assert reportproc.wanted("cpu")
-    monkeypatch.setenv(reportproc.ENV, "0")
-    assert not reportproc.wanted("cuda")
-    monkeypatch.setenv(reportproc.ENV, "yes")
-    with pytest.raises(ValueError, match="TOKBENCH_REPORT_PROCESS='yes'"):
-        reportproc.wanted("cuda")
+def test_wanted() -> None:
+    assert reportproc.wanted("auto", "cuda") and not reportproc.wanted("auto", "cpu")
+    assert reportproc.wanted(True, "cpu")
+    assert not reportproc.wanted(False, "cuda")
 
 
 def test_same_files_as_in_process(tmp_path: Path) -> None:

@@ -1,4 +1,4 @@
-"""``harness.results.dumps``: one pass when nothing is NaN or inf, the null-substituted copy when
+"""``harness.infra.writes.dumps``: one pass when nothing is NaN or inf, the null-substituted copy when
 something is — the same text either way as cleaning first (the path every object took before)."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from harness.results import _clean_floats, _json_default, dumps
+from harness.infra.writes import _clean_floats, _json_default, dumps
 
 
 def _cleaned_first(obj: object, indent: int | None = None) -> str:

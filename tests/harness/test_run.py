@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from harness.cli import main
-from harness.run import phase_table
+from harness.pipeline.summary import phase_table
 
 REQUIRED = ("encoder,seed,dataset,language,perturbation,perturbation_id,severity,mode,n_docs,n_bytes,"
             "n_bytes_clean,nll_nats,bpb,bpb_clean,byte_ppl,word_ppl,token_ppl,n_tokens,edit_rate").split(",")

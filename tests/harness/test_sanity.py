@@ -10,7 +10,7 @@ import torch
 from encoders.backbone import BackboneConfig
 from encoders.base import TensorBatch, UnitNLL, byte_unit_nll
 from encoders.byte_baseline import ByteConfig, ByteEncoder
-from harness.sanity import (
+from harness.sanity.probes import (
     MarkovSource,
     causality_text,
     fit_and_train,
@@ -45,7 +45,7 @@ def test_causality_probe_catches_a_model_that_sees_its_target() -> None:
 
 
 def test_markov_probe_catches_a_model_that_beats_its_source(monkeypatch: pytest.MonkeyPatch) -> None:
-    import harness.sanity as sanity
+    import harness.sanity.probes as sanity
 
     monkeypatch.setattr(sanity, "tiny_encoder", lambda name, seed=0: PeekingBytes(ByteConfig(), BackboneConfig(layers=1, dim=32, heads=2)))
     r = probe_markov("bytes", CPU, train_bytes=60_000)

@@ -9,12 +9,12 @@ from typing import Any
 
 import pytest
 import torch
+from harness.score.items.causality import causality_text
 
 from encoders.backbone import BackboneConfig
 from encoders.byte_baseline import ByteConfig, ByteEncoder
-from harness import plugins
-from harness.sanity import causality_text, fit_and_train
-from harness.sanity_mdm import (
+from harness.infra import plugins
+from harness.sanity.mdm import (
     mdm_leak_deltas,
     probe_mdm_entropy,
     probe_mdm_leak,
@@ -22,6 +22,7 @@ from harness.sanity_mdm import (
     supports_mdm,
     tiny_mdm_encoder,
 )
+from harness.sanity.probes import fit_and_train
 
 CPU = torch.device("cpu")
 SMALL = BackboneConfig(layers=1, dim=32, heads=2)
@@ -93,7 +94,7 @@ def test_entropy_probe_passes_an_honest_model() -> None:
 
 
 def test_entropy_probe_catches_a_model_that_sees_masked_values(monkeypatch: pytest.MonkeyPatch) -> None:
-    import harness.sanity_mdm as sm
+    import harness.sanity.mdm as sm
 
     monkeypatch.setattr(sm, "tiny_mdm_encoder", lambda name, seed=0: _model(SeesEverything).train())
     r = probe_mdm_entropy("bytes", CPU, train_bytes=60_000, mc_samples=4)
@@ -105,7 +106,7 @@ def test_trained_mdm_learns_something() -> None:
     text = causality_text()
     enc = tiny_mdm_encoder("bytes")
     fit_and_train(enc, [text[i:] + text[:i] for i in range(0, len(text), 7)], 40_000, CPU)
-    from harness.sanity import score_bpb
+    from harness.sanity.probes import score_bpb
 
     enc.mc_samples = 4
     bpb, _ = score_bpb(enc, [text], CPU, 64)
@@ -113,7 +114,7 @@ def test_trained_mdm_learns_something() -> None:
 
 
 def test_tokbench_sanity_runs_the_leak_probe_for_mdm_encoders(capsys: pytest.CaptureFixture[str]) -> None:
-    from harness.sanity import run_sanity
+    from harness.sanity.command import run_sanity
 
     assert run_sanity(["bytes"], "cpu", quick=True)
     out = capsys.readouterr().out

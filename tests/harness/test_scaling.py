@@ -1,4 +1,4 @@
-"""harness/scaling.py: the sweep config's checks, the grid, and per-point planning (bytes from
+"""harness/config/scaling.py: the sweep config's checks, the grid, and per-point planning (bytes from
 FLOPs, warm-up, width rule, refusals) against hand-computed values."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from harness.scaling import GridPoint, Rung, ScalingConfig, grid, plan_point, sweep_columns
+from harness.config.scaling import GridPoint, Rung, ScalingConfig, grid, plan_point, sweep_columns
 
 LADDER = tuple(Rung(name=f"s{i}", layers=n, dim=d, heads=4) for i, (n, d) in
                enumerate([(2, 32), (2, 64), (3, 96), (4, 128), (4, 192)]))

@@ -1,6 +1,6 @@
-"""harness.scaling.flops_per_byte counts as the training loop counts: the probe cut into steps
+"""harness.config.scaling.flops_per_byte counts as the training loop counts: the probe cut into steps
 and micro-batches, each padded on its own. The plan turns a FLOP budget into bytes with it, so a
-BPE point must read the bytes it planned (session 6's plan padded the 8-step probe as one batch:
+BPE point must read the bytes it planned (the plan padded the 8-step probe as one batch:
 BPE ran ~10 % past its planned bytes and past the end of its LR schedule)."""
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ from encoders.backbone import BackboneConfig, causal_attention_cost
 from encoders.base import FitContext
 from encoders.bpe import BpeConfig, BpeEncoder
 from encoders.byte_baseline import ByteConfig, ByteEncoder
-from harness.scaling import HEADLINE_ATTENTION, flops_per_byte
-from harness.suite import BudgetConfig
-from harness.train import train_encoder
+from harness.config.scaling import HEADLINE_ATTENTION, flops_per_byte
+from harness.config.suite import BudgetConfig
+from harness.train.loop import train_encoder
 
 DOCS = [p.read_bytes() for p in sorted(Path(json.__file__).parent.glob("*.py"))]
 # 8 windows a step, micro-batches of 4: the loop pads each micro-batch to its own longest window

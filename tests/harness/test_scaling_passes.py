@@ -1,4 +1,4 @@
-"""harness/scaling.py → run.json → reports/scaling.py: "passes at D_opt" divides D_opt by the
+"""harness/config/scaling.py → run.json → reports/scaling.py: "passes at D_opt" divides D_opt by the
 training text's size, and that size must come out exact although the loop reads a little more
 (or less) than planned. Before, run.json held the planned passes next to the bytes actually read,
 so the text size derived from them was high by actual/planned."""
@@ -10,7 +10,7 @@ import math
 import pandas as pd
 import pytest
 
-from harness.scaling import GridPoint, Rung, ScalingConfig, plan_point, point_facts
+from harness.config.scaling import GridPoint, Rung, ScalingConfig, plan_point, point_facts
 from reports.scaling import with_train_part_bytes
 
 LADDER = tuple(Rung(name=f"s{i}", layers=n, dim=d, heads=4) for i, (n, d) in

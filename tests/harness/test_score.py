@@ -10,7 +10,7 @@ import torch
 from torch import nn
 
 from encoders.base import Encoder, TensorBatch, UnitNLL, byte_unit_nll, collate_bytes
-from harness.score import plan_clean_target, plan_full, score_items, split_for_target
+from harness.score.items import plan_clean_target, plan_full, score_items, split_for_target
 
 
 class UniformBytes(Encoder):

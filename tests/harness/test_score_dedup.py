@@ -19,9 +19,9 @@ from encoders.base import Encoder, FitContext
 from encoders.blt import BltConfig, BltEncoder
 from encoders.bpe import BpeConfig, BpeEncoder
 from encoders.byte_baseline import ByteConfig, ByteEncoder
-from harness.data import Window
-from harness.permutation import Permutation, WindowPermuter
-from harness.score import (
+from harness.config.permutation import Permutation, WindowPermuter
+from harness.data.load import Window
+from harness.score.items import (
     DocScore,
     ScoreItem,
     flatten_windows,
@@ -245,11 +245,13 @@ def test_progress_reaches_every_window() -> None:
     assert sum(ticks) == n and len(ticks) == math.ceil((n - dups) / 5)  # one call a forward
 
 
-def test_env_switch_turns_dedup_off(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_module_switch_turns_dedup_off(monkeypatch: pytest.MonkeyPatch) -> None:
     enc = byte_ar()
     items, _, _ = cells()
     fed = counting(enc)
-    monkeypatch.setenv("TOKBENCH_SCORE_DEDUP", "0")
+    import harness.score.items
+
+    monkeypatch.setattr(harness.score.items, "DEDUP", False)
     _, st = score(enc, items, dedup=True)
     assert sum(fed) == sum(len(it.windows) for it in items) and st["duplicate_windows"] == 0
 
@@ -347,17 +349,3 @@ def test_windows_flattened_once_serve_every_model(dedup: bool) -> None:
         score(byte_ar(), items[:-1], dedup=dedup, flat=fw)  # other items
     with pytest.raises(ValueError, match="`flat` was not made from these items"):
         score(byte_ar(), items, dedup=not dedup, flat=fw)  # other dedup
-
-
-def test_side_stream_switch(monkeypatch: pytest.MonkeyPatch) -> None:
-    """``TOKBENCH_SCORE_SIDE_STREAM``: on unless 0; anything else names itself."""
-    from harness.score import side_stream_wanted
-
-    monkeypatch.delenv("TOKBENCH_SCORE_SIDE_STREAM", raising=False)
-    assert side_stream_wanted()
-    for value, want in (("1", True), ("0", False), (" 0 ", False)):
-        monkeypatch.setenv("TOKBENCH_SCORE_SIDE_STREAM", value)
-        assert side_stream_wanted() is want
-    monkeypatch.setenv("TOKBENCH_SCORE_SIDE_STREAM", "yes")
-    with pytest.raises(ValueError, match=r"TOKBENCH_SCORE_SIDE_STREAM='yes': expected 0 or 1"):
-        side_stream_wanted()

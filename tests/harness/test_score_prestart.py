@@ -1,4 +1,4 @@
-"""A packed scoring job started ahead (``harness.score.start_scoring`` / ``ScoreJob``, issue 16):
+"""A packed scoring job started ahead (``harness.score.items.start_scoring`` / ``ScoreJob``, issue 16):
 the run starts the next model's job while this one's forwards run, so its first batches are
 collated by its turn. Started early or in turn, a job forms the same batches, so its numbers are
 the same to the bit; the hook that starts it runs once, after the first forward; a job that never
@@ -20,7 +20,7 @@ from test_score_dedup import CPU, blt, bpe, byte_ar, cells
 from core.forkpool import can_fork
 from encoders.base import Encoder
 from harness.cli import main
-from harness.score import ScoreJob, score_items, score_prestart_wanted, start_scoring
+from harness.score.items import ScoreJob, score_items, start_scoring
 
 ENCODERS = [byte_ar, bpe, blt]
 IDS = ["bytes", "bpe", "blt"]
@@ -120,17 +120,6 @@ def test_a_job_closed_before_it_runs_ends_its_thread_and_workers() -> None:
         job.run()
 
 
-def test_the_switch_is_on_unless_0_and_names_a_bad_value(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("TOKBENCH_SCORE_PRESTART", raising=False)
-    assert score_prestart_wanted()
-    for value, want in (("1", True), ("0", False)):
-        monkeypatch.setenv("TOKBENCH_SCORE_PRESTART", value)
-        assert score_prestart_wanted() is want
-    monkeypatch.setenv("TOKBENCH_SCORE_PRESTART", "soon")
-    with pytest.raises(ValueError, match=r"TOKBENCH_SCORE_PRESTART='soon': expected 0 or 1"):
-        score_prestart_wanted()
-
-
 def test_a_run_gives_the_same_files_with_jobs_started_ahead_or_in_turn(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Three models (bytes, a padded BPE, bytes again under another label) over two eval sets:
@@ -138,12 +127,13 @@ def test_a_run_gives_the_same_files_with_jobs_started_ahead_or_in_turn(
     and results.csv and samples.jsonl are the same bytes as with each job started in turn."""
     from test_run import SUITE, make_suite
 
-    import harness.run
+    import harness.pipeline.run
+    import harness.score.items
 
     suite = make_suite(tmp_path)
     suite.write_text(SUITE.replace("  - name: bytes\n", "  - name: bytes\n  - {name: bpe, vocab_size: 300}\n"
                                    "  - {name: bytes, id: bytes-2}\n"))
-    real = harness.run.start_scoring
+    real = harness.pipeline.run.start_scoring
     starts: list[tuple[str, bool]] = []  # (encoder class, started from another job's hook)
 
     def spy(encoder: Encoder, *a: Any, **k: Any) -> ScoreJob:
@@ -153,11 +143,11 @@ def test_a_run_gives_the_same_files_with_jobs_started_ahead_or_in_turn(
         starts.append((type(encoder).__name__, from_hook))
         return real(encoder, *a, **k)
 
-    monkeypatch.setattr(harness.run, "start_scoring", spy)
+    monkeypatch.setattr(harness.pipeline.run, "start_scoring", spy)
     runs = {}
     for name, on in (("in-turn", "0"), ("ahead", "1")):
         starts.clear()
-        monkeypatch.setenv("TOKBENCH_SCORE_PRESTART", on)
+        monkeypatch.setattr(harness.score.items, "PRESTART", on == "1")
         out = tmp_path / name
         assert main(["run", str(suite), "--out", str(out), "--quiet", "--no-report"]) == 0
         runs[name] = (json.loads((out / "run.json").read_text()), list(starts))
@@ -178,11 +168,12 @@ def test_a_job_that_fails_to_start_ahead_is_a_one_line_error_and_leaves_no_worke
     is left."""
     from test_run import SUITE, make_suite
 
-    import harness.run
+    import harness.pipeline.run
+    import harness.score.items
 
     suite = make_suite(tmp_path)
     suite.write_text(SUITE.replace("  - name: bytes\n", "  - name: bytes\n  - {name: bytes, id: bytes-2}\n"))
-    real = harness.run.start_scoring
+    real = harness.pipeline.run.start_scoring
     calls: list[int] = []
 
     def failing(*a: Any, **k: Any) -> ScoreJob:
@@ -191,8 +182,8 @@ def test_a_job_that_fails_to_start_ahead_is_a_one_line_error_and_leaves_no_worke
             raise ValueError("bytes-2: the scoring set-up broke")
         return real(*a, **k)
 
-    monkeypatch.setattr(harness.run, "start_scoring", failing)
-    monkeypatch.setenv("TOKBENCH_SCORE_PRESTART", "1")
+    monkeypatch.setattr(harness.pipeline.run, "start_scoring", failing)
+    monkeypatch.setattr(harness.score.items, "PRESTART", True)
     before = _children()
     assert main(["run", str(suite), "--out", str(tmp_path / "o"), "--quiet", "--no-report"]) == 2
     err = capsys.readouterr().err

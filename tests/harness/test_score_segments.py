@@ -14,8 +14,8 @@ from encoders.backbone import BackboneConfig
 from encoders.base import UnitNLL
 from encoders.blt import BltConfig, BltEncoder
 from encoders.byte_baseline import ByteConfig, ByteEncoder
-from harness.metrics import CellTotals, cell_metrics
-from harness.score import plan_clean_target, plan_full, score_items, split_for_target
+from harness.score.items import plan_clean_target, plan_full, score_items, split_for_target
+from harness.score.metrics import CellTotals, cell_metrics
 
 WORDS = ["tokens", "patch", "a", "byte", "entropy", "of", "the", "quickly", "x"]
 

@@ -11,7 +11,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from harness.run import Runner, train_mfu
+from harness.pipeline.run import Runner, train_mfu
 
 
 def _facts(train: dict[str, float]) -> dict:

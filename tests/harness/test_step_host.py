@@ -8,8 +8,8 @@ from bench_script import load_benchmark
 
 from encoders.backbone import BackboneConfig
 from encoders.byte_baseline import ByteConfig, ByteEncoder
-from harness.suite import BudgetConfig
-from harness.train import autocast_for, make_optimizer
+from harness.config.suite import BudgetConfig
+from harness.train.loop import autocast_for, make_optimizer
 
 step_host = load_benchmark("step_host")
 
@@ -55,7 +55,7 @@ def test_step_batches_are_the_loops_micro_batches() -> None:
     budget = BudgetConfig(context_bytes=16, batch_bytes=64, micro_batch_bytes=32)
     steps = list(step_host.step_batches(enc, docs, budget, 2, seed=0))
     assert len(steps) == 2 and all(len(parts) == 2 for parts in steps)  # 4 windows, 2 per micro-batch
-    from harness.data import training_windows
+    from harness.data.load import training_windows
 
     wins = list(training_windows(docs, 4 * 2 * 4 * 16, 16, 0))[:8]
     want = enc.collate(wins[2:4], [0, 0])

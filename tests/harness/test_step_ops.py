@@ -23,8 +23,8 @@ from encoders.backbone import BackboneConfig
 from encoders.base import Encoder, FitContext
 from encoders.bpe import BpeConfig, BpeEncoder
 from encoders.byte_baseline import ByteConfig, ByteEncoder
-from harness.suite import BudgetConfig
-from harness.train import autocast_for, make_optimizer, train_step
+from harness.config.suite import BudgetConfig
+from harness.train.loop import autocast_for, make_optimizer, train_step
 
 # the benchmark's counter (benchmarks/ is not a package): one definition of what an op is
 OpCounter = load_benchmark("step_host").OpCounter

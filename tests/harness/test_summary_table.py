@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.run import summary_table
+from harness.pipeline.summary import summary_table
 
 
 def row(enc: str, pert: str, bpb: float, *, kind: str = "model", objective: str = "ar",

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.sweep_ranks import merged_refusals, plan_sweep, point_cost
+from harness.pipeline.sweep_ranks import merged_refusals, plan_sweep, point_cost
 
 ROOT = Path(__file__).resolve().parents[2]
 

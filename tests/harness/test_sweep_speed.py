@@ -6,8 +6,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from harness.sweep_estimate import sweep_wall
-from harness.sweep_speed import sweep_speed
+from harness.pipeline.sweep_estimate import sweep_wall
+from harness.pipeline.sweep_speed import sweep_speed
 
 
 def _facts(size: str, n: int, *trains: tuple[float, float]) -> dict:

@@ -9,9 +9,9 @@ import torch
 
 from encoders.backbone import BackboneConfig
 from encoders.byte_baseline import ByteConfig, ByteEncoder
-from harness.data import training_windows
-from harness.suite import BudgetConfig
-from harness.train import Checkpointer, lr_at, train_encoder
+from harness.config.suite import BudgetConfig
+from harness.data.load import training_windows
+from harness.train.loop import Checkpointer, lr_at, train_encoder
 from sources.base import Document
 
 BUDGET = BudgetConfig(train_bytes=6_000, context_bytes=64, batch_bytes=512, lr=1e-2, warmup_bytes=1_000)
@@ -42,7 +42,7 @@ def test_training_is_deterministic_and_counts_bytes_and_flops() -> None:
     for pa, pb in zip(a.parameters(), b.parameters()):
         assert torch.equal(pa, pb)
     # FLOPs: 3 x the encoder's analytic forward count, summed over steps.
-    from harness.train import batched
+    from harness.train.loop import batched
 
     expected = sum(3 * a.flops(a.collate(ch, [0] * len(ch))) for ch in batched(training_windows(DOCS, 6_000, 64, 0), 8))
     assert sa["flops"] == pytest.approx(expected)
@@ -95,7 +95,7 @@ def test_the_loop_hands_clipping_one_parameter_list_made_once(monkeypatch: pytes
 
 
 def test_train_step_with_a_parameter_list_equals_the_default() -> None:
-    from harness.train import autocast_for, make_optimizer, train_step
+    from harness.train.loop import autocast_for, make_optimizer, train_step
 
     dev = torch.device("cpu")
     b = BudgetConfig(context_bytes=64, batch_bytes=512, lr=1e-2, grad_clip=0.05)  # clipping bites
@@ -115,7 +115,7 @@ def test_curve_points_are_byte_weighted_means_of_the_step_losses(monkeypatch: py
     """Step k returns a loss of k nats per byte; ~26-32-byte steps against a curve point every
     60 bytes (1 % of 6000): the first step is a point of its own, then each point is the
     byte-weighted mean of the steps since the one before, in bits."""
-    import harness.train as tr
+    import harness.train.loop as tr
 
     steps: list[int] = []  # scored bytes of each step
 
@@ -155,7 +155,7 @@ class FakeEvent:
 
 
 def test_loss_readback_yields_in_order_and_waits_only_when_asked() -> None:
-    from harness.train import LossReadback
+    from harness.train.loop import LossReadback
 
     rb = LossReadback(torch.device("cpu"))
     events = [FakeEvent() for _ in range(3)]

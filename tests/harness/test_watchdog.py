@@ -1,5 +1,5 @@
 """A guarded loop without progress ends the process with one line and every thread's stack
-(``harness.watchdog``); beats keep it quiet. A bad limit is one line before any training:
+(``harness.infra.watchdog``); beats keep it quiet. A bad limit is one line before any training:
 ``tests/harness/test_cells_behind.py::test_bad_env_is_one_line_exit_2_before_any_training``."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.watchdog import Watchdog, stacks_name, stall_limit
+from harness.infra.watchdog import Watchdog, stacks_name, stall_limit
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -68,7 +68,7 @@ def test_beats_keep_it_quiet_and_silence_fires_once() -> None:
 
 
 def test_the_default_limit_is_twice_the_pools_so_their_named_errors_come_first(monkeypatch: pytest.MonkeyPatch) -> None:
-    from harness.accel import stall_seconds
+    from harness.infra.accel import stall_seconds
 
     monkeypatch.setenv("TOKBENCH_STALL_SECONDS", "7")
     assert stall_seconds() == stall_limit() == 7.0

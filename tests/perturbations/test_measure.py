@@ -52,7 +52,7 @@ def test_windowed_bound_stays_tight_where_alike_insertions_and_deletions_pile_up
     # gave 1.60x the exact distance; the smaller of the two stays within a few per cent
     from pydoc_data.topics import topics
 
-    from harness.perturb import apply
+    from harness.data.perturb import apply
     from perturbations.measure import edit_distance, windowed_distance
     from perturbations.registry import REGISTRY
 

@@ -1,4 +1,4 @@
-"""morph.* limits found by a review (session 32): severity checked as every built-in checks it,
+"""morph.* limits found by a review: severity checked as every built-in checks it,
 an affix_swap dictionary without its .aff refused at validate time, compound's overlap rule the
 same as before but linear, no split of a "word" longer than two parts can be, and `tokbench
 perturb --param` values type-checked like a suite's."""

@@ -1,4 +1,4 @@
-"""harness.perturb: the per-document rng (sha256 of seed | id | params | doc) and apply()."""
+"""harness.data.perturb: the per-document rng (sha256 of seed | id | params | doc) and apply()."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from harness.perturb import apply, rng_for
+from harness.data.perturb import apply, rng_for
 from perturbations import Perturbation
 from perturbations.typo import KeyboardTypo
 

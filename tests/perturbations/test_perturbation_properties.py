@@ -10,8 +10,8 @@ import time
 
 import pytest
 
-from harness.perturb import apply
-from harness.plugins import available, resolve
+from harness.data.perturb import apply
+from harness.infra.plugins import available, resolve
 from perturbations import contract
 
 NAMES = sorted(available("perturbation"))

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.perturb import apply
-from harness.plugins import PluginError, resolve
-from harness.preview import preview
+from harness.data.perturb import apply
+from harness.data.preview import preview
+from harness.infra.plugins import PluginError, resolve
 from perturbations import contract
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -1,11 +1,11 @@
-"""harness.preview: one row per severity with the measured edit rate, UTF-8 size and text."""
+"""harness.data.preview: one row per severity with the measured edit rate, UTF-8 size and text."""
 
 from __future__ import annotations
 
 import pytest
 
-from harness.perturb import apply
-from harness.preview import preview
+from harness.data.perturb import apply
+from harness.data.preview import preview
 from perturbations.measure import edit_rate
 from perturbations.typo import KeyboardTypo
 

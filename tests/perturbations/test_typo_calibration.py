@@ -9,7 +9,7 @@ from pydoc_data.topics import topics
 
 import pytest
 
-from harness.perturb import apply
+from harness.data.perturb import apply
 from perturbations.measure import edit_rate
 from perturbations.typo import KeyboardTypo, OcrTypo, RandomTypo, SpellingTypo
 

@@ -1,5 +1,5 @@
 """Damaged caches are never trusted and never crash: every model, partial checkpoint and cell is
-sealed with an HMAC (harness.cache); a file that fails is named on one warning line, removed and
+sealed with an HMAC (harness.infra.cache); a file that fails is named on one warning line, removed and
 recomputed, and the rerun gives the same results as the undamaged run. Stale .tmp files left by a
 kill between write and rename are removed on the next run."""
 
@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from harness.cache import CacheDamaged, read_sealed_json, read_sealed_torch, write_sealed_json
 from harness.cli import main
+from harness.infra.cache import CacheDamaged, read_sealed_json, read_sealed_torch, write_sealed_json
 
 
 def _truncate(p: Path) -> None:
@@ -80,7 +80,7 @@ def test_sealed_json_checked_in_place_and_in_full(tmp_path: Path, monkeypatch: p
     """A file as written is checked on its payload's text in place (no re-encoding); one whose
     payload text changed fails that check and the full one; one whose formatting alone changed
     (re-indented) fails in place and passes in full, as it always did."""
-    import harness.cache as cache
+    import harness.infra.cache as cache
 
     p = tmp_path / "c.json"
     payload = {"row": {"bpb": 1.25, "s": "caf\u00e9 \udcff"}, "samples": [{"a": [1, 2]}] * 3}
@@ -111,9 +111,9 @@ def test_unsealed_torch_file_is_not_trusted(tmp_path: Path) -> None:
 def test_truncated_partial_checkpoint_restarts_training(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from encoders.backbone import BackboneConfig
     from encoders.byte_baseline.model import ByteEncoder
-    from harness.data import training_windows
-    from harness.suite import BudgetConfig
-    from harness.train import Checkpointer, train_encoder
+    from harness.config.suite import BudgetConfig
+    from harness.data.load import training_windows
+    from harness.train.loop import Checkpointer, train_encoder
     from sources.base import Document
 
     docs = [Document(id=str(i), data=b"the quick brown fox jumps over the lazy dog. " * 20) for i in range(4)]
@@ -155,7 +155,7 @@ def test_pickled_code_in_a_sealed_file_is_refused(tmp_path: Path, capsys: pytest
     import hmac
     import io
 
-    from harness.cache import seal_key
+    from harness.infra.cache import seal_key
 
     inner = io.BytesIO()
     torch.save({"w": Evil()}, inner)

@@ -48,10 +48,10 @@ def test_out_not_writable_message(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
                                   capsys: pytest.CaptureFixture[str]) -> None:
     from reliability_suite import make_suite
 
-    import harness.guards
+    import harness.pipeline.guards
 
     suite = make_suite(tmp_path)
-    monkeypatch.setattr(harness.guards.os, "access", lambda *a: False)  # as a non-root user sees it
+    monkeypatch.setattr(harness.pipeline.guards.os, "access", lambda *a: False)  # as a non-root user sees it
     assert main(["run", str(suite), "--out", str(tmp_path / "run"), "--quiet"]) == 2
     assert f"{tmp_path} is not writable" in _one_error_line(capsys)
 

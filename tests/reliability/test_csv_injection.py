@@ -34,7 +34,7 @@ def test_formula_names_are_refused(override: str, key: str, tmp_path: Path,
 
 
 def test_text_cells_are_prefixed_and_read_back(tmp_path: Path) -> None:
-    from harness.results import write_csv
+    from harness.infra.writes import write_csv
     from reports.load import read_table
 
     rows = [{"encoder": "bytes", "language": "=1+1", "script": "@x", "fingerprint": "\tcmd",

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 import core.files
-import harness.cache
+import harness.infra.cache
 from core.files import write_text_atomic
 from harness.cli import main
 
@@ -30,20 +30,20 @@ def test_disk_full_while_writing_cells_is_one_line_then_resumes(
     for c in list((out / "cells").glob("*.json"))[:2]:
         c.unlink()
     (out / "results.csv").unlink()
-    real = harness.cache.atomic_write_bytes
+    real = harness.infra.cache.atomic_write_bytes
 
     def write(path: Path, data: bytes) -> None:
         if path.parent.name == "cells":
             raise OSError(errno.ENOSPC, "No space left on device", str(path))
         real(path, data)
 
-    monkeypatch.setattr(harness.cache, "atomic_write_bytes", write)
+    monkeypatch.setattr(harness.infra.cache, "atomic_write_bytes", write)
     capsys.readouterr()
     assert main(["run", str(suite), "--out", str(out), "--quiet", "--no-report"]) == 2
     err = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("tokbench: error:")]
     assert len(err) == 1
     assert "disk full writing" in err[0] and "MB more needed (estimate)" in err[0] and "resumes" in err[0]
-    monkeypatch.setattr(harness.cache, "atomic_write_bytes", real)
+    monkeypatch.setattr(harness.infra.cache, "atomic_write_bytes", real)
     assert main(["run", str(suite), "--out", str(out), "--quiet", "--no-report"]) == 0
     assert (out / "results.csv").read_text() == (finished[1] / "results.csv").read_text()
 

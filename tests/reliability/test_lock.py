@@ -1,4 +1,4 @@
-"""One writer per run directory (harness/lock.py): a second run on the same --out stops at once
+"""One writer per run directory (harness/infra/lock.py): a second run on the same --out stops at once
 with one line naming the holder (pid, host, since); a lock left by a dead process is taken over."""
 
 from __future__ import annotations
@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 
 from harness.cli import main
-from harness.lock import RunLock, RunLocked
+from harness.infra.lock import RunLock, RunLocked
 
 HOLD = """
 import sys, time
-from harness.lock import RunLock
+from harness.infra.lock import RunLock
 RunLock(sys.argv[1]).acquire()
 print("held", flush=True)
 time.sleep(120)
@@ -62,7 +62,7 @@ def test_stale_lock_file_from_a_dead_pid_is_taken_over(tmp_path: Path) -> None:
 
 PROBE = """
 import sys
-from harness.lock import RunLock, RunLocked
+from harness.infra.lock import RunLock, RunLocked
 try:
     RunLock(sys.argv[1]).acquire()
     print("acquired")
@@ -72,7 +72,7 @@ except RunLocked as e:
 
 HOLD_AND_FORK = """
 import os, sys, time
-from harness.lock import RunLock
+from harness.infra.lock import RunLock
 RunLock(sys.argv[1]).acquire()
 if os.fork() == 0:  # a worker process, as a perturbation pool forks
     time.sleep(60)

@@ -1,5 +1,5 @@
 """User-given names that would break a file name, a CSV cell or a terminal line are refused when
-the suite is validated (harness/names.py), and cache file names come from a hash, never from
+the suite is validated (harness/config/names.py), and cache file names come from a hash, never from
 user text."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from harness.cli import main
-from harness.names import MAX_NAME_CHARS, name_problem
+from harness.config.names import MAX_NAME_CHARS, name_problem
 
 
 @pytest.fixture

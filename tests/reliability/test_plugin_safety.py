@@ -81,11 +81,12 @@ def test_sys_exit_at_import_is_one_line(command: str, suite_with, tmp_path: Path
 def test_plugin_raising_is_one_line(target: str, needle: str, ahead: str, suite_with, tmp_path: Path,  # type: ignore[no-untyped-def]
                                     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     """The same one line whether the perturbations are fitted and tried here or in the
-    plan-ahead process (``harness.planahead``), which hands its exception back with its type."""
-    monkeypatch.setenv("TOKBENCH_PLAN_AHEAD", ahead)
+    plan-ahead process (``harness.overlap.planahead``), which hands its exception back with its type."""
     suite = suite_with("tb_rel_raises", RAISES, target)
     capsys.readouterr()
-    assert main(["run", str(suite), "--out", str(tmp_path / "o"), "--quiet", "--no-report"]) == 2
+    on = "true" if ahead == "1" else "false"
+    assert main(["run", str(suite), "--out", str(tmp_path / "o"), "--quiet", "--no-report",
+                 "--set", f"overlap.plan_ahead={on}"]) == 2
     assert needle in _one_line(capsys)
     if ahead == "0":  # caught before training (Runner.try_perturbations)
         assert not list((tmp_path / "o").glob("models/*.pt"))
@@ -111,9 +112,9 @@ class Killed(Perturbation):
 def test_a_killed_perturbation_process_is_one_line(suite_with, tmp_path: Path,  # type: ignore[no-untyped-def]
                                                    capsys: pytest.CaptureFixture[str],
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
-    import harness.batchscore
+    import harness.data.batchscore
 
-    monkeypatch.setattr(harness.batchscore, "usable_cpus", lambda: 2)  # processes even on one CPU
+    monkeypatch.setattr(harness.data.batchscore, "usable_cpus", lambda: 2)  # processes even on one CPU
     monkeypatch.setenv("TOKBENCH_STALL_SECONDS", "60")  # a death gone unnoticed fails, not hangs
     suite = suite_with("tb_rel_killed", KILLED, "Killed")
     capsys.readouterr()

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from reports.render import Table, md_table, md_text
+from reports.blocks import Table, md_table, md_text
 
 HOSTILE = '<script>alert(1)</script> <img src=x onerror=alert(2)> [click](javascript:alert(3)) ![i](http://x/y.png)'
 

@@ -65,7 +65,7 @@ def test_mc_samples_that_cannot_be_scored_are_refused(suite: Path, capsys: pytes
 
 def test_scoring_estimate_by_hand() -> None:
     from encoders.backbone import BackboneConfig
-    from harness.memory import score_estimate
+    from harness.infra.memory import score_estimate
 
     bb = BackboneConfig(layers=2, dim=32, heads=4, mlp_ratio=4)
     # weights 4 B x 1000 + 4 B x 8 rows x 64 positions x [(6 + 8)·32 + 2·256]
@@ -76,7 +76,7 @@ def test_permutations_that_cannot_fit_are_refused(suite: Path) -> None:
     import torch
 
     from harness.config import load_suite
-    from harness.memory import MemoryTooLarge, check_suite_memory
+    from harness.infra.memory import MemoryTooLarge, check_suite_memory
 
     s = load_suite(suite, ["permutations=[global, {kind: inter_block, block_bytes: 8}]", "eval.modes=[full]",
                            "eval.stride_bytes=64"])
@@ -118,8 +118,8 @@ def test_the_optimizer_refuses_a_dead_learning_rate() -> None:
 
     from torch import nn
 
-    from harness.suite import BudgetConfig
-    from harness.train import make_optimizer
+    from harness.config.suite import BudgetConfig
+    from harness.train.loop import make_optimizer
 
     b = dataclasses.replace(BudgetConfig(train_bytes=1000, context_bytes=8, batch_bytes=64), lr=0.0)
     with pytest.raises(ValueError, match="budget.lr: the learning rate is 0"):

@@ -15,8 +15,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from harness.batchscore import PlanCache
-from harness.cache import (
+from harness.cli import main
+from harness.data.batchscore import PlanCache
+from harness.infra.cache import (
     KEY_NAME,
     CacheDamaged,
     read_sealed_json,
@@ -26,8 +27,7 @@ from harness.cache import (
     write_sealed_json,
     write_sealed_torch,
 )
-from harness.cli import main
-from harness.results import dumps, torch_bytes
+from harness.infra.writes import dumps, torch_bytes
 
 
 def _plain_sha256_cell(p: Path) -> None:
@@ -88,7 +88,7 @@ def test_a_key_file_not_private_to_the_user_is_replaced(tmp_path: Path, spoil: s
                                                          capsys: pytest.CaptureFixture[str]) -> None:
     """Whoever can write the directory could plant a key they know; such a key is not used, and
     what it sealed fails (recomputed), so the planted key buys nothing."""
-    import harness.cache as cache
+    import harness.infra.cache as cache
 
     d = tmp_path / "cells"
     d.mkdir()

@@ -1,5 +1,5 @@
-"""Absurd sizes are refused at validate time on one line (harness/bounds.py), and a model whose
-training cannot fit the device is refused with the numbers (harness/memory.py)."""
+"""Absurd sizes are refused at validate time on one line (harness/config/bounds.py), and a model whose
+training cannot fit the device is refused with the numbers (harness/infra/memory.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from harness.cli import main
-from harness.memory import (
+from harness.infra.memory import (
     MemoryTooLarge,
     check_suite_memory,
     count_params,
@@ -64,7 +64,7 @@ def test_dry_run_refuses_too(suite: Path, tmp_path: Path, capsys: pytest.Capture
 
 def test_estimate_by_hand() -> None:
     from encoders.backbone import BackboneConfig
-    from harness.suite import BudgetConfig
+    from harness.config.suite import BudgetConfig
 
     bb = BackboneConfig(layers=2, dim=32, heads=4, mlp_ratio=4)
     budget = BudgetConfig(train_bytes=10_000, context_bytes=64, batch_bytes=256, warmup_bytes=0)
@@ -95,7 +95,7 @@ def test_check_suite_memory_limit(suite: Path) -> None:
 
 
 def test_catch_all_bound_spares_flop_budgets() -> None:
-    from harness.bounds import bound_problem
+    from harness.config.bounds import bound_problem
 
     assert bound_problem("budgets", (1e15, 1.6e18)) is None  # a scaling sweep's FLOP budgets
     assert bound_problem("max_flops", 3e19) is None
@@ -107,7 +107,7 @@ def test_micro_batches_shrink_the_activation_estimate() -> None:
     # Only one micro-batch's activations are alive at a time: 256-byte steps in 64-byte
     # micro-batches keep a quarter of the activations, and the same weight/optimizer state.
     from encoders.backbone import BackboneConfig
-    from harness.suite import BudgetConfig
+    from harness.config.suite import BudgetConfig
 
     bb = BackboneConfig(layers=2, dim=32, heads=4, mlp_ratio=4)
     whole = train_estimate(1000, bb, BudgetConfig(train_bytes=10_000, context_bytes=64, batch_bytes=256,

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from harness.cli import main
-from harness.datapack import UnpackLimits, unpack
+from harness.data.datapack import UnpackLimits, unpack
 
 PKG_JSON = json.dumps({"name": "p", "version": "1"}).encode()
 
@@ -108,7 +108,7 @@ def test_a_failed_install_is_rolled_back(tmp_path: Path, cache: Path, monkeypatc
             raise OSError(28, "No space left on device", str(dst))
         real(src, dst)
 
-    monkeypatch.setattr("harness.datapack.os.rename", rename)
+    monkeypatch.setattr("harness.data.datapack.os.rename", rename)
     refused(a, cache, r"installing into .* failed, nothing changed \(No space left on device")
 
 
@@ -233,7 +233,7 @@ def test_a_fifo_or_directory_as_the_archive_is_refused(tmp_path: Path, cache: Pa
 
 def _die_during(archive: Path, cache: Path, where: str) -> None:
     """In a forked child: unpack, killed by SIGKILL mid-extraction or mid-install."""
-    import harness.datapack as dp
+    import harness.data.datapack as dp
 
     if where == "extract":
         real = dp._copy_member

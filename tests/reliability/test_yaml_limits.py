@@ -1,5 +1,5 @@
 """Hostile YAML is refused on one line, fast and in bounded memory: an alias bomb, deep nesting,
-a huge document (harness/yaml_limits.py, hooked into the suite loader)."""
+a huge document (harness/config/yaml_limits.py, hooked into the suite loader)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from harness.config import ConfigError, parse_yaml
-from harness.yaml_limits import MAX_DEPTH, MAX_TEXT_CHARS, check_yaml_text
+from harness.config.yaml_limits import MAX_DEPTH, MAX_TEXT_CHARS, check_yaml_text
 
 
 def alias_bomb(levels: int = 9, width: int = 9) -> str:

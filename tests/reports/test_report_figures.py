@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 from reports import figures as F
-from reports.render import figure_bytes, figure_texts, save_figure
+from reports.blocks import figure_bytes, save_figure
+from reports.render import figure_texts
 
 INSTALLED = {f.name for f in F.font_manager.fontManager.ttflist}
 FALLBACK = [f for f in F.FONT_FALLBACK if f in INSTALLED] or ["sans-serif"]

@@ -15,7 +15,7 @@ from harness.config import (
     ConfigError,
     load_suite,
 )
-from harness.suite import SCHEMA_VERSION, BudgetConfig, EvalConfig
+from harness.config.suite import SCHEMA_VERSION, BudgetConfig, EvalConfig
 
 # ---------------------------------------------------------------------------------------------
 # A valid suite
@@ -406,7 +406,7 @@ def test_list_sections_must_be_lists(tmp_path: Path) -> None:
     )
     assert err(tmp_path, BASE + "x_: 1\n") == (
         "suite.yaml:24: unknown key 'x_'; valid keys: analyses, backbone, baselines, budget, data, "
-        "description, encoders, eval, name, permutations, perturbations, plugin_paths, scaling, "
+        "description, encoders, eval, name, overlap, permutations, perturbations, plugin_paths, scaling, "
         "schema_version, seeds"
     )
     assert err(tmp_path, BASE + "analyses: fake_an\n") == (

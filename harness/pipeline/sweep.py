@@ -1,0 +1,263 @@
+"""A scaling sweep run and estimated: every grid point of ``harness.config.scaling`` trained for a seed
+(``train_sweep``, called by the run for a suite with ``scaling:``), and its ``--dry-run``
+(``sweep_dry_run``) timing the training loop's own step per (encoder, size)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from typing import Any
+
+from harness.config.scaling import (
+    HEADLINE_ATTENTION,
+    GridPoint,
+    ScalingConfig,
+    flops_per_byte,
+    grid,
+    grid_table,
+    plan_point,
+    point_facts,
+    sweep_columns,
+)
+
+
+def _point_key(runner: Any, spec: Any, seed: int, train_fp: str, cfg: ScalingConfig, budget: float) -> str:
+    """The model-cache key of one grid point: the Runner's key plus everything that shapes its
+    training here (the budget, the warm-up fraction, the width rule, the limits)."""
+    facts = {"flop_budget": budget, "warmup_fraction": cfg.warmup_fraction, "lr_ref_dim": cfg.lr_ref_dim,
+             "lr_width_power": cfg.lr_width_power, "min_steps": cfg.min_steps, "max_passes": cfg.max_passes,
+             "attention": HEADLINE_ATTENTION}
+    return runner.model_key(spec, seed, train_fp, {"scaling": facts})
+
+
+def point_spec(cfg: ScalingConfig, spec: Any, point: GridPoint) -> Any:
+    """The encoder spec of one grid point: its sweep label and the rung's backbone."""
+    if spec.backbone is None:
+        raise ValueError(f"scaling: encoder {spec.label!r} has no shared backbone (backbone: null), so the "
+                         "ladder cannot size it; drop it from a scaling suite")
+    return replace(spec, label=point.label, backbone=cfg.backbone(spec.backbone, point.rung))
+
+
+def train_sweep(runner: Any, seed: int, train: Any,
+                owned: Callable[[str], bool] | None = None) -> dict[str, tuple[Any, dict[str, Any], Any]]:
+    """Train (or load) every grid point of the selected budgets for one seed (with ``owned``,
+    only the points whose label it accepts: this rank's share, ``harness.pipeline.sweep_ranks``), up to
+    ``scaling.points_at_once`` at the same time (``train_together``).
+
+    Returns label → (encoder, meta, spec) like the Runner's own models, in grid order;
+    meta["sweep"] holds the results.csv sweep columns. A refused point is logged, recorded in
+    run.json (``scaling.refused``) and cached as refused, so a re-run skips it without refitting."""
+    import json
+    import time
+
+    import torch
+
+    from encoders.backbone import causal_attention_cost
+    from harness.data.load import training_windows
+    from harness.infra.writes import atomic_torch_save, atomic_write_json
+    from harness.train.loop import Checkpointer, fit_context, train_encoder
+
+    cfg: ScalingConfig = runner.suite.scaling
+    b = runner.budget
+    specs = {s.label: s for s in runner.suite.encoders}
+    refused: dict[str, str] = runner.scaling_facts.setdefault("refused", {})
+    probe = list(training_windows(train.docs, 8 * b.batch_bytes, b.context_bytes, seed))
+    done: dict[str, tuple[Any, dict[str, Any], Any]] = {}
+    pending: list[dict[str, Any]] = []  # planned points, trained together by ``flush``
+    # threads share torch's global generator: only models that draw nothing from it in training
+    at_once = cfg.points_at_once if all(s.backbone is None or s.backbone.dropout == 0 for s in specs.values()) else 1
+
+    def train_one(job: dict[str, Any]) -> None:
+        p, key = job["point"], job["key"]
+        with causal_attention_cost(HEADLINE_ATTENTION):
+            job["stats"] = train_encoder(
+                job["enc"], training_windows(train.docs, 10 * p.train_bytes + b.batch_bytes, b.context_bytes, seed),
+                p.train_bytes, job["budget"], runner.device, max_flops=p.budget - p.fit_flops,
+                checkpoint=Checkpointer(runner.rd.partial_path(key), runner.opts.checkpoint_seconds),
+                progress=runner._bar(f"train {p.label} s{seed}", p.train_bytes))
+
+    def flush() -> None:
+        train_together(pending, train_one, runner.device)
+        for job in pending:
+            p, enc, stats, total = job["point"], job["enc"], job["stats"], job["total"]
+            spent = stats["flops"] + p.fit_flops
+            p.train_bytes = int(stats["bytes"])  # what the loop actually read (D of the fits)
+            meta = {
+                "key": job["key"], "fit": job["fit"], "train": stats, "params_total": total,
+                "params_embedding": total - p.params_non_embedding,
+                "params_non_embedding": p.params_non_embedding,
+                "flops_per_byte_train": p.flops_per_byte, "flops_per_byte_train_full_attn": p.flops_per_byte_full,
+                "flops_per_byte_infer": stats["forward_flops"] / max(1, stats["bytes"]),
+                "total_flops": spent, "describe": enc.describe(),
+                "scaling": point_facts(p, train.n_bytes, train.fingerprint),
+                "sweep": sweep_columns(p, spent),
+            }
+            atomic_torch_save(enc.state_dict(), job["path"])
+            atomic_write_json(job["meta_path"], meta)
+            runner.log(f"[model] {p.label} seed {seed}: {stats['bytes']:,} bytes, {spent:.3g} FLOPs in "
+                       f"{stats['seconds']:.1f}s, final loss {stats['final_loss_bpb']:.3f} bpb")
+            done[p.label] = (enc, meta, job["spec"])
+        pending.clear()
+
+    points = [p for p in grid(cfg, list(specs)) if owned is None or owned(p.label)]
+    for p in points:
+        spec = point_spec(cfg, specs[p.encoder], p)
+        key = _point_key(runner, spec, seed, train.fingerprint, cfg, p.budget)
+        path, meta_path = runner.rd.model_path(key), runner.rd.model_meta_path(key)
+        meta: dict[str, Any] | None = json.loads(meta_path.read_text()) if meta_path.exists() else None
+        if meta is not None and meta.get("refused"):
+            refused[p.label] = meta["refused"]
+            runner.log(f"[scaling] {p.label}: refused (cached): {meta['refused']}")
+            continue
+        enc = runner.build(spec, seed)
+        if meta is not None and path.exists():
+            enc.load_state_dict(torch.load(path, map_location="cpu", weights_only=True))
+            enc.to(runner.device).eval()
+            runner.log(f"[model] {p.label} seed {seed}: loaded from cache {path.name}")
+            done[p.label] = (enc, meta, spec)
+            continue
+        enc.to(runner.device)
+        t0 = time.perf_counter()
+        # Everything this point spends — fit stage included — is counted in the headline
+        # convention, so the loop stops when the budget is spent under it.
+        with causal_attention_cost(HEADLINE_ATTENTION):
+            ctx = fit_context(train.docs, b, runner.device, seed, log=runner.log,
+                              progress=lambda what, n, lb=p.label: runner._bar(f"{lb} ({what})", n))
+            fit = enc.fit(ctx) or {}
+            fit.setdefault("seconds", time.perf_counter() - t0)
+            p.flops_per_byte, p.flops_per_byte_full = flops_per_byte(enc, probe, b.windows_per_step,
+                                                                      b.windows_per_micro_batch)
+            p.fit_flops = float(fit.get("flops", 0.0))
+            total = sum(x.numel() for x in enc.parameters())
+            p.params_non_embedding = total - enc.embedding_parameters()
+            plan_point(cfg, p, base_lr=b.lr, batch_bytes=b.batch_bytes, train_part_bytes=train.n_bytes)
+        if p.refused:
+            refused[p.label] = p.refused
+            runner.log(f"[scaling] {p.label}: refused: {p.refused}")
+            atomic_write_json(meta_path, {"key": key, "refused": p.refused})
+            continue
+        runner.log(f"[model] {p.label} seed {seed}: {p.budget:.3g} FLOPs = ~{p.train_bytes:,} bytes, "
+                   f"{p.steps} steps, lr {p.lr:.3g} ({runner.device})")
+        pending.append({"point": p, "spec": spec, "key": key, "path": path, "meta_path": meta_path, "enc": enc,
+                        "fit": fit, "total": total,
+                        "budget": replace(b, train_bytes=p.train_bytes, warmup_bytes=p.warmup_bytes, lr=p.lr)})
+        if len(pending) >= at_once:
+            flush()
+    flush()
+    models: dict[str, tuple[Any, dict[str, Any], Any]] = {}
+    for p in points:  # grid order, whatever order the points finished in
+        if p.label in done:
+            models[p.label] = done[p.label]
+            runner.record_encoder_facts(p.label, done[p.label][2], seed, done[p.label][1], extra=("scaling",))
+    if not models and refused and owned is None:  # nothing to score: say why instead of an empty report
+        label, why = next(iter(refused.items()))
+        raise ValueError(f"scaling: every point of the selected budgets was refused, so nothing is trained "
+                         f"(first, {label}: {why}); change scaling.budgets or scaling.ladder")
+    return models
+
+
+def train_together(jobs: Sequence[Any], train_one: Callable[[Any], None], device: Any) -> None:
+    """``train_one(job)`` for every job: one after another when there is one; else each in its
+    own thread — on CUDA on its own stream, so the jobs' kernels run side by side — in a copy of
+    the caller's context (``causal_attention_cost`` is a context variable). A job's error is
+    raised here once all have stopped."""
+    import contextlib
+    import contextvars
+    from concurrent.futures import ThreadPoolExecutor
+
+    import torch
+
+    if len(jobs) <= 1:
+        for job in jobs:
+            train_one(job)
+        return
+
+    def run(job: Any) -> None:
+        stream = torch.cuda.Stream(device) if device.type == "cuda" else None
+        with torch.cuda.stream(stream) if stream is not None else contextlib.nullcontext():
+            train_one(job)
+
+    from harness.infra.accel import loops_at_once
+
+    with loops_at_once(len(jobs)), ThreadPoolExecutor(len(jobs), thread_name_prefix="tokbench-point") as pool:
+        futures = [pool.submit(contextvars.copy_context().run, run, job) for job in jobs]
+    for f in futures:
+        f.result()
+
+
+def sweep_dry_run(suite: Any, train: Any, device: Any, base_dir: Any, ranks: int = 1) -> str:
+    """``--dry-run`` of a scaling suite: per point its size, FLOPs per byte, bytes, steps, passes,
+    lr, refusals and an estimated training time (the training loop's own step — a CUDA-graph
+    replay where ``budget.cuda_graphs`` makes the run replay it — timed on this device for each
+    (encoder, size), times the point's steps; fit stages are fitted on about a batch, so BLT
+    is approximate and their cost is not in the time), and the sweep's wall on ``ranks``
+    processes sharing this device (``harness.pipeline.sweep_estimate``)."""
+    from encoders.backbone import causal_attention_cost
+    from harness.data.load import training_windows
+    from harness.train.loop import build_encoder, fit_context
+    from harness.train.measure import _fmt, _step_time
+
+    cfg: ScalingConfig = suite.scaling
+    b = suite.budget
+    seed = suite.seeds[0]
+    probe = list(training_windows(train.docs, 8 * b.batch_bytes, b.context_bytes, seed))
+    step_probe = probe[: b.windows_per_step]
+    specs = {s.label: s for s in suite.encoders}
+    measured: dict[tuple[str, str], tuple[float, float, int, float, float]] = {}
+    points = grid(cfg, list(specs))
+    for p in points:
+        k = (p.encoder, p.rung.name)
+        if k not in measured:
+            enc = build_encoder(point_spec(cfg, specs[p.encoder], p), seed, base_dir).to(device)
+            # The whole merge sample, as the run learns it (once per process: later sizes reuse
+            # the merges): FLOPs per byte decide refusals, and BPE learned on 1 MB compresses
+            # worse (in suites/scaling.yaml ~9 % more FLOPs per byte, enough to flip a point
+            # across min_steps). Sub-models still train on only a batch.
+            with causal_attention_cost(HEADLINE_ATTENTION):
+                fit = enc.fit(fit_context(train.docs, b, device, seed, sub_bytes_cap=b.batch_bytes,
+                                          log=lambda s: None)) or {}
+                half, full = flops_per_byte(enc, probe, b.windows_per_step, b.windows_per_micro_batch)
+            batch = enc.collate(step_probe, [0] * len(step_probe)).to(device)
+            dt = _step_time(enc, batch, suite, device)
+            dt, dt_gpu = _engine_step_times(enc, batch, suite, device, dt)
+            n = sum(x.numel() for x in enc.parameters()) - enc.embedding_parameters()
+            measured[k] = (half, full, n, float(fit.get("flops", 0.0)), dt, dt_gpu)
+        half, full, n, fit_flops, dt, dt_gpu = measured[k]
+        p.flops_per_byte, p.flops_per_byte_full, p.params_non_embedding, p.fit_flops = half, full, n, fit_flops
+        p.seconds_per_step = dt
+        p.extra["gpu_seconds_per_step"] = dt_gpu
+        plan_point(cfg, p, base_lr=b.lr, batch_bytes=b.batch_bytes, train_part_bytes=train.n_bytes)
+    head = (f"scaling suite '{suite.name}': {len(cfg.selected())} of {len(cfg.budgets)} budget(s) x "
+            f"{len(cfg.ladder)} size(s) x {len(specs)} encoder(s) x {len(suite.seeds)} seed(s) on {device}; "
+            f"train part {train.n_bytes:,} bytes. FLOPs: causal attention at half cost (headline).")
+    total = sum(p.est_seconds for p in points) * len(suite.seeds)
+    from harness.pipeline.sweep_estimate import sweep_wall
+
+    trained = [p for p in points if not p.refused] * len(suite.seeds)
+    lanes = ranks * cfg.points_at_once  # points trained at the same time
+    wall = sweep_wall(trained, lanes, 1)
+    engine = (f"{lanes} at a time ({ranks} rank(s) x scaling.points_at_once {cfg.points_at_once}) on this "
+              f"device: {_fmt(wall['wall'])} (the larger of their makespan {_fmt(wall['makespan'])} and the "
+              f"device's work one step after another {_fmt(wall['gpu_work'])}; more ranks: --nproc N with --dry-run)")
+    return "\n".join([head, "", grid_table(points, _fmt), "",
+                      f"estimated training time, all selected budgets and seeds: {_fmt(total)} one point at a "
+                      f"time, {engine} (fit stages and scoring not included)"])
+
+
+def _engine_step_times(enc: Any, batch: Any, suite: Any, device: Any, eager: float) -> tuple[float, float]:
+    """(wall, device) seconds of a step as the run takes it: the CUDA-graph replay where
+    ``budget.cuda_graphs`` applies (``harness.train.graph_step``), else the eager step (whose wall
+    ``eager`` is measured already)."""
+    from harness.pipeline.sweep_estimate import step_times
+    from harness.train.graph_step import GraphStep, graph_capable
+    from harness.train.loop import autocast_for, make_optimizer, train_step
+
+    b = suite.budget
+    graphs = b.cuda_graphs and device.type == "cuda" and graph_capable(enc)
+    opt = make_optimizer(enc, b, device, capturable=graphs)
+    if graphs:
+        gs = GraphStep(enc, opt, b, device, list(enc.parameters()))
+        return step_times(lambda: gs(batch, b.lr, batch.scored_bytes), device)
+    autocast = autocast_for(b, device)
+    _, gpu = step_times(lambda: train_step(enc, batch, opt, b.lr, b, autocast), device)
+    return eager, gpu
