@@ -97,7 +97,7 @@ def plugin_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def test_readme_encoder_passes_the_causality_probe(plugin_dir: Path) -> None:
-    from harness.score.items.causality import causality_text, probe_causality
+    from harness.score.causality import causality_text, probe_causality
 
     from harness.sanity.probes import fit_and_train, tiny_encoder
 

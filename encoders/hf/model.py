@@ -5,7 +5,7 @@
       - {name: hf, path: org/name, dtype: bfloat16}   # a hub id already in the local Hugging Face cache
 
 Never trained by the suite (``trained_elsewhere``): the run loads it, checks that it is causal
-(``harness.score.items.causality.probe_causality``) and scores it through the same ``score_items`` as every other
+(``harness.score.causality.probe_causality``) and scores it through the same ``score_items`` as every other
 encoder. Nothing is downloaded: a hub id must be in the local cache.
 
 Windows to tensors (``collate``), the same contract as ``bpe``: the context ``window[:score_from]``

@@ -3,7 +3,7 @@
 Such an encoder comes with its weights: the run never fits or trains it, and scores it through
 the same ``score_items`` as the models it trains. Here:
 
-* ``admit`` (``harness.score.items.pretrained``) — the run's stand-in for fit + train.
+* ``admit`` (``harness.score.pretrained``) — the run's stand-in for fit + train.
 * ``check_suite`` — suites that would need its training compute are refused when validated: a
   scaling grid, or ``match: flops`` whose reference it would be.
 """

@@ -34,6 +34,7 @@ from harness.config.suite import Suite
 from harness.data.evalsets import CLEAN, EvalSet
 from harness.data.load import DataPart, load_data, training_windows
 from harness.infra.accel import gemm_tflops
+from harness.infra.schedule import assign_lpt
 from harness.infra.writes import atomic_write_json
 from harness.pipeline.launch import LOCK_HELD_ENV, MULTICAST_OFF, run_lock
 from harness.pipeline.run import Runner, RunOptions, TrainedModel
@@ -112,19 +113,6 @@ def shutdown(ctx: DistContext) -> None:
 
 # ---------------------------------------------------------------------------------------------
 # the planner
-
-
-def assign_lpt(costs: list[float], world: int) -> list[int]:
-    """Rank of each job: longest processing time first — jobs in decreasing cost (ties: lower
-    index first), each to the rank with the least total so far (ties: lowest rank). Deterministic;
-    its makespan is at most 4/3 of the optimum."""
-    load = [0.0] * world
-    owner = [0] * len(costs)
-    for i in sorted(range(len(costs)), key=lambda i: (-costs[i], i)):
-        r = min(range(world), key=lambda r: (load[r], r))
-        owner[i] = r
-        load[r] += costs[i]
-    return owner
 
 
 def estimate_train_flops(suite: Suite, train: DataPart, base_dir: Path) -> dict[str, float]:
@@ -423,5 +411,5 @@ def is_rank0() -> bool:
     return int(os.environ.get("RANK", "0") or 0) == 0
 
 
-__all__ = ["DataParallel", "DistContext", "DistRunner", "assign_lpt", "init", "plan_ranks",
+__all__ = ["DataParallel", "DistContext", "DistRunner", "init", "plan_ranks",
            "run_distributed"]

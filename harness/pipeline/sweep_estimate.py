@@ -53,7 +53,7 @@ def sweep_wall(points: Sequence[Any], ranks: int, gpus: int) -> dict[str, float]
     """Training wall of the trained ``points`` (``steps``, ``seconds_per_step`` and
     ``extra["gpu_seconds_per_step"]`` filled) on ``ranks`` processes over ``gpus`` GPUs:
     {"makespan", "gpu_work", "wall"} seconds (fit stages, loads and scoring not included)."""
-    from harness.pipeline.distributed import assign_lpt
+    from harness.infra.schedule import assign_lpt
 
     alone = [p.steps * p.seconds_per_step for p in points]
     owner = assign_lpt(alone, max(1, ranks))

@@ -60,7 +60,7 @@ def sweep_costs(suite: Any, base_dir: Any) -> dict[tuple[int, str], float]:
 
 def plan_sweep(costs: dict[tuple[int, str], float], world: int) -> dict[tuple[int, str], int]:
     """{(seed, point label): rank}, longest first, balanced by ``costs``."""
-    from harness.pipeline.distributed import assign_lpt
+    from harness.infra.schedule import assign_lpt
 
     jobs = list(costs)
     return dict(zip(jobs, assign_lpt([costs[j] for j in jobs], world)))

@@ -33,7 +33,7 @@ from harness.config.suite import BudgetConfig
 from harness.data.load import training_windows
 from harness.infra import plugins
 from harness.score.items import plan_full, score_items
-from harness.score.items.causality import ProbeResult, causality_text, probe_causality
+from harness.score.causality import ProbeResult, causality_text, probe_causality
 from harness.train.loop import fit_context, train_encoder
 from sources.base import Document
 
@@ -217,7 +217,7 @@ def probe_causality_trained(name: str, device: torch.device, seed: int = 0) -> P
 
 def trainable_encoders() -> list[str]:
     """Registered encoders the probes can build and train (not those trained elsewhere, whose
-    weights come from a checkpoint: ``harness.score.items.pretrained.admit`` probes those in a run)."""
+    weights come from a checkpoint: ``harness.score.pretrained.admit`` probes those in a run)."""
     return [n for n in plugins.known_names("encoder")
             if not getattr(plugins.resolve("encoder", n, search_paths=[Path.cwd()]), "trained_elsewhere", False)]
 

@@ -1,6 +1,6 @@
 """The causality probe: no prediction of an autoregressive encoder may change when its own target
 or a later byte changes. ``tokbench sanity`` runs it on every encoder kind; a run runs it on a
-model trained elsewhere before scoring it (``harness.score.items.pretrained``)."""
+model trained elsewhere before scoring it (``harness.score.pretrained``)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """A model trained elsewhere (``Encoder.trained_elsewhere``: the ``hf`` encoder) admitted to a run:
 the run's stand-in for fit + train. The loaded model goes on the device, is refused (one line)
-unless the causality probe passes (``harness.score.items.causality``: no prediction may change when
+unless the causality probe passes (``harness.score.causality``: no prediction may change when
 its own target or a later byte changes), and gets its run.json facts: ``trained_elsewhere`` true,
 no ``train`` stats and no training FLOPs (null), so no compute-matched number includes it."""
 
@@ -13,7 +13,7 @@ from typing import Any
 import torch
 
 from encoders.base import Encoder
-from harness.score.items.causality import causality_text, probe_causality
+from harness.score.causality import causality_text, probe_causality
 
 
 def admit(enc: Encoder, label: str, key: str, device: torch.device, seed: int,

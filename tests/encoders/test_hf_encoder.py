@@ -166,7 +166,7 @@ class Peeking(HfEncoder):
 
 
 def test_causality_probe_passes_the_model_and_refuses_a_leaky_wrapper(models: dict[str, Path]) -> None:
-    from harness.score.items.pretrained import admit
+    from harness.score.pretrained import admit
 
     cfg = HfConfig(path=str(models["gpt2"]))
     meta = admit(HfEncoder(cfg), "hf", "k", CPU, 0, log=lambda s: None)  # the run's loading step

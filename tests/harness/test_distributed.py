@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.pipeline.distributed import assign_lpt
+from harness.infra.schedule import assign_lpt
 from harness.pipeline.launch import (
     LOCK_HELD_ENV,
     MULTICAST_OFF,

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 import torch
-from harness.score.items.causality import causality_text
+from harness.score.causality import causality_text
 
 from encoders.backbone import BackboneConfig
 from encoders.byte_baseline import ByteConfig, ByteEncoder
