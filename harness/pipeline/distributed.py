@@ -348,7 +348,7 @@ class DistRunner(Runner):
         Under ``match: flops`` the reference's owner trains it first and broadcasts its FLOPs."""
         models: dict[str, TrainedModel] = {}
         if self.suite.scaling is not None:  # this rank's grid points, each trained as alone
-            from harness.config.scaling import train_sweep
+            from harness.pipeline.sweep import train_sweep
 
             mine = train_sweep(self, seed, train, owned=lambda label: owner[(seed, label)] == self.dist.rank)
             return {label: TrainedModel(*m) for label, m in mine.items()}

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness.data.load import batchscore
+from harness.data import batchscore
 from harness.overlap import reportproc
 from harness.pipeline.launch import rank_env
 
