@@ -6,10 +6,10 @@
 #
 #   GPU_DIR=$PWD/.gpu bash benchmarks/gpu_sweep.sh [BUDGET] [-- extra --set overrides]
 #
-# Each encoder: one process training all the budget's points at once (scaling.points_at_once =
-# POINTS, default 6: threads on their own CUDA streams), each step a CUDA-graph replay
-# (budget.cuda_graphs); should that job fail, it runs again as RANKS ranks sharing the GPU
-# (default 6, graphs on), then as those ranks eager. Afterwards (DRY=1, the default) the bytes
+# Each encoder: one process, one point at a time, each step a CUDA-graph replay
+# (budget.cuda_graphs: on an H100 the bytes command took 116.8 s against 232 s eager, BENCHMARKS.md
+# "Sweep engine"); should that job fail, it runs again as RANKS ranks sharing the GPU (default 6,
+# graphs on), then eager in one process. Afterwards (DRY=1, the default) the bytes
 # job's dry run on the GPU, to set its estimated wall beside the measured one.
 # Data as for gpu_scaling.sh ($GPU_DIR/scaling-data.tar.gz).
 source "$(dirname "$0")/gpu_common.sh"
@@ -42,12 +42,12 @@ job() {  # job NAME RANKS ENCODER [--set ...]: one command, timed, summarised an
 BYTES='{name: bytes}'
 for enc in "bytes $BYTES" "bpe {name: bpe, vocab_size: 4096}"; do
   read -r name spec <<<"$enc"
-  job "$name-threads" 1 "$spec" --set budget.cuda_graphs=true --set "scaling.points_at_once=${POINTS:-6}" \
+  job "$name-graphs" 1 "$spec" --set budget.cuda_graphs=true \
     || job "$name-ranks" "${RANKS:-6}" "$spec" --set budget.cuda_graphs=true \
-    || job "$name-eager" "${RANKS:-6}" "$spec"
+    || job "$name-eager" 1 "$spec"
 done
 if [ "${DRY:-1}" = 1 ]; then  # last: the measurements above are complete if the call is cut here
   python3 -m harness.cli run "$SUITE" --dry-run --device "$DEVICE" "${GRID[@]}" --set "encoders=[$BYTES]" \
-    --set budget.cuda_graphs=true --set "scaling.points_at_once=${POINTS:-6}" "${SETS[@]}" \
+    --set budget.cuda_graphs=true "${SETS[@]}" \
     2>&1 | grep -v '^  bytes@' | tail -12 | tee -a "$OUT/env.log"
 fi

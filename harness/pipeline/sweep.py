@@ -66,6 +66,11 @@ def train_sweep(runner: Any, seed: int, train: Any,
     pending: list[dict[str, Any]] = []  # planned points, trained together by ``flush``
     # threads share torch's global generator: only models that draw nothing from it in training
     at_once = cfg.points_at_once if all(s.backbone is None or s.backbone.dropout == 0 for s in specs.values()) else 1
+    if b.cuda_graphs and at_once > 1:
+        # Capturing a graph synchronizes the device while the other threads keep launching: on an
+        # H100 six points with graphs stalled at capture (BENCHMARKS.md, "Sweep engine").
+        runner.log(f"[scaling] budget.cuda_graphs: points train one at a time, not {at_once} at once")
+        at_once = 1
 
     def train_one(job: dict[str, Any]) -> None:
         p, key = job["point"], job["key"]
