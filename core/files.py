@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import stat
 import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -77,3 +78,25 @@ def write_parts_atomic(path: Path, parts: Sequence[str | Path]) -> None:
     _write_atomic(path, fill)
     for part in parts:
         os.unlink(part)
+
+
+class NotRegularFile(ValueError):
+    """``open_regular`` refused a path that is not a regular file; ``kind`` says what it is."""
+
+    def __init__(self, kind: str) -> None:
+        super().__init__(kind)
+        self.kind = kind
+
+
+def open_regular(path: Path) -> BinaryIO:
+    """``path`` opened for binary reading, or ``NotRegularFile`` ("a directory", "a FIFO", "a
+    device or socket"); ``OSError`` if it cannot be opened. O_NONBLOCK on the open, and the check
+    on the open descriptor: a FIFO neither hangs nor is read, a device is refused before a byte."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        raise NotRegularFile("a directory" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode)
+                             else "a device or socket")
+    os.set_blocking(fd, True)
+    return os.fdopen(fd, "rb")

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from core.errors import UsageError
+from core.files import NotRegularFile, open_regular
 
 
 def suites_dir() -> Path:
@@ -318,18 +319,14 @@ def read_preview_file(path: Path) -> str:
     """``perturb --file``: a regular file of at most ``MAX_PREVIEW_BYTES``, else one line. Opened
     without blocking and checked on the open descriptor, so a FIFO neither hangs nor is read and
     a device (``/dev/zero``) is refused before a byte is read."""
-    import stat
-
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        f = open_regular(path)
+    except NotRegularFile as e:
+        kind = e.kind if e.kind == "a directory" else f"not a regular file ({e.kind})"
+        raise UsageError(f"--file {path}: {kind} (perturb reads a text file)") from None
     except OSError as e:
         raise UsageError(f"--file {path}: {e.strerror or e}") from None
-    mode = os.fstat(fd).st_mode
-    if not stat.S_ISREG(mode):
-        os.close(fd)
-        kind = "a directory" if stat.S_ISDIR(mode) else "not a regular file"
-        raise UsageError(f"--file {path}: {kind} (perturb reads a text file)")
-    with os.fdopen(fd, "rb") as f:
+    with f:
         data = f.read(MAX_PREVIEW_BYTES + 1)
     if len(data) > MAX_PREVIEW_BYTES:
         raise UsageError(f"--file {path}: larger than {MAX_PREVIEW_BYTES // 2**20} MiB; perturb previews "

@@ -32,7 +32,6 @@ import json
 import os
 import re
 import shutil
-import stat
 import tarfile
 import tempfile
 import time
@@ -42,6 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any, BinaryIO
 
+from core.files import NotRegularFile, open_regular
 from harness.infra.lock import RunLock, RunLocked, describe_holder
 from sources.fetch import FetchedPackage, _sha256_file, check_package
 
@@ -207,16 +207,11 @@ def _open_regular(archive: Path) -> BinaryIO:
     """``archive`` opened for reading, refused unless it is a regular file (a FIFO would block,
     a device never end). O_NONBLOCK: opening a FIFO does not wait for a writer."""
     try:
-        fd = os.open(archive, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        return open_regular(archive)
+    except NotRegularFile as e:
+        raise ValueError(f"data unpack: {archive}: not a regular file ({e.kind})") from None
     except OSError as e:
         raise ValueError(f"data unpack: {archive}: cannot be read ({e.strerror or e})") from None
-    mode = os.fstat(fd).st_mode
-    if not stat.S_ISREG(mode):
-        os.close(fd)
-        kind = "a directory" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else "a device or socket"
-        raise ValueError(f"data unpack: {archive}: not a regular file ({kind})")
-    os.set_blocking(fd, True)
-    return os.fdopen(fd, "rb")
 
 
 def _manifest(raw: bytes, limits: UnpackLimits) -> tuple[list[str], list[str], dict[str, str]]:
