@@ -22,19 +22,40 @@ One module per job: ``where`` (locations, ``ConfigError``), ``loader`` (YAML wit
 ``build`` (plugin sections, the ``Suite``, ``load_suite``), ``refdoc`` (docs/suite_reference.md).
 """
 
-from harness.config.build import (
-    DEFAULT_SOURCE,
-    RESERVED_PERTURBATION_IDS,
-    build_suite,
-    load_raw,
-    load_suite,
-    source_spec,
-)
-from harness.config.convert import from_mapping, init_fields, type_hints
-from harness.config.loader import SuiteLoader, merge_trees, parse_yaml
-from harness.config.overrides import apply_override
-from harness.config.refdoc import EXAMPLE_SUITE, field_docs, suite_reference
-from harness.config.where import ConfigError, KeyPath, Where, format_keypath
+# The names below load their module on first use (PEP 562): importing one light module of this
+# package (``harness.config.permutation``, which the report's machine imports) must not load
+# torch through ``build``.
+_LAZY = {
+    "ConfigError": "harness.config.where",
+    "DEFAULT_SOURCE": "harness.config.build",
+    "EXAMPLE_SUITE": "harness.config.refdoc",
+    "KeyPath": "harness.config.where",
+    "RESERVED_PERTURBATION_IDS": "harness.config.build",
+    "SuiteLoader": "harness.config.loader",
+    "Where": "harness.config.where",
+    "apply_override": "harness.config.overrides",
+    "build_suite": "harness.config.build",
+    "field_docs": "harness.config.refdoc",
+    "format_keypath": "harness.config.where",
+    "from_mapping": "harness.config.convert",
+    "init_fields": "harness.config.convert",
+    "load_raw": "harness.config.build",
+    "load_suite": "harness.config.build",
+    "merge_trees": "harness.config.loader",
+    "parse_yaml": "harness.config.loader",
+    "source_spec": "harness.config.build",
+    "suite_reference": "harness.config.refdoc",
+    "type_hints": "harness.config.convert",
+}
+
+
+def __getattr__(name: str) -> object:
+    import importlib
+
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'harness.config' has no attribute {name!r}")
+
 
 __all__ = [
     "DEFAULT_SOURCE",

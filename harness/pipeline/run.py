@@ -765,7 +765,7 @@ class Runner:
             modes = {m: rates(g) for m, g in st.get("groups", {}).items()}
             score[label] = {**rates({k: v for k, v in st.items() if k != "groups"}), "modes": modes}
         out = {"gemm_bf16_tflops": self.gemm_tflops, "train": train, "score": score}
-        if self.suite.scaling is not None and "train_seconds" in self.timings:
+        if getattr(getattr(self, "suite", None), "scaling", None) is not None and "train_seconds" in self.timings:
             from harness.pipeline.sweep_speed import sweep_speed
 
             out["sweep"] = sweep_speed(self.encoder_facts, self.timings["train_seconds"], peak, self.gpus)

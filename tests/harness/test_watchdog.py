@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[2]
 STUCK = """
 import sys, time
 from pathlib import Path
-from harness import watchdog
+from harness.infra import watchdog
 
 watchdog.STACKS_DIR = Path(sys.argv[1])
 

@@ -97,9 +97,12 @@ def three(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
     from reports import render_run
 
+    # three seeds of well-trained models, as the tables' own fixture: the seeds × documents
+    # interval then calls the anomaly
     run = write_synthetic_run(tmp_path_factory.mktemp("three") / "run",
                               encoders=("bytes", "bpe-4096", "blt"),
-                              improves=("bytes", "case.random"))
+                              improves=("bytes", "case.random"), seeds=(0, 1, 2),
+                              seed_sd=0.005, doc_noise_per_seed=False, doc_noise_per_cell=False)
     return render_run(run, svg=False, **FAST)
 
 
@@ -117,8 +120,9 @@ def test_what_a_reader_sees(three: Path, width: int) -> None:
     best = [(st, t) for st, t in findings if "Lowest" in t or "Smallest" in t]
     assert len(best) == 2 and all("Holm" in t for _, t in best)
     lowest = next(t for st, t in best if "Lowest" in t)
-    assert "not distinguishable from blt" in lowest
-    assert any(st == "anomaly" and "case.random" in t for st, t in findings)
+    # blt and bpe-4096 are the fixture's near-equal pair: whichever is lowest ties the other
+    assert "not distinguishable from" in lowest and ("; blt: " in lowest or "; bpe-4096: " in lowest)
+    assert any(st == "anomaly" and "case.random" in t for st, t in findings), findings
     assert not any(" vs " in t for _, t in findings)  # one matrix, not a sentence per pair
     # encoder × encoder matrix: wins–losses–ties off the diagonal, coloured by outcome
     m = v["matrix"]
