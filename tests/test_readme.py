@@ -97,9 +97,8 @@ def plugin_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def test_readme_encoder_passes_the_causality_probe(plugin_dir: Path) -> None:
-    from harness.score.causality import causality_text, probe_causality
-
     from harness.sanity.probes import fit_and_train, tiny_encoder
+    from harness.score.causality import causality_text, probe_causality
 
     enc = tiny_encoder("my_encoders:TrigramBytes")
     fit_and_train(enc, [causality_text()] * 4, 2_000, __import__("torch").device("cpu"))

@@ -32,8 +32,8 @@ from encoders.base import Encoder
 from harness.config.suite import BudgetConfig
 from harness.data.load import training_windows
 from harness.infra import plugins
-from harness.score.items import plan_full, score_items
 from harness.score.causality import ProbeResult, causality_text, probe_causality
+from harness.score.items import plan_full, score_items
 from harness.train.loop import fit_context, train_encoder
 from sources.base import Document
 

@@ -9,7 +9,6 @@ from typing import Any
 
 import pytest
 import torch
-from harness.score.causality import causality_text
 
 from encoders.backbone import BackboneConfig
 from encoders.byte_baseline import ByteConfig, ByteEncoder
@@ -23,6 +22,7 @@ from harness.sanity.mdm import (
     tiny_mdm_encoder,
 )
 from harness.sanity.probes import fit_and_train
+from harness.score.causality import causality_text
 
 CPU = torch.device("cpu")
 SMALL = BackboneConfig(layers=1, dim=32, heads=2)
