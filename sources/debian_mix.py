@@ -11,6 +11,7 @@ from sources.base import Document, Source, SourceContext, check_positive, field_
 from sources.debian import DebianSource
 from sources.dedup import MODES, dedup_documents
 from sources.doccache import (
+    cache_files,
     document_cache_path,
     read_document_cache,
     read_sidecar,
@@ -121,6 +122,15 @@ class DebianMixSource(Source):
             if cached_docs is None:
                 raise ValueError(f"debian_mix source: could not read back {path}")
         yield from cached_docs
+
+    def document_files(self, ctx: SourceContext) -> list[Path]:
+        """The sealed document file and its sidecar (built or checked now), which ``tokbench data
+        pack --slim`` carries in place of the packages; empty with ``dedup: none`` (no file)."""
+        if self.dedup == "none":
+            return []
+        for _ in self.documents(ctx):  # builds a missing file, rebuilds a damaged or stale one
+            pass
+        return cache_files(self._cache_path(ctx))
 
     def _cache_path(self, ctx: SourceContext) -> Path:
         return document_cache_path(ctx.cache_dir, "debian_mix", {

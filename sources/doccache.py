@@ -47,6 +47,12 @@ def _sidecar(path: Path) -> Path:
     return path.with_name(path.name + ".json")
 
 
+def cache_files(path: Path) -> list[Path]:
+    """The two files of one document cache, in the order they must be installed: the documents,
+    then the sidecar that seals them (a reader trusts the file only once the sidecar matches)."""
+    return [path, _sidecar(path)]
+
+
 def _sha256(path: Path) -> str:
     h = hashlib.sha256()
     with path.open("rb") as f:

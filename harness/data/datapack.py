@@ -109,11 +109,36 @@ def _files(cache_dir: Path, package: str, slim: bool) -> tuple[list[Path], Path]
     return out, rendered
 
 
-def pack(suite: Any, cache_dir: Path, out: Path, slim: bool = False) -> dict[str, Any]:
-    """Write the suite's prepared data to ``out`` (tar.gz). Returns {packages, files, bytes}."""
+def document_files(suite: Any, ctx: Any) -> tuple[list[Path], set[str]]:
+    """(the sealed document-cache files of the suite's sources that keep one, the packages that
+    only those sources read): with ``--slim`` the files travel in place of the packages, since a
+    machine given only them reads the same documents (``sources.doccache``)."""
+    from harness.data.load import source_key
+
+    specs = list({source_key(s): s for s in (suite.data.train, *suite.data.eval)}.values())
+    files: list[Path] = []
+    covered: set[str] = set()
+    needed: set[str] = set()
+    for s in specs:
+        docs = s.config.document_files(ctx) if hasattr(s.config, "document_files") else []
+        pkgs = set(s.config.packages()) if hasattr(s.config, "packages") else set()
+        if docs:
+            files += [f for f in docs if f not in files]
+            covered |= pkgs
+        else:
+            needed |= pkgs
+    return files, covered - needed
+
+
+def pack(suite: Any, cache_dir: Path, out: Path, slim: bool = False, ctx: Any = None) -> dict[str, Any]:
+    """Write the suite's prepared data to ``out`` (tar.gz). With ``slim`` and a SourceContext
+    ``ctx``, a source that keeps a document cache travels as that file instead of its packages.
+    Returns {packages, documents, files, bytes}."""
     manifest: dict[str, str] = {}
     files: list[tuple[Path, str]] = []
     required, optional = suite_packages(suite)
+    doc_files, covered = document_files(suite, ctx) if slim and ctx is not None else ([], set())
+    required = [p for p in required if p not in covered]
     # an optional dictionary that was never fetched is left out (the run works without it)
     packages = required + [p for p in optional if (cache_dir / "debian" / p / "package.json").is_file()]
     rendered: list[str] = []
@@ -125,10 +150,16 @@ def pack(suite: Any, cache_dir: Path, out: Path, slim: bool = False) -> dict[str
             name = f.relative_to(cache_dir).as_posix()
             manifest[name] = _sha256_file(f)
             files.append((f, name))
+    documents = [f.name for f in doc_files if f.name.endswith(".jsonl.xz")]
+    for f in doc_files:
+        name = f"documents/{f.name}"
+        manifest[name] = _sha256_file(f)
+        files.append((f, name))
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(f".{out.name}.tmp")
     with tarfile.open(tmp, "w:gz", compresslevel=6) as tar:
-        body = json.dumps({"packages": packages, "rendered": rendered, "files": manifest}, indent=1,
+        body = json.dumps({"packages": packages, "rendered": rendered, "documents": documents,
+                           "files": manifest}, indent=1,
                           sort_keys=True).encode()
         info = tarfile.TarInfo(MANIFEST)
         info.size = len(body)
@@ -136,7 +167,8 @@ def pack(suite: Any, cache_dir: Path, out: Path, slim: bool = False) -> dict[str
         for f, name in files:
             tar.add(f, arcname=name, recursive=False)
     tmp.replace(out)
-    return {"packages": packages, "rendered": rendered, "files": len(files), "bytes": out.stat().st_size}
+    return {"packages": packages, "rendered": rendered, "documents": documents, "files": len(files),
+            "bytes": out.stat().st_size}
 
 
 @dataclass(frozen=True)
@@ -159,6 +191,7 @@ _CHUNK = 1 << 20
 # stream of zeros would otherwise allocate 1 GiB); member data is read in _CHUNK pieces.
 _MAX_READ = 4 * _CHUNK
 _PACKAGE = re.compile(r"[a-z0-9][a-z0-9+.-]*")
+_DOCUMENTS = re.compile(r"[a-z0-9_]+-[0-9a-f]{24}\.jsonl\.xz")  # sources.doccache.document_cache_path
 _LOCK = ".unpack.lock"
 _WORK_PREFIX = ".unpack."
 # temporary directories of an unpack: ``.unpack.XXXXXXXX``, and ``unpack.XXXXXXXX`` of older
@@ -214,10 +247,10 @@ def _open_regular(archive: Path) -> BinaryIO:
         raise ValueError(f"data unpack: {archive}: cannot be read ({e.strerror or e})") from None
 
 
-def _manifest(raw: bytes, limits: UnpackLimits) -> tuple[list[str], list[str], dict[str, str]]:
-    """(packages, rendered directories, {member: sha256}) of MANIFEST.json, every key and value
-    checked: names confined to ``debian/<package>/`` (its package.json or ``root/``) and
-    ``rendered/<directory>/`` of the packages and directories it lists."""
+def _manifest(raw: bytes, limits: UnpackLimits) -> tuple[list[str], list[str], list[str], dict[str, str]]:
+    """(packages, rendered directories, document files, {member: sha256}) of MANIFEST.json, every
+    key and value checked: names confined to ``debian/<package>/`` (its package.json or
+    ``root/``), ``rendered/<directory>/`` and ``documents/<file>[.json]`` of what it lists."""
     try:
         man = json.loads(raw.decode("utf-8"))
     except UnicodeDecodeError as e:
@@ -228,9 +261,9 @@ def _manifest(raw: bytes, limits: UnpackLimits) -> tuple[list[str], list[str], d
         raise _Refused(MANIFEST, f"not valid JSON ({' '.join(str(e).split())})") from None
     if not isinstance(man, dict):
         raise _Refused(MANIFEST, f"expected a JSON object, got {type(man).__name__}")
-    extra = sorted(set(man) - {"packages", "rendered", "files"})
+    extra = sorted(set(man) - {"packages", "rendered", "documents", "files"})
     if extra:
-        raise _Refused(f"{MANIFEST}: key {extra[0]!r}", "unknown (expected packages, rendered, files)")
+        raise _Refused(f"{MANIFEST}: key {extra[0]!r}", "unknown (expected packages, rendered, documents, files)")
     for key in ("packages", "files"):
         if key not in man:
             raise _Refused(f"{MANIFEST}: key {key!r}", "missing")
@@ -247,8 +280,9 @@ def _manifest(raw: bytes, limits: UnpackLimits) -> tuple[list[str], list[str], d
         return v
 
     packages = names("packages", lambda x: bool(_PACKAGE.fullmatch(x)), "a Debian package name")
-    if not packages:
-        raise _Refused(f"{MANIFEST}: key 'packages'", "empty")
+    documents = names("documents", lambda x: bool(_DOCUMENTS.fullmatch(x)), "a document-cache file name")
+    if not packages and not documents:
+        raise _Refused(f"{MANIFEST}: key 'packages'", "empty (and no documents)")
     # rendered/<package>_<version>: the text of a listed package (version as in _rendered_dir)
     rendered = names("rendered", lambda x: x.partition("_")[0] in packages
                      and bool(re.fullmatch(r"[A-Za-z0-9.+~%-]+", x.partition("_")[2])),
@@ -266,16 +300,21 @@ def _manifest(raw: bytes, limits: UnpackLimits) -> tuple[list[str], list[str], d
         inside = (len(parts) >= 3 and (
             (parts[0] == "debian" and parts[1] in packages
              and (parts[2:] == ["package.json"] or (parts[2] == "root" and len(parts) >= 4)))
-            or (parts[0] == "rendered" and parts[1] in rendered)))
+            or (parts[0] == "rendered" and parts[1] in rendered))) or (
+            len(parts) == 2 and parts[0] == "documents" and parts[1].removesuffix(".json") in documents)
         if not inside:
-            raise _Refused(where, "not under debian/<package>/package.json, debian/<package>/root/ or "
-                           "rendered/<directory>/ of a listed package")
+            raise _Refused(where, "not under debian/<package>/package.json, debian/<package>/root/, "
+                           "rendered/<directory>/ or documents/<file> of what it lists")
         if not (isinstance(digest, str) and re.fullmatch(r"[0-9a-f]{64}", digest)):
             raise _Refused(where, f"expected a sha256 (64 hex digits), got {digest!r}")
     for p in packages:
         if f"debian/{p}/package.json" not in files:
             raise _Refused(f"{MANIFEST}: packages: {p!r}", f"no debian/{p}/package.json in files")
-    return packages, rendered, files
+    for d in documents:
+        for n in (f"documents/{d}", f"documents/{d}.json"):
+            if n not in files:
+                raise _Refused(f"{MANIFEST}: documents: {d!r}", f"no {n} in files")
+    return packages, rendered, documents, files
 
 
 def _read_all(src: BinaryIO) -> bytes:
@@ -299,7 +338,7 @@ def _copy_member(src: BinaryIO, dst: Path, size: int) -> str:
     return h.hexdigest()
 
 
-def _extract(f: BinaryIO, new: Path, limits: UnpackLimits) -> tuple[list[str], list[str], dict[str, str], dict[str, tuple[int, str]]]:
+def _extract(f: BinaryIO, new: Path, limits: UnpackLimits) -> tuple[list[str], list[str], list[str], dict[str, str], dict[str, tuple[int, str]]]:
     """Stream the archive into ``new``: MANIFEST.json first (as ``pack`` writes it), then only the
     files it lists, each once, hashed while written, within ``limits``. Returns the manifest and
     {member: (size, sha256)} of what was written. Raises _Refused."""
@@ -308,6 +347,7 @@ def _extract(f: BinaryIO, new: Path, limits: UnpackLimits) -> tuple[list[str], l
     got: dict[str, tuple[int, str]] = {}
     packages: list[str] = []
     rendered: list[str] = []
+    documents: list[str] = []
     files: dict[str, str] = {}
     ancestors: set[str] = set()
     total = 0
@@ -327,7 +367,7 @@ def _extract(f: BinaryIO, new: Path, limits: UnpackLimits) -> tuple[list[str], l
                     raise _Refused(MANIFEST, f"{_size(m.size)}, more than the limit of {_size(limits.manifest_bytes)}")
                 head = tar.extractfile(m)
                 assert head is not None
-                packages, rendered, files = _manifest(_read_all(head), limits)
+                packages, rendered, documents, files = _manifest(_read_all(head), limits)
                 ancestors = {"/".join(n.split("/")[:i]) for n in files for i in range(1, n.count("/") + 1)}
                 continue
             if m.isdir() and m.name in ancestors:
@@ -360,7 +400,7 @@ def _extract(f: BinaryIO, new: Path, limits: UnpackLimits) -> tuple[list[str], l
     missing = [n for n in files if n not in got]
     if missing:
         raise _Refused(repr(missing[0]), f"listed in {MANIFEST} but missing from the archive ({len(missing)} missing)")
-    return packages, rendered, files, got
+    return packages, rendered, documents, files, got
 
 
 def _check_packages(new: Path, packages: list[str], got: dict[str, tuple[int, str]]) -> None:
@@ -392,7 +432,7 @@ def _recover(cache_dir: Path, log: Callable[[str], None]) -> list[Path]:
     for work in cache_dir.iterdir():
         if _STALE_WORK.fullmatch(work.name) and work.is_dir() and not work.is_symlink():
             found.append(work)
-            for kind in ("debian", "rendered"):
+            for kind in ("debian", "rendered", "documents"):
                 old = work / "old" / kind
                 if old.is_dir():
                     aside += [(o, cache_dir / kind / o.name) for o in old.iterdir()]
@@ -466,7 +506,7 @@ def unpack(archive: Path, cache_dir: Path, limits: UnpackLimits = UnpackLimits()
                 new = work / "new"
                 new.mkdir()
                 try:
-                    packages, rendered, files, got = _extract(f, new, limits)
+                    packages, rendered, documents, files, got = _extract(f, new, limits)
                     _check_packages(new, packages, got)
                 except _Refused as e:
                     raise ValueError(f"data unpack: {archive}: {e}") from None
@@ -476,6 +516,8 @@ def unpack(archive: Path, cache_dir: Path, limits: UnpackLimits = UnpackLimits()
                 dirs = [("debian", p) for p in packages] + [("rendered", r) for r in rendered]
                 for _kind, name in dirs:
                     (new / _kind / name).mkdir(parents=True, exist_ok=True)
+                # each document file before its sidecar, which seals it (``sources.doccache``)
+                dirs += [("documents", n) for d in documents for n in (d, f"{d}.json")]
                 try:
                     _install(cache_dir, work, dirs)
                 except OSError as e:
@@ -485,7 +527,7 @@ def unpack(archive: Path, cache_dir: Path, limits: UnpackLimits = UnpackLimits()
                 shutil.rmtree(work, ignore_errors=True)
         finally:
             lock.release()
-    return {"packages": packages, "rendered": rendered, "files": len(files)}
+    return {"packages": packages, "rendered": rendered, "documents": documents, "files": len(files)}
 
 
 class _UnpackLock(RunLock):

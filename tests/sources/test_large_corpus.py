@@ -203,3 +203,44 @@ def test_the_document_file_alone_travels_and_a_new_package_version_rebuilds(ctx:
     assert [d.data for d in mix.documents(ctx)] == [b"w: changed gloss"]
     assert any("other package versions" in m for m in logs)
     assert mix.provenance(ctx)["members"][0]["packages"][0]["version"] == "2.0-1"
+
+
+def test_slim_pack_carries_the_document_file_instead_of_the_packages(ctx: SourceContext, tmp_path: Path) -> None:
+    import io
+    import tarfile
+    from types import SimpleNamespace
+
+    from harness.data.datapack import pack, unpack
+
+    a = " ".join(WORDS)
+    fake_package(ctx.cache_dir, "wordnet-base", {"usr/share/wordnet/data.noun": f"0 03 n 01 w 0 | {a}\n".encode()})
+    fake_package(ctx.cache_dir, "fortunes", {"usr/share/games/fortunes/f": b"a fortune\n%\n"})
+    mix = DebianMixSource(members=("wordnet:wordnet-base",), dedup="exact")
+    plain = SimpleNamespace(packages=lambda: ("fortunes",))
+    spec = SimpleNamespace(config=mix, source="debian_mix", name=None, language=None, max_bytes=None,
+                           docs=None, part=None)
+    other = SimpleNamespace(config=plain, source="fortunes", name="f", language=None, max_bytes=None,
+                            docs=None, part="test")
+    suite = SimpleNamespace(data=SimpleNamespace(train=spec, eval=[other]), perturbations=[], analyses=[])
+    arc = tmp_path / "slim.tar.gz"
+    got = pack(suite, ctx.cache_dir, arc, slim=True, ctx=ctx)
+    # the mixture's package stays home; the plain source's package travels as before
+    assert got["packages"] == ["fortunes"] and len(got["documents"]) == 1
+    gpu = tmp_path / "gpu"
+    assert unpack(arc, gpu)["documents"] == got["documents"]
+    assert not (gpu / "debian" / "wordnet-base").exists()
+    away = SourceContext(base_dir=tmp_path, cache_dir=gpu, log=lambda s: None)
+    assert list(mix.documents(away)) == list(mix.documents(ctx))
+    assert mix.provenance(away) == mix.provenance(ctx)
+    # a document file changed in transit is refused before anything is installed
+    with tarfile.open(arc) as t:
+        members = [(m, t.extractfile(m).read() if m.isfile() else None) for m in t.getmembers()]
+    bad = tmp_path / "bad.tar.gz"
+    with tarfile.open(bad, "w:gz") as t:
+        for m, data in members:
+            if m.name.endswith(".jsonl.xz"):
+                data = data[:-1] + bytes([data[-1] ^ 1])
+            t.addfile(m, io.BytesIO(data) if data is not None else None)
+    with pytest.raises(ValueError, match=r"jsonl\.xz'.*sha256"):
+        unpack(bad, tmp_path / "gpu2")
+    assert not (tmp_path / "gpu2" / "documents").exists()
