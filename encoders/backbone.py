@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -471,3 +471,11 @@ def backbone_flops(cfg: BackboneConfig, batch: int, n: int, causal: bool = True)
     per_token_linear = 2 * (3 * d * d + d * d + 2 * d * h)
     attn = 2 * 2 * n * n * d * (_CAUSAL_ATTENTION_COST.get() if causal else 1.0)  # QK^T and AV
     return float(cfg.layers * batch * (n * per_token_linear + attn))
+
+
+def backbone_flops_rows(cfg: BackboneConfig, lengths: Sequence[int], causal: bool = True) -> float:
+    """``backbone_flops`` summed over sequences of their own ``lengths`` (tokens each): a padded
+    (B, max n) batch's model FLOPs without its padding, which pays only for the batch's shape (a
+    BPE window of CJK text holds ~3x the tokens of an English one, so padding every window to the
+    batch's longest can double the executed work)."""
+    return float(sum(backbone_flops(cfg, 1, int(n), causal) for n in lengths))

@@ -39,7 +39,13 @@ import torch.nn.functional as F
 from torch import nn
 
 from core.errors import field_error
-from encoders.backbone import Backbone, BackboneConfig, OutputHead, backbone_flops
+from encoders.backbone import (
+    Backbone,
+    BackboneConfig,
+    OutputHead,
+    backbone_flops,
+    backbone_flops_rows,
+)
 from encoders.base import Encoder, FitContext, TensorBatch, UnitNLL, batch_scored_index, unit_index
 from encoders.bpe.tokenizer import BpeTokenizer, merge_key, resolve_pattern
 from encoders.mdm import MaskedDiffusion, MdmUnits
@@ -318,7 +324,8 @@ class BpeEncoder(MaskedDiffusion, Encoder):
                    (("inputs", inputs), ("targets", targets), ("start", start), ("end", end))}
         tensors.update(unit_index(tensors["targets"]))  # the scored tokens' positions
         units = sum(len(t) for _, t, _ in rows)  # scored tokens: the forward needs no host sync
-        return TensorBatch(tensors, {"segments": segments, "units": units}, scored)
+        lengths = [len(c) + len(t) for c, t, _ in rows]  # real tokens per row (FLOPs skip the padding)
+        return TensorBatch(tensors, {"segments": segments, "units": units, "lengths": lengths}, scored)
 
     # -- training fast path (harness.data.pretokenize): tokenize in bulk, collate by array slicing -----
     def can_pretokenize(self) -> bool:
@@ -362,7 +369,8 @@ class BpeEncoder(MaskedDiffusion, Encoder):
         tensors = {k: torch.from_numpy(v) for k, v in (("inputs", inputs), *arrays.items())}
         tensors.update(unit_index(tensors["targets"]))  # the scored tokens' positions, as collate's
         segments = TokenLengths(self._token_len_np(), ids, block.offsets[lo : hi + 1] - a)
-        return TensorBatch(tensors, {"segments": segments, "units": b - a}, int(block.nbytes[lo:hi].sum()))
+        return TensorBatch(tensors, {"segments": segments, "units": b - a, "lengths": counts.tolist()},
+                           int(block.nbytes[lo:hi].sum()))
 
     # -- static permutations (harness.config.permutation): tokens are the units that move ------------
     def unit_lengths(self, window: bytes) -> list[int]:
@@ -449,7 +457,9 @@ class BpeEncoder(MaskedDiffusion, Encoder):
         return batch_windows * self.SCORE_BATCH_FACTOR if self.objective == "ar" else batch_windows
 
     def flops(self, batch: TensorBatch) -> float:
-        """Head 2·U·dim·V on the U scored tokens + backbone on (B, N); the lookup is free."""
+        """Head 2·U·dim·V on the U scored tokens + the backbone on each window's own tokens
+        (``meta["lengths"]``, from collation; a batch without it counts (B, N), padding included);
+        the lookup is free."""
         if self.objective == "mdm":
             R, N = batch["ids"].shape
             f = self.mdm_head_flops(batch, self.dim)
@@ -462,7 +472,9 @@ class BpeEncoder(MaskedDiffusion, Encoder):
             U = int((batch["targets"] >= 0).sum())
         f = 2.0 * U * self.dim * self.V
         if self.backbone_config is not None:
-            f += backbone_flops(self.backbone_config, B, N)
+            lengths = batch.meta.get("lengths")
+            f += (backbone_flops_rows(self.backbone_config, lengths) if lengths is not None
+                  else backbone_flops(self.backbone_config, B, N))
         return f
 
     @torch.no_grad()

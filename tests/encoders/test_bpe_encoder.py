@@ -8,6 +8,7 @@ import base64
 import io
 import json
 import math
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -172,16 +173,29 @@ def test_without_merges_it_is_the_bytes_encoder() -> None:
 
 @pytest.mark.parametrize("backbone", [None, TINY])
 def test_flops_match_flop_counter(backbone: BackboneConfig | None) -> None:
+    # The model's FLOPs are those of each window run alone (no padding): torch's counter on every
+    # window by itself, summed, equals flops() of the padded batch, on both collation paths.
     enc = fitted(backbone=backbone)
+    counted = 0
+    for w, s in zip(WINDOWS, SCORE_FROM):
+        one = enc.collate([w], [s])
+        with FlopCounterMode(display=False) as counter:
+            enc(one)
+        counted += counter.get_total_flops()
+        if backbone is not None:
+            # torch's counter does not see SDPA on CPU: add QK^T and AV (2 x 2·N²·dim per layer).
+            N = one["inputs"].shape[1]
+            counted += backbone.layers * 4 * N * N * backbone.dim
     batch = enc.collate(WINDOWS, SCORE_FROM)
-    with FlopCounterMode(display=False) as counter:
-        enc(batch)
-    counted = counter.get_total_flops()
-    if backbone is not None:
-        # torch's counter does not see SDPA on CPU: add QK^T and AV (2 x 2·B·N²·dim per layer).
-        B, N = batch["inputs"].shape
-        counted += backbone.layers * 4 * B * N * N * backbone.dim
     assert enc.flops(batch) == counted
+    if backbone is not None:  # the windows differ in length, so the padded shape would count more
+        B, N = batch["inputs"].shape
+        assert len(set(batch.meta["lengths"])) > 1
+        assert enc.flops(replace(batch, meta={**batch.meta, "lengths": None})) > counted
+        block = enc.tokenize_windows(WINDOWS)
+        fast = enc.collate_tokenized(block, 0, len(WINDOWS))
+        alone = enc.collate(WINDOWS, [0] * len(WINDOWS))
+        assert fast.meta["lengths"] == alone.meta["lengths"] and enc.flops(fast) == enc.flops(alone)
 
 
 def probe(enc: BpeEncoder, clean: bytes, changed: bytes, t: int) -> list[int]:
