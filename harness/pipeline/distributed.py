@@ -36,8 +36,12 @@ from harness.data.load import DataPart, load_data, training_windows
 from harness.infra.accel import gemm_tflops
 from harness.infra.schedule import assign_lpt
 from harness.infra.writes import atomic_write_json
+from harness.pipeline.keys import cell_key
 from harness.pipeline.launch import LOCK_HELD_ENV, MULTICAST_OFF, run_lock
-from harness.pipeline.run import Runner, RunOptions, TrainedModel
+from harness.pipeline.models import TrainedModel, get_model
+from harness.pipeline.plans import try_perturbations
+from harness.pipeline.run import Runner, RunOptions
+from harness.pipeline.scoring import score_seed
 from harness.train.loop import build_encoder
 
 # Collectives wait for the slowest rank's whole training / scoring share: no 30-minute default.
@@ -284,7 +288,7 @@ class DistRunner(Runner):
         self.log(f"[dist] rank {ctx.rank}/{ctx.world} ({ctx.backend}, "
                  f"{'data_parallel' if self.dp else 'models across ranks'}): scores {', '.join(mine) or 'nothing'}")
         perts, evals = self.scoring_inputs(data)
-        self.try_perturbations(perts, data.evals)
+        try_perturbations(self.suite, perts, data.evals)
         metas: dict[tuple[int, str], dict[str, Any]] = {}
         mc: dict[tuple[int, str], bool] = {}  # Monte Carlo scores (MDM): their cell keys differ
         t_train = t_score = 0.0
@@ -298,7 +302,7 @@ class DistRunner(Runner):
             self.fit_analyses(data.train, scored)
             t0 = time.perf_counter()
             if scored or (ctx.rank == 0 and self.suite.baselines.compressors):
-                self.score_seed(seed, evals, scored, perts)
+                score_seed(self, seed, evals, scored, perts)
             t_score += time.perf_counter() - t0
             del models, scored
         timings = {"rank": ctx.rank, "train_seconds": t_train, "score_seconds": t_score,
@@ -356,7 +360,7 @@ class DistRunner(Runner):
         for i, spec in enumerate(self.training_order()):
             src = owner[(seed, spec.label)]
             if self.dp is not None or src == self.dist.rank:
-                enc, meta = self.get_model(spec, seed, train, flops_target)
+                enc, meta = get_model(self, spec, seed, train, flops_target)
                 models[spec.label] = TrainedModel(enc, meta, spec)
             if self.budget.match == "flops" and i == 0:
                 if self.dp is None:  # every rank calls this broadcast once per seed, in seed order
@@ -386,9 +390,9 @@ class DistRunner(Runner):
                 fp = es.part.fingerprint
                 cells = [(pspec, mode) for pspec in [CLEAN, *self.suite.perturbations] for mode in self.suite.eval.modes]
                 for pspec, mode in cells:
-                    keys += [self.cell_key(metas[(seed, s.label)]["key"], fp, pspec, mode, seed, mc=mc[(seed, s.label)])
+                    keys += [cell_key(self.suite, metas[(seed, s.label)]["key"], fp, pspec, mode, seed, mc=mc[(seed, s.label)])
                              for s in order]
-                # then the compressor baselines of the eval set, as ``Runner.score_seed`` lists them
+                # then the compressor baselines of the eval set, as ``harness.pipeline.scoring.score_seed`` lists them
                 keys += [self.baseline_key(name, perm, fp, pspec, mode, seed)
                          for pspec, mode in cells for name, perm in self.baseline_cells()]
         return keys

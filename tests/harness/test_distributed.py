@@ -60,7 +60,7 @@ def test_model_cache_key_budget() -> None:
     from dataclasses import replace
 
     from harness.config.suite import BudgetConfig
-    from harness.pipeline.run import cache_budget
+    from harness.pipeline.keys import cache_budget
 
     b = BudgetConfig()
     key = cache_budget(b)
