@@ -33,7 +33,7 @@ from encoders.mdm import MaskedDiffusion
 from harness.config.suite import Suite
 from harness.data.evalsets import CLEAN, EvalSet
 from harness.data.load import DataPart, load_data, training_windows
-from harness.infra.accel import gemm_tflops
+from harness.infra.meters import gemm_tflops
 from harness.infra.schedule import assign_lpt
 from harness.infra.writes import atomic_write_json
 from harness.pipeline.keys import cell_key

@@ -29,9 +29,10 @@ from harness.config.suite import EncoderSpec, PerturbationSpec, Suite
 from harness.data.evalsets import EvalSet
 from harness.data.load import DataPart, load_data, source_context
 from harness.infra import watchdog
-from harness.infra.accel import gemm_tflops, want_compile, warm_compile_pool, warm_pool_wanted
+from harness.infra.accel import want_compile, warm_compile_pool, warm_pool_wanted
 from harness.infra.determinism import deterministic_kernels
 from harness.infra.device import pick_device
+from harness.infra.meters import gemm_tflops
 from harness.infra.results import RunDir
 from harness.infra.watchdog import stall_limit
 from harness.infra.writes import atomic_write_json
