@@ -16,7 +16,7 @@ import pytest
 from synthetic_run import write_simple_run
 
 from reports.load import load_run
-from reports.render import clean_matrix
+from reports.report_tables import clean_matrix
 from reports.tables import ALPHA, anomaly_table, compute_tables, pair_matrix, significant
 
 
