@@ -29,12 +29,12 @@ from reports.blocks import (
     md_text,
     write_figure,
 )
+from reports.comparisons import ALPHA
 from reports.headline import Headline, headline
 from reports.pool import report_processes
 from reports.report_tables import bucket_table, build_tables, spec_table
 from reports.surprisal import BIN_LABELS, build_samples
 from reports.tables import (
-    ALPHA,
     ANOMALY_CAUSES,
     Tables,
     add_comparisons,

@@ -15,16 +15,10 @@ from reports import load
 from reports.blocks import (
     Table,
 )
+from reports.comparisons import ALPHA, pair_matrix, significant
+from reports.findings import INTERVAL_NOTE, covers_phrase
 from reports.fmt import p_phrase, pvalue, sig3
-from reports.tables import (
-    ALPHA,
-    INTERVAL_NOTE,
-    Tables,
-    clean_buckets,
-    covers_phrase,
-    pair_matrix,
-    significant,
-)
+from reports.tables import Tables, clean_buckets
 
 # ----------------------------------------------------------------------------- formatting
 
