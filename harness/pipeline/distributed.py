@@ -273,17 +273,7 @@ class DistRunner(Runner):
         if ctx.rank == 0:
             self.rd.root.mkdir(parents=True, exist_ok=True)
             atomic_write_json(self.rd.root / "run.json", self.run_json("running"))
-        if self.suite.scaling is not None:  # grid points, not encoders, are dealt (harness.pipeline.sweep_ranks)
-            from harness.pipeline.sweep_ranks import plan_sweep, sweep_costs
-
-            point_costs = self.dist.broadcast_object(
-                sweep_costs(self.suite, self.ctx.base_dir) if ctx.rank == 0 else None)
-            owner = plan_sweep(point_costs, ctx.world)
-            costs = {f"{label} s{seed}": c for (seed, label), c in point_costs.items()}
-        else:
-            costs = self.dist.broadcast_object(
-                estimate_train_flops(self.suite, data.train, self.ctx.base_dir) if ctx.rank == 0 else None)
-            owner = plan_ranks(self.suite, costs, ctx.world)
+        owner, costs = self._deal(data.train)
         mine = sorted(f"{label} s{seed}" for (seed, label), r in owner.items() if r == ctx.rank)
         self.log(f"[dist] rank {ctx.rank}/{ctx.world} ({ctx.backend}, "
                  f"{'data_parallel' if self.dp else 'models across ranks'}): scores {', '.join(mine) or 'nothing'}")
@@ -312,19 +302,7 @@ class DistRunner(Runner):
         gathered = ctx.all_gather_object((metas, timings))
         if ctx.rank != 0:
             return self.rd.root
-        for m, _ in gathered:
-            metas.update(m)
-        if self.suite.scaling is not None:  # refusals and facts in one-process (grid) order
-            from harness.pipeline.sweep_ranks import merged_refusals
-
-            self.scaling_facts["refused"] = merged_refusals(self.suite, [t.pop("refused") for _, t in gathered])
-            self.encoder_facts.clear()  # rank 0's own points were recorded first: ordered_cells re-records
-        self.gpus = max(1, len({t.pop("gpu") for _, t in gathered} - {None}))
-        for _, t in gathered:
-            t.pop("refused", None)
-            self.analysis_facts.update(t.pop("analyses"))
-            self.score_facts.update(t.pop("score_facts"))  # each model is scored on one rank only
-            mc.update(t.pop("mc"))
+        self._merge(gathered, metas, mc)
         cell_keys = self.ordered_cells(evals, metas, mc)
         slowest = max((t for _, t in gathered), key=lambda t: t["score_seconds"])
         self.timings.update({"train_seconds": max(t["train_seconds"] for _, t in gathered),
@@ -341,6 +319,38 @@ class DistRunner(Runner):
         if self.opts.report:
             self.render_report()
         return self.rd.root
+
+    def _deal(self, train: DataPart) -> tuple[dict[tuple[int, str], int], dict[str, Any]]:
+        """Which rank trains and scores each (seed, label), from costs rank 0 estimates and
+        broadcasts: (owner, the estimated costs by "label sSEED")."""
+        ctx = self.dist
+        if self.suite.scaling is not None:  # grid points, not encoders, are dealt (harness.pipeline.sweep_ranks)
+            from harness.pipeline.sweep_ranks import plan_sweep, sweep_costs
+
+            point_costs = ctx.broadcast_object(sweep_costs(self.suite, self.ctx.base_dir) if ctx.rank == 0 else None)
+            owner = plan_sweep(point_costs, ctx.world)
+            return owner, {f"{label} s{seed}": c for (seed, label), c in point_costs.items()}
+        costs = ctx.broadcast_object(
+            estimate_train_flops(self.suite, train, self.ctx.base_dir) if ctx.rank == 0 else None)
+        return plan_ranks(self.suite, costs, ctx.world), costs
+
+    def _merge(self, gathered: list[Any], metas: dict[tuple[int, str], dict[str, Any]],
+               mc: dict[tuple[int, str], bool]) -> None:
+        """On rank 0: every rank's model facts, refusals, analyses and scoring facts (``gathered``)
+        into this runner's, ``metas`` and ``mc``; each rank's timings stay in ``gathered``."""
+        for m, _ in gathered:
+            metas.update(m)
+        if self.suite.scaling is not None:  # refusals and facts in one-process (grid) order
+            from harness.pipeline.sweep_ranks import merged_refusals
+
+            self.scaling_facts["refused"] = merged_refusals(self.suite, [t.pop("refused") for _, t in gathered])
+            self.encoder_facts.clear()  # rank 0's own points were recorded first: ordered_cells re-records
+        self.gpus = max(1, len({t.pop("gpu") for _, t in gathered} - {None}))
+        for _, t in gathered:
+            t.pop("refused", None)
+            self.analysis_facts.update(t.pop("analyses"))
+            self.score_facts.update(t.pop("score_facts"))  # each model is scored on one rank only
+            mc.update(t.pop("mc"))
 
     def baseline_cells(self) -> list[tuple[str, Any]]:
         """Compressor baseline cells are computed by rank 0 alone (the others would write the
