@@ -293,6 +293,8 @@ class Runner:
         self.timings[key] = self.timings.get(key, 0.0) + time.perf_counter() - t0
 
     def fit_analyses(self, train: DataPart, models: dict[str, TrainedModel], seed: int | None = None) -> None:
+        """Fit every analysis on the training part with this seed's ``models``; adopt the text
+        work prepared ahead for the first seed; record each analysis's facts for run.json."""
         for spec in self.suite.analyses:
             a = spec.config
             a.fit(train.docs, {label: m.enc for label, m in models.items()})
@@ -303,12 +305,13 @@ class Runner:
             self.analysis_facts[a.registry_name] = {**(describe() if callable(describe) else {}),
                                                     **({"prepared_ahead": adopted} if ahead is not None else {})}
 
-
     # -- steps the story and its subclasses call ----------------------------------------------
     def model_key(self, spec: EncoderSpec, seed: int, train_fp: str, extra: dict[str, Any] | None = None) -> str:
+        """The model cache key of ``spec`` trained for ``seed`` (``harness.pipeline.keys.model_key``)."""
         return model_key(self.budget, spec, seed, train_fp, extra)
 
     def build(self, spec: EncoderSpec, seed: int) -> Encoder:
+        """A fresh encoder for ``spec``, its initial weights fixed by ``seed``."""
         return build_encoder(spec, seed, self.ctx.base_dir)
 
     def _bar(self, desc: str, total: int) -> Callable[[int, int, float], None] | None:
@@ -316,6 +319,7 @@ class Runner:
         return progress_bar(self.opts.progress, desc, total)
 
     def training_order(self) -> list[EncoderSpec]:
+        """The encoders in the order they are trained (``Suite.training_order``)."""
         return self.suite.training_order()
 
     def scoring_inputs(self, data: Any) -> tuple[Instances, list[EvalSet]]:
@@ -338,14 +342,17 @@ class Runner:
 
     def baseline_key(self, name: str, perm: Permutation, fp: str, pspec: PerturbationSpec, mode: str,
                      seed: int) -> str:
+        """A compressor cell's cache key (``harness.pipeline.keys.baseline_key``)."""
         train_fp = self.train_part.fingerprint if self.train_part is not None else None
         return baseline_key(self.suite, train_fp, name, perm, fp, pspec, mode, seed)
 
     def record_encoder_facts(self, label: str, spec: EncoderSpec, seed: int, meta: dict[str, Any],
                              extra: tuple[str, ...] = ()) -> None:
+        """A trained model's ``meta`` into run.json's ``encoders`` (``harness.pipeline.facts``)."""
         record_encoder_facts(self.encoder_facts, label, spec, seed, meta, extra)
 
     def run_json(self, status: str, extra: dict[str, Any] | None = None) -> dict[str, Any]:
+        """run.json's content now (``harness.pipeline.facts.run_json``)."""
         return run_json(self, status, extra)
 
     def assemble(self, cell_keys: list[str]) -> None:
@@ -353,7 +360,9 @@ class Runner:
         self.rows, self.windowed_docs = assemble(self.rd, cell_keys)
 
     def record_bytes_per_segment(self) -> None:
+        """Bytes per token / patch on each clean eval set, from the results rows, into run.json."""
         record_bytes_per_segment(self.rows, self.encoder_facts, self.suite.eval.modes[0])
 
     def render_report(self, rp: reportproc.ReportProcess | None = None) -> None:
+        """The report, in ``rp`` if given (``harness.pipeline.outputs.render_report``)."""
         render_report(self, rp)
