@@ -419,16 +419,25 @@ def _score_timing(suite: Suite, model: TrainedModel, sample: list[EvalSet],
         spent.append((time.perf_counter() - t0, kept))
     doc_s = spent[1][0] / max(1, rows)
     sample_row_s = max(0.0, spent[0][0] - spent[1][0]) / max(1, spent[0][1])
-    # saving a cell (sealed, fsync'd): into a throwaway directory, never the run's (the run
-    # would take them for finished cells)
+    cell_s, assemble_row_s, assemble_sample_s = _cell_file_timing(made, plain, rows, spent[0][1])
+    return {"score_window_s": per_window, "score_job_s": job_s, "score_doc_s": doc_s,
+            "score_sample_row_s": sample_row_s, "score_cell_s": cell_s,
+            "assemble_row_s": assemble_row_s, "assemble_sample_s": assemble_sample_s,
+            "score_compile_s": max(0.0, first - one) if want_compile(suite.budget.compile, dev) else 0.0}
+
+
+def _cell_file_timing(made: list[Any], plain: list[Any], rows: int, sample_rows: int) -> tuple[float, float, float]:
+    """Seconds to save a cell (sealed, fsync'd), and for the results files (each cell loaded
+    back and its rows written out, ``harness.pipeline.outputs.assemble``) per document row and
+    per sample row's extra: ``made`` cells hold ``sample_rows`` sample rows in all, ``plain``
+    the same ``rows`` rows without them. Written into a throwaway directory, never the run's
+    (the run would take them for finished cells)."""
     with tempfile.TemporaryDirectory(prefix="tokbench-dry-cells-") as tmp:
         rd = RunDir(Path(tmp), log=lambda s: None)
         t0 = time.perf_counter()
         for i, cell in enumerate(made):
             rd.save_cell(f"dry{i}", cell)
         cell_s = (time.perf_counter() - t0) / max(1, len(made))
-        # the results files: each cell loaded back and its rows written out (harness.pipeline.outputs.assemble),
-        # per plain row and per sample row's extra
         assembled = []
         for group, name in ((made, "dry"), (plain, "plain")):
             for i, cell in enumerate(group):
@@ -438,12 +447,7 @@ def _score_timing(suite: Suite, model: TrainedModel, sample: list[EvalSet],
                 c = rd.load_cell(f"{name}{i}")
                 _ = "".join(dumps(r) + "\n" for r in c["samples"]) if c is not None else ""
             assembled.append(time.perf_counter() - t0)
-    assemble_row_s = assembled[1] / max(1, rows)
-    assemble_sample_s = max(0.0, assembled[0] - assembled[1]) / max(1, spent[0][1])
-    return {"score_window_s": per_window, "score_job_s": job_s, "score_doc_s": doc_s,
-            "score_sample_row_s": sample_row_s, "score_cell_s": cell_s,
-            "assemble_row_s": assemble_row_s, "assemble_sample_s": assemble_sample_s,
-            "score_compile_s": max(0.0, first - one) if want_compile(suite.budget.compile, dev) else 0.0}
+    return cell_s, assembled[1] / max(1, rows), max(0.0, assembled[0] - assembled[1]) / max(1, sample_rows)
 
 
 def _analysis_timing(suite: Suite, train: Any, sample: list[EvalSet],
