@@ -1,11 +1,11 @@
-"""The run's results files from its cells (``Runner.assemble``: results.csv, samples.jsonl,
+"""The run's results files from its cells (``harness.pipeline.outputs.assemble``: results.csv, samples.jsonl,
 buckets.csv) on synthetic cells shaped like one seed of suites/standard.yaml, and the parts of
 reading one cell back (``harness.infra.cache.read_sealed_json``: the file, the JSON, the checksum).
 
     PYTHONPATH=$PWD python benchmarks/bench_assemble.py [--cells 840] [--docs 300] [--procs N]
 
 Why: "results files" took 5.4 s of a standard seed on an H100 host (before part files and the in-place seal check),
-GPU idle. Cells: ``--docs`` sample rows each, as ``Runner.score_cell`` makes them (the first of
+GPU idle. Cells: ``--docs`` sample rows each, as ``harness.pipeline.cells.score_cell`` makes them (the first of
 every six cells — the first encoder's — with both texts of about 1.5 KB, and four rows a cell
 with per-byte NLL of 1 KB and their segments); a result row of 40 fields; no buckets.
 """
@@ -21,8 +21,7 @@ from pathlib import Path
 
 from harness.infra.cache import read_sealed_json
 from harness.infra.results import RunDir
-from harness.pipeline import run as run_mod
-from harness.pipeline.run import Runner
+from harness.pipeline import outputs as run_mod
 
 
 def cell(k: int, docs: int, rng: random.Random) -> dict:
@@ -73,11 +72,9 @@ def main() -> None:
             print(f"  one first-encoder cell ({path.stat().st_size / 1e6:.1f} MB): {name} {statistics.median(times) * 1e3:.1f} ms")
         if args.procs:
             run_mod.assemble_processes = lambda n: args.procs  # type: ignore[assignment]
-        r = Runner.__new__(Runner)
-        r.rd = rd
         for _ in range(args.reps):
             t = time.perf_counter()
-            r.assemble(keys)
+            run_mod.assemble(rd, keys)
             out = Path(tmp) / "samples.jsonl"
             print(f"assemble, {run_mod.assemble_processes(len(keys))} processes: {time.perf_counter() - t:.2f} s "
                   f"(samples.jsonl {out.stat().st_size / 1e6:.0f} MB)")

@@ -33,7 +33,8 @@ from encoders.base import Encoder, FitContext
 from encoders.blt import BltConfig, BltEncoder
 from encoders.bpe import BpeConfig, BpeEncoder
 from encoders.byte_baseline import ByteConfig, ByteEncoder
-from harness.infra.accel import attention_backends, compile_backbones, gemm_tflops
+from harness.infra.accel import attention_backends, compile_backbones
+from harness.infra.meters import gemm_tflops
 from harness.score.items import ScoreItem, plan_full, score_items
 
 

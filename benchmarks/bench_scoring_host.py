@@ -3,7 +3,7 @@
     python benchmarks/bench_scoring_host.py [SUITE] [--device cpu|cuda] [--out DIR] [--set K=V ...]
                                             [--no-tiny] [--profile N] [--no-forward] [--count-duplicates]
 
-Runs ``Runner.score_seed`` — the scoring the run does, every cell of one seed — on the suite's
+Runs ``harness.pipeline.scoring.score_seed`` — the scoring the run does, every cell of one seed — on the suite's
 eval sets, perturbations and modes (default: suites/standard.yaml, seed 0, its 300 documents per
 eval set). Models are trained once into ``--out`` and reused; cells go to a scratch folder, so
 every cell is scored. Tiny models by default (backbone 1 × 32, tiny training and fits); on a CPU
@@ -49,6 +49,7 @@ import numpy as np
 import torch
 
 import harness.pipeline.run as run_mod
+import harness.pipeline.scoring as scoring_mod
 import harness.score.items as score_mod
 from encoders.base import UnitNLL
 from harness.cli import find_suite
@@ -158,6 +159,7 @@ def main() -> None:
     print(f"data + perturbation fits {time.perf_counter() - t0:.1f} s")
     t0 = time.perf_counter()
     run_mod.atomic_write_json = lambda *a, **k: None  # never touch the run's run.json
+    scoring_mod.atomic_write_json = run_mod.atomic_write_json
     models = r.train_models(seed, data.train)
     print(f"models (trained or loaded from {args.out}) {time.perf_counter() - t0:.1f} s")
     if args.models:  # score these alone (a profile of one encoder's loop); a bad label is an error
@@ -170,10 +172,10 @@ def main() -> None:
     scratch = Path(tempfile.mkdtemp(prefix="bench-scoring-cells-"))
     r.rd.cells = scratch
 
-    # Wrap the run's own functions (class attributes: every call site sees the wrapper).
+    # Wrap the run's own functions (module and class attributes: every call site sees the wrapper).
     run_mod.Runner.plans = timed("perturb + plan (plan cache)", run_mod.Runner.plans)
-    run_mod.Runner.baseline_cell = timed("compressor baselines", run_mod.Runner.baseline_cell)
-    run_mod.Runner.score_cell = timed("cell rows (samples, buckets)", run_mod.Runner.score_cell)
+    scoring_mod.baseline_cell = timed("compressor baselines", scoring_mod.baseline_cell)
+    scoring_mod.score_cell = timed("cell rows (samples, buckets)", scoring_mod.score_cell)
     RunDir.save_cell = timed("write cells", RunDir.save_cell)  # type: ignore[method-assign]
     run_mod.score_items = timed("score_items (packed jobs)", fake_score_items if args.no_forward else run_mod.score_items)
     if args.count_duplicates:  # outside the timed call: hashing is not scoring's time
@@ -191,7 +193,7 @@ def main() -> None:
     t0 = time.perf_counter()
     if prof is not None:
         prof.enable()
-    r.score_seed(seed, evals, models, perts)
+    scoring_mod.score_seed(r, seed, evals, models, perts)
     if prof is not None:
         prof.disable()
     wall = time.perf_counter() - t0

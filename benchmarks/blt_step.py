@@ -35,7 +35,8 @@ from encoders.blt import BltConfig, BltEncoder
 from encoders.blt.model import padded_patch_count
 from encoders.blt.patching import fit_threshold, mean_patch_size, patch_sizes
 from harness.config.suite import BudgetConfig
-from harness.infra.accel import gemm_tflops, pin
+from harness.infra.accel import pin
+from harness.infra.meters import gemm_tflops
 from harness.train.loop import autocast_for, train_encoder
 
 

@@ -1,5 +1,5 @@
 """Cold-compile cost of a standard-suite-like sequence of models, with batch and length compiled
-static first (``TOKBENCH_COMPILE_DYNAMIC=0``, torch's default) or symbolic from the first call
+static first (``--static-first``: ``harness.infra.accel.COMPILE_DYNAMIC = False``, torch's default) or symbolic from the first call
 (tokbench's default, ``Backbone.dynamic_shapes``), each mode in a fresh process with empty
 inductor / Triton caches:
 
@@ -37,7 +37,10 @@ def child(a: argparse.Namespace) -> dict[str, object]:
     from torch._dynamo.utils import counters
 
     from encoders.backbone import Backbone, BackboneConfig
+    from harness.infra import accel
     from harness.infra.accel import compile_backbones
+
+    accel.COMPILE_DYNAMIC = not a.static_first
 
     dev = torch.device(a.device)
     torch.manual_seed(0)
@@ -107,19 +110,23 @@ def main() -> int:
     ap.add_argument("--heads", type=int, default=6)
     ap.add_argument("--batch", type=int, default=256)
     ap.add_argument("--context", type=int, default=1024)
+    ap.add_argument("--static-first", action="store_true",
+                    help="(a mode's child) compile static first: harness.infra.accel.COMPILE_DYNAMIC = False; "
+                         "without --child both modes run, each in a child")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.child:
         print("RESULT " + json.dumps(child(a)), flush=True)
         return 0
     results = {}
-    for mode, flag in (("static first", "0"), ("dynamic from the first call", "1")):
-        print(f"{mode} (TOKBENCH_COMPILE_DYNAMIC={flag}), empty caches:", flush=True)
+    args = [x for x in sys.argv[1:] if x != "--static-first"]
+    for mode, flags in (("static first", ["--static-first"]), ("dynamic from the first call", [])):
+        print(f"{mode} (COMPILE_DYNAMIC = {not flags}), empty caches:", flush=True)
         with tempfile.TemporaryDirectory(prefix="tokbench-compile-") as tmp:
-            env = {**os.environ, "TOKBENCH_COMPILE_DYNAMIC": flag, "PYTHONPATH": str(ROOT),
+            env = {**os.environ, "PYTHONPATH": str(ROOT),
                    "TORCHINDUCTOR_CACHE_DIR": os.path.join(tmp, "inductor"),
                    "TRITON_CACHE_DIR": os.path.join(tmp, "triton")}
-            out = subprocess.run([sys.executable, __file__, "--child", *sys.argv[1:]], env=env,
+            out = subprocess.run([sys.executable, __file__, "--child", *flags, *args], env=env,
                                  capture_output=True, text=True)
         for line in out.stdout.splitlines():
             if line.startswith("RESULT "):

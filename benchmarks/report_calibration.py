@@ -6,7 +6,7 @@ rate under four nulls and power at three seeds (the table docs/report.md cites).
 Scenarios come from ``tests/reports/synthetic_seeds.py`` (2 or 4 encoders, 3 seeds, 300
 documents with Pareto(1.5) lengths from 50 bytes, document noise N(0, 0.05² · 1000 / bytes) BPB);
 each replicate goes through ``reports.stats.crossed_test``, Holm over the encoder pairs and
-``reports.tables.significant`` — the report's rule. A rate's interval is Clopper–Pearson 95 %.
+``reports.comparisons.significant`` — the report's rule. A rate's interval is Clopper–Pearson 95 %.
 """
 
 from __future__ import annotations

@@ -34,6 +34,7 @@ from harness.cli import find_suite
 from harness.config import load_suite
 from harness.data.evalsets import CLEAN
 from harness.data.load import load_data
+from harness.pipeline.models import get_model
 from harness.pipeline.run import Runner, RunOptions
 from harness.score.items import score_items
 
@@ -78,7 +79,7 @@ def main() -> None:
     order = sorted(suite.encoders, key=lambda s: suite.budget.match == "flops"
                    and s.label != (suite.budget.flops_reference or suite.encoders[0].label))
     for spec in order:
-        enc, meta = r.get_model(spec, seed, data.train, flops_target)
+        enc, meta = get_model(r, spec, seed, data.train, flops_target)
         if suite.budget.match == "flops" and flops_target is None:
             flops_target = float(meta["total_flops"])
         models[spec.label] = enc
@@ -93,7 +94,7 @@ def main() -> None:
     for label, enc in models.items():
         worst, t0 = dict.fromkeys(heads, 0.0), time.perf_counter()
         for es in evals:
-            plans = r.plans(es, cells, perts, seed)
+            plans = r.plans(es, perts, seed)
             keys = list(plans)
             rows = [[p for p in plans[k] if p is not None] for k in keys]
             items = [p.item for rs in rows for p in rs]

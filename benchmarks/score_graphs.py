@@ -20,16 +20,16 @@ the suite imports its perturbations. Measured: BENCHMARKS.md, "CUDA graphs would
 
 ``--compile``: ``blocks`` (default) compiles each block and the final norm as a run does
 (``harness.infra.accel.compile_backbones``); ``whole`` compiles the backbone's forward as one graph
-instead (symbolic batch and length as ``TOKBENCH_COMPILE_DYNAMIC`` says), so the host ms to launch
+instead (symbolic batch and length unless ``--static-first``), so the host ms to launch
 one forward compare one compiled call against one per block — on a slow GPU host those calls pace
-scoring's loop; ``none`` (or ``--no-compile``) leaves it eager.
+scoring's loop; ``none`` (or ``--no-compile``) leaves it eager. ``--static-first`` compiles
+batch and length static first (``harness.infra.accel.COMPILE_DYNAMIC = False``; torch's default).
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
-import os
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -39,6 +39,7 @@ import torch
 from encoders.backbone import Backbone
 from harness.cli import find_suite
 from harness.config import load_suite
+from harness.infra import accel
 from harness.infra.accel import compile_backbones
 
 
@@ -131,9 +132,11 @@ def measure(model: Backbone, shape: tuple[int, int], device: torch.device, bf16:
 COMPILE_MODES = ("blocks", "whole", "none")
 
 
-def prepare(model: Backbone, how: str) -> None:
-    """Compile ``model`` in place as ``--compile`` says (see the module docstring); compiling is
-    lazy, so nothing is traced before the first forward."""
+def prepare(model: Backbone, how: str, dynamic: bool = True) -> None:
+    """Compile ``model`` in place as ``--compile`` says (see the module docstring), batch and
+    length symbolic from the first call when ``dynamic``; compiling is lazy, so nothing is
+    traced before the first forward."""
+    accel.COMPILE_DYNAMIC = dynamic
     if how == "blocks":
         compile_backbones(model)
     elif how == "whole":
@@ -141,7 +144,7 @@ def prepare(model: Backbone, how: str) -> None:
         # (``Backbone.dynamic_shapes``) is for blocks compiled beneath an eager forward, and
         # Dynamo does not trace it; attention then stays in the graph at every length
         model.dynamic_shapes = False
-        model.compile(dynamic=os.environ.get("TOKBENCH_COMPILE_DYNAMIC", "1") != "0")
+        model.compile(dynamic=dynamic)
     elif how != "none":
         raise ValueError(f"--compile: {how!r} is not one of {', '.join(COMPILE_MODES)}")
 
@@ -155,6 +158,8 @@ def main() -> None:
     ap.add_argument("--compile", choices=COMPILE_MODES, default="blocks",
                     help="each block compiled as a run does, the whole backbone as one graph, or eager")
     ap.add_argument("--no-compile", action="store_true", help="the same as --compile none")
+    ap.add_argument("--static-first", action="store_true",
+                    help="compile batch and length static first (torch's default), not symbolic from the first call")
     args = ap.parse_args()
     try:
         shapes = parse_shapes(args.shapes)
@@ -165,7 +170,7 @@ def main() -> None:
     bf16 = suite.budget.dtype == "bfloat16"
     model = Backbone(suite.backbone).to(device).eval()
     how = "none" if args.no_compile else args.compile
-    prepare(model, how)
+    prepare(model, how, dynamic=not args.static_first)
     cfg = suite.backbone
     print(f"backbone {cfg.layers} x {cfg.dim} ({cfg.heads} heads), {device}, "
           f"{'bf16 autocast' if bf16 and device.type == 'cuda' else 'float32'}, "

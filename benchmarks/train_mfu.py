@@ -2,7 +2,7 @@
 
     python benchmarks/train_mfu.py RUN_JSON [RUN_JSON ...]
 
-Prints, per file and model, the fields ``harness.pipeline.run.train_mfu`` gives (the same function the run
+Prints, per file and model, the fields ``harness.pipeline.facts.train_mfu`` gives (the same function the run
 uses for run.json's ``speed.train``) against the file's own GEMM ceiling
 (``speed.gemm_bf16_tflops``): the whole training (``mfu``), the steps after the first
 (``mfu_after_first_step``, only for records that hold the first step's FLOPs) and the median step
@@ -18,7 +18,7 @@ import json
 import sys
 from pathlib import Path
 
-from harness.pipeline.run import train_mfu
+from harness.pipeline.facts import train_mfu
 
 
 def rows(path: Path) -> list[str]:

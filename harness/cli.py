@@ -409,6 +409,21 @@ def build_parser() -> argparse.ArgumentParser:
     add_report_options(cmp_)
     cmp_.set_defaults(fn=cmd_compare)
 
+    _add_perturb(sub)
+
+    s = sub.add_parser("sanity", help="causality, random-bytes and Markov-source probes for every encoder "
+                       "(minutes per encoder on a CPU; times: docs/method.md)")
+    s.add_argument("--encoder", action="append", help="only these encoders (default: all registered)")
+    s.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"], help=DEVICE_HELP)
+    s.add_argument("--quick", action="store_true", help="leak probes only (causality; MDM leak for encoders with objective: mdm)")
+    s.set_defaults(fn=cmd_sanity)
+
+    _add_data(sub)
+    return p
+
+
+def _add_perturb(sub: Any) -> None:
+    """``tokbench perturb``: a perturbation previewed at several severities."""
     pt = sub.add_parser("perturb", help="preview a perturbation at several severities")
     pt.add_argument("name", help="a perturbation (tokbench ls perturbations) or module:Class")
     pt.add_argument("--severity", type=float, action="append",
@@ -424,13 +439,9 @@ def build_parser() -> argparse.ArgumentParser:
     pt.add_argument("--param", action="append", metavar="KEY=VALUE", help="a perturbation parameter")
     pt.set_defaults(fn=cmd_perturb)
 
-    s = sub.add_parser("sanity", help="causality, random-bytes and Markov-source probes for every encoder "
-                       "(minutes per encoder on a CPU; times: docs/method.md)")
-    s.add_argument("--encoder", action="append", help="only these encoders (default: all registered)")
-    s.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"], help=DEVICE_HELP)
-    s.add_argument("--quick", action="store_true", help="leak probes only (causality; MDM leak for encoders with objective: mdm)")
-    s.set_defaults(fn=cmd_sanity)
 
+def _add_data(sub: Any) -> None:
+    """``tokbench data prepare | pack | unpack``."""
     d = sub.add_parser("data", help="data commands")
     dsub = d.add_subparsers(dest="data_cmd", required=True)
     dp = dsub.add_parser("prepare", help="fetch and build every source a suite needs")
@@ -448,7 +459,6 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("archive", help="an archive written by tokbench data pack")
     up.add_argument("--cache", help="cache directory (default $TOKBENCH_CACHE or ~/.cache/tokbench)")
     up.set_defaults(fn=cmd_data_unpack)
-    return p
 
 
 def stacks_on_sigusr1() -> bool:

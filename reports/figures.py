@@ -391,7 +391,7 @@ def loss_curves(run: dict[str, Any], encoders: list[str], colors: dict[str, Any]
     """Training loss (bits/byte, as the harness logs it) against bytes seen, one line per
     encoder and seed, from run.json ``train.loss_curve``: [bytes, loss] pairs, {"bytes", "loss"}
     objects, or bare losses (x = logged step)."""
-    from reports.tables import per_seed
+    from reports.findings import per_seed
 
     encs = run.get("encoders") or {}
     fig, ax = plt.subplots(figsize=(5.8, 3.1), constrained_layout=True)

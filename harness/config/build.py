@@ -393,6 +393,41 @@ _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 SUITE_KEYS: tuple[str, ...] = tuple(n for n in init_fields(Suite) if n not in ("raw", "path"))
 
 
+def _suite_name(value: Any, where: Where) -> str:
+    """The suite's name: it names the run directory, so a safe file name."""
+    name = convert_value(str, value, where)
+    problem = name_problem(name, "suite name")  # harness/config/names.py
+    if problem:
+        raise where.error(f"{problem}: {shown(name)}")
+    if not _NAME_RE.match(name):
+        raise where.error(f"{name!r} is used as the run directory name: use letters, digits, '.', '_' and '-'")
+    return name
+
+
+def _seeds(tp: Any, value: Any, where: Where) -> Any:
+    """The suite's seeds: at least one, distinct, each in [0, 2**63)."""
+    seeds = convert_value(tp, value, where)
+    if not seeds:
+        raise where.error("needs at least one seed")
+    if len(set(seeds)) != len(seeds):
+        raise where.error(f"seeds repeat: {list(seeds)}")
+    for i, s in enumerate(seeds):
+        if not 0 <= s < 2**63:
+            raise where.at(i).error(f"a seed must be >= 0 and < 2**63, got {s}")
+    return seeds
+
+
+def _check_flops_reference(ref: str | None, encoders: Sequence[EncoderSpec], where: Where) -> None:
+    """``budget.flops_reference``, when set, names an encoder's label."""
+    if ref is None:
+        return
+    labels = [e.label for e in encoders]
+    if ref not in labels:
+        close = difflib.get_close_matches(ref, labels, n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise where.error(f"no encoder labelled {ref!r}{hint}; labels: {', '.join(labels)}")
+
+
 def build_suite(
     raw: Mapping[str, Any],
     where: Where | str = "",
@@ -411,28 +446,14 @@ def build_suite(
             raise missing_key(raw, key, where)
     hints = type_hints(Suite)
 
-    name = convert_value(str, raw["name"], where.at("name"))
-    problem = name_problem(name, "suite name")  # harness/config/names.py
-    if problem:
-        raise where.at("name").error(f"{problem}: {shown(name)}")
-    if not _NAME_RE.match(name):
-        raise where.at("name").error(
-            f"{name!r} is used as the run directory name: use letters, digits, '.', '_' and '-'"
-        )
+    name = _suite_name(raw["name"], where.at("name"))
     description = convert_value(str, raw.get("description", ""), where.at("description"))
     version = convert_value(int, raw.get("schema_version", SCHEMA_VERSION), where.at("schema_version"))
     if version != SCHEMA_VERSION:
         raise where.at("schema_version").error(
             f"this tokbench reads schema_version {SCHEMA_VERSION}, the suite declares {version}"
         )
-    seeds = convert_value(hints["seeds"], raw["seeds"], where.at("seeds"))
-    if not seeds:
-        raise where.at("seeds").error("needs at least one seed")
-    if len(set(seeds)) != len(seeds):
-        raise where.at("seeds").error(f"seeds repeat: {list(seeds)}")
-    for i, s in enumerate(seeds):
-        if not 0 <= s < 2**63:
-            raise where.at("seeds", i).error(f"a seed must be >= 0 and < 2**63, got {s}")
+    seeds = _seeds(hints["seeds"], raw["seeds"], where.at("seeds"))
 
     budget = convert_value(BudgetConfig, raw.get("budget"), where.at("budget"))
     check_budget(budget, where.at("budget"))
@@ -441,14 +462,7 @@ def build_suite(
     check_backbone(backbone, where.at("backbone"))
     data = _data(raw["data"], where.at("data"), paths)
     encoders = _encoders(raw["encoders"], where.at("encoders"), backbone, paths)
-    if budget.flops_reference is not None:
-        labels = [e.label for e in encoders]
-        if budget.flops_reference not in labels:
-            close = difflib.get_close_matches(budget.flops_reference, labels, n=1)
-            hint = f" (did you mean {close[0]!r}?)" if close else ""
-            raise where.at("budget", "flops_reference").error(
-                f"no encoder labelled {budget.flops_reference!r}{hint}; labels: {', '.join(labels)}"
-            )
+    _check_flops_reference(budget.flops_reference, encoders, where.at("budget", "flops_reference"))
     perturbations = _perturbations(raw.get("perturbations"), where.at("perturbations"), paths)
     eval_cfg = convert_value(EvalConfig, raw.get("eval"), where.at("eval"))
     check_eval(eval_cfg, budget, where.at("eval"))

@@ -93,6 +93,26 @@ def convert_value(tp: Any, value: Any, where: Where) -> Any:
         raise where.error(f"expected {_describe(tp)}, got {show_value(value)}{hint}") from None
 
 
+def _convert_sequence(tp: Any, origin: Any, value: Any, where: Where) -> Any:
+    """``value`` as the tuple or list type ``tp`` (``origin``: its ``get_origin``): a tuple for
+    tuple types, else a list; items converted one by one, their errors at their index."""
+    args = get_args(tp)
+    if not isinstance(value, (list, tuple)):
+        # a lone value for a variable-length list field (``paths: corpus.txt``) is a 1-item list
+        if len(args) == 2 and args[1] is Ellipsis and not isinstance(value, Mapping):
+            return (_convert_inner(args[0], value, where),)
+        raise _Mismatch
+    if not args:
+        items = list(value)
+    elif len(args) == 2 and args[1] is Ellipsis or origin is not tuple:
+        items = [convert_value(args[0], v, where.at(i)) for i, v in enumerate(value)]
+    else:
+        if len(value) != len(args):
+            raise where.error(f"expected a list of {len(args)} items, got {len(value)}")
+        items = [convert_value(a, v, where.at(i)) for i, (a, v) in enumerate(zip(args, value))]
+    return tuple(items) if (origin is tuple or tp is tuple) else items
+
+
 def _convert_inner(tp: Any, value: Any, where: Where) -> Any:
     origin = get_origin(tp)
     if tp is Any or tp is object:
@@ -142,21 +162,7 @@ def _convert_inner(tp: Any, value: Any, where: Where) -> Any:
             return value
         raise _Mismatch
     if origin is tuple or tp is tuple or origin in (list, Sequence, Collection) or tp is list:
-        args = get_args(tp)
-        if not isinstance(value, (list, tuple)):
-            # a lone value for a variable-length list field (``paths: corpus.txt``) is a 1-item list
-            if len(args) == 2 and args[1] is Ellipsis and not isinstance(value, Mapping):
-                return (_convert_inner(args[0], value, where),)
-            raise _Mismatch
-        if not args:
-            items = list(value)
-        elif len(args) == 2 and args[1] is Ellipsis or origin is not tuple:
-            items = [convert_value(args[0], v, where.at(i)) for i, v in enumerate(value)]
-        else:
-            if len(value) != len(args):
-                raise where.error(f"expected a list of {len(args)} items, got {len(value)}")
-            items = [convert_value(a, v, where.at(i)) for i, (a, v) in enumerate(zip(args, value))]
-        return tuple(items) if (origin is tuple or tp is tuple) else items
+        return _convert_sequence(tp, origin, value, where)
     if origin in (dict, Mapping) or tp is dict:
         if not isinstance(value, Mapping):
             raise _Mismatch

@@ -244,6 +244,49 @@ def _plugin_tables(kind: plugins.Kind, skip: Collection[str], attr: str | None =
     return lines
 
 
+def _list_sections() -> list[str]:
+    """The sections of the suite's list keys (``encoders``, ``perturbations``, ``analyses``,
+    ``permutations``), as Markdown lines."""
+    out: list[str] = []
+    out += [
+        "## `encoders[i]`",
+        "",
+        _SECTION_TEXT["encoders"],
+        "",
+        "| key | type | default | meaning |",
+        "|---|---|---|---|",
+        "| `name` | string | required | registered encoder, entry point or `module:Class` |",
+        "| `id` | string | the name | label prefix in results (`encoder` column) |",
+        "| `backbone` | null or mapping | the suite's `backbone` | `null`: no shared backbone; a mapping: the suite backbone with these keys changed |",
+        "",
+    ]
+    out += [
+        "## `perturbations[i]`",
+        "",
+        _SECTION_TEXT["perturbations"],
+        "",
+        "| key | type | default | meaning |",
+        "|---|---|---|---|",
+        "| `name` | string | required | registered perturbation, entry point or `module:Class` |",
+        "| `id` | string | the name | `perturbation_id` in results; unique |",
+        "| `severity` | number or list of numbers | the class default | strength, meaning per perturbation; 0 = unchanged text |",
+        "",
+    ]
+    out += ["## `analyses[i]`", "", _SECTION_TEXT["analyses"], ""]
+    out += [
+        "## `permutations[i]`",
+        "",
+        _SECTION_TEXT["permutations"],
+        "",
+        "| key | type | default | meaning |",
+        "|---|---|---|---|",
+        "| `kind` | `global` \\| `inter_block` \\| `intra_block` | required | what moves |",
+        "| `block_bytes` | int or list of int | required for the block kinds | block size in bytes; a list sweeps |",
+        "",
+    ]
+    return out
+
+
 def suite_reference(include_plugins: bool = True) -> str:
     """Markdown reference of every suite key: type, default, meaning (from the dataclasses).
 
@@ -297,42 +340,7 @@ def suite_reference(include_plugins: bool = True) -> str:
         *_field_table(SourceSpec, skip=("params", "config")),
         "",
     ]
-    out += [
-        "## `encoders[i]`",
-        "",
-        _SECTION_TEXT["encoders"],
-        "",
-        "| key | type | default | meaning |",
-        "|---|---|---|---|",
-        "| `name` | string | required | registered encoder, entry point or `module:Class` |",
-        "| `id` | string | the name | label prefix in results (`encoder` column) |",
-        "| `backbone` | null or mapping | the suite's `backbone` | `null`: no shared backbone; a mapping: the suite backbone with these keys changed |",
-        "",
-    ]
-    out += [
-        "## `perturbations[i]`",
-        "",
-        _SECTION_TEXT["perturbations"],
-        "",
-        "| key | type | default | meaning |",
-        "|---|---|---|---|",
-        "| `name` | string | required | registered perturbation, entry point or `module:Class` |",
-        "| `id` | string | the name | `perturbation_id` in results; unique |",
-        "| `severity` | number or list of numbers | the class default | strength, meaning per perturbation; 0 = unchanged text |",
-        "",
-    ]
-    out += ["## `analyses[i]`", "", _SECTION_TEXT["analyses"], ""]
-    out += [
-        "## `permutations[i]`",
-        "",
-        _SECTION_TEXT["permutations"],
-        "",
-        "| key | type | default | meaning |",
-        "|---|---|---|---|",
-        "| `kind` | `global` \\| `inter_block` \\| `intra_block` | required | what moves |",
-        "| `block_bytes` | int or list of int | required for the block kinds | block size in bytes; a list sweeps |",
-        "",
-    ]
+    out += _list_sections()
     out += [PLUGIN_NAMING]
     if include_plugins:
         for title, kind, skip, attr in (

@@ -316,3 +316,12 @@ class Suite:
         streams = len(self.baselines.compressors) * (1 + len(self.permutations))
         return (streams * len(self.data.eval) * (1 + len(self.perturbations)) * len(self.eval.modes)
                 * len(self.seeds))
+
+    def training_order(self) -> list[EncoderSpec]:
+        """The encoders in the order a run trains them: under ``match: flops`` the reference
+        first (its total FLOPs are the others' budget), else as listed."""
+        order = list(self.encoders)
+        if self.budget.match == "flops":
+            ref = self.budget.flops_reference or order[0].label
+            order.sort(key=lambda s: s.label != ref)
+        return order

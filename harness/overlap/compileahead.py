@@ -341,7 +341,7 @@ def start(runner: Any, train: Any, evals: list[Any]) -> CompileAheadGroup | None
             need = None
     windows = warm_windows(b.windows_per_micro_batch, dev_bytes, need, ov.compile_ahead_windows)
     # an encoder trained elsewhere has no backbone of ours to compile, and is never trained
-    specs = [s for s in runner.training_order()
+    specs = [s for s in runner.suite.training_order()
              if not pretrained.is_trained_elsewhere(plugins.resolve("encoder", s.name, search_paths=[runner.ctx.base_dir]))]
     if not specs:
         return None

@@ -77,31 +77,41 @@ def _messages(conn: Any, state: dict[str, Any], block: bool) -> None:
             state["first_length"] = msg[1]
 
 
+def _set_up(job: dict[str, Any], tmp: Path) -> tuple[Any, Path]:
+    """The run's kernels, device and plugin folder for the job: (device, the suite's base_dir);
+    the compile workers started when the run starts them."""
+    from harness.data.load import source_context
+    from harness.infra import watchdog
+    from harness.infra.accel import want_compile, warm_compile_pool, warm_pool_wanted
+    from harness.infra.device import pick_device
+
+    suite = job["suite"]
+    if suite.budget.deterministic:  # the run's kernels, so its graphs are the ones the run needs
+        from harness.infra.determinism import set_deterministic_kernels
+
+        set_deterministic_kernels()
+    watchdog.STACKS_DIR = tmp  # a stuck loop's stacks stay out of the run's directory
+    dev = pick_device(job["device"])
+    base_dir = source_context(suite, job["cache_dir"], lambda s: None).base_dir
+    if warm_pool_wanted() and want_compile(suite.budget.compile, dev):
+        warm_compile_pool()  # its workers up while it fits and waits for the run's first length
+    return dev, base_dir
+
+
 def _warm_all(conn: Any, job: dict[str, Any], tmp: Path) -> None:
     import torch
 
     from encoders import backbone
     from harness.infra.accel import compile_backbones, compile_clock, compile_since, want_compile
-    from harness.pipeline.run import Runner, RunOptions, TrainedModel
+    from harness.pipeline.models import TrainedModel
     from harness.score.fragility import permuter_for
-    from harness.train.loop import fit_context
+    from harness.train.loop import build_encoder, fit_context
     from harness.train.measure import _sync
 
     suite = job["suite"]
     seed = job["seed"]
-    if suite.budget.deterministic:  # the run's kernels, so its graphs are the ones the run needs
-        from harness.infra.determinism import set_deterministic_kernels
-
-        set_deterministic_kernels()
-    runner = Runner(suite, RunOptions(out=tmp / "run", device=job["device"], prepare=False, report=False,
-                                      progress=False, cache_dir=job["cache_dir"], plan_cache=False,
-                                      log=lambda s: None))
-    dev = runner.device
+    dev, base_dir = _set_up(job, tmp)
     b = suite.budget
-    if runner.warm_pool and want_compile(b.compile, dev):
-        from harness.infra.accel import warm_compile_pool
-
-        warm_compile_pool()  # its workers up while it fits and waits for the run's first length
     per = job["windows"]
     few = min(WARM_WINDOWS, b.windows_per_micro_batch)  # the fallback after an out-of-memory error
     small = dataclasses.replace(b, batch_bytes=per * b.context_bytes, micro_batch_bytes=0,
@@ -121,7 +131,7 @@ def _warm_all(conn: Any, job: dict[str, Any], tmp: Path) -> None:
         _messages(conn, state, block=False)
         t1 = time.perf_counter()
         clock = compile_clock()
-        enc = runner.build(spec, seed).to(dev)
+        enc = build_encoder(spec, seed, base_dir).to(dev)
         if want_compile(b.compile, dev):
             compile_backbones(enc)
         # quick fit on a sample: the shapes need the vocabulary, not its merges; a sub-model
@@ -155,7 +165,7 @@ def _warm_all(conn: Any, job: dict[str, Any], tmp: Path) -> None:
         _messages(conn, state, block=False)
         t1 = time.perf_counter()
         clock = compile_clock()
-        _score(runner, TrainedModel(enc, {"key": ""}, spec), job["sample"], seed)
+        _score(suite, dev, TrainedModel(enc, {"key": ""}, spec), job["sample"], seed)
         conn.send(("warmed", spec.label, "score", {"seconds": time.perf_counter() - t1,
                                                   **{f"compile_{k}_seconds": v for k, v in compile_since(clock).items()}}))
     del models
@@ -204,18 +214,17 @@ def _train_calls(enc: Any, docs: list[Any], small: Any, dev: Any, seed: int, per
         train_encoder(enc, wins, k * small.batch_bytes, small, dev, permuter=permuter)
 
 
-def _score(runner: Any, model: Any, sample: list[Any], seed: int) -> None:
+def _score(suite: Any, dev: Any, model: Any, sample: list[Any], seed: int) -> None:
     """The run's scoring call (``score_items``) on the clean cells of the sample, every mode."""
-    from harness.pipeline.estimate import clean_cells
+    from harness.pipeline.plans import clean_cells
     from harness.score.fragility import permuter_for
     from harness.score.items import score_items
     from harness.train.measure import _sync
 
-    suite = runner.suite
-    rows = [(p.item, mode) for _, mode, plan in clean_cells(runner, sample, seed) for p in plan if p is not None]
+    rows = [(p.item, mode) for _, mode, plan in clean_cells(suite, sample, seed) for p in plan if p is not None]
     items, groups = [r[0] for r in rows], [r[1] for r in rows]
     if items:
-        score_items(model.enc, items, runner.device, suite.eval.batch_windows, suite.score_dtype == "bfloat16",
+        score_items(model.enc, items, dev, suite.eval.batch_windows, suite.score_dtype == "bfloat16",
                     stats={}, mc_samples=suite.eval.mc_samples,
                     permuter=permuter_for(model.spec.permutation, suite.budget.context_bytes, seed), groups=groups)
-    _sync(runner.device)
+    _sync(dev)

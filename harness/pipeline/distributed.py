@@ -33,11 +33,15 @@ from encoders.mdm import MaskedDiffusion
 from harness.config.suite import Suite
 from harness.data.evalsets import CLEAN, EvalSet
 from harness.data.load import DataPart, load_data, training_windows
-from harness.infra.accel import gemm_tflops
+from harness.infra.meters import gemm_tflops
 from harness.infra.schedule import assign_lpt
 from harness.infra.writes import atomic_write_json
+from harness.pipeline.keys import cell_key
 from harness.pipeline.launch import LOCK_HELD_ENV, MULTICAST_OFF, run_lock
-from harness.pipeline.run import Runner, RunOptions, TrainedModel
+from harness.pipeline.models import TrainedModel, get_model
+from harness.pipeline.plans import try_perturbations
+from harness.pipeline.run import Runner, RunOptions
+from harness.pipeline.scoring import score_seed
 from harness.train.loop import build_encoder
 
 # Collectives wait for the slowest rank's whole training / scoring share: no 30-minute default.
@@ -269,22 +273,12 @@ class DistRunner(Runner):
         if ctx.rank == 0:
             self.rd.root.mkdir(parents=True, exist_ok=True)
             atomic_write_json(self.rd.root / "run.json", self.run_json("running"))
-        if self.suite.scaling is not None:  # grid points, not encoders, are dealt (harness.pipeline.sweep_ranks)
-            from harness.pipeline.sweep_ranks import plan_sweep, sweep_costs
-
-            point_costs = self.dist.broadcast_object(
-                sweep_costs(self.suite, self.ctx.base_dir) if ctx.rank == 0 else None)
-            owner = plan_sweep(point_costs, ctx.world)
-            costs = {f"{label} s{seed}": c for (seed, label), c in point_costs.items()}
-        else:
-            costs = self.dist.broadcast_object(
-                estimate_train_flops(self.suite, data.train, self.ctx.base_dir) if ctx.rank == 0 else None)
-            owner = plan_ranks(self.suite, costs, ctx.world)
+        owner, costs = self._deal(data.train)
         mine = sorted(f"{label} s{seed}" for (seed, label), r in owner.items() if r == ctx.rank)
         self.log(f"[dist] rank {ctx.rank}/{ctx.world} ({ctx.backend}, "
                  f"{'data_parallel' if self.dp else 'models across ranks'}): scores {', '.join(mine) or 'nothing'}")
         perts, evals = self.scoring_inputs(data)
-        self.try_perturbations(perts, data.evals)
+        try_perturbations(self.suite, perts, data.evals)
         metas: dict[tuple[int, str], dict[str, Any]] = {}
         mc: dict[tuple[int, str], bool] = {}  # Monte Carlo scores (MDM): their cell keys differ
         t_train = t_score = 0.0
@@ -298,7 +292,7 @@ class DistRunner(Runner):
             self.fit_analyses(data.train, scored)
             t0 = time.perf_counter()
             if scored or (ctx.rank == 0 and self.suite.baselines.compressors):
-                self.score_seed(seed, evals, scored, perts)
+                score_seed(self, seed, evals, scored, perts)
             t_score += time.perf_counter() - t0
             del models, scored
         timings = {"rank": ctx.rank, "train_seconds": t_train, "score_seconds": t_score,
@@ -308,19 +302,7 @@ class DistRunner(Runner):
         gathered = ctx.all_gather_object((metas, timings))
         if ctx.rank != 0:
             return self.rd.root
-        for m, _ in gathered:
-            metas.update(m)
-        if self.suite.scaling is not None:  # refusals and facts in one-process (grid) order
-            from harness.pipeline.sweep_ranks import merged_refusals
-
-            self.scaling_facts["refused"] = merged_refusals(self.suite, [t.pop("refused") for _, t in gathered])
-            self.encoder_facts.clear()  # rank 0's own points were recorded first: ordered_cells re-records
-        self.gpus = max(1, len({t.pop("gpu") for _, t in gathered} - {None}))
-        for _, t in gathered:
-            t.pop("refused", None)
-            self.analysis_facts.update(t.pop("analyses"))
-            self.score_facts.update(t.pop("score_facts"))  # each model is scored on one rank only
-            mc.update(t.pop("mc"))
+        self._merge(gathered, metas, mc)
         cell_keys = self.ordered_cells(evals, metas, mc)
         slowest = max((t for _, t in gathered), key=lambda t: t["score_seconds"])
         self.timings.update({"train_seconds": max(t["train_seconds"] for _, t in gathered),
@@ -337,6 +319,38 @@ class DistRunner(Runner):
         if self.opts.report:
             self.render_report()
         return self.rd.root
+
+    def _deal(self, train: DataPart) -> tuple[dict[tuple[int, str], int], dict[str, Any]]:
+        """Which rank trains and scores each (seed, label), from costs rank 0 estimates and
+        broadcasts: (owner, the estimated costs by "label sSEED")."""
+        ctx = self.dist
+        if self.suite.scaling is not None:  # grid points, not encoders, are dealt (harness.pipeline.sweep_ranks)
+            from harness.pipeline.sweep_ranks import plan_sweep, sweep_costs
+
+            point_costs = ctx.broadcast_object(sweep_costs(self.suite, self.ctx.base_dir) if ctx.rank == 0 else None)
+            owner = plan_sweep(point_costs, ctx.world)
+            return owner, {f"{label} s{seed}": c for (seed, label), c in point_costs.items()}
+        costs = ctx.broadcast_object(
+            estimate_train_flops(self.suite, train, self.ctx.base_dir) if ctx.rank == 0 else None)
+        return plan_ranks(self.suite, costs, ctx.world), costs
+
+    def _merge(self, gathered: list[Any], metas: dict[tuple[int, str], dict[str, Any]],
+               mc: dict[tuple[int, str], bool]) -> None:
+        """On rank 0: every rank's model facts, refusals, analyses and scoring facts (``gathered``)
+        into this runner's, ``metas`` and ``mc``; each rank's timings stay in ``gathered``."""
+        for m, _ in gathered:
+            metas.update(m)
+        if self.suite.scaling is not None:  # refusals and facts in one-process (grid) order
+            from harness.pipeline.sweep_ranks import merged_refusals
+
+            self.scaling_facts["refused"] = merged_refusals(self.suite, [t.pop("refused") for _, t in gathered])
+            self.encoder_facts.clear()  # rank 0's own points were recorded first: ordered_cells re-records
+        self.gpus = max(1, len({t.pop("gpu") for _, t in gathered} - {None}))
+        for _, t in gathered:
+            t.pop("refused", None)
+            self.analysis_facts.update(t.pop("analyses"))
+            self.score_facts.update(t.pop("score_facts"))  # each model is scored on one rank only
+            mc.update(t.pop("mc"))
 
     def baseline_cells(self) -> list[tuple[str, Any]]:
         """Compressor baseline cells are computed by rank 0 alone (the others would write the
@@ -356,7 +370,7 @@ class DistRunner(Runner):
         for i, spec in enumerate(self.training_order()):
             src = owner[(seed, spec.label)]
             if self.dp is not None or src == self.dist.rank:
-                enc, meta = self.get_model(spec, seed, train, flops_target)
+                enc, meta = get_model(self, spec, seed, train, flops_target)
                 models[spec.label] = TrainedModel(enc, meta, spec)
             if self.budget.match == "flops" and i == 0:
                 if self.dp is None:  # every rank calls this broadcast once per seed, in seed order
@@ -386,9 +400,9 @@ class DistRunner(Runner):
                 fp = es.part.fingerprint
                 cells = [(pspec, mode) for pspec in [CLEAN, *self.suite.perturbations] for mode in self.suite.eval.modes]
                 for pspec, mode in cells:
-                    keys += [self.cell_key(metas[(seed, s.label)]["key"], fp, pspec, mode, seed, mc=mc[(seed, s.label)])
+                    keys += [cell_key(self.suite, metas[(seed, s.label)]["key"], fp, pspec, mode, seed, mc=mc[(seed, s.label)])
                              for s in order]
-                # then the compressor baselines of the eval set, as ``Runner.score_seed`` lists them
+                # then the compressor baselines of the eval set, as ``harness.pipeline.scoring.score_seed`` lists them
                 keys += [self.baseline_key(name, perm, fp, pspec, mode, seed)
                          for pspec, mode in cells for name, perm in self.baseline_cells()]
         return keys

@@ -40,11 +40,7 @@ autocast and compile setting, through the code the run uses, models in the run's
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import dataclasses
-import gc
-import itertools
-import math
 import os
 import resource
 import shutil
@@ -61,34 +57,27 @@ from core.forkpool import can_fork
 from encoders.base import Encoder
 from harness.config.suite import Suite
 from harness.data.evalsets import CLEAN, EvalSet
-from harness.data.load import load_data, rolling_windows, training_windows
+from harness.data.load import load_data, rolling_windows, source_context, training_windows
+from harness.infra import watchdog
 from harness.infra.accel import usable_cpus, want_compile
+from harness.infra.device import pick_device
 from harness.infra.results import RunDir
+from harness.infra.watchdog import stall_limit
 from harness.infra.writes import atomic_write_json, dumps
+from harness.overlap.cellsbehind import cells_behind_wanted
 from harness.overlap.planahead import PlanAhead, plan_ahead_processes, plan_ahead_wanted
-from harness.pipeline.run import (
-    ESTIMATE_FILE,
-    Runner,
-    RunOptions,
-    TrainedModel,
-    cell_processes,
-    estimate_key,
-)
+from harness.pipeline.cells import cell_processes, score_cell
+from harness.pipeline.facts import ESTIMATE_FILE, estimate_key
+from harness.pipeline.models import TrainedModel
+from harness.pipeline.plans import clean_cells, perturbation_instances, plan_items, plan_rows
+from harness.pipeline.run import RunOptions
 from harness.score.items import dedup_enabled, flatten_windows, score_items, score_prestart_wanted
-from harness.train.loop import fit_context, train_encoder
-from harness.train.measure import GPU_STEPS, _fmt, _score_sample, _sync, fit_sample
+from harness.train.loop import build_encoder, fit_context
+from harness.train.measure import _fmt, _score_sample, _sync, fit_sample
+from harness.train.timing import DoesNotFit, release_memory, train_timing
 
-# CPU: the timed steps hold 2 windows, then as many as CPU_POSITIONS bytes of windows (at least 3,
-# at most a real (micro-)batch): a wide span keeps the line's slope out of the noise, and the cap
-# keeps memory down (a 1 KB window of the standard backbone holds ~0.3 GB of float32 activations;
-# its dry run must stay under 2 GB RSS, so it times 2 and 3 windows)
-CPU_POSITIONS = 3072
 SCORE_EXTRA_S = 1.0  # the scoring sample is repeated until the repeats add this many seconds
 SCORE_MAX_REPEAT = 64  # ... or it is scored this many times over
-
-
-class DoesNotFit(ValueError):
-    """A model's predicted peak memory exceeds the device."""
 
 
 def dry_run(suite: Suite, opts: RunOptions, emit: Callable[[str], None] | None = None) -> str:
@@ -110,18 +99,18 @@ def _dry_run(suite: Suite, opts: RunOptions, emit: Callable[[str], None] | None)
             emit(line)
 
     t_start = time.perf_counter()
-    runner = Runner(suite, opts)
-    data = load_data(suite, runner.ctx, prepare=False, limit=opts.limit, log=opts.log)  # fetches nothing
-    runner.data_facts.update(data.facts)
+    dev, ctx, root = _set_up(suite, opts)
+    data = load_data(suite, ctx, prepare=False, limit=opts.limit, log=opts.log)  # fetches nothing
     train, evals, t_data = data.train, data.evals, data.seconds
     if suite.scaling is not None:  # an IsoFLOP grid: per point, not per encoder
         from harness.pipeline.sweep import sweep_dry_run
 
-        text = sweep_dry_run(suite, train, runner.device, runner.ctx.base_dir, ranks=opts.ranks)
+        text = sweep_dry_run(suite, train, dev, ctx.base_dir, ranks=opts.ranks)
         if emit is not None:
             emit(text)
         return text
-    b, ev, dev = suite.budget, suite.eval, runner.device
+    b, ev = suite.budget, suite.eval
+    cells_behind = cells_behind_wanted(suite.overlap.cells_behind, dev.type)  # as the run decides
     cpu = dev.type != "cuda"
     stride = ev.stride_bytes or max(1, b.context_bytes // 2)
     # On CUDA the perturbation timing (pure CPU work) runs in a process forked now, before CUDA
@@ -129,7 +118,7 @@ def _dry_run(suite: Suite, opts: RunOptions, emit: Callable[[str], None] | None)
     # under plan-ahead the run perturbs on half the CPUs, while its models fit, compile and
     # train: only what outlasts them counts below
     ahead = plan_ahead_wanted(suite.overlap.plan_ahead, dev.type, opts.plan_cache)
-    pert = _perturb_timing(runner, train, evals, stride, background=not cpu,
+    pert = _perturb_timing(suite, train, evals, stride, background=not cpu,
                            processes=plan_ahead_processes() if ahead else usable_cpus())
     n_cells_p = 1 + len(suite.perturbations)
     # windows of one cell set (clean text; perturbations move lengths a little)
@@ -156,12 +145,12 @@ def _dry_run(suite: Suite, opts: RunOptions, emit: Callable[[str], None] | None)
     measuring: dict[str, float] = {}
     tokenizers: dict[str, Any] = {}
     per_model: dict[str, dict[str, float]] = {}
-    order = runner.training_order()  # the run's order: compiled code one model leaves, the next reuses
-    prestart = score_prestart_wanted()  # as ``Runner._score_sets`` decides
+    order = suite.training_order()  # the run's order: compiled code one model leaves, the next reuses
+    prestart = score_prestart_wanted()  # as the run's scoring decides (``harness.pipeline.scoring``)
     with _private_compile_caches(compile_on):
         for spec in order:
             t_model = time.perf_counter()
-            m = _measure_model(runner, spec, train, sample, dev)
+            m = _measure_model(suite, ctx.base_dir, spec, train, sample, dev)
             peak = m["peak_bytes"]
             dev_mem = torch.cuda.get_device_properties(dev).total_memory if not cpu else None
             if peak is not None and dev_mem is not None and peak > 0.95 * dev_mem:
@@ -173,7 +162,7 @@ def _dry_run(suite: Suite, opts: RunOptions, emit: Callable[[str], None] | None)
                          + m["score_sample_row_s"] * n_cells_model * ev.sample_docs)
             # behind (harness.overlap.cellsbehind.CellsBehind, on CUDA): made while the next model scores; only
             # the last job, the last model's cells of the last eval set, is waited for
-            if runner.cells_behind:
+            if cells_behind:
                 cell_work = cell_work / len(evals) if spec is order[-1] else 0.0
             # a job's fixed cost (set-up, workers forked, first batches collated) is hidden for
             # every model but the first of an eval set: its job starts while the one before it
@@ -203,15 +192,15 @@ def _dry_run(suite: Suite, opts: RunOptions, emit: Callable[[str], None] | None)
             per_model[spec.label] = {k: v for k, v in m.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
             per_model[spec.label]["score_s"] = t_score
             del m
-            _release_memory()
+            release_memory()
             measuring[spec.label] = time.perf_counter() - t_model
     t_an = time.perf_counter()
-    an_fit, an_first, an_byte, an_tables = _analysis_timing(runner, train, sample, tokenizers)
+    an_fit, an_first, an_byte, an_tables = _analysis_timing(suite, train, sample, tokenizers)
     an_s = an_fit
     # the analyses' buckets of every cell are made in scoring (in the cell processes); their word
     # tables of every distinct text before it, in "perturbation" (the analyses' text work, on all
     # CPUs; the first rows train the segmenters there)
-    score_s += an_byte * cell_bytes * (1 / len(evals) if runner.cells_behind else len(order)) / cell_procs
+    score_s += an_byte * cell_bytes * (1 / len(evals) if cells_behind else len(order)) / cell_procs
     measuring["analyses"] = time.perf_counter() - t_an
     t_wait = time.perf_counter()
     t_pert, pert_fit, kept = pert()
@@ -228,7 +217,7 @@ def _dry_run(suite: Suite, opts: RunOptions, emit: Callable[[str], None] | None)
         # fitted and planned (every seed's plans) while the first seed's models fit, compile and
         # train; only what outlasts them is on the critical path. The analyses that can hand
         # their preparation over (``Analysis.export_prepared``) do the first seed's text work
-        # there too, after the plans, on the process's share of the CPUs (harness.pipeline.run
+        # there too, after the plans, on the process's share of the CPUs (harness.pipeline.ahead
         # ``prepare_analyses_ahead``); later seeds do theirs in the run.
         from harness.analyses.base import Analysis
 
@@ -263,7 +252,7 @@ def _dry_run(suite: Suite, opts: RunOptions, emit: Callable[[str], None] | None)
         say("  (perturbation: in a process of its own while the models train (overlap.plan_ahead); "
             "only what outlasts the training is counted)")
     say(f"  (perturbation: fitting the perturbations {_fmt(pert_fit)}, once per run; plans cached in "
-        f"{runner.ctx.cache_dir / 'perturbed'} are not perturbed again)")
+        f"{ctx.cache_dir / 'perturbed'} are not perturbed again)")
     say(f"estimated total: {_fmt(per_seed * len(suite.seeds))} for {len(suite.seeds)} seed(s) (report not included)")
     if suite.baselines.compressors:  # model-free rows (docs/fragility.md), not in the estimate
         say(f"compressor baseline cells: {suite.n_baseline_cells()} "
@@ -272,8 +261,8 @@ def _dry_run(suite: Suite, opts: RunOptions, emit: Callable[[str], None] | None)
               "perturbation": t_pert, "analyses": an_s, "scoring": score_s, "results": results_s,
               "per_seed": per_seed}
     # The run in this directory reads it back and writes estimated vs actual into run.json.
-    runner.rd.root.mkdir(parents=True, exist_ok=True)
-    atomic_write_json(runner.rd.root / ESTIMATE_FILE, {
+    root.mkdir(parents=True, exist_ok=True)
+    atomic_write_json(root / ESTIMATE_FILE, {
         "key": estimate_key(suite, opts.limit),
         "device": str(dev), "seeds": len(suite.seeds), "seconds_per_seed": phases,
         "compile": {"on": compile_on, "training_seconds": compile_s, "scoring_seconds": score_compile_s},
@@ -283,22 +272,32 @@ def _dry_run(suite: Suite, opts: RunOptions, emit: Callable[[str], None] | None)
                             "table_seconds_per_byte": an_tables, "cell_bytes": cell_bytes, "cell_processes": cell_procs},
         "models": per_model,
         "dry_run_seconds": {"total": time.perf_counter() - t_start, "data": t_data, **measuring}})
-    say(f"(written to {runner.rd.root / ESTIMATE_FILE}; the next run of this suite into that directory reports estimated vs actual, once)")
+    say(f"(written to {root / ESTIMATE_FILE}; the next run of this suite into that directory reports estimated vs actual, once)")
     say(f"dry run: {_fmt(time.perf_counter() - t_start)} (data {_fmt(t_data)}; "
         + ", ".join(f"{k} {_fmt(v)}" for k, v in measuring.items())
         + f"); max RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20:.2f} GiB")
     return "\n".join(lines)
 
 
-def _measure_model(runner: Runner, spec: Any, train: Any, sample: list[EvalSet],
+def _set_up(suite: Suite, opts: RunOptions) -> tuple[torch.device, Any, Path]:
+    """What the run would start from: (its device, the sources' context, its run directory)."""
+    dev = pick_device(opts.device)
+    ctx = source_context(suite, opts.cache_dir, opts.log)
+    root = opts.out or Path("runs") / suite.name
+    stall_limit()  # a bad stall limit fails here, as in the run
+    watchdog.STACKS_DIR = root  # a stuck loop's stacks land in the run directory
+    return dev, ctx, root
+
+
+def _measure_model(suite: Suite, base_dir: Path, spec: Any, train: Any, sample: list[EvalSet],
                    dev: torch.device) -> dict[str, Any]:
     """Fit (on a sample), training and scoring times of one encoder, in seconds of the run:
     fit_s, compile_s (the main model's training compile), train_s, peak_bytes (CUDA, else None),
     score_window_s (per scored window), score_doc_s (per document row of a cell), score_compile_s;
     and params, fpb (forward FLOPs per scored byte)."""
-    suite, b = runner.suite, runner.suite.budget
+    b = suite.budget
     seed = suite.seeds[0]
-    enc = runner.build(spec, seed).to(dev)
+    enc = build_encoder(spec, seed, base_dir).to(dev)
     t1 = time.perf_counter()
     sub: dict[str, float] = {}
     holder: list[Any] = []
@@ -309,7 +308,7 @@ def _measure_model(runner: Runner, spec: Any, train: Any, sample: list[EvalSet],
         t2 = time.perf_counter()
         s.fit(holder[0])
         s.to(dev)
-        est = _train_timing(s, train.docs, b, dev, seed, n)
+        est = train_timing(s, train.docs, b, dev, seed, n)
         sub["seconds"] = est["train_s"] + est["compile_s"]
         sub["measuring"] = time.perf_counter() - t2
         s.eval()
@@ -329,17 +328,17 @@ def _measure_model(runner: Runner, spec: Any, train: Any, sample: list[EvalSet],
     real_fit_bytes = min(b.train_bytes, train.n_bytes)
     scale = 1.0 if sub else real_fit_bytes / max(1, min(fit_bytes, real_fit_bytes))
     fit_s = (quick * scale if type(enc).fit is not Encoder.fit else 0.0) + sub.get("seconds", 0.0)
-    _release_memory()  # the fit's sample text and sub-model steps
+    release_memory()  # the fit's sample text and sub-model steps
     elsewhere = bool(getattr(enc, "trained_elsewhere", False))
     if elsewhere:  # loaded and scored, never trained (harness/config/pretrained.py)
         est: dict[str, Any] = {"train_s": 0.0, "compile_s": 0.0, "peak_bytes": None}
     else:
-        est = _train_timing(enc, train.docs, b, dev, seed, b.train_bytes)
+        est = train_timing(enc, train.docs, b, dev, seed, b.train_bytes)
     enc.zero_grad(set_to_none=True)
     probe = list(training_windows(train.docs, 4 * b.context_bytes, b.context_bytes, seed))
     batch = enc.collate(probe, [0] * len(probe))
     fpb = enc.flops(batch) / max(1, batch.scored_bytes)
-    sc = _score_timing(runner, TrainedModel(enc, {"key": ""}, spec), sample, dev)
+    sc = _score_timing(suite, TrainedModel(enc, {"key": ""}, spec), sample, dev)
     tok = getattr(enc, "tokenizer", None)  # for the analyses' fit (a BPE encoder's boundaries)
     return {"fit_s": fit_s, "compile_s": est["compile_s"], "train_s": est["train_s"],
             "peak_bytes": est.get("peak_bytes"), "params": sum(p.numel() for p in enc.parameters()),
@@ -347,106 +346,12 @@ def _measure_model(runner: Runner, spec: Any, train: Any, sample: list[EvalSet],
             **sc}
 
 
-def clean_cells(runner: Runner, sample: list[EvalSet], seed: int) -> list[tuple[EvalSet, str, list[Any]]]:
-    """(eval set, mode, plan) of the clean cells of ``sample``, every mode: the scoring the dry
-    run times and the compile-ahead process warms."""
-    return [(es, mode, runner.plan_items(es, mode, runner.plan_rows(es, CLEAN, None, seed, mode)))
-            for es in sample for mode in runner.suite.eval.modes]
-
-
-def _train_timing(enc: Any, docs: Any, b: Any, dev: torch.device, seed: int, n_bytes: int) -> dict[str, Any]:
-    """Seconds the run's training of ``enc`` on ``n_bytes`` takes (see the module docstring):
-    train_s (start-up and steps, compile excluded), compile_s, step_s; peak_bytes on CUDA."""
-    steps = math.ceil(n_bytes / (b.windows_per_step * b.context_bytes))
-    if dev.type == "cuda":
-        return _train_timing_cuda(enc, docs, b, dev, seed, steps)
-    return _train_timing_cpu(enc, docs, b, dev, seed, steps)
-
-
-def _train_timing_cuda(enc: Any, docs: Any, b: Any, dev: torch.device, seed: int, steps: int) -> dict[str, Any]:
-    """``train_encoder`` itself on real batches: calls of ``GPU_STEPS`` steps, fitted by
-    ``_fit_train_calls``; plus peak_bytes."""
-    step_bytes = b.windows_per_step * b.context_bytes
-    walls = []
-    peak = 0
-    offset = 0
-    for k in GPU_STEPS:
-        # each call reads windows of its own (the stream's next ones), so shapes vary as in the run
-        wins = training_windows(docs, (offset + k) * step_bytes, b.context_bytes, seed)
-        for _ in range(offset * step_bytes // b.context_bytes):
-            next(wins)
-        offset += k
-        try:
-            st = train_encoder(enc, wins, k * step_bytes, b, dev)
-        except torch.cuda.OutOfMemoryError as e:
-            raise DoesNotFit(f"{type(enc).__name__}: one training step does not fit the device ({e}); "
-                             "set budget.micro_batch_bytes") from None
-        walls.append((st["seconds"], st["steps"],
-                      st.get("compile_graph_seconds", 0.0) + st.get("compile_kernels_seconds", 0.0)))
-        peak = max(peak, st["peak_mem_bytes"])
-    return {**_fit_train_calls(walls, steps), "peak_bytes": peak}
-
-
-def _fit_train_calls(calls: list[tuple[float, int, float]], steps: int) -> dict[str, float]:
-    """Seconds of a run's training from the timed ``train_encoder`` calls, each (wall seconds,
-    steps it ran, seconds of it compiling by ``compile_clock``), in ``GPU_STEPS`` order: the
-    last two calls' compile-free walls give a step's time (their difference) and the start-up
-    (what is left of the shorter one); the earlier calls' compile clocks and whatever they took
-    beyond start-up and steps (first launches, allocator growth) are the cold compile.
-    Returns step_s, train_s (start-up + ``steps`` steps, compile excluded), compile_s."""
-    free = [(w - c, n) for w, n, c in calls]
-    (w_short, n_short), (w_long, n_long) = free[-2], free[-1]
-    step_s = (w_long - w_short) / (n_long - n_short) if n_long > n_short else 0.0
-    if step_s <= 0.0:  # noise (or a compile the clock missed) in the short call: the long call's mean
-        step_s = w_long / max(1, n_long)
-    startup = max(0.0, w_short - n_short * step_s)
-    compile_s = sum(c for _, _, c in calls) + sum(max(0.0, w - startup - n * step_s) for w, n in free[:-2])
-    return {"step_s": step_s, "train_s": startup + step_s * steps, "compile_s": compile_s}
-
-
-def _train_timing_cpu(enc: Any, docs: Any, b: Any, dev: torch.device, seed: int, steps: int) -> dict[str, Any]:
-    """``train_encoder`` itself with steps of 2 and of more windows (collation, FLOP counts
-    and the loop's bookkeeping included: on CPU they share the cores with the step): per k, one
-    step first (compile when on, allocator warm-up), then 1 and 4 steps; their difference gives a
-    step's time, fitted as ``a + b·k`` and scaled to the run's windows per step."""
-    per_step, micro = b.windows_per_step, b.windows_per_micro_batch
-    times: dict[int, float] = {}
-    extra = 0.0  # first calls' extra time: the compile, when on
-    skip = 0
-    lo, hi = 2, max(3, min(micro, CPU_POSITIONS // b.context_bytes))
-    for k in (lo, hi):
-        bk = dataclasses.replace(b, batch_bytes=k * b.context_bytes, micro_batch_bytes=0)
-        walls = []
-        for n in (1, 1, 4):
-            # each call reads windows of its own (the stream's next ones), as the run does
-            wins = itertools.islice(training_windows(docs, (skip + 2 * n * k) * b.context_bytes, b.context_bytes, seed),
-                                    skip, None)
-            st = train_encoder(enc, wins, n * k * b.context_bytes, bk, dev)
-            walls.append((st["seconds"], st["steps"]))
-            enc.zero_grad(set_to_none=True)  # memory: the next call's peak must not stack on these
-            _release_memory()
-            skip += st["steps"] * k
-        (t_first, _), (t1, n1), (t4, n4) = walls
-        times[k] = (t4 - t1) / max(1, n4 - n1)
-        if times[k] < 0.5 * t4 / n4:  # a busy machine made the difference meaningless: the long
-            times[k] = t4 / n4  # call's mean step (its start-up included: errs high)
-        extra += max(0.0, t_first - t1)
-    slope = (times[hi] - times[lo]) / (hi - lo)
-    if slope <= 0 or times[lo] - lo * slope < 0:
-        # noise (a busy machine) made the line meaningless: a step's time proportional to windows
-        slope = (times[lo] + times[hi]) / (lo + hi)
-    step_s = (times[lo] + slope * (micro - lo)) * math.ceil(per_step / micro)
-    # compile off: a first call's extra time is allocator warm-up, lost in a long run
-    compile_s = extra if want_compile(b.compile, dev) else 0.0
-    return {"step_s": step_s, "train_s": step_s * steps, "compile_s": compile_s, "peak_bytes": None}
-
-
 def _score_batch(batch_windows: int, dev: torch.device) -> int:
     """Windows per scoring forward in the dry run: the run's on CUDA, 4 on CPU (linear there)."""
     return batch_windows if dev.type == "cuda" else min(batch_windows, 4)
 
 
-def _score_timing(runner: Runner, model: TrainedModel, sample: list[EvalSet],
+def _score_timing(suite: Suite, model: TrainedModel, sample: list[EvalSet],
                   dev: torch.device) -> dict[str, float]:
     """The run's scoring path on the clean cells of the sample: ``score_items`` on all their
     windows packed (the first call holds the inference compile; then once and repeated, see
@@ -455,11 +360,10 @@ def _score_timing(runner: Runner, model: TrainedModel, sample: list[EvalSet],
     cost: the run packs one job per eval set), score_doc_s (a document row of a cell),
     score_sample_row_s (the extra of a row that keeps its per-byte NLL: ``eval.sample_docs`` a
     cell), score_cell_s (saving a cell) and score_compile_s."""
-    suite = runner.suite
     seed = suite.seeds[0]
     bw = _score_batch(suite.eval.batch_windows, dev)
     bf16 = suite.score_dtype == "bfloat16"
-    cells = clean_cells(runner, sample, seed)
+    cells = clean_cells(suite, sample, seed)
     items = [p.item for _, _, plan in cells for p in plan if p is not None]
     n_win = sum(len(it.windows) for it in items)
     if not n_win:
@@ -498,38 +402,42 @@ def _score_timing(runner: Runner, model: TrainedModel, sample: list[EvalSet],
     # a cell's rows, samples and metrics; the analyses' buckets are timed with their fit. Twice:
     # with the suite's per-byte sample rows and without, as a cell of hundreds of documents has
     # eval.sample_docs of them and the sample's cells of a few documents nearly only those.
-    full = runner.suite
     made: list[Any] = []
     plain: list[Any] = []  # the same cells without per-byte sample rows
     spent = []
-    try:
-        for first_pass, keep in ((True, suite.eval.sample_docs), (False, 0)):
-            runner.suite = dataclasses.replace(full, analyses=(),
-                                               eval=dataclasses.replace(full.eval, sample_docs=keep))
-            t0 = time.perf_counter()
-            k, rows, kept = 0, 0, 0
-            for es, mode, plan in cells:
-                n = sum(p is not None for p in plan)
-                cell = runner.score_cell(model, es, CLEAN, mode, seed, plan, scores[k : k + n])
-                (made if first_pass else plain).append(cell)
-                k += n
-                rows += n
-                kept += min(n, keep)
-            spent.append((time.perf_counter() - t0, kept))
-    finally:
-        runner.suite = full
+    for first_pass, keep in ((True, suite.eval.sample_docs), (False, 0)):
+        timed = dataclasses.replace(suite, analyses=(), eval=dataclasses.replace(suite.eval, sample_docs=keep))
+        t0 = time.perf_counter()
+        k, rows, kept = 0, 0, 0
+        for es, mode, plan in cells:
+            n = sum(p is not None for p in plan)
+            cell = score_cell(timed, model, es, CLEAN, mode, seed, plan, scores[k : k + n])
+            (made if first_pass else plain).append(cell)
+            k += n
+            rows += n
+            kept += min(n, keep)
+        spent.append((time.perf_counter() - t0, kept))
     doc_s = spent[1][0] / max(1, rows)
     sample_row_s = max(0.0, spent[0][0] - spent[1][0]) / max(1, spent[0][1])
-    # saving a cell (sealed, fsync'd): into a throwaway directory, never the run's (the run
-    # would take them for finished cells)
+    cell_s, assemble_row_s, assemble_sample_s = _cell_file_timing(made, plain, rows, spent[0][1])
+    return {"score_window_s": per_window, "score_job_s": job_s, "score_doc_s": doc_s,
+            "score_sample_row_s": sample_row_s, "score_cell_s": cell_s,
+            "assemble_row_s": assemble_row_s, "assemble_sample_s": assemble_sample_s,
+            "score_compile_s": max(0.0, first - one) if want_compile(suite.budget.compile, dev) else 0.0}
+
+
+def _cell_file_timing(made: list[Any], plain: list[Any], rows: int, sample_rows: int) -> tuple[float, float, float]:
+    """Seconds to save a cell (sealed, fsync'd), and for the results files (each cell loaded
+    back and its rows written out, ``harness.pipeline.outputs.assemble``) per document row and
+    per sample row's extra: ``made`` cells hold ``sample_rows`` sample rows in all, ``plain``
+    the same ``rows`` rows without them. Written into a throwaway directory, never the run's
+    (the run would take them for finished cells)."""
     with tempfile.TemporaryDirectory(prefix="tokbench-dry-cells-") as tmp:
         rd = RunDir(Path(tmp), log=lambda s: None)
         t0 = time.perf_counter()
         for i, cell in enumerate(made):
             rd.save_cell(f"dry{i}", cell)
         cell_s = (time.perf_counter() - t0) / max(1, len(made))
-        # the results files: each cell loaded back and its rows written out (harness.pipeline.run.assemble),
-        # per plain row and per sample row's extra
         assembled = []
         for group, name in ((made, "dry"), (plain, "plain")):
             for i, cell in enumerate(group):
@@ -539,22 +447,16 @@ def _score_timing(runner: Runner, model: TrainedModel, sample: list[EvalSet],
                 c = rd.load_cell(f"{name}{i}")
                 _ = "".join(dumps(r) + "\n" for r in c["samples"]) if c is not None else ""
             assembled.append(time.perf_counter() - t0)
-    assemble_row_s = assembled[1] / max(1, rows)
-    assemble_sample_s = max(0.0, assembled[0] - assembled[1]) / max(1, spent[0][1])
-    return {"score_window_s": per_window, "score_job_s": job_s, "score_doc_s": doc_s,
-            "score_sample_row_s": sample_row_s, "score_cell_s": cell_s,
-            "assemble_row_s": assemble_row_s, "assemble_sample_s": assemble_sample_s,
-            "score_compile_s": max(0.0, first - one) if want_compile(suite.budget.compile, dev) else 0.0}
+    return cell_s, assembled[1] / max(1, rows), max(0.0, assembled[0] - assembled[1]) / max(1, sample_rows)
 
 
-def _analysis_timing(runner: Runner, train: Any, sample: list[EvalSet],
+def _analysis_timing(suite: Suite, train: Any, sample: list[EvalSet],
                      tokenizers: dict[str, Any]) -> tuple[float, float, float, float]:
     """(fit seconds, first rows' extra seconds, seconds per scored byte of a cell's buckets,
     seconds per scored byte of word tables, serially) of the suite's analyses: ``fit`` on the
     whole training part, as the run does (with the BPE tokenizers the dry run fitted on its
     sample: the morphology analysis borrows a BPE encoder's boundaries), then ``cell_buckets`` of
     the sample documents, per eval set and mode (clean_target scores only ``eval.target_bytes``)."""
-    suite = runner.suite
     if not suite.analyses:
         return 0.0, 0.0, 0.0, 0.0
     encs = {label: _Tokenized(tok) for label, tok in tokenizers.items() if tok is not None}
@@ -606,18 +508,18 @@ class _Tokenized:
     registry_name: str = "bpe"
 
 
-def _perturb_timing(runner: Runner, train: Any, evals: list[Any], stride: int, background: bool,
+def _perturb_timing(suite: Suite, train: Any, evals: list[Any], stride: int, background: bool,
                     processes: int) -> Callable[[], tuple[float, float, float]]:
     """Start ``_perturb_time``; returns a function giving its result (seconds per seed, of which
     fitting). background: in a forked process (``harness.overlap.planahead.PlanAhead``; call this before
     CUDA is initialised)."""
     if not background or not can_fork():
-        return lambda: _perturb_time(runner, train, evals, stride, processes)
-    proc = PlanAhead(lambda: {"result": _perturb_time(runner, train, evals, stride, processes)})
+        return lambda: _perturb_time(suite, train, evals, stride, processes)
+    proc = PlanAhead(lambda: {"result": _perturb_time(suite, train, evals, stride, processes)})
     return lambda: proc.wait()["result"]
 
 
-def _perturb_time(runner: Runner, train: Any, evals: list[Any], stride: int,
+def _perturb_time(suite: Suite, train: Any, evals: list[Any], stride: int,
                   processes: int) -> tuple[float, float, float]:
     """Seconds to perturb and plan every cell of one seed: ``plan_rows`` on up to 4 documents
     per eval set, perturbation and mode, scaled to all documents, divided by the ``processes``
@@ -626,25 +528,25 @@ def _perturb_time(runner: Runner, train: Any, evals: list[Any], stride: int,
     of an eval set's cells once (``score_items``), and the sample's planned cells say how many
     that is — a perturbation that leaves a document as it was repeats its clean windows."""
     t0 = time.perf_counter()
-    perts = runner.perturbation_instances(train, evals)
+    perts = perturbation_instances(suite, train, evals)
     fit_s = time.perf_counter() - t0
-    specs = [CLEAN, *runner.suite.perturbations]
+    specs = [CLEAN, *suite.perturbations]
     total = 0.0
     n_windows = n_distinct = 0
     for ep in evals:
         sample = EvalSet.of(dataclasses.replace(ep, docs=ep.docs[:4]))
         items = []  # every cell's windows of this eval set's sample, as scoring packs them
         for pspec in specs:
-            for mode in runner.suite.eval.modes:
+            for mode in suite.eval.modes:
                 t1 = time.perf_counter()
-                rows = runner.plan_rows(sample, pspec, perts.get((pspec.id, pspec.severity)), runner.suite.seeds[0], mode)
+                rows = plan_rows(suite, sample, pspec, perts.get((pspec.id, pspec.severity)), suite.seeds[0], mode)
                 total += (time.perf_counter() - t1) * len(ep.docs) / max(1, len(sample.part.docs))
-                items += [p.item for p in runner.plan_items(sample, mode, rows) if p is not None]
+                items += [p.item for p in plan_items(suite, sample, mode, rows) if p is not None]
         fw = flatten_windows(items)
         n_windows += len(fw.flat)
         n_distinct += len(fw.distinct)
     kept = n_distinct / n_windows if n_windows and dedup_enabled() else 1.0
-    return fit_s + total / max(1, min(processes, len(specs) * len(runner.suite.eval.modes))), fit_s, kept
+    return fit_s + total / max(1, min(processes, len(specs) * len(suite.eval.modes))), fit_s, kept
 
 
 @contextlib.contextmanager
@@ -669,13 +571,3 @@ def _private_compile_caches(on: bool) -> Iterator[None]:
             else:
                 os.environ[k] = v
         shutil.rmtree(tmp, ignore_errors=True)
-
-
-def _release_memory() -> None:
-    """Hand freed heap memory back to the OS (glibc keeps it otherwise), so one model's peak
-    does not stack on the last one's: the dry run's RSS is that of its largest model."""
-    gc.collect()
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
-
-

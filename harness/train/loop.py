@@ -34,9 +34,7 @@ from harness.data.load import batched, training_windows
 from harness.data.pretokenize import pretokenized_batches
 from harness.infra import plugins
 from harness.infra.accel import (
-    IdleMeter,
     Prefetcher,
-    StepClock,
     cache_counts,
     cache_counts_since,
     collate_processes,
@@ -47,6 +45,7 @@ from harness.infra.accel import (
     pin,
     want_compile,
 )
+from harness.infra.meters import IdleMeter, StepClock
 from harness.infra.watchdog import Watchdog
 from harness.train.graph_step import GraphStep, graph_capable
 from sources.base import Document

@@ -112,7 +112,7 @@ def test_compile_switch() -> None:
 
 
 def test_busy_time_is_the_union_of_device_intervals() -> None:
-    from harness.infra.accel import IdleMeter, union_length
+    from harness.infra.meters import IdleMeter, union_length
 
     assert union_length([(0, 2), (1, 3), (5, 6), (5.5, 5.8)]) == 4.0  # [0,3) + [5,6)
     assert union_length([]) == 0.0
@@ -184,7 +184,7 @@ class _FakeEvent:
 
 
 def test_step_clock_reads_device_step_times_between_markers() -> None:
-    from harness.infra.accel import StepClock
+    from harness.infra.meters import StepClock
 
     off = StepClock(CPU)
     off.mark()

@@ -142,7 +142,7 @@ PERTURBED = ["The quick brown fox jumps over the lazy dog.", "Ça coûte cher: n
 
 
 def _perturb_task(task: tuple[str, float]) -> list:
-    """Plan rows as ``Runner.plan_rows`` makes them (perturbed text, edit rate, word count), of
+    """Plan rows as ``harness.pipeline.plans.plan_rows`` makes them (perturbed text, edit rate, word count), of
     real registered perturbations; tasks differ in cost, so they finish out of order."""
     from harness.data.perturb import apply
     from harness.infra.plugins import resolve

@@ -149,15 +149,16 @@ def test_cells_behind_and_results_files_in_processes_give_the_same_bytes(tmp_pat
                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     from test_run import SUITE, make_suite
 
-    import harness.pipeline.run
+    import harness.pipeline.cells
+    import harness.pipeline.outputs
 
     suite = make_suite(tmp_path)
     # two models, so a model's cells are made while the next one scores
     suite.write_text(SUITE.replace("  - name: bytes\n", "  - name: bytes\n  - {name: bpe, vocab_size: 300}\n"))
-    monkeypatch.setattr(harness.pipeline.run, "usable_cpus", lambda: 4)  # cell processes even on 2 cores
+    monkeypatch.setattr(harness.pipeline.cells, "usable_cpus", lambda: 4)  # cell processes even on 2 cores
     runs = {}
     for name, behind, procs in (("plain", "false", 1), ("behind", "true", 3)):
-        monkeypatch.setattr(harness.pipeline.run, "assemble_processes", lambda n, procs=procs: procs)
+        monkeypatch.setattr(harness.pipeline.outputs, "assemble_processes", lambda n, procs=procs: procs)
         out = tmp_path / name
         assert main(["run", str(suite), "--out", str(out), "--quiet", "--no-report",
                      "--set", f"overlap.cells_behind={behind}"]) == 0

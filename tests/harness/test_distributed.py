@@ -6,13 +6,12 @@ from __future__ import annotations
 import csv
 import json
 import os
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
+from _procs import kill_when
 
 from harness.infra.schedule import assign_lpt
 from harness.pipeline.launch import (
@@ -60,7 +59,7 @@ def test_model_cache_key_budget() -> None:
     from dataclasses import replace
 
     from harness.config.suite import BudgetConfig
-    from harness.pipeline.run import cache_budget
+    from harness.pipeline.keys import cache_budget
 
     b = BudgetConfig()
     key = cache_budget(b)
@@ -146,9 +145,6 @@ def _kill_after_first_model(tmp: Path, out: str, *extra: str) -> int:
     env.pop("WORLD_SIZE", None)
     cmd = [sys.executable, "-m", "harness.cli", "run", str(tmp / "tinydist.yaml"), "--out", str(tmp / out),
            "--quiet", "--no-report", "--device", "cpu", *extra]
-    # its own process group, so the test can tell when every process of the job is gone
-    proc = subprocess.Popen(cmd, cwd=tmp, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            start_new_session=True)
     models = tmp / out / "models"
 
     def committed() -> int:
@@ -156,23 +152,7 @@ def _kill_after_first_model(tmp: Path, out: str, *extra: str) -> int:
         # a bare .pt (its meta not yet written) or a .partial.pt checkpoint is retrained on resume
         return sum(1 for m in models.glob("*.json") if m.with_suffix(".pt").exists())
 
-    deadline = time.time() + 240
-    while time.time() < deadline and not committed() and proc.poll() is None:
-        time.sleep(0.1)
-    assert proc.poll() is None, "the run finished before it could be killed"
-    os.kill(proc.pid, signal.SIGKILL)
-    proc.wait()
-    deadline = time.time() + 60
-    while time.time() < deadline:
-        try:
-            os.killpg(proc.pid, 0)
-        except ProcessLookupError:
-            break
-        time.sleep(0.1)
-    else:
-        os.killpg(proc.pid, signal.SIGKILL)
-        pytest.fail("ranks outlived the killed launcher")
-    return committed()
+    return kill_when(cmd, tmp, env, committed, "the run")
 
 
 def test_two_ranks_equal_one_process(tmp_path: Path) -> None:

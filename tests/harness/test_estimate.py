@@ -119,10 +119,10 @@ def test_training_fit_takes_each_calls_compile_out_of_its_wall() -> None:
     (a shape the first call left out), so its wall exceeded the 24-step call's and the old fit's
     step time came out 0; with each call's compile taken out, the step is the last two calls'
     difference (the run's steps took 81-83 ms there)."""
-    from harness.pipeline.estimate import _fit_train_calls
+    from harness.train.timing import fit_train_calls
 
     calls = [(23.76, 4, 21.51), (4.062, 9, 3.0), (2.17, 25, 0.0), (5.48, 65, 0.0)]
-    got = _fit_train_calls(calls, 246)
+    got = fit_train_calls(calls, 246)
     step = (5.48 - 2.17) / 40
     startup = 2.17 - 25 * step
     assert got["step_s"] == pytest.approx(step)
@@ -131,7 +131,7 @@ def test_training_fit_takes_each_calls_compile_out_of_its_wall() -> None:
     extra = (23.76 - 21.51 - startup - 4 * step) + (4.062 - 3.0 - startup - 9 * step)
     assert got["compile_s"] == pytest.approx(24.51 + extra)
     # a long call faster than the short one (noise): its mean step, never a step of 0
-    noisy = _fit_train_calls([(10.0, 4, 9.0), (2.0, 9, 0.0), (3.0, 25, 0.0), (2.9, 65, 0.0)], 100)
+    noisy = fit_train_calls([(10.0, 4, 9.0), (2.0, 9, 0.0), (3.0, 25, 0.0), (2.9, 65, 0.0)], 100)
     assert noisy["step_s"] == pytest.approx(2.9 / 65) and noisy["train_s"] > 0
 
 

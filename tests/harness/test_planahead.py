@@ -63,11 +63,13 @@ def test_plan_ahead_gives_the_same_results_and_fits_only_in_its_process(tmp_path
     import sys
 
     import harness.data.batchscore
-    import harness.pipeline.run
+    import harness.pipeline.cells
+    import harness.pipeline.outputs
 
     # several processes even on a 2-core machine: the plan-ahead process forks perturbation
     # workers of its own, and the fit-ahead one a process per BPE model
-    monkeypatch.setattr(harness.pipeline.run, "usable_cpus", lambda: 4)
+    monkeypatch.setattr(harness.pipeline.cells, "usable_cpus", lambda: 4)
+    monkeypatch.setattr(harness.pipeline.outputs, "usable_cpus", lambda: 4)
     monkeypatch.setattr(harness.data.batchscore, "usable_cpus", lambda: 4)
     suite = make_suite(tmp_path)
     try:
@@ -235,10 +237,12 @@ def test_analyses_prepared_ahead_give_the_same_buckets_and_no_text_work_here(
     in the plan-ahead process: the run adopts its word tables after its own fit, computes none
     of them itself, and buckets.csv and results.csv are the same as without plan-ahead."""
     import harness.data.batchscore
-    import harness.pipeline.run
+    import harness.pipeline.cells
+    import harness.pipeline.outputs
     from harness.analyses import morphology
 
-    monkeypatch.setattr(harness.pipeline.run, "usable_cpus", lambda: 4)
+    monkeypatch.setattr(harness.pipeline.cells, "usable_cpus", lambda: 4)
+    monkeypatch.setattr(harness.pipeline.outputs, "usable_cpus", lambda: 4)
     monkeypatch.setattr(harness.data.batchscore, "usable_cpus", lambda: 4)
     from test_run import SUITE
     from test_run import make_suite as tiny

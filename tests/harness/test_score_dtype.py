@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from test_run import make_suite
 
-import harness.pipeline.run
+import harness.pipeline.scoring
 from harness.cli import main
 from harness.config import load_suite
 
@@ -41,13 +41,13 @@ def _cells(out: Path) -> set[str]:
 def _bf16_flags(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
     """Record the ``bf16`` argument of every packed scoring job the run starts (``start_scoring``)."""
     seen: list[bool] = []
-    real = harness.pipeline.run.start_scoring
+    real = harness.pipeline.scoring.start_scoring
 
     def spy(encoder, items, device, batch_windows=32, bf16=False, **kw):  # noqa: ANN001, ANN003, ANN202
         seen.append(bf16)
         return real(encoder, items, device, batch_windows, bf16, **kw)
 
-    monkeypatch.setattr(harness.pipeline.run, "start_scoring", spy)
+    monkeypatch.setattr(harness.pipeline.scoring, "start_scoring", spy)
     return seen
 
 

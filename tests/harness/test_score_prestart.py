@@ -127,13 +127,13 @@ def test_a_run_gives_the_same_files_with_jobs_started_ahead_or_in_turn(
     and results.csv and samples.jsonl are the same bytes as with each job started in turn."""
     from test_run import SUITE, make_suite
 
-    import harness.pipeline.run
+    import harness.pipeline.scoring
     import harness.score.items
 
     suite = make_suite(tmp_path)
     suite.write_text(SUITE.replace("  - name: bytes\n", "  - name: bytes\n  - {name: bpe, vocab_size: 300}\n"
                                    "  - {name: bytes, id: bytes-2}\n"))
-    real = harness.pipeline.run.start_scoring
+    real = harness.pipeline.scoring.start_scoring
     starts: list[tuple[str, bool]] = []  # (encoder class, started from another job's hook)
 
     def spy(encoder: Encoder, *a: Any, **k: Any) -> ScoreJob:
@@ -143,7 +143,7 @@ def test_a_run_gives_the_same_files_with_jobs_started_ahead_or_in_turn(
         starts.append((type(encoder).__name__, from_hook))
         return real(encoder, *a, **k)
 
-    monkeypatch.setattr(harness.pipeline.run, "start_scoring", spy)
+    monkeypatch.setattr(harness.pipeline.scoring, "start_scoring", spy)
     runs = {}
     for name, on in (("in-turn", "0"), ("ahead", "1")):
         starts.clear()
@@ -168,12 +168,12 @@ def test_a_job_that_fails_to_start_ahead_is_a_one_line_error_and_leaves_no_worke
     is left."""
     from test_run import SUITE, make_suite
 
-    import harness.pipeline.run
+    import harness.pipeline.scoring
     import harness.score.items
 
     suite = make_suite(tmp_path)
     suite.write_text(SUITE.replace("  - name: bytes\n", "  - name: bytes\n  - {name: bytes, id: bytes-2}\n"))
-    real = harness.pipeline.run.start_scoring
+    real = harness.pipeline.scoring.start_scoring
     calls: list[int] = []
 
     def failing(*a: Any, **k: Any) -> ScoreJob:
@@ -182,7 +182,7 @@ def test_a_job_that_fails_to_start_ahead_is_a_one_line_error_and_leaves_no_worke
             raise ValueError("bytes-2: the scoring set-up broke")
         return real(*a, **k)
 
-    monkeypatch.setattr(harness.pipeline.run, "start_scoring", failing)
+    monkeypatch.setattr(harness.pipeline.scoring, "start_scoring", failing)
     monkeypatch.setattr(harness.score.items, "PRESTART", True)
     before = _children()
     assert main(["run", str(suite), "--out", str(tmp_path / "o"), "--quiet", "--no-report"]) == 2

@@ -11,7 +11,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from harness.pipeline.run import Runner, train_mfu
+from harness.pipeline.facts import speed_facts, train_mfu
 
 
 def _facts(train: dict[str, float]) -> dict:
@@ -25,7 +25,7 @@ def test_mfu_after_first_step_leaves_out_the_cold_step() -> None:
     train = {"steps": 11, "flops": 6.6e14, "flops_causal_attn_half": 5.5e14,
              "first_step_flops_causal_attn_half": 5e13}
     run = SimpleNamespace(gemm_tflops=100.0, encoder_facts=_facts(train), score_facts={})
-    row = Runner.speed_facts(run)["train"]["m s0"]  # type: ignore[arg-type]
+    row = speed_facts(run)["train"]["m s0"]
     assert row["mfu"] == pytest.approx(5.5e14 / 10.0 / 1e14)  # 0.55
     assert row["mfu_full_attn"] == pytest.approx(6.6e14 / 10.0 / 1e14)
     # ten steps of 5e13 in the 6 s after the first step
@@ -37,7 +37,7 @@ def test_mfu_after_first_step_leaves_out_the_cold_step() -> None:
 def test_mfu_after_first_step_absent_when_not_defined(extra: dict) -> None:
     train = {"flops": 6.6e14, "flops_causal_attn_half": 5.5e14, **extra}
     run = SimpleNamespace(gemm_tflops=100.0, encoder_facts=_facts(train), score_facts={})
-    row = Runner.speed_facts(run)["train"]["m s0"]  # type: ignore[arg-type]
+    row = speed_facts(run)["train"]["m s0"]
     assert "mfu_after_first_step" not in row and math.isfinite(row["mfu"])
 
 
@@ -45,7 +45,7 @@ def test_no_mfu_on_cpu() -> None:  # no GEMM ceiling measured: no MFU at all
     train = {"steps": 11, "flops": 6.6e14, "flops_causal_attn_half": 5.5e14,
              "first_step_flops_causal_attn_half": 5e13}
     run = SimpleNamespace(gemm_tflops=None, encoder_facts=_facts(train), score_facts={})
-    row = Runner.speed_facts(run)["train"]["m s0"]  # type: ignore[arg-type]
+    row = speed_facts(run)["train"]["m s0"]
     assert "mfu" not in row and "mfu_after_first_step" not in row
 
 

@@ -8,13 +8,12 @@ from __future__ import annotations
 import csv
 import json
 import os
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
+from _procs import kill_when
 
 from harness.pipeline.sweep_ranks import merged_refusals, plan_sweep, point_cost
 
@@ -77,30 +76,12 @@ def _run(tmp: Path, out: str, *extra: str) -> subprocess.CompletedProcess[str]:
 def _kill_after_first_point(tmp: Path, out: str) -> int:
     """kill -9 the launcher of a 2-rank sweep once a grid point is on disk; wait until every
     process of the job is gone; returns the finished points on disk."""
-    proc = subprocess.Popen(_cmd(tmp, out, "--nproc", "2"), cwd=tmp, env=_env(), stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, start_new_session=True)
     models = tmp / out / "models"
 
     def committed() -> int:  # a model's meta is written after its weights
         return sum(1 for m in models.glob("*.json") if m.with_suffix(".pt").exists())
 
-    deadline = time.time() + 240
-    while time.time() < deadline and not committed() and proc.poll() is None:
-        time.sleep(0.05)
-    assert proc.poll() is None, "the sweep finished before it could be killed"
-    os.kill(proc.pid, signal.SIGKILL)
-    proc.wait()
-    deadline = time.time() + 60
-    while time.time() < deadline:
-        try:
-            os.killpg(proc.pid, 0)
-        except ProcessLookupError:
-            break
-        time.sleep(0.1)
-    else:
-        os.killpg(proc.pid, signal.SIGKILL)
-        pytest.fail("ranks outlived the killed launcher")
-    return committed()
+    return kill_when(_cmd(tmp, out, "--nproc", "2"), tmp, _env(), committed, "the sweep", poll=0.05)
 
 
 def test_sweep_on_two_ranks_equals_one_process(tmp_path: Path) -> None:

@@ -88,7 +88,7 @@ def test_plugin_raising_is_one_line(target: str, needle: str, ahead: str, suite_
     assert main(["run", str(suite), "--out", str(tmp_path / "o"), "--quiet", "--no-report",
                  "--set", f"overlap.plan_ahead={on}"]) == 2
     assert needle in _one_line(capsys)
-    if ahead == "0":  # caught before training (Runner.try_perturbations)
+    if ahead == "0":  # caught before training (harness.pipeline.plans.try_perturbations)
         assert not list((tmp_path / "o").glob("models/*.pt"))
     else:  # caught at the latest when the first model is trained, before any scoring
         assert not list((tmp_path / "o").glob("cells/*.json"))

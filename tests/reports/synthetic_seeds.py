@@ -18,7 +18,7 @@ from itertools import combinations
 import numpy as np
 
 from reports import stats
-from reports.tables import significant
+from reports.comparisons import significant
 
 LN2 = float(np.log(2.0))
 
@@ -54,7 +54,7 @@ def draw(sc: Scenario, reps: int, rng: np.random.Generator) -> tuple[np.ndarray,
 
 def pair_calls(nll: np.ndarray, nbytes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The report's rule on every encoder pair of every replicate: ``crossed_test`` per pair,
-    Holm over the pairs of a replicate, then ``reports.tables.significant``. Returns (called,
+    Holm over the pairs of a replicate, then ``reports.comparisons.significant``. Returns (called,
     diff): ``(reps, pairs)`` booleans and the pooled differences a − b (bits/byte)."""
     reps, e, s, n = nll.shape
     pairs = list(combinations(range(e), 2))

@@ -8,10 +8,11 @@ from pathlib import Path
 import pytest
 from conftest import FAST
 
+from reports.comparisons import significant
 from reports.fmt import sig3
 from reports.headline import headline
 from reports.load import load_run
-from reports.tables import compute_tables, significant
+from reports.tables import compute_tables
 
 
 def _headline(run: Path):

@@ -103,7 +103,8 @@ def test_every_table_and_the_summary_mark_the_bound(tmp_path: Path) -> None:
     # Not only the clean-BPB sentence: each table that names b|mdm marks it (†) and says why,
     # the mean-degradation sentence says its ΔBPB is a difference of bounds, and the report
     # opens with a warning; the AR encoder is never marked.
-    from reports.render import BOUND_MARK, BOUND_NOTE, build_tables, mark_bounds
+    from reports.render import BOUND_MARK, BOUND_NOTE, mark_bounds
+    from reports.report_tables import build_tables
     from reports.tables import compute_tables
 
     t = compute_tables(load_run(_write_run(tmp_path / "run")), n_boot=50, n_perm=200)

@@ -14,7 +14,7 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from reports import render_run, tables
+from reports import comparisons, render_run, tables
 from reports.load import load_run
 from reports.pool import (
     ENV,
@@ -74,6 +74,7 @@ def test_parallel_tables_are_identical(make_run, tmp_path: Path,
         return real(fn, n, processes, what)
 
     monkeypatch.setattr(tables, "fork_map", spy)
+    monkeypatch.setattr(comparisons, "fork_map", spy)  # the comparisons' pool
     data = load_run(run)
     one = tables.compute_tables(data, n_boot=50, n_perm=300, processes=1)
     two = tables.compute_tables(data, n_boot=50, n_perm=300, processes=2)
@@ -165,6 +166,7 @@ def test_render_records_its_phases_and_each_figures_seconds(synthetic_run: Path,
         return real(fn, n, processes, what)
 
     monkeypatch.setattr(tables, "fork_map", spy)
+    monkeypatch.setattr(comparisons, "fork_map", spy)  # the comparisons' pool
     for procs in (1, 2):
         calls.clear()
         render_run(synthetic_run, tmp_path / str(procs), processes=procs, **QUICK)

@@ -104,7 +104,7 @@ def test_surprisal_pieces_sum_bytes_per_character() -> None:
 
 
 def test_bytes_read_in_sensible_units() -> None:
-    from reports.render import fbytes
+    from reports.report_tables import fbytes
 
     assert fbytes(1010 * 2**20) == "1010 MiB"  # not "1.01e+03 MiB"
     assert fbytes(1023.9 * 2**20) == "1024 MiB" and fbytes(2**30) == "1 GiB"

@@ -15,9 +15,10 @@ import pandas as pd
 import pytest
 from synthetic_run import write_simple_run
 
+from reports.comparisons import ALPHA, pair_matrix, significant
 from reports.load import load_run
-from reports.render import clean_matrix
-from reports.tables import ALPHA, anomaly_table, compute_tables, pair_matrix, significant
+from reports.report_tables import clean_matrix
+from reports.tables import anomaly_table, compute_tables
 
 
 def test_the_rule_hand_checked() -> None:

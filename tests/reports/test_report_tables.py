@@ -250,13 +250,13 @@ def test_anomaly_is_flagged_with_causes(three) -> None:
 
 
 def test_pair_matrix_counts_hand_computed(three) -> None:
-    from reports.tables import pair_matrix
+    from reports.comparisons import pair_matrix
 
     c = three.comparisons
     p = c[(c["mode"] == "clean_target") & (c.quantity == "ΔBPB")]
     m = pair_matrix(c, three.encoders, "clean_target").set_index(["row", "col"])
     for (a, b), g in p.groupby(["a", "b"]):
-        sig = (g.p_holm < 0.05) & ((g.ci_lo > 0) | (g.ci_hi < 0))  # reports.tables.significant
+        sig = (g.p_holm < 0.05) & ((g.ci_lo > 0) | (g.ci_hi < 0))  # reports.comparisons.significant
         fwd, rev = m.loc[(a, b)], m.loc[(b, a)]
         assert fwd.wins == int((sig & (g["diff"] < 0)).sum()) == rev.losses
         assert fwd.losses == int((sig & (g["diff"] > 0)).sum()) == rev.wins
