@@ -83,6 +83,22 @@ def fit_law(data: dict[str, np.ndarray], variant: str, x0: np.ndarray | None = N
         laws = unpack(x)
         return np.concatenate([laws[e](v[:, 0], v[:, 1]) - v[:, 2] for e, v in data.items()])
 
+    def jac(x: np.ndarray) -> np.ndarray:
+        # analytic for the variants with free exponents (the bootstrap refits ``shared_E``):
+        # r = E + exp(lnA − a·ln n) + exp(lnB − b·ln d) − L per point, n and d in units N0, D0
+        out, row = np.zeros((sum(len(v) for v in data.values()), len(x))), 0
+        for i, e in enumerate(encs):
+            v = data[e]
+            ln_n, ln_d = np.log(v[:, 0] / N0), np.log(v[:, 1] / D0)
+            q = n_e + per * i
+            tn, td = np.exp(x[q] - x[q + 1] * ln_n), np.exp(x[q + 2] - x[q + 3] * ln_d)
+            sl = slice(row, row + len(v))
+            out[sl, 0 if shared_e else i] = 1.0
+            out[sl, q], out[sl, q + 1], out[sl, q + 2], out[sl, q + 3] = tn, -ln_n * tn, td, -ln_d * td
+            row += len(v)
+        return out
+
+    jac_arg = jac if free_exp else "2-point"
     lead_lo = [0.0] * (n_e - shared_a) + [0.02] * shared_a
     lead_hi = [lmin - 1e-6] * (n_e - shared_a) + [3.0] * shared_a
     q_lo = {4: [-20.0, 0.02, -20.0, 0.02], 3: [-20.0, -20.0, 0.02], 2: [-20.0, -20.0]}[per]
@@ -90,14 +106,15 @@ def fit_law(data: dict[str, np.ndarray], variant: str, x0: np.ndarray | None = N
     lo, hi = lead_lo + q_lo * len(encs), lead_hi + q_hi * len(encs)
     best = None
     if x0 is not None:
-        best = least_squares(resid, np.clip(x0, np.array(lo) + 1e-9, np.array(hi) - 1e-9), bounds=(lo, hi))
+        best = least_squares(resid, np.clip(x0, np.array(lo) + 1e-9, np.array(hi) - 1e-9), jac=jac_arg,
+                             bounds=(lo, hi))
     exps = [(CHINCHILLA_A, CHINCHILLA_B)] if per == 2 else [(0.3, 0.3), (0.6, 0.6), (1.0, 0.5), (0.5, 1.0)]
     for e0 in (0.0, 0.4 * lmin, 0.8 * lmin) if x0 is None else ():
         for a0, b0 in exps:
             q = {4: [0.0, a0, 0.0, b0], 3: [0.0, 0.0, b0], 2: [0.0, 0.0]}[per]
             lead = [e0] * (n_e - shared_a) + [a0] * shared_a
             x0 = np.clip(np.array(lead + q * len(encs)), np.array(lo) + 1e-9, np.array(hi) - 1e-9)
-            r = least_squares(resid, x0, bounds=(lo, hi))
+            r = least_squares(resid, x0, jac=jac_arg, bounds=(lo, hi))
             if best is None or r.cost < best.cost:
                 best = r
     assert best is not None
