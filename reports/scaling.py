@@ -12,8 +12,9 @@ The chain, per eval set and FLOP convention (docs/scaling.md):
    bytes) and the compute C at the optimum are read off a straight line through the budget's
    points in ln N (they vary smoothly along the ladder). A vertex outside the ladder, an observed
    minimum on the first or last rung, or a profile without curvature is *flagged* (``edge``); a
-   vertex off the ladder is clamped to it, so L_opt is an upper bound there, and a clamped or flat
-   vertex takes no part in the fits across budgets (``Optimum.estimate``).
+   vertex off the ladder is clamped to it, so L_opt is an upper bound there, and a flagged vertex
+   (clamped, flat, or with its lowest point on the ladder's end: not bracketed) takes no part in
+   the fits across budgets (``Optimum.estimate``).
 2. Allocation exponents: least squares of ln N_opt and ln D_opt on ln C over the budgets.
 3. Frontier: L(C) = E + A·C^(−α), one irreducible E shared by every encoder on the same text, A
    and α per encoder (scipy ``least_squares`` in BPB, started from a grid over E).
@@ -105,9 +106,11 @@ class ScalingFit:
     optima: dataset, encoder, budget, n_opt, d_opt, loss_opt, c_half, c_full, edge, n_points.
     profiles: dataset, encoder, budget, size, n, loss, c2, c1, c0 (ladder points + parabola).
     exponents: dataset, convention, encoder, a, b, alpha, A (with ``_lo``/``_hi`` CI bounds).
-    irreducible: dataset, convention, E, E_lo, E_hi.
+    irreducible: dataset, convention, E, E_lo, E_hi, identified (False: E sits on a bound of its
+        fit; then E, α, A and C* have no interval — NaN bounds).
     parity: dataset, convention, byte, bpe, status (crossing | outside | parallel | missing),
-        c_star, c_lo, c_hi, range_lo, range_hi, decades_outside, frac_inside, leader_low, statement.
+        c_star, c_lo, c_hi, range_lo, range_hi, decades_outside, frac_inside, leader_low, statement,
+        ci_decades, e_identified (False: no interval for C*, see ``irreducible``).
     robustness: dataset, encoder, perturbation, slope (ΔBPB per decade of C), slope_lo, slope_hi,
         plus ``points`` (budget, c, delta at N_opt) for the figure.
     frontier: dataset → convention → Frontier (point fit), for the figure's curves.
@@ -137,13 +140,16 @@ class ScalingFit:
 
 
 def fit_scaling(results: pd.DataFrame, *, n_boot: int = 200, seed: int = 0, level: float = 0.95,
-                band_points: int = 40) -> ScalingFit:
+                band_points: int = 40, intervals_on_bound: bool = False) -> ScalingFit:
     """Fit every eval set of a (merged) results table; see the module docstring.
 
     results: results.csv rows (several runs concatenated is fine: the grid may be run budget by
     budget; ``pool_points`` says what may not be pooled and raises PoolingError for it). Rows
     without ``flop_budget`` are ignored. Same seed → same intervals. Fits across budgets that the
-    points cannot determine (``MIN_BUDGETS``, ``frontier_design``) are NaN, with a note."""
+    points cannot determine (``MIN_BUDGETS``, ``frontier_design``) are NaN, with a note.
+    intervals_on_bound: give E, α, A and C* their intervals even where E is not identified (for
+    benchmarks/scaling_coverage.py, which measures why the report withholds them); the
+    ``identified`` columns still say which they are."""
     rows, notes = pool_points(sweep_rows(results))
     kinds = encoder_kinds(rows) if len(rows) else {}
     tabs: dict[str, list[dict[str, Any]]] = {k: [] for k in
@@ -189,7 +195,8 @@ def fit_scaling(results: pd.DataFrame, *, n_boot: int = 200, seed: int = 0, leve
             edges = [o for o in opts if o.edge]
             if edges:
                 notes.append(f"{dataset}: {enc}: {len(edges)} of {len(opts)} IsoFLOP minima flagged "
-                             f"({', '.join(sorted({o.edge for o in edges}))}): widen the ladder there.")
+                             f"({', '.join(sorted({o.edge for o in edges}))}), left out of the fits across "
+                             "budgets: widen the ladder there.")
             repeated = [(g.budget, math.exp(o.ln_d) / g.part_bytes) for g, o in zip(groups[enc], opts)
                         if math.exp(o.ln_d) > FREE_PASSES * g.part_bytes]  # False when NaN
             if repeated:
@@ -201,23 +208,36 @@ def fit_scaling(results: pd.DataFrame, *, n_boot: int = 200, seed: int = 0, leve
         notes += _underdetermined_notes(dataset, point)
         bands[dataset] = {}
         for conv, fr in point.frontier.items():
-            lo_e, hi_e = ci(f"E|{conv}")
-            lo_e = max(lo_e, 0.0) if math.isfinite(lo_e) else lo_e  # E ≥ 0 (fit_frontier's bound)
-            tabs["irr"].append(dict(dataset=dataset, convention=conv, E=fr.e, E_lo=lo_e, E_hi=hi_e))
+            # E is identified when its estimate lies inside the fit's range (0, lowest vertex
+            # loss). On a bound the estimator has an atom there and the basic bootstrap interval
+            # is not valid (a parameter on the boundary: Andrews 2000); measured on the project's
+            # design, such intervals rarely hold the truth (docs/scaling.md, "Intervals"). Those of
+            # E, and of what moves with E (α, A, the crossing C*), are then not given: the report
+            # says why.
             bound = e_at_bound(fr, point.optima)
+            identified = not bound and math.isfinite(fr.e)
+            gate = identified or intervals_on_bound  # whether E, α, A, C* get intervals
+            lo_e, hi_e = ci(f"E|{conv}") if gate else (math.nan, math.nan)
+            lo_e = max(lo_e, 0.0) if math.isfinite(lo_e) else lo_e  # E ≥ 0 (fit_frontier's bound)
+            tabs["irr"].append(dict(dataset=dataset, convention=conv, E=fr.e, E_lo=lo_e, E_hi=hi_e,
+                                    identified=identified))
             if bound:
                 where = ("lower bound, 0 (each frontier is then a pure power law)" if bound == "lower" else
                          f"upper bound, the lowest compute-optimal loss ({fr.e:.3g} BPB)")
                 notes.append(f"{dataset}, FLOPs at {conv} attention: the shared irreducible loss E sits on its "
-                             f"{where}: these budgets do not pin E, and the exponents and any extrapolated "
-                             "crossing rest on that bound. More or larger budgets are needed to fit E.")
+                             f"{where}: these budgets do not identify E, and the frontier exponents α, A "
+                             "and any crossing rest on that bound, so no interval is given for E, α, A or "
+                             "C* (one would not hold the truth at its stated level). The allocation "
+                             "exponents a and b do not depend on E. Less noise per point, or more or "
+                             "larger budgets, are needed to fit E.")
             bands[dataset][conv] = {}
             for enc in encs:
                 row: dict[str, Any] = dict(dataset=dataset, convention=conv, encoder=enc)
                 for name in ("a", "b", "alpha", "lnA"):
                     key = f"{name}|{conv}|{enc}"
                     row[name] = point.scalars.get(key, math.nan)
-                    row[f"{name}_lo"], row[f"{name}_hi"] = ci(key)
+                    row[f"{name}_lo"], row[f"{name}_hi"] = (ci(key) if gate or name in ("a", "b")
+                                                             else (math.nan, math.nan))
                 tabs["exp"].append(row)
                 if enc in fr.alpha:
                     lnc = np.array([o.ln_c[conv] for o in point.optima[enc]])
@@ -232,7 +252,8 @@ def fit_scaling(results: pd.DataFrame, *, n_boot: int = 200, seed: int = 0, leve
                         bands[dataset][conv][enc] = (grid, est - (np.quantile(preds, 1 - q, axis=0) - mid),
                                                      est - (np.quantile(preds, q, axis=0) - mid))
             for a, b in pairs:
-                tabs["par"].append(_parity_row(dataset, conv, a, b, point, boots, level, centre))
+                tabs["par"].append(_parity_row(dataset, conv, a, b, point, boots, level, centre,
+                                                 identified, gate))
         for enc in encs:
             for p in sorted({p for o in point.optima[enc] for p in o.delta}):
                 key = f"rob|{enc}|{p}"
@@ -245,9 +266,10 @@ def fit_scaling(results: pd.DataFrame, *, n_boot: int = 200, seed: int = 0, leve
         "prof": ["dataset", "encoder", "budget", "size", "n", "loss", "c2", "c1", "c0"],
         "exp": ["dataset", "convention", "encoder"] + [f"{n}{s}" for n in ("a", "b", "alpha", "lnA")
                                                       for s in ("", "_lo", "_hi")],
-        "irr": ["dataset", "convention", "E", "E_lo", "E_hi"],
+        "irr": ["dataset", "convention", "E", "E_lo", "E_hi", "identified"],
         "par": ["dataset", "convention", "byte", "bpe", "status", "c_star", "c_lo", "c_hi", "range_lo",
-                "range_hi", "decades_outside", "frac_inside", "leader_low", "statement", "ci_decades"],
+                "range_hi", "decades_outside", "frac_inside", "leader_low", "statement", "ci_decades",
+                "e_identified"],
         "rob": ["dataset", "encoder", "perturbation", "slope", "slope_lo", "slope_hi"],
         "robp": ["dataset", "encoder", "perturbation", "budget", "c", "delta"],
         "law": ["dataset", "encoder"] + [f"{n}{s}" for n in ("E", "a", "b") for s in ("", "_lo", "_hi")]
@@ -297,14 +319,17 @@ def _exp(x: float) -> float:
 
 
 def _parity_row(dataset: str, conv: str, a: str, b: str, point: ChainResult, boots: list[ChainResult],
-                level: float, centre: ChainResult) -> dict[str, Any]:
-    """One byte-vs-BPE parity entry with its plain-language statement."""
+                level: float, centre: ChainResult, identified: bool = True,
+                interval: bool = True) -> dict[str, Any]:
+    """One byte-vs-BPE parity entry with its plain-language statement. identified: whether the
+    shared E is (``fit_scaling``); interval: whether the crossing gets one (not where E is not
+    identified, unless ``fit_scaling``'s intervals_on_bound)."""
     fr = point.frontier[conv]
     key = f"cross|{conv}|{a}|{b}"
     row: dict[str, Any] = dict(dataset=dataset, convention=conv, byte=a, bpe=b, c_star=math.nan,
                                c_lo=math.nan, c_hi=math.nan, range_lo=math.nan, range_hi=math.nan,
                                decades_outside=math.nan, frac_inside=math.nan, leader_low="",
-                               ci_decades=math.nan)
+                               ci_decades=math.nan, e_identified=identified)
     if a not in fr.alpha or b not in fr.alpha:
         counts = _vertex_counts(point, conv)
         _, why = frontier_design(counts)
@@ -324,11 +349,13 @@ def _parity_row(dataset: str, conv: str, a: str, b: str, point: ChainResult, boo
     vals = [bt.scalars.get(key, math.nan) for bt in boots]
     inside = [lo <= v <= hi for v in vals if math.isfinite(v)]
     row["frac_inside"] = float(np.mean(inside)) if boots else math.nan
-    c_lo, c_hi = _ci(vals, level, lnx, centre.scalars.get(key, math.nan))
+    c_lo, c_hi = (_ci(vals, level, lnx, centre.scalars.get(key, math.nan)) if interval
+                  else (math.nan, math.nan))
     row["c_lo"], row["c_hi"] = (_exp(c_lo), _exp(c_hi)) if math.isfinite(c_lo) else (math.nan, math.nan)
     row["ci_decades"] = (c_hi - c_lo) / math.log(10) if math.isfinite(c_lo) else math.nan
     rng_txt = f"{fmt_flops(math.exp(lo))}–{fmt_flops(math.exp(hi))} FLOPs"
-    ci_txt = ("" if not math.isfinite(c_lo) else
+    ci_txt = (f" ({level:.0%} CI not given: the shared E sits on a bound of its fit)" if not interval
+              else "" if not math.isfinite(c_lo) else
               f" ({level:.0%} CI unbounded: wider than {MAX_CI_DECADES:g} decades)"
               if row["ci_decades"] > MAX_CI_DECADES else
               f" ({level:.0%} CI {fmt_flops(row['c_lo'])}–{fmt_flops(row['c_hi'])})")
