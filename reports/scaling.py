@@ -215,7 +215,7 @@ def fit_scaling(results: pd.DataFrame, *, n_boot: int = 200, seed: int = 0, leve
             # E, and of what moves with E (α, A, the crossing C*), are then not given: the report
             # says why.
             bound = e_at_bound(fr, point.optima)
-            identified = not bound and math.isfinite(fr.e)
+            identified = not bound  # (a frontier not fitted has E NaN, no bound, no intervals)
             gate = identified or intervals_on_bound  # whether E, α, A, C* get intervals
             lo_e, hi_e = ci(f"E|{conv}") if gate else (math.nan, math.nan)
             lo_e = max(lo_e, 0.0) if math.isfinite(lo_e) else lo_e  # E ≥ 0 (fit_frontier's bound)

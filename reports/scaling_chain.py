@@ -46,7 +46,7 @@ class Optimum:
         vertex whose lowest observed point is the ladder's first or last rung is not bracketed:
         its parabola extrapolates past the data, and whether noise puts it just inside (kept) or
         just outside (clamped) truncates its distribution; keeping the inside ones biased the
-        N_opt exponent by ~½ sd and its interval covered ~90 % (docs/scaling.md, "Intervals")."""
+        N_opt exponent by ~0.4 sd and its interval covered ~90 % (docs/scaling.md, "Intervals")."""
         return self.edge == ""
 
 
