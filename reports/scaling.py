@@ -105,7 +105,8 @@ class ScalingFit:
 
     optima: dataset, encoder, budget, n_opt, d_opt, loss_opt, c_half, c_full, edge, n_points.
     profiles: dataset, encoder, budget, size, n, loss, c2, c1, c0 (ladder points + parabola).
-    exponents: dataset, convention, encoder, a, b, alpha, A (with ``_lo``/``_hi`` CI bounds).
+    exponents: dataset, convention, encoder, a, b, alpha, A (with ``_lo``/``_hi`` CI bounds; NaN
+        for alpha and A where E is not identified, see ``irreducible``).
     irreducible: dataset, convention, E, E_lo, E_hi, identified (False: E sits on a bound of its
         fit; then E, α, A and C* have no interval — NaN bounds).
     parity: dataset, convention, byte, bpe, status (crossing | outside | parallel | missing),

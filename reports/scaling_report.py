@@ -67,10 +67,11 @@ def build_tables(fit: ScalingFit) -> list[Table]:
     out = []
     rows = []
     for r in fit.parity.itertuples():
+        withheld = not math.isfinite(r.c_lo) and not r.e_identified  # E on a bound: no interval
+        ci_cell = ("unbounded" if r.ci_decades > MAX_CI_DECADES else
+                   "not given (E on a bound)" if withheld else ci(r.c_lo, r.c_hi, ".2g"))
         rows.append([r.dataset, r.convention + (" (headline)" if r.convention == fit.headline else ""),
-                     r.byte, r.bpe, r.status, fmt_flops(r.c_star),
-                     "unbounded" if r.ci_decades > MAX_CI_DECADES else
-                     "not given (E on a bound)" if not math.isfinite(r.c_lo) and not r.e_identified else ci(r.c_lo, r.c_hi, ".2g"),
+                     r.byte, r.bpe, r.status, fmt_flops(r.c_star), ci_cell,
                      num(r.frac_inside, ".0%"), r.statement])
     out.append(Table("scaling_parity", "Parity: where a byte-level encoder reaches BPE",
                       ["eval set", "FLOPs", "byte-level", "BPE", "status", "C* (FLOPs)", f"{lvl} CI",
