@@ -67,9 +67,11 @@ def build_tables(fit: ScalingFit) -> list[Table]:
     out = []
     rows = []
     for r in fit.parity.itertuples():
+        withheld = not math.isfinite(r.c_lo) and not r.e_identified  # E on a bound: no interval
+        ci_cell = ("unbounded" if r.ci_decades > MAX_CI_DECADES else
+                   "not given (E on a bound)" if withheld else ci(r.c_lo, r.c_hi, ".2g"))
         rows.append([r.dataset, r.convention + (" (headline)" if r.convention == fit.headline else ""),
-                     r.byte, r.bpe, r.status, fmt_flops(r.c_star),
-                     "unbounded" if r.ci_decades > MAX_CI_DECADES else ci(r.c_lo, r.c_hi, ".2g"),
+                     r.byte, r.bpe, r.status, fmt_flops(r.c_star), ci_cell,
                      num(r.frac_inside, ".0%"), r.statement])
     out.append(Table("scaling_parity", "Parity: where a byte-level encoder reaches BPE",
                       ["eval set", "FLOPs", "byte-level", "BPE", "status", "C* (FLOPs)", f"{lvl} CI",
@@ -82,15 +84,23 @@ def build_tables(fit: ScalingFit) -> list[Table]:
     rows = []
     for r in fit.exponents.itertuples():
         e = fit.irreducible[(fit.irreducible.dataset == r.dataset) & (fit.irreducible.convention == r.convention)]
-        e_txt = f"{num(e.E.iloc[0])} {ci(e.E_lo.iloc[0], e.E_hi.iloc[0])}" if len(e) else "—"
-        rows.append([r.dataset, r.convention, r.encoder, f"{num(r.alpha)} {ci(r.alpha_lo, r.alpha_hi)}",
+        ident = bool(e.identified.iloc[0]) if len(e) and "identified" in e.columns else True
+        unid = " (not identified: E on a bound of its fit)"
+        e_txt = ("—" if not len(e) else f"{num(e.E.iloc[0])} {ci(e.E_lo.iloc[0], e.E_hi.iloc[0])}" if ident
+                 else f"{num(e.E.iloc[0])}{unid}")
+        a_txt = (f"{num(r.alpha)} {ci(r.alpha_lo, r.alpha_hi)}" if ident or not math.isfinite(r.alpha)
+                 else f"{num(r.alpha)} (rests on E's bound)")
+        rows.append([r.dataset, r.convention, r.encoder, a_txt,
                      f"{num(math.exp(r.lnA), '.3g') if math.isfinite(r.lnA) else '—'}", e_txt,
                      f"{num(r.a)} {ci(r.a_lo, r.a_hi)}", f"{num(r.b)} {ci(r.b_lo, r.b_hi)}"])
     out.append(Table("scaling_exponents", "Frontier and allocation exponents",
                       ["eval set", "FLOPs", "encoder", f"α [{lvl} CI]", "A", f"E (shared) [{lvl} CI]",
                        f"a: N_opt ∝ C^a [{lvl} CI]", f"b: D_opt ∝ C^b [{lvl} CI]"], rows,
                       "L(C) = E + A·C^(−α) in bits per byte, C in training FLOPs; N = non-embedding "
-                      "parameters, D = training bytes."))
+                      "parameters, D = training bytes. Where the shared E sits on a bound of its fit "
+                      "(0, or the lowest compute-optimal loss) these budgets do not identify it: E, α "
+                      "and A are shown without an interval (one would not hold the truth at its "
+                      "level); a and b do not depend on E."))
     rows = []
     for r in fit.law.itertuples():
         rows.append([r.dataset, r.encoder, f"{num(r.E)} {ci(r.E_lo, r.E_hi)}", f"{num(r.a)} {ci(r.a_lo, r.a_hi)}",
