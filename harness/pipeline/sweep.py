@@ -81,27 +81,37 @@ def train_sweep(runner: Any, seed: int, train: Any,
                 checkpoint=Checkpointer(runner.rd.partial_path(key), runner.opts.checkpoint_seconds),
                 progress=runner._bar(f"train {p.label} s{seed}", p.train_bytes))
 
+    def finish(job: dict[str, Any]) -> None:
+        """Record a trained point (its ``stats`` set): the sweep facts, the model cache, the log."""
+        p, enc, stats, total = job["point"], job["enc"], job["stats"], job["total"]
+        spent = stats["flops"] + p.fit_flops
+        p.train_bytes = int(stats["bytes"])  # what the loop actually read (D of the fits)
+        meta = {
+            "key": job["key"], "fit": job["fit"], "train": stats, "params_total": total,
+            "params_embedding": total - p.params_non_embedding,
+            "params_non_embedding": p.params_non_embedding,
+            "flops_per_byte_train": p.flops_per_byte, "flops_per_byte_train_full_attn": p.flops_per_byte_full,
+            "flops_per_byte_infer": stats["forward_flops"] / max(1, stats["bytes"]),
+            "total_flops": spent, "describe": enc.describe(),
+            "scaling": point_facts(p, train.n_bytes, train.fingerprint),
+            "sweep": sweep_columns(p, spent),
+        }
+        atomic_torch_save(enc.state_dict(), job["path"])
+        atomic_write_json(job["meta_path"], meta)
+        runner.log(f"[model] {p.label} seed {seed}: {stats['bytes']:,} bytes, {spent:.3g} FLOPs in "
+                   f"{stats['seconds']:.1f}s, final loss {stats['final_loss_bpb']:.3f} bpb")
+        done[p.label] = (enc, meta, job["spec"])
+
     def flush() -> None:
-        train_together(pending, train_one, runner.device)
-        for job in pending:
-            p, enc, stats, total = job["point"], job["enc"], job["stats"], job["total"]
-            spent = stats["flops"] + p.fit_flops
-            p.train_bytes = int(stats["bytes"])  # what the loop actually read (D of the fits)
-            meta = {
-                "key": job["key"], "fit": job["fit"], "train": stats, "params_total": total,
-                "params_embedding": total - p.params_non_embedding,
-                "params_non_embedding": p.params_non_embedding,
-                "flops_per_byte_train": p.flops_per_byte, "flops_per_byte_train_full_attn": p.flops_per_byte_full,
-                "flops_per_byte_infer": stats["forward_flops"] / max(1, stats["bytes"]),
-                "total_flops": spent, "describe": enc.describe(),
-                "scaling": point_facts(p, train.n_bytes, train.fingerprint),
-                "sweep": sweep_columns(p, spent),
-            }
-            atomic_torch_save(enc.state_dict(), job["path"])
-            atomic_write_json(job["meta_path"], meta)
-            runner.log(f"[model] {p.label} seed {seed}: {stats['bytes']:,} bytes, {spent:.3g} FLOPs in "
-                       f"{stats['seconds']:.1f}s, final loss {stats['final_loss_bpb']:.3f} bpb")
-            done[p.label] = (enc, meta, job["spec"])
+        rest = list(pending)
+        if cfg.stack:  # a rung's points as one stacked model, each finished as it ends
+            from harness.pipeline.sweep_stack import train_stacks
+
+            rest = train_stacks(pending, runner, train, seed, finish)
+        for i in range(0, len(rest), at_once):
+            train_together(rest[i : i + at_once], train_one, runner.device)
+            for job in rest[i : i + at_once]:
+                finish(job)
         pending.clear()
 
     points = [p for p in grid(cfg, list(specs)) if owned is None or owned(p.label)]
@@ -146,7 +156,7 @@ def train_sweep(runner: Any, seed: int, train: Any,
         pending.append({"point": p, "spec": spec, "key": key, "path": path, "meta_path": meta_path, "enc": enc,
                         "fit": fit, "total": total,
                         "budget": replace(b, train_bytes=p.train_bytes, warmup_bytes=p.warmup_bytes, lr=p.lr)})
-        if len(pending) >= at_once:
+        if len(pending) >= at_once and not cfg.stack:  # stacked: all planned first, then grouped by rung
             flush()
     flush()
     models: dict[str, tuple[Any, dict[str, Any], Any]] = {}

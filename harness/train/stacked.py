@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import re
 import warnings
 from collections.abc import Sequence
 from typing import Any
@@ -137,6 +138,7 @@ class StackedStep:
                          if self.cuda and budget.dtype == "bfloat16" else contextlib.nullcontext())
         self.graphs: dict[tuple[int, int], dict[str, Any]] = {}
         self.replays = 0
+        self.fallbacks: set[str] = set()
 
     @staticmethod
     def accepts(batches: list[TensorBatch]) -> bool:
@@ -151,12 +153,21 @@ class StackedStep:
         def one(params: tuple[torch.Tensor, ...], x: torch.Tensor) -> torch.Tensor:
             return torch.func.functional_call(self.wrap, dict(zip(names, params)), (x,))
 
-        with self.autocast:
+        with self.autocast, warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
             logits = torch.vmap(one, in_dims=(0, None))(tuple(st.params), inputs)  # (K, B, T, V)
             v = logits.shape[-1]
             nll = F.cross_entropy(logits.float().reshape(-1, v), targets.reshape(-1).repeat(st.k),
                                   ignore_index=-1, reduction="none")
-            return nll.view(st.k, -1).sum(1) / step_bytes
+        # ops vmap ran one model at a time (no batching rule: SDPA's CPU kernel in torch 2.13);
+        # run.json names them (``stack.vmap_fallback``) rather than a warning every step
+        for w in caught:
+            m = re.search(r"batching rule for (\S+?)\.", str(w.message))
+            if m is None:
+                warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+            else:
+                self.fallbacks.add(m.group(1))
+        return nll.view(st.k, -1).sum(1) / step_bytes
 
     def _body(self, s: dict[str, torch.Tensor]) -> torch.Tensor:
         """The step on static buffers ``s`` (inputs, targets, bytes, hyper): the (K,) losses."""

@@ -141,7 +141,8 @@ def _stats(m: Member, c: dict[str, Any], k0: int, wall: float, step: StackedStep
             "final_loss_bpb": sum(m.recent) / len(m.recent) if m.recent else math.nan,
             "loss_curve": m.curve,
             # the stack it trained in: members at the start, the stack's wall when this one ended
-            "stack": {"members": k0, "wall_seconds": wall}}
+            "stack": {"members": k0, "wall_seconds": wall,
+                      **({"vmap_fallback": sorted(step.fallbacks)} if step is not None and step.fallbacks else {})}}
 
 
 def _resume(members: list[Member], checkpoint: Checkpointer | None, template: Encoder,
@@ -212,10 +213,10 @@ def train_stack(members: Sequence[Member], windows: Iterable[bytes], device: tor
         keep = [i for i, m in enumerate(alive) if m not in done]
         alive[:] = [alive[i] for i in keep]
         if alive:
-            replays = step.replays
+            replays, fallbacks = step.replays, step.fallbacks
             stack = stack.keep(keep, template)
             step = StackedStep(stack, template, budget, device, graphs)
-            step.replays = replays
+            step.replays, step.fallbacks = replays, fallbacks
 
     try:
         for parts in feed:
@@ -244,7 +245,7 @@ def train_stack(members: Sequence[Member], windows: Iterable[bytes], device: tor
                 c["first_s"], c["first_causal"] = time.perf_counter() - t0, c["causal"]
             losses.drain(wait=False)
             if progress is not None:
-                progress(c["seen"], alive[-1].n_bytes, math.nan)
+                progress(c["seen"], alive[-1].n_bytes, alive[-1].recent[-1] if alive[-1].recent else math.nan)
             if checkpoint is not None and time.perf_counter() - last_ckpt > checkpoint.every_seconds:
                 losses.drain(wait=True)
                 settle()
