@@ -270,11 +270,11 @@ class DistRunner(Runner):
             self.rd.root.mkdir(parents=True, exist_ok=True)
             atomic_write_json(self.rd.root / "run.json", self.run_json("running"))
         if self.suite.scaling is not None:  # grid points, not encoders, are dealt (harness.pipeline.sweep_ranks)
-            from harness.pipeline.sweep_ranks import plan_sweep, sweep_costs
+            from harness.pipeline.sweep_ranks import plan_sweep, sweep_costs, sweep_units
 
             point_costs = self.dist.broadcast_object(
                 sweep_costs(self.suite, self.ctx.base_dir) if ctx.rank == 0 else None)
-            owner = plan_sweep(point_costs, ctx.world)
+            owner = plan_sweep(point_costs, ctx.world, sweep_units(self.suite))  # a stacked rung: one unit
             costs = {f"{label} s{seed}": c for (seed, label), c in point_costs.items()}
         else:
             costs = self.dist.broadcast_object(

@@ -38,6 +38,24 @@ def point_spec(cfg: ScalingConfig, spec: Any, point: GridPoint) -> Any:
     return replace(spec, label=point.label, backbone=cfg.backbone(spec.backbone, point.rung))
 
 
+def point_meta(job: dict[str, Any], train: Any) -> dict[str, Any]:
+    """The model-cache meta of a trained grid point (``job["stats"]``: its loop's facts); sets the
+    point's ``train_bytes`` to what the loop read (D of the fits)."""
+    p, enc, stats, total = job["point"], job["enc"], job["stats"], job["total"]
+    spent = stats["flops"] + p.fit_flops
+    p.train_bytes = int(stats["bytes"])
+    return {
+        "key": job["key"], "fit": job["fit"], "train": stats, "params_total": total,
+        "params_embedding": total - p.params_non_embedding,
+        "params_non_embedding": p.params_non_embedding,
+        "flops_per_byte_train": p.flops_per_byte, "flops_per_byte_train_full_attn": p.flops_per_byte_full,
+        "flops_per_byte_infer": stats["forward_flops"] / max(1, stats["bytes"]),
+        "total_flops": spent, "describe": enc.describe(),
+        "scaling": point_facts(p, train.n_bytes, train.fingerprint),
+        "sweep": sweep_columns(p, spent),
+    }
+
+
 def train_sweep(runner: Any, seed: int, train: Any,
                 owned: Callable[[str], bool] | None = None) -> dict[str, tuple[Any, dict[str, Any], Any]]:
     """Train (or load) every grid point of the selected budgets for one seed (with ``owned``,
@@ -83,24 +101,12 @@ def train_sweep(runner: Any, seed: int, train: Any,
 
     def finish(job: dict[str, Any]) -> None:
         """Record a trained point (its ``stats`` set): the sweep facts, the model cache, the log."""
-        p, enc, stats, total = job["point"], job["enc"], job["stats"], job["total"]
-        spent = stats["flops"] + p.fit_flops
-        p.train_bytes = int(stats["bytes"])  # what the loop actually read (D of the fits)
-        meta = {
-            "key": job["key"], "fit": job["fit"], "train": stats, "params_total": total,
-            "params_embedding": total - p.params_non_embedding,
-            "params_non_embedding": p.params_non_embedding,
-            "flops_per_byte_train": p.flops_per_byte, "flops_per_byte_train_full_attn": p.flops_per_byte_full,
-            "flops_per_byte_infer": stats["forward_flops"] / max(1, stats["bytes"]),
-            "total_flops": spent, "describe": enc.describe(),
-            "scaling": point_facts(p, train.n_bytes, train.fingerprint),
-            "sweep": sweep_columns(p, spent),
-        }
-        atomic_torch_save(enc.state_dict(), job["path"])
+        p, stats, meta = job["point"], job["stats"], point_meta(job, train)
+        atomic_torch_save(job["enc"].state_dict(), job["path"])
         atomic_write_json(job["meta_path"], meta)
-        runner.log(f"[model] {p.label} seed {seed}: {stats['bytes']:,} bytes, {spent:.3g} FLOPs in "
+        runner.log(f"[model] {p.label} seed {seed}: {stats['bytes']:,} bytes, {meta['total_flops']:.3g} FLOPs in "
                    f"{stats['seconds']:.1f}s, final loss {stats['final_loss_bpb']:.3f} bpb")
-        done[p.label] = (enc, meta, job["spec"])
+        done[p.label] = (job["enc"], meta, job["spec"])
 
     def flush() -> None:
         rest = list(pending)

@@ -140,6 +140,12 @@ class StackedStep:
         self.replays = 0
         self.fallbacks: set[str] = set()
 
+    def shrink(self, rows: Sequence[int]) -> None:
+        """Keep only ``rows`` of the stack (a member finished): fresh buffers, so the graphs
+        captured on the old ones are dropped and the next step captures anew."""
+        self.stack = self.stack.keep(rows, self.wrap.enc)
+        self.graphs = {}
+
     @staticmethod
     def accepts(batches: list[TensorBatch]) -> bool:
         """One micro-batch of a byte-level or BPE collation (what the dense step reads)."""

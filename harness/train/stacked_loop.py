@@ -92,6 +92,7 @@ class _Losses:
             self.queue.append((host, done, members, nb, seen, at))
         else:
             self.queue.append((loss, None, members, nb, seen, at))
+        self.drain(wait=False)  # what has landed
 
     def drain(self, wait: bool) -> None:
         while self.queue:
@@ -141,7 +142,7 @@ def _stats(m: Member, c: dict[str, Any], k0: int, wall: float, step: StackedStep
             "final_loss_bpb": sum(m.recent) / len(m.recent) if m.recent else math.nan,
             "loss_curve": m.curve,
             # the stack it trained in: members at the start, the stack's wall when this one ended
-            "stack": {"members": k0, "wall_seconds": wall,
+            "stack": {"members": k0, "wall_seconds": wall, **({"resumed_at_step": c["resumed"]} if "resumed" in c else {}),
                       **({"vmap_fallback": sorted(step.fallbacks)} if step is not None and step.fallbacks else {})}}
 
 
@@ -160,18 +161,37 @@ def _resume(members: list[Member], checkpoint: Checkpointer | None, template: En
             m.curve = [(int(a), float(b)) for a, b in h["curve"]]
             m.recent, m.window, m.last_point, m.seconds = list(h["recent"]), list(h["window"]), int(h["last_point"]), float(h["seconds"])
         c.update({k: state[k] for k in c})
+        c["resumed"] = c["steps"]
         return stack, c
     return Stack.of([m.encoder for m in members], template, device), c
+
+
+def _count(c: dict[str, Any], parts: list[tuple[Any, float, float, float]], nb: int) -> None:
+    """A step's bytes and FLOPs into the counters, as ``train_encoder`` adds them."""
+    for _, fwd, frozen, half in parts:
+        c["flops"] += 3.0 * fwd - 2.0 * frozen
+        c["fwd"] += fwd
+        c["causal"] += half
+    c["seen"] += nb
+    c["steps"] += 1
+
+
+def _checkpoint(stack: Stack, alive: list[Member], c: dict[str, Any], elapsed: float) -> dict[str, Any]:
+    """What ``_resume`` reads: the stack, its members' labels (rows) and host records, the counters."""
+    return {"stack": stack.state(), "labels": [m.label for m in alive],
+            "members": {m.label: m.host_state() for m in alive},
+            **{k: c[k] for k in ("seen", "steps", "flops", "fwd", "causal")}, "elapsed": elapsed,
+            "model": {}, "optimizer": {}}  # the lone loop's checkpoint keys, so its reader accepts the file
 
 
 def train_stack(members: Sequence[Member], windows: Iterable[bytes], device: torch.device, *,
                 on_finish: Callable[[Member, dict[str, Any]], None],
                 checkpoint: Checkpointer | None = None,
                 progress: Callable[[int, int, float], None] | None = None) -> dict[str, dict[str, Any]]:
-    """Train ``members`` (same encoder class and shape, same seed: the same starting weights are
-    not required, each row starts from its own encoder) on the shared ``windows``; the budget's
-    shared settings (batch, betas, decay, clip, dtype, cuda_graphs) are the first member's.
-    Returns label → stats; ``on_finish`` gets each member as it ends, shortest first."""
+    """Train ``members`` (one encoder class and shape; each row starts from its own encoder's
+    weights) on the shared ``windows``; the shared settings (batch, betas, decay, clip, dtype,
+    cuda_graphs) are the shortest member's budget's. Returns label → stats; ``on_finish`` gets
+    each member as it ends, shortest first."""
     t_setup = time.perf_counter()
     alive = sorted(members, key=lambda m: m.max_flops)
     template, budget = alive[0].encoder, alive[0].budget
@@ -179,15 +199,13 @@ def train_stack(members: Sequence[Member], windows: Iterable[bytes], device: tor
         m.encoder.to(device).train()
     stack, c = _resume(alive, checkpoint, template, device)
     k0 = stack.k
-    graphs = budget.cuda_graphs and device.type == "cuda"
-    step = StackedStep(stack, template, budget, device, graphs)
+    step = StackedStep(stack, template, budget, device, budget.cuda_graphs and device.type == "cuda")
     feed = _feed(template, windows, budget, device, c["steps"])
     losses = _Losses(device.type == "cuda")
     c.update(first_s=0.0, first_causal=0.0, setup=time.perf_counter() - t_setup, wait=0.0)
     t0 = time.perf_counter() - c["elapsed"]
-    seg = time.perf_counter()  # the start of the steps since the stack last changed
-    seg_steps = 0
-    last_ckpt = time.perf_counter()
+    # the start of the steps since the stack last changed, and of the checkpoint's period
+    seg, seg_steps, last_ckpt = time.perf_counter(), 0, time.perf_counter()
     out: dict[str, dict[str, Any]] = {}
 
     def settle() -> None:
@@ -196,65 +214,48 @@ def train_stack(members: Sequence[Member], windows: Iterable[bytes], device: tor
         if device.type == "cuda":
             torch.cuda.current_stream(device).synchronize()
         now = time.perf_counter()
-        for m in alive:
-            m.seconds += (now - seg) / len(alive) if seg_steps else 0.0
+        for m in alive if seg_steps else ():
+            m.seconds += (now - seg) / len(alive)
         seg, seg_steps = now, 0
 
     def finish(done: list[Member]) -> None:
-        nonlocal stack, step
         losses.drain(wait=True)
         settle()
         c["wait"] = feed.wait_seconds
         for m in done:
-            stack.write_into(alive.index(m), m.encoder)
+            step.stack.write_into(alive.index(m), m.encoder)
             m.encoder.eval()
             out[m.label] = _stats(m, c, k0, time.perf_counter() - t0, step, device)
             on_finish(m, out[m.label])
         keep = [i for i, m in enumerate(alive) if m not in done]
         alive[:] = [alive[i] for i in keep]
         if alive:
-            replays, fallbacks = step.replays, step.fallbacks
-            stack = stack.keep(keep, template)
-            step = StackedStep(stack, template, budget, device, graphs)
-            step.replays, step.fallbacks = replays, fallbacks
+            step.shrink(keep)
 
     try:
         for parts in feed:
-            done = [m for m in alive if c["flops"] >= m.max_flops]
-            if done:
+            if done := [m for m in alive if c["flops"] >= m.max_flops]:
                 finish(done)
             if not alive:
                 break
             batches = [p[0] for p in parts]
-            if not step.accepts(batches):
-                raise ValueError("scaling.stack: a step of several micro-batches or of another collation "
-                                 "cannot be stacked; train these points with scaling.stack: false")
+            if not step.accepts(batches):  # stackable() admits no such encoder
+                raise ValueError("scaling.stack: this step's batches cannot be stacked; set scaling.stack: false")
             nb = sum(b.scored_bytes for b in batches)
             lrs = [lr_at(m.budget, c["seen"], m.n_bytes) for m in alive]
-            loss = step(batches[0], lrs, nb, stack.steps)
-            for _, fwd, frozen, half in parts:
-                c["flops"] += 3.0 * fwd - 2.0 * frozen
-                c["fwd"] += fwd
-                c["causal"] += half
-            c["seen"] += nb
-            c["steps"] += 1
+            loss = step(batches[0], lrs, nb, step.stack.steps)
+            _count(c, parts, nb)
             seg_steps += 1
             losses.put(loss, list(alive), nb, c["seen"], c["steps"] - 1)
             if not c["first_s"]:  # the first step of this call (cold start and capture included)
                 settle()
                 c["first_s"], c["first_causal"] = time.perf_counter() - t0, c["causal"]
-            losses.drain(wait=False)
             if progress is not None:
                 progress(c["seen"], alive[-1].n_bytes, alive[-1].recent[-1] if alive[-1].recent else math.nan)
             if checkpoint is not None and time.perf_counter() - last_ckpt > checkpoint.every_seconds:
                 losses.drain(wait=True)
                 settle()
-                checkpoint.save({"stack": stack.state(), "labels": [m.label for m in alive],
-                                 "members": {m.label: m.host_state() for m in alive},
-                                 **{k: c[k] for k in ("seen", "steps", "flops", "fwd", "causal")},
-                                 "elapsed": time.perf_counter() - t0,
-                                 # the lone loop's checkpoint keys, so its reader accepts the file
-                                 "model": {}, "optimizer": {}})
+                checkpoint.save(_checkpoint(step.stack, alive, c, time.perf_counter() - t0))
                 last_ckpt = time.perf_counter()
         if alive:  # the stream ended first (as the lone loop's for-loop ends)
             finish(list(alive))

@@ -110,3 +110,37 @@ def test_train_stack_equals_train_encoder(tmp_path: Path, which: int) -> None:
         assert st["final_loss_bpb"] == pytest.approx(want["final_loss_bpb"], rel=1e-5)
         for (name, p), q in zip(encs[k].named_parameters(), encs[3 + k].parameters()):
             torch.testing.assert_close(q, p, rtol=1e-5, atol=1e-6, msg=name)
+
+
+def test_train_stack_resumes_from_its_checkpoint(tmp_path: Path) -> None:
+    """A stack killed as its first member ends (checkpoints every step) resumes with the members
+    left — from the checkpoint, the finished member's row dropped — and ends as the whole run."""
+    from harness.train.loop import Checkpointer
+
+    torch.set_num_threads(1)
+    suite, encs = _build(tmp_path, 0, 6)
+    cpu = torch.device("cpu")
+    ws = _windows(200)
+    per_step = encs[0].flops(encs[0].collate(ws[:4], [0] * 4)) * 3
+
+    def members(which: list[Any]) -> list[Member]:
+        return [Member(e, replace(suite.budget, lr=lr, train_bytes=n * 256), n * 256, per_step * (n - 0.5), f"m{k}")
+                for k, (e, (n, lr)) in enumerate(zip(which, [(4, 0.02), (8, 0.01), (12, 0.005)]))]
+
+    whole = train_stack(members(encs[:3]), iter(ws), cpu, on_finish=lambda m, s: None)
+
+    def kill(m: Member, s: dict[str, Any]) -> None:
+        raise KeyboardInterrupt  # as a kill -9 right after the first member is cached
+
+    ck = Checkpointer(tmp_path / "stack.partial.pt", every_seconds=0.0)
+    with pytest.raises(KeyboardInterrupt):
+        train_stack(members(encs[3:]), iter(ws), cpu, on_finish=kill, checkpoint=ck)
+    assert ck.path.exists()
+    _, fresh = _build(tmp_path, 0, 3)  # a restarted process's models: the checkpoint holds the weights
+    rest = members(fresh)[1:]
+    got = train_stack(rest, iter(ws), cpu, on_finish=lambda m, s: None, checkpoint=ck)
+    assert not ck.path.exists() and set(got) == {"m1", "m2"}
+    assert got["m1"]["stack"]["resumed_at_step"] == 4  # the checkpoint of the step before the kill
+    for lb in ("m1", "m2"):
+        assert (got[lb]["steps"], got[lb]["bytes"]) == (whole[lb]["steps"], whole[lb]["bytes"])
+        assert [y for _, y in got[lb]["loss_curve"]] == pytest.approx([y for _, y in whole[lb]["loss_curve"]], rel=1e-5)

@@ -74,10 +74,10 @@ def _run(tmp: Path, out: str, *extra: str) -> subprocess.CompletedProcess[str]:
     return r
 
 
-def _kill_after_first_point(tmp: Path, out: str) -> int:
-    """kill -9 the launcher of a 2-rank sweep once a grid point is on disk; wait until every
-    process of the job is gone; returns the finished points on disk."""
-    proc = subprocess.Popen(_cmd(tmp, out, "--nproc", "2"), cwd=tmp, env=_env(), stdout=subprocess.DEVNULL,
+def _kill_after_first_point(tmp: Path, out: str, *extra: str) -> int:
+    """kill -9 the launcher of a 2-rank sweep (``extra``: more arguments) once a grid point is on
+    disk; wait until every process of the job is gone; returns the finished points on disk."""
+    proc = subprocess.Popen(_cmd(tmp, out, "--nproc", "2", *extra), cwd=tmp, env=_env(), stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL, start_new_session=True)
     models = tmp / out / "models"
 
