@@ -225,6 +225,7 @@ def sweep_dry_run(suite: Any, train: Any, device: Any, base_dir: Any, ranks: int
     step_probe = probe[: b.windows_per_step]
     specs = {s.label: s for s in suite.encoders}
     measured: dict[tuple[str, str], tuple[float, float, int, float, float]] = {}
+    built: dict[tuple[str, str], tuple[Any, Any]] = {}  # (encoder, size): its model and a step's batch
     points = grid(cfg, list(specs))
     for p in points:
         k = (p.encoder, p.rung.name)
@@ -239,6 +240,7 @@ def sweep_dry_run(suite: Any, train: Any, device: Any, base_dir: Any, ranks: int
                                           log=lambda s: None)) or {}
                 half, full = flops_per_byte(enc, probe, b.windows_per_step, b.windows_per_micro_batch)
             batch = enc.collate(step_probe, [0] * len(step_probe)).to(device)
+            built[k] = (enc, batch)
             dt = _step_time(enc, batch, suite, device)
             dt, dt_gpu = _engine_step_times(enc, batch, suite, device, dt)
             n = sum(x.numel() for x in enc.parameters()) - enc.embedding_parameters()
@@ -260,6 +262,11 @@ def sweep_dry_run(suite: Any, train: Any, device: Any, base_dir: Any, ranks: int
     engine = (f"{lanes} at a time ({ranks} rank(s) x scaling.points_at_once {cfg.points_at_once}) on this "
               f"device: {_fmt(wall['wall'])} (the larger of their makespan {_fmt(wall['makespan'])} and the "
               f"device's work one step after another {_fmt(wall['gpu_work'])}; more ranks: --nproc N with --dry-run)")
+    if cfg.stack:  # a rung's points as one stacked model, in one process
+        from harness.pipeline.sweep_estimate import stack_estimate
+
+        engine += (f"; scaling.stack, one process: "
+                   f"{_fmt(stack_estimate(points, built, b, device) * len(suite.seeds))}")
     return "\n".join([head, "", grid_table(points, _fmt), "",
                       f"estimated training time, all selected budgets and seeds: {_fmt(total)} one point at a "
                       f"time, {engine} (fit stages and scoring not included)"])

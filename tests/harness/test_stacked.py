@@ -144,3 +144,10 @@ def test_train_stack_resumes_from_its_checkpoint(tmp_path: Path) -> None:
     for lb in ("m1", "m2"):
         assert (got[lb]["steps"], got[lb]["bytes"]) == (whole[lb]["steps"], whole[lb]["bytes"])
         assert [y for _, y in got[lb]["loss_curve"]] == pytest.approx([y for _, y in whole[lb]["loss_curve"]], rel=1e-5)
+
+
+def test_stacked_wall_by_hand() -> None:
+    from harness.pipeline.sweep_estimate import stacked_wall
+
+    # 10 steps of three members, 10 of two, 20 of one; a step costs k seconds with k members
+    assert stacked_wall([40, 10, 20], lambda k: float(k)) == 10 * 3 + 10 * 2 + 20 * 1
