@@ -136,7 +136,8 @@ class StackedStep:
         self.use_graphs = graphs and self.cuda
         self.autocast = (torch.autocast("cuda", dtype=torch.bfloat16, cache_enabled=False)
                          if self.cuda and budget.dtype == "bfloat16" else contextlib.nullcontext())
-        self.graphs: dict[tuple[int, int], dict[str, Any]] = {}
+        self.graphs: dict[tuple[int, int], dict[str, Any]] = {}  # (windows, padded length) -> buffers, graph
+        self.eager: dict[tuple[int, int], dict[str, Any]] = {}  # buffers of the steps run eagerly
         self.replays = 0
         self.fallbacks: set[str] = set()
 
@@ -144,7 +145,7 @@ class StackedStep:
         """Keep only ``rows`` of the stack (a member finished): fresh buffers, so the graphs
         captured on the old ones are dropped and the next step captures anew."""
         self.stack = self.stack.keep(rows, self.wrap.enc)
-        self.graphs = {}
+        self.graphs, self.eager = {}, {}  # the hyper-parameter buffers are sized by the stack
 
     @staticmethod
     def accepts(batches: list[TensorBatch]) -> bool:
@@ -259,9 +260,8 @@ class StackedStep:
         s = self.graphs.get(key)
         graphed = self.use_graphs and (s is not None or len(self.graphs) < MAX_GRAPHS)
         if s is None:
-            s = self._buffers(*key)
-            if graphed:
-                self.graphs[key] = s
+            s = self.eager.get(key) or self._buffers(*key)
+            (self.graphs if graphed else self.eager)[key] = s
         self._load(s, batch, step_bytes, hyper)
         self.stack.steps += 1
         if graphed:

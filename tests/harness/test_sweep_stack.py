@@ -80,3 +80,14 @@ def test_stacked_sweep_equals_one_point_at_a_time(tmp_path: Path) -> None:
         rung = [v for k, v in owner.items() if k.split("@")[0] == label.split("@")[0]
                 and k.split(":")[1].split()[0] == label.split(":")[1]]
         assert len(set(rung)) == 1, (label, rung)
+
+
+def test_stack_takes_a_boolean(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from harness.cli import main
+
+    (tmp_path / "corpus").mkdir()
+    (tmp_path / "corpus" / "a.txt").write_text("x")
+    (tmp_path / "sweep.yaml").write_text(STACK_SUITE)
+    assert main(["run", str(tmp_path / "sweep.yaml"), "--dry-run", "--set", "scaling.stack=maybe"]) != 0
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1] == "tokbench: error: --set scaling.stack=maybe: scaling.stack: expected true or false, got 'maybe'"
