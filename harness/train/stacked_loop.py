@@ -224,7 +224,7 @@ def train_stack(members: Sequence[Member], windows: Iterable[bytes], device: tor
         c["wait"] = feed.wait_seconds
         for m in done:
             step.stack.write_into(alive.index(m), m.encoder)
-            m.encoder.eval()
+            m.encoder.eval()  # also the template's mode, if m is: no output of a stackable model depends on it
             out[m.label] = _stats(m, c, k0, time.perf_counter() - t0, step, device)
             on_finish(m, out[m.label])
         keep = [i for i, m in enumerate(alive) if m not in done]
