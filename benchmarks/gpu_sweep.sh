@@ -6,7 +6,15 @@
 #
 #   GPU_DIR=$PWD/.gpu bash benchmarks/gpu_sweep.sh [BUDGET] [-- extra --set overrides]
 #
-# Each encoder: one process, one point at a time, each step a CUDA-graph replay
+# STACK=1 (the default), per encoder (ONLY=bytes or ONLY=bpe: that one only): first the whole
+# seven-budget grid in one command with scaling.stack (a rung's points at every budget trained as
+# one stacked model, each step a CUDA-graph replay; should it fail, again eagerly), then the same
+# whole grid one point at a time with graphs (BASE=0 skips it): the two walls are the ratio, each
+# summary the TFLOP/s and % of the GEMM rate; BASE=only runs the baseline alone. A command of one
+# budget has one point per rung, so nothing to stack. STACK=0: the one-budget jobs below instead.
+# Within ten minutes a call, one encoder a call: ONLY=bytes BASE=0 DRY=0 bash benchmarks/gpu_sweep.sh
+#
+# Each encoder (STACK=0): one process, one point at a time, each step a CUDA-graph replay
 # (budget.cuda_graphs: on an H100 the bytes command took 116.8 s against 232 s eager, BENCHMARKS.md
 # "Sweep engine"); should that job fail, it runs again as RANKS ranks sharing the GPU (default 6,
 # graphs on), then eager in one process. Afterwards (DRY=1, the default) the bytes
@@ -42,12 +50,22 @@ job() {  # job NAME RANKS ENCODER [--set ...]: one command, timed, summarised an
 BYTES='{name: bytes}'
 for enc in "bytes $BYTES" "bpe {name: bpe, vocab_size: 4096}"; do
   read -r name spec <<<"$enc"
+  [ -n "${ONLY:-}" ] && [ "$ONLY" != "$name" ] && continue
+  if [ "${STACK:-1}" = 1 ]; then  # the whole grid: every budget (only_budgets empty overrides GRID's)
+    [ "${BASE:-1}" != only ] && { job "$name-stack" 1 "$spec" --set 'scaling.only_budgets=[]' \
+      --set scaling.stack=true --set budget.cuda_graphs=true \
+      || job "$name-stack-eager" 1 "$spec" --set 'scaling.only_budgets=[]' --set scaling.stack=true; }
+    [ "${BASE:-1}" != 0 ] && job "$name-graphs-all" 1 "$spec" --set 'scaling.only_budgets=[]' \
+      --set budget.cuda_graphs=true
+    continue
+  fi
   job "$name-graphs" 1 "$spec" --set budget.cuda_graphs=true \
     || job "$name-ranks" "${RANKS:-6}" "$spec" --set budget.cuda_graphs=true \
     || job "$name-eager" 1 "$spec"
 done
 if [ "${DRY:-1}" = 1 ]; then  # last: the measurements above are complete if the call is cut here
+  STACKED=(); [ "${STACK:-1}" = 1 ] && STACKED=(--set 'scaling.only_budgets=[]' --set scaling.stack=true)
   python3 -m harness.cli run "$SUITE" --dry-run --device "$DEVICE" "${GRID[@]}" --set "encoders=[$BYTES]" \
-    --set budget.cuda_graphs=true "${SETS[@]}" \
+    --set budget.cuda_graphs=true "${STACKED[@]}" "${SETS[@]}" \
     2>&1 | grep -v '^  bytes@' | tail -12 | tee -a "$OUT/env.log"
 fi

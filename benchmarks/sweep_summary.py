@@ -1,6 +1,7 @@
 """Print a scaling sweep's speed from its run.json (``speed.sweep``, harness/pipeline/sweep_speed.py): the
 command's wall, the grid's training FLOPs (causal attention at half), TFLOP/s and % of the GEMM
-rate the run measured over the training wall, per-rung MFU, and how each point's steps ran.
+rate the run measured over the training wall, per-rung MFU, and how each point's steps ran (a
+point of a stack, ``scaling.stack``: its share of the stack's wall, and the stack's size).
 
     python benchmarks/sweep_summary.py RUN_DIR [COMMAND_WALL_SECONDS]
 """
@@ -33,7 +34,12 @@ def summary(run: Path, command_wall: float | None = None) -> str:
     for label, f in facts["encoders"].items():
         for seed, meta in f.get("seeds", {}).items():
             st = meta["train"]
-            lines.append(f"  {label} s{seed}: {st['steps']} steps, {1e3 * st['seconds'] / max(1, st['steps']):.2f} ms a step, "
+            stack = st.get("stack")
+            # a stacked point's seconds are its share of the stack's wall (harness/train/stacked_loop.py)
+            how = (f" in a stack of {stack['members']} (its share; the stack's wall {stack['wall_seconds']:.1f} s when it "
+                   f"ended{', vmap ran one model at a time: ' + ', '.join(stack['vmap_fallback']) if stack.get('vmap_fallback') else ''})"
+                   if stack else "")
+            lines.append(f"  {label} s{seed}: {st['steps']} steps, {1e3 * st['seconds'] / max(1, st['steps']):.2f} ms a step{how}, "
                          f"{st.get('cuda_graph_steps', 0)} as CUDA graph replays ({st.get('cuda_graphs', 0)} graph(s))")
     return "\n".join(lines)
 

@@ -62,6 +62,11 @@ class ScalingConfig:
     points_at_once: grid points one process trains at the same time, each in its own thread
     (and CUDA stream): the small models' kernels then share the GPU. Each point is trained as
     alone (its own windows, schedule, seed and optimizer); 1 = one after another.
+    stack: train the points of one rung (same encoder and size, every selected budget) as one
+    stacked model — weights with a leading axis of the points, one batched step for all, each
+    point with its own schedule and stop, finished and saved as it would be alone
+    (``harness.pipeline.sweep_stack``). Byte-level and BPE models with the autoregressive objective,
+    no dropout and one micro-batch a step; other points train one at a time.
     """
 
     budgets: tuple[float, ...]
@@ -73,6 +78,7 @@ class ScalingConfig:
     lr_width_power: float = 0.5
     only_budgets: tuple[float, ...] = ()
     points_at_once: int = 1
+    stack: bool = False
 
     def __post_init__(self) -> None:
         b = self.budgets

@@ -325,10 +325,10 @@ class DistRunner(Runner):
         broadcasts: (owner, the estimated costs by "label sSEED")."""
         ctx = self.dist
         if self.suite.scaling is not None:  # grid points, not encoders, are dealt (harness.pipeline.sweep_ranks)
-            from harness.pipeline.sweep_ranks import plan_sweep, sweep_costs
+            from harness.pipeline.sweep_ranks import plan_sweep, sweep_costs, sweep_units
 
             point_costs = ctx.broadcast_object(sweep_costs(self.suite, self.ctx.base_dir) if ctx.rank == 0 else None)
-            owner = plan_sweep(point_costs, ctx.world)
+            owner = plan_sweep(point_costs, ctx.world, sweep_units(self.suite))  # a stacked rung: one unit
             return owner, {f"{label} s{seed}": c for (seed, label), c in point_costs.items()}
         costs = ctx.broadcast_object(
             estimate_train_flops(self.suite, train, self.ctx.base_dir) if ctx.rank == 0 else None)

@@ -38,6 +38,24 @@ def point_spec(cfg: ScalingConfig, spec: Any, point: GridPoint) -> Any:
     return replace(spec, label=point.label, backbone=cfg.backbone(spec.backbone, point.rung))
 
 
+def point_meta(job: dict[str, Any], train: Any) -> dict[str, Any]:
+    """The model-cache meta of a trained grid point (``job["stats"]``: its loop's facts); sets the
+    point's ``train_bytes`` to what the loop read (D of the fits)."""
+    p, enc, stats, total = job["point"], job["enc"], job["stats"], job["total"]
+    spent = stats["flops"] + p.fit_flops
+    p.train_bytes = int(stats["bytes"])
+    return {
+        "key": job["key"], "fit": job["fit"], "train": stats, "params_total": total,
+        "params_embedding": total - p.params_non_embedding,
+        "params_non_embedding": p.params_non_embedding,
+        "flops_per_byte_train": p.flops_per_byte, "flops_per_byte_train_full_attn": p.flops_per_byte_full,
+        "flops_per_byte_infer": stats["forward_flops"] / max(1, stats["bytes"]),
+        "total_flops": spent, "describe": enc.describe(),
+        "scaling": point_facts(p, train.n_bytes, train.fingerprint),
+        "sweep": sweep_columns(p, spent),
+    }
+
+
 def train_sweep(runner: Any, seed: int, train: Any,
                 owned: Callable[[str], bool] | None = None) -> dict[str, tuple[Any, dict[str, Any], Any]]:
     """Train (or load) every grid point of the selected budgets for one seed (with ``owned``,
@@ -81,27 +99,25 @@ def train_sweep(runner: Any, seed: int, train: Any,
                 checkpoint=Checkpointer(runner.rd.partial_path(key), runner.opts.checkpoint_seconds),
                 progress=runner._bar(f"train {p.label} s{seed}", p.train_bytes))
 
+    def finish(job: dict[str, Any]) -> None:
+        """Record a trained point (its ``stats`` set): the sweep facts, the model cache, the log."""
+        p, stats, meta = job["point"], job["stats"], point_meta(job, train)
+        atomic_torch_save(job["enc"].state_dict(), job["path"])
+        atomic_write_json(job["meta_path"], meta)
+        runner.log(f"[model] {p.label} seed {seed}: {stats['bytes']:,} bytes, {meta['total_flops']:.3g} FLOPs in "
+                   f"{stats['seconds']:.1f}s, final loss {stats['final_loss_bpb']:.3f} bpb")
+        done[p.label] = (job["enc"], meta, job["spec"])
+
     def flush() -> None:
-        train_together(pending, train_one, runner.device)
-        for job in pending:
-            p, enc, stats, total = job["point"], job["enc"], job["stats"], job["total"]
-            spent = stats["flops"] + p.fit_flops
-            p.train_bytes = int(stats["bytes"])  # what the loop actually read (D of the fits)
-            meta = {
-                "key": job["key"], "fit": job["fit"], "train": stats, "params_total": total,
-                "params_embedding": total - p.params_non_embedding,
-                "params_non_embedding": p.params_non_embedding,
-                "flops_per_byte_train": p.flops_per_byte, "flops_per_byte_train_full_attn": p.flops_per_byte_full,
-                "flops_per_byte_infer": stats["forward_flops"] / max(1, stats["bytes"]),
-                "total_flops": spent, "describe": enc.describe(),
-                "scaling": point_facts(p, train.n_bytes, train.fingerprint),
-                "sweep": sweep_columns(p, spent),
-            }
-            atomic_torch_save(enc.state_dict(), job["path"])
-            atomic_write_json(job["meta_path"], meta)
-            runner.log(f"[model] {p.label} seed {seed}: {stats['bytes']:,} bytes, {spent:.3g} FLOPs in "
-                       f"{stats['seconds']:.1f}s, final loss {stats['final_loss_bpb']:.3f} bpb")
-            done[p.label] = (enc, meta, job["spec"])
+        rest = list(pending)
+        if cfg.stack:  # a rung's points as one stacked model, each finished as it ends
+            from harness.pipeline.sweep_stack import train_stacks
+
+            rest = train_stacks(pending, runner, train, seed, finish)
+        for i in range(0, len(rest), at_once):
+            train_together(rest[i : i + at_once], train_one, runner.device)
+            for job in rest[i : i + at_once]:
+                finish(job)
         pending.clear()
 
     points = [p for p in grid(cfg, list(specs)) if owned is None or owned(p.label)]
@@ -146,7 +162,7 @@ def train_sweep(runner: Any, seed: int, train: Any,
         pending.append({"point": p, "spec": spec, "key": key, "path": path, "meta_path": meta_path, "enc": enc,
                         "fit": fit, "total": total,
                         "budget": replace(b, train_bytes=p.train_bytes, warmup_bytes=p.warmup_bytes, lr=p.lr)})
-        if len(pending) >= at_once:
+        if len(pending) >= at_once and not cfg.stack:  # stacked: all planned first, then grouped by rung
             flush()
     flush()
     models: dict[str, tuple[Any, dict[str, Any], Any]] = {}
@@ -209,6 +225,7 @@ def sweep_dry_run(suite: Any, train: Any, device: Any, base_dir: Any, ranks: int
     step_probe = probe[: b.windows_per_step]
     specs = {s.label: s for s in suite.encoders}
     measured: dict[tuple[str, str], tuple[float, float, int, float, float]] = {}
+    built: dict[tuple[str, str], tuple[Any, Any]] = {}  # (encoder, size): its model and a step's batch
     points = grid(cfg, list(specs))
     for p in points:
         k = (p.encoder, p.rung.name)
@@ -223,6 +240,7 @@ def sweep_dry_run(suite: Any, train: Any, device: Any, base_dir: Any, ranks: int
                                           log=lambda s: None)) or {}
                 half, full = flops_per_byte(enc, probe, b.windows_per_step, b.windows_per_micro_batch)
             batch = enc.collate(step_probe, [0] * len(step_probe)).to(device)
+            built[k] = (enc, batch)
             dt = _step_time(enc, batch, suite, device)
             dt, dt_gpu = _engine_step_times(enc, batch, suite, device, dt)
             n = sum(x.numel() for x in enc.parameters()) - enc.embedding_parameters()
@@ -244,6 +262,11 @@ def sweep_dry_run(suite: Any, train: Any, device: Any, base_dir: Any, ranks: int
     engine = (f"{lanes} at a time ({ranks} rank(s) x scaling.points_at_once {cfg.points_at_once}) on this "
               f"device: {_fmt(wall['wall'])} (the larger of their makespan {_fmt(wall['makespan'])} and the "
               f"device's work one step after another {_fmt(wall['gpu_work'])}; more ranks: --nproc N with --dry-run)")
+    if cfg.stack:  # a rung's points as one stacked model, in one process
+        from harness.pipeline.sweep_estimate import stack_estimate
+
+        engine += (f"; scaling.stack, one process: "
+                   f"{_fmt(stack_estimate(points, built, b, device) * len(suite.seeds))}")
     return "\n".join([head, "", grid_table(points, _fmt), "",
                       f"estimated training time, all selected budgets and seeds: {_fmt(total)} one point at a "
                       f"time, {engine} (fit stages and scoring not included)"])

@@ -10,7 +10,8 @@ share one GPU (``harness.pipeline.distributed.init`` maps local ranks onto the v
 a small model's step is bound by the host's launches, so two processes on one GPU fill each
 other's idle gaps.
 
-The deal is longest-processing-time first (``assign_lpt``) over an estimate of each point's
+Under ``scaling.stack`` a rung's points of one seed are one unit of the deal (``sweep_units``): they
+train as one stacked model in one process. The deal is longest-processing-time first (``assign_lpt``) over an estimate of each point's
 seconds that needs no fit stage: steps × the host's per-step floor + FLOPs ÷ a GPU rate, with
 steps from 6 × parameters FLOPs per byte. Refused points cost nothing and still go to a rank,
 which records the refusal.
@@ -18,7 +19,7 @@ which records the refusal.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from typing import Any
 
 from harness.config.scaling import GridPoint, ScalingConfig, grid
@@ -58,12 +59,30 @@ def sweep_costs(suite: Any, base_dir: Any) -> dict[tuple[int, str], float]:
     return out
 
 
-def plan_sweep(costs: dict[tuple[int, str], float], world: int) -> dict[tuple[int, str], int]:
-    """{(seed, point label): rank}, longest first, balanced by ``costs``."""
+def plan_sweep(costs: dict[tuple[int, str], float], world: int,
+               units: dict[tuple[int, str], Hashable] | None = None) -> dict[tuple[int, str], int]:
+    """{(seed, point label): rank}, longest first, balanced by ``costs``. ``units`` (``sweep_units``):
+    points with the same unit go to one rank together, dealt by their summed cost."""
     from harness.infra.schedule import assign_lpt
 
-    jobs = list(costs)
-    return dict(zip(jobs, assign_lpt([costs[j] for j in jobs], world)))
+    unit_of = units or {j: j for j in costs}
+    groups: dict[Hashable, list[tuple[int, str]]] = {}
+    for j in costs:
+        groups.setdefault(unit_of.get(j, j), []).append(j)
+    keys = list(groups)
+    ranks = assign_lpt([sum(costs[j] for j in groups[k]) for k in keys], world)
+    return {j: r for k, r in zip(keys, ranks) for j in groups[k]}
+
+
+def sweep_units(suite: Any) -> dict[tuple[int, str], Hashable] | None:
+    """Under ``scaling.stack``: {(seed, point label): (seed, encoder, size)} — a rung's points of
+    one seed train as one stacked model (``harness.pipeline.sweep_stack``), so one rank takes them
+    all; else None (every point its own unit)."""
+    cfg: ScalingConfig = suite.scaling
+    if not cfg.stack:
+        return None
+    points = grid(cfg, [s.label for s in suite.encoders])
+    return {(seed, p.label): (seed, p.encoder, p.rung.name) for seed in suite.seeds for p in points}
 
 
 def sweep_order(suite: Any, seed: int, trained: Sequence[str] | set[str] | dict[str, Any]) -> list[tuple[str, Any]]:

@@ -73,15 +73,15 @@ def _run(tmp: Path, out: str, *extra: str) -> subprocess.CompletedProcess[str]:
     return r
 
 
-def _kill_after_first_point(tmp: Path, out: str) -> int:
-    """kill -9 the launcher of a 2-rank sweep once a grid point is on disk; wait until every
-    process of the job is gone; returns the finished points on disk."""
+def _kill_after_first_point(tmp: Path, out: str, *extra: str) -> int:
+    """kill -9 the launcher of a 2-rank sweep (``extra``: more arguments) once a grid point is on
+    disk; wait until every process of the job is gone; returns the finished points on disk."""
     models = tmp / out / "models"
 
     def committed() -> int:  # a model's meta is written after its weights
         return sum(1 for m in models.glob("*.json") if m.with_suffix(".pt").exists())
 
-    return kill_when(_cmd(tmp, out, "--nproc", "2"), tmp, _env(), committed, "the sweep", poll=0.05)
+    return kill_when(_cmd(tmp, out, "--nproc", "2", *extra), tmp, _env(), committed, "the sweep", poll=0.05)
 
 
 def test_sweep_on_two_ranks_equals_one_process(tmp_path: Path) -> None:

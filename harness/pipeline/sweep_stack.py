@@ -1,0 +1,86 @@
+"""``scaling.stack``: a sweep's points of one rung trained as one stacked model (``harness.train.stacked``).
+
+    rest = train_stacks(pending, runner, train, seed, finish)   # in harness.pipeline.sweep.train_sweep
+
+Why the points of a rung can share one step: for one seed they start from the same weights
+(``build_encoder`` seeds them alike), and each reads ``training_windows(docs, 10 × its bytes + a
+batch, context, seed)`` — the same document order and cuts whatever the length (the length only
+cuts the stream's last window, ten times further than the FLOP cap lets a point read), so a shorter
+budget's batches are a prefix of a longer one's. A BPE rung's merges are learned once per process
+for every point. What differs is the learning rate's schedule (warm-up and cosine over the point's
+own bytes) and where the FLOP cap stops it; the stacked loop keeps both per point.
+
+A group is the planned (not cached, not refused) points of one (encoder, size) that qualify:
+autoregressive byte-level or BPE models (``graph_capable``), no dropout (the points would draw
+their masks from one generator), no fit stage that trains (BLT), one micro-batch a step. A group
+of one, and every point that does not qualify (the masked-diffusion objective among them: its
+masks are drawn per step from the global generator, a stream the stack cannot reproduce for each
+point), trains one at a time as before.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from harness.config.scaling import HEADLINE_ATTENTION
+
+
+def stackable(job: dict[str, Any], budget: Any) -> bool:
+    """Whether a planned grid point may train in a stack (see the module's docstring)."""
+    from harness.train.graph_step import graph_capable
+
+    spec = job["spec"]
+    return (graph_capable(job["enc"]) and (spec.backbone is None or spec.backbone.dropout == 0)
+            and job["point"].fit_flops == 0 and budget.windows_per_micro_batch >= budget.windows_per_step)
+
+
+def stack_groups(jobs: list[dict[str, Any]], budget: Any) -> tuple[list[list[dict[str, Any]]], list[dict[str, Any]]]:
+    """(groups of two or more stackable points of one (encoder, size), in grid order; the rest)."""
+    by_rung: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    rest: list[dict[str, Any]] = []
+    for job in jobs:
+        if stackable(job, budget):
+            by_rung.setdefault((job["point"].encoder, job["point"].rung.name), []).append(job)
+        else:
+            rest.append(job)
+    groups = [g for g in by_rung.values() if len(g) > 1]
+    rest += [g[0] for g in by_rung.values() if len(g) == 1]
+    order = {id(j): i for i, j in enumerate(jobs)}
+    return groups, sorted(rest, key=lambda j: order[id(j)])
+
+
+def train_stacks(jobs: list[dict[str, Any]], runner: Any, train: Any, seed: int,
+                 finish: Callable[[dict[str, Any]], None]) -> list[dict[str, Any]]:
+    """Train every stackable group of ``jobs`` as one stacked model, each point handed to
+    ``finish`` (with its ``stats``) the moment it ends; returns the jobs left to train alone."""
+    from encoders.backbone import causal_attention_cost
+    from harness.data.load import training_windows
+    from harness.train.loop import Checkpointer
+    from harness.train.stacked_loop import Member, train_stack
+
+    b = runner.budget
+    groups, rest = stack_groups(jobs, b)
+    for group in groups:
+        members = [Member(j["enc"], j["budget"], j["point"].train_bytes, j["point"].budget - j["point"].fit_flops,
+                          j["point"].label) for j in group]
+        by_label = {j["point"].label: j for j in group}
+        longest = max(group, key=lambda j: j["point"].budget)
+        p = longest["point"]
+        name = f"{p.encoder}:{p.rung.name}"
+        runner.log(f"[scaling] {name} seed {seed}: {len(group)} points as one stacked model "
+                   f"({', '.join(j['point'].label for j in group)})")
+
+        def done(m: Member, stats: dict[str, Any], by_label: dict[str, dict[str, Any]] = by_label) -> None:
+            by_label[m.label]["stats"] = stats
+            finish(by_label[m.label])
+
+        with causal_attention_cost(HEADLINE_ATTENTION):
+            train_stack(members, training_windows(train.docs, 10 * p.train_bytes + b.batch_bytes, b.context_bytes, seed),
+                        runner.device, on_finish=done,
+                        # keyed by the longest point: it is in the stack until the end, so a resumed
+                        # run whose shorter points are cached finds the checkpoint
+                        checkpoint=Checkpointer(runner.rd.partial_path(longest["key"] + "-stack"),
+                                                runner.opts.checkpoint_seconds),
+                        progress=runner._bar(f"train {name} s{seed} (stack of {len(group)})", p.train_bytes))
+    return rest

@@ -1,0 +1,153 @@
+"""harness.train.stacked on CPU: K same-shape models trained as one stacked model take the steps each
+would take alone — per-step losses and final weights equal ``train_step``'s and ``train_encoder``'s
+to float rounding (rtol 1e-5, fp32: the NLL and the AdamW terms are summed in another order) —
+for byte-level and BPE models, with each member's own learning-rate schedule and FLOP cap."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from harness.train.loop import autocast_for, make_optimizer, train_encoder, train_step
+from harness.train.stacked import Stack, StackedStep
+from harness.train.stacked_loop import Member, train_stack
+
+SUITE = """\
+name: g
+seeds: [0]
+data:
+  train: {paths: [c.txt]}
+  eval: [{name: e, paths: [c.txt]}]
+budget: {train_bytes: 4000, context_bytes: 64, batch_bytes: 256, lr: 0.01, warmup_bytes: 0, grad_clip: 0.5}
+backbone: {layers: 2, dim: 16, heads: 2}
+encoders: [{name: bytes}, {name: bpe, vocab_size: 300}]
+eval: {target_bytes: 24}
+"""
+TEXT = b"the quick brown fox jumps over the lazy dog; pack my box with five dozen liquor jugs. " * 30
+
+
+def _build(tmp: Path, which: int, n: int) -> tuple[Any, list[Any]]:
+    from encoders.base import FitContext
+    from harness.config import load_suite
+    from harness.train.loop import build_encoder
+
+    (tmp / "c.txt").write_text("x")
+    (tmp / "s.yaml").write_text(SUITE)
+    suite = load_suite(tmp / "s.yaml")
+    encs = [build_encoder(suite.encoders[which], 0, tmp) for _ in range(n)]
+    for enc in encs:  # BPE learns its merges (the same ones each time); bytes has nothing to fit
+        enc.fit(FitContext(train_docs=lambda: iter([TEXT]), train_bytes=2000, context_bytes=64, seed=0,
+                           device=torch.device("cpu"), train=None, log=lambda s: None))  # type: ignore[arg-type]
+    return suite, encs
+
+
+def _windows(n: int) -> list[bytes]:
+    return [TEXT[(i * 37) % 900:][:64] for i in range(n)]
+
+
+@pytest.mark.parametrize("which", [0, 1], ids=["bytes", "bpe"])
+def test_stacked_step_equals_each_model_alone(tmp_path: Path, which: int) -> None:
+    torch.set_num_threads(1)
+    suite, encs = _build(tmp_path, which, 6)
+    b = replace(suite.budget, weight_decay=0.1)
+    lrs = [[0.01, 0.003, 0.02][k] * (1 + 0.1 * i) for i in range(5) for k in range(3)]
+    ws = _windows(20)
+    batches = [encs[0].collate(ws[i * 4:(i + 1) * 4], [0] * 4) for i in range(5)]
+    alone = encs[:3]
+    stacked_encs = encs[3:]
+    step = StackedStep(Stack.of(stacked_encs, stacked_encs[0], torch.device("cpu")), stacked_encs[0], b,
+                       torch.device("cpu"))
+    opts = [make_optimizer(e, b) for e in alone]
+    for i, batch in enumerate(batches):
+        want = [float(train_step(e, batch, o, lrs[3 * i + k], b, autocast_for(b, torch.device("cpu"))))
+                for k, (e, o) in enumerate(zip(alone, opts))]
+        got = step(batch, lrs[3 * i: 3 * i + 3], batch.scored_bytes, i).tolist()
+        assert got == pytest.approx(want, rel=1e-5), i
+    for k, e in enumerate(alone):
+        step.stack.write_into(k, stacked_encs[k])
+        for (name, p), q in zip(e.named_parameters(), stacked_encs[k].parameters()):
+            torch.testing.assert_close(q, p, rtol=1e-5, atol=1e-6, msg=name)
+
+
+def test_keep_carries_weights_and_moments(tmp_path: Path) -> None:
+    _, encs = _build(tmp_path, 0, 3)
+    st = Stack.of(encs, encs[0], torch.device("cpu"))
+    st.exp_avg.normal_()
+    kept = st.keep([2, 0], encs[0])
+    assert torch.equal(kept.weights, st.weights[[2, 0]]) and torch.equal(kept.exp_avg, st.exp_avg[[2, 0]])
+    assert kept.params[0].data_ptr() == kept.weights.data_ptr() and kept.params[0].grad is not None
+
+
+@pytest.mark.parametrize("which", [0, 1], ids=["bytes", "bpe"])
+def test_train_stack_equals_train_encoder(tmp_path: Path, which: int) -> None:
+    """Three points of one rung (different FLOP caps, warm-ups and schedule lengths), each equal to
+    ``train_encoder`` alone: steps, bytes, FLOPs, curve, final loss and weights; finished in order."""
+    torch.set_num_threads(1)
+    suite, encs = _build(tmp_path, which, 6)
+    cpu = torch.device("cpu")
+    ws = _windows(200)
+    per_step = encs[0].flops(encs[0].collate(ws[:4], [0] * 4)) * 3
+    plans = [(6, 0.02, 0), (10, 0.01, 256), (15, 0.005, 512)]  # (steps, lr, warm-up bytes)
+    members, alone = [], []
+    for k, (steps, lr, warm) in enumerate(plans):
+        b = replace(suite.budget, lr=lr, warmup_bytes=warm, train_bytes=steps * 256)
+        cap = per_step * (steps - 0.5)
+        alone.append(train_encoder(encs[k], iter(ws), steps * 256, b, cpu, max_flops=cap))
+        members.append(Member(encs[3 + k], b, steps * 256, cap, f"m{k}"))
+    order: list[str] = []
+    got = train_stack(list(reversed(members)), iter(ws), cpu, on_finish=lambda m, s: order.append(m.label))
+    assert order == ["m0", "m1", "m2"]
+    for k, want in enumerate(alone):
+        st = got[f"m{k}"]
+        assert (st["steps"], st["bytes"]) == (want["steps"], want["bytes"]) and st["steps"] == plans[k][0]
+        assert st["flops"] == pytest.approx(want["flops"], rel=1e-12)
+        assert [x for x, _ in st["loss_curve"]] == [x for x, _ in want["loss_curve"]]
+        assert [y for _, y in st["loss_curve"]] == pytest.approx([y for _, y in want["loss_curve"]], rel=1e-5)
+        assert st["final_loss_bpb"] == pytest.approx(want["final_loss_bpb"], rel=1e-5)
+        for (name, p), q in zip(encs[k].named_parameters(), encs[3 + k].parameters()):
+            torch.testing.assert_close(q, p, rtol=1e-5, atol=1e-6, msg=name)
+
+
+def test_train_stack_resumes_from_its_checkpoint(tmp_path: Path) -> None:
+    """A stack killed as its first member ends (checkpoints every step) resumes with the members
+    left — from the checkpoint, the finished member's row dropped — and ends as the whole run."""
+    from harness.train.loop import Checkpointer
+
+    torch.set_num_threads(1)
+    suite, encs = _build(tmp_path, 0, 6)
+    cpu = torch.device("cpu")
+    ws = _windows(200)
+    per_step = encs[0].flops(encs[0].collate(ws[:4], [0] * 4)) * 3
+
+    def members(which: list[Any]) -> list[Member]:
+        return [Member(e, replace(suite.budget, lr=lr, train_bytes=n * 256), n * 256, per_step * (n - 0.5), f"m{k}")
+                for k, (e, (n, lr)) in enumerate(zip(which, [(4, 0.02), (8, 0.01), (12, 0.005)]))]
+
+    whole = train_stack(members(encs[:3]), iter(ws), cpu, on_finish=lambda m, s: None)
+
+    def kill(m: Member, s: dict[str, Any]) -> None:
+        raise KeyboardInterrupt  # as a kill -9 right after the first member is cached
+
+    ck = Checkpointer(tmp_path / "stack.partial.pt", every_seconds=0.0)
+    with pytest.raises(KeyboardInterrupt):
+        train_stack(members(encs[3:]), iter(ws), cpu, on_finish=kill, checkpoint=ck)
+    assert ck.path.exists()
+    _, fresh = _build(tmp_path, 0, 3)  # a restarted process's models: the checkpoint holds the weights
+    rest = members(fresh)[1:]
+    got = train_stack(rest, iter(ws), cpu, on_finish=lambda m, s: None, checkpoint=ck)
+    assert not ck.path.exists() and set(got) == {"m1", "m2"}
+    assert got["m1"]["stack"]["resumed_at_step"] == 4  # the checkpoint of the step before the kill
+    for lb in ("m1", "m2"):
+        assert (got[lb]["steps"], got[lb]["bytes"]) == (whole[lb]["steps"], whole[lb]["bytes"])
+        assert [y for _, y in got[lb]["loss_curve"]] == pytest.approx([y for _, y in whole[lb]["loss_curve"]], rel=1e-5)
+
+
+def test_stacked_wall_by_hand() -> None:
+    from harness.pipeline.sweep_estimate import stacked_wall
+
+    # 10 steps of three members, 10 of two, 20 of one; a step costs k seconds with k members
+    assert stacked_wall([40, 10, 20], lambda k: float(k)) == 10 * 3 + 10 * 2 + 20 * 1

@@ -1,0 +1,93 @@
+"""``scaling.stack`` end to end on CPU: a tiny bytes + BPE sweep whose rungs train as stacked models
+writes the results.csv rows, refusals and sweep facts of the one-point-at-a-time run (scores to
+float rounding: the stacked step sums in another order); killed with -9 after its first cached
+point under ``--nproc 2`` and resumed, it equals the one-process stacked run; and the deal keeps a
+stacked rung on one rank."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from pathlib import Path
+
+import pytest
+from test_sweep_ranks import SUITE, _kill_after_first_point, _run
+
+from harness.pipeline.sweep_ranks import plan_sweep
+
+pytestmark = pytest.mark.slow
+
+# two encoders, three budgets: each rung trained at two or three budgets (a stack of 2-3 points)
+STACK_SUITE = (SUITE.replace("  only_budgets: [5e8, 1e9]\n", "  only_budgets: [3.5e8, 7e8, 1e9]\n")
+               .replace("  - name: bytes\n", "  - name: bytes\n  - {name: bpe, vocab_size: 300}\n"))
+
+
+def _rows(run: Path) -> list[dict[str, str]]:
+    with open(run / "results.csv", newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def _same_rows(a: Path, b: Path) -> None:
+    """Equal rows in equal order: text exactly, numbers to 1e-4 (relative)."""
+    ra, rb = _rows(a), _rows(b)
+    assert len(ra) == len(rb) > 0
+    for x, y in zip(ra, rb):
+        assert list(x) == list(y)
+        for k, v in x.items():
+            try:
+                fx, fy = float(v), float(y[k])
+            except ValueError:
+                assert v == y[k], k
+                continue
+            assert math.isclose(fx, fy, rel_tol=1e-4, abs_tol=1e-9) or (math.isnan(fx) and math.isnan(fy)), (k, v, y[k])
+
+
+def test_stack_deal_keeps_a_rung_on_one_rank() -> None:
+    costs = {(0, "a@1:s0"): 1.0, (0, "a@2:s0"): 2.0, (0, "a@1:s1"): 2.5, (0, "a@2:s1"): 2.0}
+    units = {(0, "a@1:s0"): "s0", (0, "a@2:s0"): "s0", (0, "a@1:s1"): "s1", (0, "a@2:s1"): "s1"}
+    owner = plan_sweep(costs, 2, units)
+    assert owner[(0, "a@1:s0")] == owner[(0, "a@2:s0")] != owner[(0, "a@1:s1")] == owner[(0, "a@2:s1")]
+    assert owner[(0, "a@1:s1")] == 0  # the larger unit (4.5) first
+
+
+def test_stacked_sweep_equals_one_point_at_a_time(tmp_path: Path) -> None:
+    (tmp_path / "corpus").mkdir()
+    for f in range(2):
+        paras = [f"File {f} paragraph {p}: the quick brown fox jumps over the lazy dog." for p in range(25)]
+        (tmp_path / "corpus" / f"f{f}.txt").write_text("\n\n".join(paras))
+    (tmp_path / "sweep.yaml").write_text(STACK_SUITE)
+    _run(tmp_path, "one")
+    r = _run(tmp_path, "stack", "--set", "scaling.stack=true")
+    assert r.stderr.count("as one stacked model") >= 5 and "bpe:s0 seed 0: 3 points" in r.stderr
+    _same_rows(tmp_path / "one", tmp_path / "stack")
+    one = json.loads((tmp_path / "one" / "run.json").read_text())
+    st = json.loads((tmp_path / "stack" / "run.json").read_text())
+    assert st["scaling"] == one["scaling"] and list(st["encoders"]) == list(one["encoders"])
+    for label, facts in one["encoders"].items():
+        a, b = facts["seeds"]["0"]["train"], st["encoders"][label]["seeds"]["0"]["train"]
+        assert (a["steps"], a["bytes"], a["flops"]) == (b["steps"], b["bytes"], b["flops"]), label
+    assert sum("stack" in f["seeds"]["0"]["train"] for f in st["encoders"].values()) >= 10
+    # killed after its first cached point under --nproc 2, then resumed: the stacked run's rows
+    done = _kill_after_first_point(tmp_path, "two", "--set", "scaling.stack=true")
+    assert done >= 1
+    r = _run(tmp_path, "two", "--nproc", "2", "--set", "scaling.stack=true")
+    assert r.stderr.count("loaded from cache") == done
+    _same_rows(tmp_path / "stack", tmp_path / "two")
+    two = json.loads((tmp_path / "two" / "run.json").read_text())
+    owner = two["distributed"]["owner"]
+    for label in two["encoders"]:  # a rung's points on one rank
+        rung = [v for k, v in owner.items() if k.split("@")[0] == label.split("@")[0]
+                and k.split(":")[1].split()[0] == label.split(":")[1]]
+        assert len(set(rung)) == 1, (label, rung)
+
+
+def test_stack_takes_a_boolean(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from harness.cli import main
+
+    (tmp_path / "corpus").mkdir()
+    (tmp_path / "corpus" / "a.txt").write_text("x")
+    (tmp_path / "sweep.yaml").write_text(STACK_SUITE)
+    assert main(["run", str(tmp_path / "sweep.yaml"), "--dry-run", "--set", "scaling.stack=maybe"]) != 0
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1] == "tokbench: error: --set scaling.stack=maybe: scaling.stack: expected true or false, got 'maybe'"
