@@ -17,14 +17,13 @@ import resource
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import torch
 from torch import nn
 
-from core.metrics import LN2
 from encoders.backbone import causal_attention_cost
 from encoders.base import Encoder, FitContext, TensorBatch
 from harness.config.bounds import MIN_LR
@@ -48,53 +47,8 @@ from harness.infra.accel import (
 from harness.infra.meters import IdleMeter, StepClock
 from harness.infra.watchdog import Watchdog
 from harness.train.graph_step import GraphStep, graph_capable
+from harness.train.losses import LossCurve, LossReadback
 from sources.base import Document
-
-
-class LossReadback:
-    """Step losses from the device to the host without waiting for it, in step order.
-
-    ``step(loss, scored_bytes, index)`` queues a step's loss (a 0-d tensor on ``device``, nats
-    per scored byte); on CUDA it starts a non-blocking copy into pinned host memory and records
-    an event after it. ``point(seen)`` queues a curve-point marker. ``ready(wait)`` yields the
-    queue's head in order — ``("step", nats per byte, scored bytes, index)`` and ``("point",
-    seen)`` — as far as the copies have landed (``wait=True``: all of it, waiting for the
-    device). On CPU every loss is ready when queued.
-    """
-
-    def __init__(self, device: torch.device) -> None:
-        self.cuda = device.type == "cuda"
-        self.queue: list[tuple[Any, ...]] = []
-        self.head = 0
-
-    def step(self, loss: torch.Tensor, scored_bytes: int, index: int) -> None:
-        if self.cuda:
-            host = torch.empty((), dtype=loss.dtype, pin_memory=True)
-            host.copy_(loss, non_blocking=True)
-            done = torch.cuda.Event()
-            done.record()
-            self.queue.append(("step", host, scored_bytes, index, done))
-        else:
-            self.queue.append(("step", loss, scored_bytes, index, None))
-
-    def point(self, seen: int) -> None:
-        self.queue.append(("point", seen))
-
-    def ready(self, wait: bool) -> Iterator[tuple[Any, ...]]:
-        while self.head < len(self.queue):
-            item = self.queue[self.head]
-            if item[0] == "step":
-                done = item[4]
-                if done is not None and not done.query():
-                    if not wait:
-                        break
-                    done.synchronize()
-                item = ("step", float(item[1]), item[2], item[3])
-            self.head += 1
-            yield item
-        if self.head == len(self.queue):  # all taken: start an empty queue
-            self.queue.clear()
-            self.head = 0
 
 
 def lr_at(budget: BudgetConfig, seen: int, total: int) -> float:
@@ -225,6 +179,245 @@ def train_step(encoder: Encoder, batches: TensorBatch | list[TensorBatch], opt: 
     return total
 
 
+@dataclass(slots=True)
+class _Tally:
+    """A run's totals so far, saved in and resumed from its checkpoints: bytes seen, optimizer steps,
+    training FLOPs (3 × forward − 2 × frozen), forward FLOPs, training FLOPs with causal attention at
+    half its dense cost, seconds trained before this call, loss curve (bytes seen, bits/byte)."""
+
+    seen: int = 0
+    steps: int = 0
+    flops: float = 0.0
+    fwd_flops: float = 0.0
+    causal_flops: float = 0.0
+    elapsed: float = 0.0
+    curve: list[tuple[int, float]] = field(default_factory=list)
+
+    @classmethod
+    def resumed(cls, state: dict[str, Any]) -> _Tally:
+        """The totals in a checkpoint's ``state`` (as ``Checkpointer.load`` returns it)."""
+        return cls(int(state["seen"]), int(state["steps"]), float(state["flops"]),
+                   float(state.get("forward_flops", 0.0)), float(state.get("causal_flops", 0.0)),
+                   float(state["elapsed"]), [(int(a), float(b)) for a, b in state["curve"]])
+
+
+@dataclass(slots=True)
+class _Stepper:
+    """What every step uses, made once by ``_set_up``: the encoder (on ``device``, training), its
+    optimizer, its parameters as a list (for clipping), the CUDA-graph step or None, the autocast
+    context, data parallel or None, and how many backbones were compiled."""
+
+    encoder: Encoder
+    budget: BudgetConfig
+    device: torch.device
+    opt: torch.optim.Optimizer
+    params: list[torch.Tensor]
+    graph: GraphStep | None
+    autocast: Any
+    dp: Any
+    compiled: int
+
+    def step(self, parts: list[tuple[Any, float, float, float]], tally: _Tally,
+             n_bytes: int) -> tuple[torch.Tensor, int]:
+        """One optimizer step over a step's micro-batches as ``_flop_counter`` made them, its FLOPs
+        added to ``tally``; returns the detached loss (nats per scored byte, still on the device) and
+        the step's scored bytes (under data parallel both summed over ranks)."""
+        step_bytes = sum(p[0].scored_bytes for p in parts)
+        lr = lr_at(self.budget, tally.seen, n_bytes)
+        if self.graph is not None and self.graph.accepts([p[0] for p in parts]):
+            step_loss = self.graph(parts[0][0], lr, step_bytes)
+        elif self.dp is None:
+            step_loss = train_step(self.encoder, [p[0] for p in parts], self.opt, lr, self.budget, self.autocast,
+                                   self.device, clip_params=self.params)
+        else:
+            # global bytes (the loss divisor) and FLOPs of the step, summed over ranks first
+            # (one small collective per step; it syncs the host with the device)
+            n, fwd, frozen, half = self.dp.sum([float(step_bytes), sum(p[1] for p in parts),
+                                                sum(p[2] for p in parts), sum(p[3] for p in parts)], self.device)
+            step_loss = train_step(self.encoder, [p[0] for p in parts], self.opt, lr, self.budget, self.autocast,
+                                   self.device, global_bytes=n, dp=self.dp, clip_params=self.params)
+            tally.flops += 3.0 * fwd - 2.0 * frozen
+            tally.fwd_flops += fwd
+            tally.causal_flops += half
+            return step_loss, int(round(n))
+        for _, fwd, frozen, half in parts:
+            tally.flops += 3.0 * fwd - 2.0 * frozen
+            tally.fwd_flops += fwd
+            tally.causal_flops += half
+        return step_loss, step_bytes
+
+
+def _set_up(encoder: Encoder, budget: BudgetConfig, device: torch.device, checkpoint: Checkpointer | None,
+            permuter: WindowPermuter | None, dp: Any) -> tuple[_Stepper, _Tally]:
+    """The encoder on ``device`` in training mode (backbones compiled where asked), its optimizer and
+    CUDA-graph step, the checkpoint's state resumed, parameters synced over ranks, the peak reset."""
+    encoder.to(device)
+    encoder.train()
+    compiled = compile_backbones(encoder) if want_compile(budget.compile, device) else 0
+    # a byte-level or BPE step replayed as a CUDA graph (harness.train.graph_step): one process, one
+    # micro-batch a step, the window stream as it is
+    graphs = (budget.cuda_graphs and device.type == "cuda" and dp is None and permuter is None
+              and budget.windows_per_micro_batch >= budget.windows_per_step and graph_capable(encoder))
+    opt = make_optimizer(encoder, budget, device, capturable=graphs)
+    params = list(encoder.parameters())  # for gradient clipping: made once, not every step
+    graph = GraphStep(encoder, opt, budget, device, params) if graphs else None
+    tally = _Tally()
+    state = checkpoint.load() if checkpoint is not None else None
+    if state is not None:
+        encoder.load_state_dict(state["model"])
+        opt.load_state_dict(state["optimizer"])
+        tally = _Tally.resumed(state)
+    if dp is not None:
+        dp.sync_parameters(encoder)
+    autocast = autocast_for(budget, device)
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+    return _Stepper(encoder, budget, device, opt, params, graph, autocast, dp, compiled), tally
+
+
+def _step_batches(encoder: Encoder, windows: Iterable[bytes], budget: BudgetConfig, device: torch.device,
+                  skip: int, permuter: WindowPermuter | None, dp: Any) -> Iterator[list[Any]]:
+    """Each step's micro-batches (``windows_per_micro_batch`` windows each), collated on CPU, from
+    step ``skip`` on (the steps a resumed run already took are skipped)."""
+    # Micro-batches: the step's windows in slices of micro_batch_bytes, gradients accumulated;
+    # the loss of each slice is divided by the whole step's scored bytes, so the step's gradient
+    # is the same sum (to float rounding) as in one batch.
+    per_step, micro = budget.windows_per_step, budget.windows_per_micro_batch
+
+    def collate(chunk: list[bytes]) -> list[Any]:
+        """The step's micro-batches, collated on CPU (in worker processes on CUDA)."""
+        if permuter is not None:
+            return [permuter.collate(encoder, chunk[j : j + micro])[0] for j in range(0, len(chunk), micro)]
+        return [encoder.collate(chunk[j : j + micro], [0] * len(chunk[j : j + micro]))
+                for j in range(0, len(chunk), micro)]
+
+    # BPE: windows tokenized in bulk ahead of the steps, each step an array slice (same batches)
+    collated = (pretokenized_batches(encoder, windows, per_step, micro, skip, collate_processes(device))
+                if permuter is None and dp is None else None)
+    if collated is None:
+        # data parallel: this rank's contiguous slice of each global step (an empty slice
+        # collates to no micro-batches; the rank still joins the step's collectives)
+        todo = ((dp.shard(chunk) if dp is not None else chunk)
+                for i, chunk in enumerate(batched(windows, per_step)) if i >= skip)
+        collated = ordered_pool_map(collate, todo, collate_processes(device))
+    return collated
+
+
+def _flop_counter(encoder: Encoder, device: torch.device) -> Callable[[list[Any]], list[tuple[Any, float, float, float]]]:
+    """The prefetch thread's work on a step's micro-batches: (batch, pinned on CUDA; forward FLOPs;
+    frozen FLOPs; training FLOPs with causal attention at half its dense cost) for each."""
+
+    def prepare(batches: list[Any]) -> list[tuple[Any, float, float, float]]:
+        """(batch, forward FLOPs, frozen FLOPs, causal-half training FLOPs) per micro-batch; runs in
+        the prefetch thread (FLOP counts may run a frozen sub-model on the device: BLT's entropy model)."""
+        out = []
+        for batch in batches:
+            # Training = forward + backward ≈ 3 × forward, except for frozen parts (BLT's entropy
+            # model) which only run forward.
+            frozen = encoder.frozen_flops(batch)
+            fwd = encoder.flops(batch)
+            # the same count with causal attention at half its dense cost (MFU's convention)
+            with causal_attention_cost(0.5):
+                half = 3.0 * encoder.flops(batch) - 2.0 * encoder.frozen_flops(batch)
+            out.append((pin(batch) if device.type == "cuda" else batch, fwd, frozen, half))
+        return out
+
+    return prepare
+
+
+def _save(checkpoint: Checkpointer, stepper: _Stepper, tally: _Tally, t0: float) -> None:
+    """A resumable checkpoint: model, optimizer and ``tally`` (``elapsed``: seconds since ``t0``)."""
+    checkpoint.save(
+        {"model": stepper.encoder.state_dict(), "optimizer": stepper.opt.state_dict(), "seen": tally.seen,
+         "steps": tally.steps, "flops": tally.flops, "forward_flops": tally.fwd_flops,
+         "causal_flops": tally.causal_flops, "elapsed": time.perf_counter() - t0, "curve": tally.curve},
+    )
+
+
+def _run_steps(stepper: _Stepper, feed: Prefetcher, tally: _Tally, losses: LossCurve, *, n_bytes: int,
+               max_flops: float | None, checkpoint: Checkpointer | None,
+               progress: Callable[[int, int, float], None] | None, dog: Watchdog, idle: IdleMeter,
+               clock: StepClock, t0: float) -> tuple[float | None, float]:
+    """Steps over ``feed`` until ``n_bytes`` are seen (or ``max_flops`` spent), calling ``progress``
+    and checkpointing every ``checkpoint.every_seconds``; returns the seconds since ``t0`` at the end
+    of the first step (None: no step ran) and the causal-half training FLOPs by then."""
+    device, readback, writer = stepper.device, losses.readback, stepper.dp is None or stepper.dp.writer
+    step_here = 0  # steps run by this call (a resumed run starts at 0 again)
+    last_ckpt = time.perf_counter()
+    curve_every = max(1, n_bytes // 100)
+    last_point = tally.curve[-1][0] if tally.curve else -1  # bytes seen at the last curve point queued
+    first_step_s: float | None = None
+    first_step_causal = 0.0  # causal_flops when the first step had run (the steady pace's start)
+    for parts in feed:
+        dog.beat()
+        # Under a FLOP budget the FLOPs decide when to stop (n_bytes only shapes the schedule).
+        if (tally.flops >= max_flops) if max_flops is not None else (tally.seen >= n_bytes):
+            break
+        idle.step(step_here)
+        clock.mark()
+        step_here += 1
+        step_loss, step_bytes = stepper.step(parts, tally, n_bytes)
+        readback.step(step_loss, step_bytes, tally.steps)
+        tally.seen += step_bytes
+        tally.steps += 1
+        if first_step_s is None:
+            if device.type == "cuda":  # this loop's stream (a sweep trains points side by side)
+                torch.cuda.current_stream(device).synchronize()
+            first_step_s = time.perf_counter() - t0  # includes the cold compile
+            first_step_causal = tally.causal_flops
+        if tally.seen - last_point >= curve_every or last_point < 0:
+            readback.point(tally.seen)
+            last_point = tally.seen
+        losses.flush(wait=False)
+        if progress is not None:
+            progress(tally.seen, n_bytes, losses.last_lv)
+        if writer and checkpoint is not None and time.perf_counter() - last_ckpt > checkpoint.every_seconds:
+            losses.flush()
+            _save(checkpoint, stepper, tally, t0)
+            last_ckpt = time.perf_counter()
+    return first_step_s, first_step_causal
+
+
+def _facts(stepper: _Stepper, tally: _Tally, losses: LossCurve, first_step: tuple[float | None, float], *,
+           seconds: float, setup_s: float, feed: Prefetcher, idle: IdleMeter, step_clock: dict[str, Any] | None,
+           clock0: dict[str, float], cache0: dict[str, int]) -> dict[str, Any]:
+    """``train_encoder``'s stats for run.json (seconds, bytes, FLOPs, bits/byte; see its docstring),
+    read at the end of training (compile time and cache hits since ``clock0`` / ``cache0``)."""
+    graph, dp, device = stepper.graph, stepper.dp, stepper.device
+    return {
+        "forward_flops": tally.fwd_flops,
+        "bytes": tally.seen,
+        "steps": tally.steps,
+        "flops": tally.flops,
+        "flops_causal_attn_half": tally.causal_flops,
+        "seconds": seconds,
+        "first_step_seconds": first_step[0] or 0.0,
+        # FLOPs (causal attention at half) up to the end of the first step: with
+        # first_step_seconds, the pace after the cold start (run.json ``mfu_after_first_step``)
+        "first_step_flops_causal_attn_half": first_step[1],
+        # before the clock started: optimizer, collation pools (BPE's bulk tokenization
+        # starts here), the prefetch thread; part of run.json's ``model_other_seconds``
+        "setup_seconds": setup_s,
+        "host_wait_seconds": feed.wait_seconds,
+        "compiled_modules": stepper.compiled,
+        **({"cuda_graph_steps": graph.replays, "cuda_graphs": len(graph.graphs)} if graph is not None else {}),
+        # of ``seconds``: torch.compile's graphs and FuzzyTok's kernel tuning (cold start costs)
+        **{f"compile_{k}_seconds": v for k, v in compile_since(clock0).items()},
+        "compile_cache": cache_counts_since(cache0),  # graphs from the disk cache / compiled anew
+        **({"gpu_idle": idle.result} if idle.result is not None else {}),
+        # device-side step times from events (no sync): the steady pace, the slow steps, the feed's close
+        **({"step_clock": step_clock} if step_clock is not None else {}),
+        "bytes_per_s": tally.seen / seconds if seconds > 0 else math.nan,
+        "peak_mem_bytes": peak_memory(device),
+        "peak_mem_kind": "cuda_allocated" if device.type == "cuda" else "process_max_rss",
+        "final_loss_bpb": sum(losses.recent) / len(losses.recent) if losses.recent else math.nan,
+        "loss_curve": tally.curve,
+        # data parallel: bytes, flops and forward_flops above are the sums over these ranks (an
+        # MFU divides by ranks × one GPU's peak)
+        **({"ranks": dp.ctx.world} if dp is not None else {}),
+    }
+
+
 def train_encoder(
     encoder: Encoder,
     windows: Iterable[bytes],
@@ -254,176 +447,25 @@ def train_encoder(
     checkpoints).
     """
     t_setup = time.perf_counter()  # set-up (optimizer, pools, prefetch) is outside ``seconds``
-    encoder.to(device)
-    encoder.train()
-    compiled = compile_backbones(encoder) if want_compile(budget.compile, device) else 0
-    per_step = budget.windows_per_step
-    # a byte-level or BPE step replayed as a CUDA graph (harness.train.graph_step): one process, one
-    # micro-batch a step, the window stream as it is
-    graphs = (budget.cuda_graphs and device.type == "cuda" and dp is None and permuter is None
-              and budget.windows_per_micro_batch >= per_step and graph_capable(encoder))
-    opt = make_optimizer(encoder, budget, device, capturable=graphs)
-    params = list(encoder.parameters())  # for gradient clipping: made once, not every step
-    graph = GraphStep(encoder, opt, budget, device, params) if graphs else None
-    # Micro-batches: the step's windows in slices of micro_batch_bytes, gradients accumulated;
-    # the loss of each slice is divided by the whole step's scored bytes, so the step's gradient
-    # is the same sum (to float rounding) as in one batch.
-    micro = budget.windows_per_micro_batch
-    seen, steps, flops, fwd_flops, elapsed = 0, 0, 0.0, 0.0, 0.0
-    causal_flops = 0.0  # training FLOPs with causal attention at half its dense cost
-    curve: list[tuple[int, float]] = []
-    recent: list[float] = []
-    state = checkpoint.load() if checkpoint is not None else None
-    if state is not None:
-        encoder.load_state_dict(state["model"])
-        opt.load_state_dict(state["optimizer"])
-        seen, steps, flops, elapsed = int(state["seen"]), int(state["steps"]), float(state["flops"]), float(state["elapsed"])
-        fwd_flops = float(state.get("forward_flops", 0.0))
-        causal_flops = float(state.get("causal_flops", 0.0))
-        curve = [(int(a), float(b)) for a, b in state["curve"]]
-    if dp is not None:
-        dp.sync_parameters(encoder)
-    writer = dp is None or dp.writer
-    skip = steps  # batches already consumed by the interrupted run
-    autocast = autocast_for(budget, device)
-    if device.type == "cuda":
-        torch.cuda.reset_peak_memory_stats(device)
-
-    def collate(chunk: list[bytes]) -> list[Any]:
-        """The step's micro-batches, collated on CPU (in worker processes on CUDA)."""
-        if permuter is not None:
-            return [permuter.collate(encoder, chunk[j : j + micro])[0] for j in range(0, len(chunk), micro)]
-        return [encoder.collate(chunk[j : j + micro], [0] * len(chunk[j : j + micro]))
-                for j in range(0, len(chunk), micro)]
-
-    def prepare(batches: list[Any]) -> list[tuple[Any, float, float, float]]:
-        """(batch, forward FLOPs, frozen FLOPs) per micro-batch; runs in the prefetch thread
-        (FLOP counts may run a frozen sub-model on the device: BLT's entropy model)."""
-        out = []
-        for batch in batches:
-            # Training = forward + backward ≈ 3 × forward, except for frozen parts (BLT's entropy
-            # model) which only run forward.
-            frozen = encoder.frozen_flops(batch)
-            fwd = encoder.flops(batch)
-            # the same count with causal attention at half its dense cost (MFU's convention)
-            with causal_attention_cost(0.5):
-                half = 3.0 * encoder.flops(batch) - 2.0 * encoder.frozen_flops(batch)
-            out.append((pin(batch) if device.type == "cuda" else batch, fwd, frozen, half))
-        return out
-
-    # BPE: windows tokenized in bulk ahead of the steps, each step an array slice (same batches)
-    collated = (pretokenized_batches(encoder, windows, per_step, micro, skip, collate_processes(device))
-                if permuter is None and dp is None else None)
-    if collated is None:
-        # data parallel: this rank's contiguous slice of each global step (an empty slice
-        # collates to no micro-batches; the rank still joins the step's collectives)
-        todo = ((dp.shard(chunk) if dp is not None else chunk)
-                for i, chunk in enumerate(batched(windows, per_step)) if i >= skip)
-        collated = ordered_pool_map(collate, todo, collate_processes(device))
+    stepper, tally = _set_up(encoder, budget, device, checkpoint, permuter, dp)
+    collated = _step_batches(encoder, windows, budget, device, tally.steps, permuter, dp)
     # a step that never returns ends the run with one line (harness.infra.watchdog; made before the
     # thread below, so a bad limit leaves no thread behind)
     dog = Watchdog(f"training ({type(encoder).__name__})")
-    feed = Prefetcher(collated, prepare, depth=4, name="training batches")
+    feed = Prefetcher(collated, _flop_counter(encoder, device), depth=4, name="training batches")
     clock0 = compile_clock()
     cache0 = cache_counts()
     idle = IdleMeter(device, os.environ.get("TOKBENCH_IDLE_STEPS"))
     clock = StepClock(device)
-    step_here = 0  # steps run by this call (a resumed run starts at 0 again)
     setup_s = time.perf_counter() - t_setup
-    t0 = time.perf_counter() - elapsed
-    last_ckpt = time.perf_counter()
-    curve_every = max(1, n_bytes // 100)
-    window_loss, window_bytes = 0.0, 0
-    last_point = curve[-1][0] if curve else -1  # bytes seen at the last curve point queued
-    # Step losses are read on the host only once the device has computed them: on CUDA each
-    # step's loss is copied into pinned memory behind an event, and a curve point waits in the
-    # queue until every step before it has landed (``flush(wait=False)`` takes what has; a
-    # checkpoint and the end wait for all). Reading them at each curve point instead (every
-    # 1 % of the bytes: every 2-3 steps of the standard suite) made the host wait for the GPU
-    # that often, draining its queue; the values, points and order are the same either way.
-    readback = LossReadback(device)
-    last_lv = math.nan
-    first_step_s: float | None = None
-    first_step_causal = 0.0  # causal_flops when the first step had run (the steady pace's start)
-
-    def flush(wait: bool = True) -> None:
-        nonlocal window_loss, window_bytes, recent, last_lv
-        for item in readback.ready(wait):
-            if item[0] == "point":  # every step before this curve point has been added
-                curve.append((item[1], window_loss / window_bytes))
-                window_loss, window_bytes = 0.0, 0
-                continue
-            _, v, nb, at = item
-            lv = v / LN2
-            if not math.isfinite(lv):
-                raise FloatingPointError(f"training loss is {lv} at step {at}; lower budget.lr")
-            recent = (recent + [lv])[-10:]
-            # Each curve point is the byte-weighted mean loss since the previous point (a single
-            # step's loss is too noisy to read, above all for large-vocabulary BPE).
-            window_loss += lv * nb
-            window_bytes += nb
-            last_lv = lv
-
+    t0 = time.perf_counter() - tally.elapsed
+    losses = LossCurve(LossReadback(device), tally.curve)
     dog.start()
     try:
-        for parts in feed:
-            dog.beat()
-            # Under a FLOP budget the FLOPs decide when to stop (n_bytes only shapes the schedule).
-            if (flops >= max_flops) if max_flops is not None else (seen >= n_bytes):
-                break
-            idle.step(step_here)
-            clock.mark()
-            step_here += 1
-            step_bytes = sum(p[0].scored_bytes for p in parts)
-            lr = lr_at(budget, seen, n_bytes)
-            if graph is not None and graph.accepts([p[0] for p in parts]):
-                step_loss = graph(parts[0][0], lr, step_bytes)
-                for _, fwd, frozen, half in parts:
-                    flops += 3.0 * fwd - 2.0 * frozen
-                    fwd_flops += fwd
-                    causal_flops += half
-            elif dp is None:
-                step_loss = train_step(encoder, [p[0] for p in parts], opt, lr, budget, autocast, device,
-                                       clip_params=params)
-                for _, fwd, frozen, half in parts:
-                    flops += 3.0 * fwd - 2.0 * frozen
-                    fwd_flops += fwd
-                    causal_flops += half
-            else:
-                # global bytes (the loss divisor) and FLOPs of the step, summed over ranks first
-                # (one small collective per step; it syncs the host with the device)
-                n, fwd, frozen, half = dp.sum([float(step_bytes), sum(p[1] for p in parts),
-                                               sum(p[2] for p in parts), sum(p[3] for p in parts)], device)
-                step_loss = train_step(encoder, [p[0] for p in parts], opt, lr, budget, autocast, device,
-                                       global_bytes=n, dp=dp, clip_params=params)
-                step_bytes = int(round(n))
-                flops += 3.0 * fwd - 2.0 * frozen
-                fwd_flops += fwd
-                causal_flops += half
-            readback.step(step_loss, step_bytes, steps)
-            seen += step_bytes
-            steps += 1
-            if first_step_s is None:
-                if device.type == "cuda":  # this loop's stream (a sweep trains points side by side)
-                    torch.cuda.current_stream(device).synchronize()
-                first_step_s = time.perf_counter() - t0  # includes the cold compile
-                first_step_causal = causal_flops
-            if seen - last_point >= curve_every or last_point < 0:
-                readback.point(seen)
-                last_point = seen
-            flush(wait=False)
-            if progress is not None:
-                progress(seen, n_bytes, last_lv)
-            if writer and checkpoint is not None and time.perf_counter() - last_ckpt > checkpoint.every_seconds:
-                flush()
-                checkpoint.save(
-                    {"model": encoder.state_dict(), "optimizer": opt.state_dict(), "seen": seen, "steps": steps,
-                     "flops": flops, "forward_flops": fwd_flops, "causal_flops": causal_flops,
-                     "elapsed": time.perf_counter() - t0, "curve": curve},
-                )
-                last_ckpt = time.perf_counter()
+        first_step = _run_steps(stepper, feed, tally, losses, n_bytes=n_bytes, max_flops=max_flops,
+                                checkpoint=checkpoint, progress=progress, dog=dog, idle=idle, clock=clock, t0=t0)
         clock.mark()
-        flush()
+        losses.flush()
         idle.finish()
     finally:
         dog.stop()
@@ -435,40 +477,10 @@ def train_encoder(
     seconds = time.perf_counter() - t0 - idle.overhead_seconds
     step_clock = clock.summary(time.perf_counter() - t_close)
     encoder.eval()
-    if writer and checkpoint is not None and checkpoint.path.exists():
+    if (dp is None or dp.writer) and checkpoint is not None and checkpoint.path.exists():
         os.unlink(checkpoint.path)
-    return {
-        "forward_flops": fwd_flops,
-        "bytes": seen,
-        "steps": steps,
-        "flops": flops,
-        "flops_causal_attn_half": causal_flops,
-        "seconds": seconds,
-        "first_step_seconds": first_step_s or 0.0,
-        # FLOPs (causal attention at half) up to the end of the first step: with
-        # first_step_seconds, the pace after the cold start (run.json ``mfu_after_first_step``)
-        "first_step_flops_causal_attn_half": first_step_causal,
-        # before the clock started: optimizer, collation pools (BPE's bulk tokenization
-        # starts here), the prefetch thread; part of run.json's ``model_other_seconds``
-        "setup_seconds": setup_s,
-        "host_wait_seconds": feed.wait_seconds,
-        "compiled_modules": compiled,
-        **({"cuda_graph_steps": graph.replays, "cuda_graphs": len(graph.graphs)} if graph is not None else {}),
-        # of ``seconds``: torch.compile's graphs and FuzzyTok's kernel tuning (cold start costs)
-        **{f"compile_{k}_seconds": v for k, v in compile_since(clock0).items()},
-        "compile_cache": cache_counts_since(cache0),  # graphs from the disk cache / compiled anew
-        **({"gpu_idle": idle.result} if idle.result is not None else {}),
-        # device-side step times from events (no sync): the steady pace, the slow steps, the feed's close
-        **({"step_clock": step_clock} if step_clock is not None else {}),
-        "bytes_per_s": seen / seconds if seconds > 0 else math.nan,
-        "peak_mem_bytes": peak_memory(device),
-        "peak_mem_kind": "cuda_allocated" if device.type == "cuda" else "process_max_rss",
-        "final_loss_bpb": sum(recent) / len(recent) if recent else math.nan,
-        "loss_curve": curve,
-        # data parallel: bytes, flops and forward_flops above are the sums over these ranks (an
-        # MFU divides by ranks × one GPU's peak)
-        **({"ranks": dp.ctx.world} if dp is not None else {}),
-    }
+    return _facts(stepper, tally, losses, first_step, seconds=seconds, setup_s=setup_s, feed=feed, idle=idle,
+                  step_clock=step_clock, clock0=clock0, cache0=cache0)
 
 
 def fit_context(
