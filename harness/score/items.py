@@ -21,12 +21,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from core.segments import window_segments
-from encoders.base import Encoder, UnitNLL
-from harness.config.permutation import WindowPermuter, unpermute_segments
+from encoders.base import Encoder
+from harness.config.permutation import WindowPermuter
 from harness.data.load import Window, char_boundary, cut_after, rolling_windows
-from harness.infra.accel import Prefetcher, collate_processes, ordered_pool_map, pin
-from harness.infra.watchdog import Watchdog
+from harness.score.batches import PackedBatches
 from harness.score.metrics import McVariance, add_term
 from sources.base import Document
 
@@ -105,40 +103,6 @@ def plan_clean_target(prefix: bytes, continuation: bytes, context: int, target_b
     start = 0 if room >= len(prefix) else cut_after(prefix, len(prefix) - room, len(prefix))
     data = prefix[start:] + continuation
     return ScoreItem(data, [Window(0, len(prefix) - start, len(data))])
-
-
-def _unpermute(values: np.ndarray, source: Sequence[int]) -> np.ndarray:
-    """(n,) per-byte values of a fed stream -> (n,) in the window's order: out[source[j]] = v[j]."""
-    out = np.empty_like(values)
-    out[np.asarray(source, dtype=np.int64)] = values
-    return out
-
-
-def _to_host(units: UnitNLL) -> tuple[UnitNLL, Any]:
-    """Start copying a batch's units to the host: on CUDA asynchronous copies into pinned memory
-    (``UnitNLL.to``) and an event that says when they have landed (no sync here); on the CPU the
-    same units and no event. Values are unchanged (fp64 conversion happens on the host)."""
-    if units.nll.device.type == "cpu":
-        return units, None
-    host = units.to("cpu", non_blocking=True)
-    ready = torch.cuda.Event(enable_timing=True)  # also ends the forward's span (``device_seconds``)
-    ready.record()
-    return host, ready
-
-
-def _use_on_current_stream(made: Any, meta: dict[str, Any], device: torch.device) -> None:
-    """Order the current stream after ``made`` (an event of the prefetch thread's side stream)
-    and mark the device tensors that stream left in a batch's ``meta`` (BLT's patch starts) as
-    used on the current stream too, so the caching allocator does not hand their memory back
-    to the side stream while the forward may still read it."""
-    stream = torch.cuda.current_stream(device)
-    stream.wait_event(made)
-    # a meta value, or an element of a tuple value (BLT's ``(key, starts, n)``); lists are not
-    # walked: they hold host data (segments), thousands of elements a batch
-    for v in meta.values():
-        for x in v if isinstance(v, tuple) else (v,):
-            if isinstance(x, torch.Tensor) and x.is_cuda:
-                x.record_stream(stream)
 
 
 def plan_partition(data: bytes, context: int) -> ScoreItem:
@@ -302,8 +266,6 @@ def _score_job(encoder: Encoder, items: Sequence[ScoreItem], device: torch.devic
                collate_workers: int | None, flat: FlatWindows | None) -> Any:
     """``score_items``' body as a generator: it runs the set-up, yields once (collation started)
     and, sent ``(progress, started)``, scores and returns the scores (``ScoreJob``)."""
-    progress: Callable[[int], Any] | None = None
-    on_started: Callable[[], Any] | None = None
     t_call = time.perf_counter()
     encoder.eval()
     # ``batch_windows`` counts a byte model's windows; token models take more (their sequences
@@ -311,160 +273,10 @@ def _score_job(encoder: Encoder, items: Sequence[ScoreItem], device: torch.devic
     batch_windows = encoder.score_windows_per_batch(batch_windows)
     if mc_samples is not None and hasattr(encoder, "mc_samples"):
         encoder.mc_samples = mc_samples
-    # Dedup holds under a permuter too: ``WindowPermuter.collate`` permutes a window by its bytes
-    # alone (``permute_window(w, encoder.unit_lengths(w), perm, context, seed)``: the unit
-    # lengths are the tokenizer's cut of those bytes, perm/context/seed fixed per permuter, and
-    # MDM seeds a permuted window's masks by its fed bytes), never by its place in the batch or
-    # the document — so equal windows are fed equal streams.
-    if flat is None:
-        fw = flatten_windows(items, dedup_enabled(dedup))
-    else:
-        fw = flat
-        if fw.dedup != dedup_enabled(dedup) or len(fw.distinct_of) != sum(len(it.windows) for it in items):
-            raise ValueError("score_items: `flat` was not made from these items with this dedup")
-    flat, distinct, occurrences = fw.flat, fw.distinct, fw.occurrences
-    # Longest windows first (stable): batches of similar lengths pad less (BPE, BLT). Indices
-    # from here on are distinct windows; results are spread onto all occurrences at the end.
-    order = sorted(range(len(distinct)), key=lambda d: -len(distinct[d][0]))
-    per_window: list[np.ndarray | None] = [None] * len(distinct)
-    per_window_units = [0] * len(distinct)
-    per_window_var: list[float | None] = [None] * len(distinct)  # None: an exact score
-    per_window_segs: list[list[int] | None] = [None] * len(distinct)
-    autocast = (
-        torch.autocast("cuda", dtype=torch.bfloat16) if bf16 and device.type == "cuda"
-        else torch.autocast("cpu", enabled=False)
-    )
-    fwd_flops = 0.0
-
-    if permuter is not None and any(sf for _, _, sf in flat):
-        raise ValueError("a permuted window must be scored whole (score_from = 0)")
-    fed_of: dict[int, Any] = {}  # distinct index -> PermutedWindow (filled by the collating thread)
-    group_flops: dict[str, float] = {}
-    pinned = device.type == "cuda"
-
-    def collate(idx: list[int]) -> tuple[list[int], Any, Any]:
-        """Collate (tokenize, patch, permute) one batch of distinct windows: pure CPU work, in
-        forked worker processes on CUDA (``ordered_pool_map``; results come back in order)."""
-        wins = [distinct[d][0] for d in idx]
-        if permuter is None:
-            return idx, encoder.collate(wins, [distinct[d][1] for d in idx]), None
-        batch, fed = permuter.collate(encoder, wins)
-        return idx, batch, fed
-
-    # The prefetch thread's device work (BLT's entropy model, patching a batch for its FLOP
-    # count and its forward) runs on a stream of its own: on the loop's stream it queued behind
-    # the forward in flight and then waited for it (patching reads the patch count on the host),
-    # so the next batch came only after that forward had ended — the loop waited 4.9 s for
-    # batches in BLT's scoring on an H100 (BENCHMARKS.md; on the side stream the
-    # wait went, but BLT's scoring was no faster on one host: a tie, the loop's launches pace it).
-    # The side stream first waits for what the caller queued before this call (the weights);
-    # each batch then carries an event that the loop's stream waits for before its forward.
-    side = torch.cuda.Stream(device=device) if pinned and stats is not None else None
-    if side is not None:
-        side.wait_stream(torch.cuda.current_stream(device))
-
-    def prepare(collated: tuple[list[int], Any, Any]) -> tuple[list[int], list[bytes], list[int], Any, float, Any]:
-        """Count a collated batch's FLOPs and pin it, in the prefetch thread: the loop below
-        then only launches the forward and reads results back."""
-        idx, batch, fed = collated
-        wins = [distinct[d][0] for d in idx]
-        sfrom = [distinct[d][1] for d in idx]
-        if fed is not None:
-            fed_of.update(zip(idx, fed))
-        ready = None
-        with torch.inference_mode():  # as in the loop (BLT patches here: its entropy model runs)
-            if side is not None:
-                with torch.cuda.stream(side):
-                    flops = encoder.flops(batch)
-                ready = torch.cuda.Event()
-                ready.record(side)
-            else:
-                flops = encoder.flops(batch) if stats is not None else 0.0
-        if stats is not None and groups is not None:
-            n_fed = sum(len(w) for w in wins)
-            for d, w in zip(idx, wins):
-                # one forward served every occurrence: its FLOPs split evenly among them
-                share = flops * len(w) / max(1, n_fed) / len(occurrences[d])
-                for fi in occurrences[d]:
-                    g = groups[flat[fi][0]]
-                    group_flops[g] = group_flops.get(g, 0.0) + share
-        return idx, wins, sfrom, pin(batch) if pinned else batch, flops, ready
-
-    device_seconds = 0.0
-    sync_seconds = 0.0  # the loop's thread waiting for a batch's results (``ready.synchronize``)
-    sync_cpu = 0.0  # of which on a CPU (the driver may spin while it waits)
-
-    def finish(idx: list[int], wins: list[bytes], sfrom: list[int], units: UnitNLL, ready: Any,
-               started: Any) -> None:
-        """Per-byte NLL, unit counts and segments of a batch whose results are on the host."""
-        nonlocal device_seconds, sync_seconds, sync_cpu
-        if ready is not None:
-            t_sync, c_sync = time.perf_counter(), time.thread_time()
-            ready.synchronize()  # the asynchronous copies of ``_to_host`` have landed
-            sync_seconds += time.perf_counter() - t_sync
-            sync_cpu += time.thread_time() - c_sync
-            device_seconds += started.elapsed_time(ready) / 1e3
-        nll = units.byte_nll_arrays([len(w) for w in wins], sfrom)
-        if permuter is not None:  # fed order -> the window's byte order
-            fed = [fed_of.pop(d) for d in idx]
-            nll = [_unpermute(v, pw.source) for v, pw in zip(nll, fed)]
-            if units.segments is not None:
-                units.segments = [unpermute_segments(sg, pw) for sg, pw in zip(units.segments, fed)]
-        # numpy: torch's CPU bincount scanned the (U,) windows for min and max first, ~8 ms a
-        # 256-window batch on the scoring loop's thread (an H200's profile, BENCHMARKS.md)
-        counts = np.bincount(units.window.cpu().numpy(), minlength=len(idx)).tolist()
-        wvar = units.window_var.tolist() if units.window_var is not None else None
-        # segments must tile the scored span like the units do (core.segments), checked per batch
-        segs = (None if units.segments is None else
-                window_segments(units.segments, [len(w) - f for w, f in zip(wins, sfrom)], type(encoder).__name__))
-        for j, d in enumerate(idx):
-            arr = nll[j]
-            # shared by all occurrences of the window: read-only, so no consumer can change
-            # another occurrence's numbers (documents get concatenated copies anyway)
-            arr.flags.writeable = False
-            per_window[d] = arr
-            per_window_units[d] = counts[j]
-            if wvar is not None:
-                # MDM: masks and times are seeded by the scored bytes (``mdm_collate``), so an
-                # occurrence forwarded on its own would have drawn this same estimate — the
-                # occurrences share one error, which the assembly below counts as such
-                per_window_var[d] = wvar[j]
-            if segs is not None:
-                per_window_segs[d] = segs[j]
-        if progress is not None:
-            progress(sum(len(occurrences[d]) for d in idx))
-
-    # a distinct window is needed when any item it occurs in is; batches never depend on it
-    need = None if needed is None else [any(needed[flat[fi][0]] for fi in occ) for occ in occurrences]
-    chunks = (c for c in (order[b0 : b0 + batch_windows] for b0 in range(0, len(order), batch_windows))
-              if need is None or any(need[d] for d in c))
-    # On CUDA collation runs in worker processes, as training's does: in the prefetch thread it
-    # held the GIL the loop below needs to launch each forward (an H200 spent 22-72 % of the
-    # scoring wall outside the forwards, BENCHMARKS.md). On CPU: in the thread.
-    # a forward or a read-back that never returns ends the run with one line (harness.infra.watchdog;
-    # made before the pool and thread below, so a bad limit leaves none of them behind)
-    dog = Watchdog(f"scoring ({type(encoder).__name__})")
-    collated = ordered_pool_map(collate, chunks, collate_processes(device) if collate_workers is None else collate_workers,
-                                stage="scoring-batch collation")
-    feed = Prefetcher(collated, prepare, depth=2, name="scoring batches")
-    # One batch in flight: the forward of batch k+1 is launched before the host spreads batch k's
-    # NLL onto bytes, so on a GPU the host work overlaps the device's (same numbers, same order).
-    # On CUDA each forward's span on the device's timeline (from an event queued before its
-    # first kernel to the one after its copies) adds up to ``device_seconds``: the wall time the
-    # GPU spends on forwards, idle gaps inside a forward included, gaps between forwards not.
-    pending: tuple[list[int], list[bytes], list[int], UnitNLL, Any, Any] | None = None
-    t_first = None
-    # Where the loop's thread spends its time, per batch (run.json's ``loop_*_seconds``): waiting
-    # for the next collated batch (after the first), launching its forward (the copy to the
-    # device, the encoder's ops, the copies back), and finishing the batch before it — waiting
-    # for its results (``sync_seconds``) and spreading them onto bytes. On a GPU whose forwards
-    # leave it idle, the larger of the host parts is what paces the loop.
-    # Beside each wall clock, the thread's own CPU time (``time.thread_time``): a part whose wall
-    # is well above its CPU time waited — for the GIL, held by the prefetch thread or another,
-    # or in the driver — rather than computed.
-    loop = {"wait": 0.0, "launch": 0.0, "finish": 0.0}
-    cpu = {"launch": 0.0, "finish": 0.0}
-    t_next = c_next = 0.0
+    fw = _job_windows(items, dedup, flat)
+    job = PackedBatches(encoder, fw.flat, fw.distinct, fw.occurrences, device, bf16, stats is not None,
+                        permuter, groups)
+    dog, feed = job.start(batch_windows, needed, collate_workers)
     t_setup = time.perf_counter()
     try:
         # Started: the pool's first workers are collating. The caller sends what ``run`` got
@@ -473,52 +285,45 @@ def _score_job(encoder: Encoder, items: Sequence[ScoreItem], device: torch.devic
         # A job started ahead waited here for its turn: its clocks (first batch, seconds) start now.
         t0 = time.perf_counter()
         dog.start()
-        for idx, wins, sfrom, cpu_batch, flops, made in feed:
-            dog.beat()
-            t_got, c_got = time.perf_counter(), time.thread_time()
-            if t_first is None:
-                t_first = t_got
-            else:
-                loop["wait"] += t_got - t_next
-            fwd_flops += flops
-            started = None
-            if made is not None:  # what the side stream made for this batch, before its forward
-                _use_on_current_stream(made, cpu_batch.meta, device)
-            if pinned:
-                started = torch.cuda.Event(enable_timing=True)
-                started.record()
-            with autocast:
-                units = encoder(cpu_batch.to(device))
-            host = _to_host(units)
-            t_launched, c_launched = time.perf_counter(), time.thread_time()
-            loop["launch"] += t_launched - t_got
-            cpu["launch"] += c_launched - c_got
-            if on_started is not None:  # once: the first forward is on its way (a hook of the caller's)
-                on_started, hook = None, on_started
-                hook()
-                t_launched, c_launched = time.perf_counter(), time.thread_time()  # the hook's time is its own
-            if pending is not None:
-                finish(*pending)
-            pending = (idx, wins, sfrom, *host, started)
-            t_next, c_next = time.perf_counter(), time.thread_time()
-            loop["finish"] += t_next - t_launched
-            cpu["finish"] += c_next - c_launched
-        if pending is not None:
-            t_launched, c_launched = time.perf_counter(), time.thread_time()
-            finish(*pending)
-            loop["finish"] += time.perf_counter() - t_launched
-            cpu["finish"] += time.thread_time() - c_launched
+        job.forward_all(feed, dog, progress, on_started)
     finally:
         dog.stop()
         feed.close()
     t_loop = time.perf_counter()
+    out = _assemble(items, needed, fw, job)
+    if stats is not None:
+        _job_stats(stats, job, fw.flat, fw.occurrences, groups, feed.cpu_seconds, (t_call, t_setup, t0, t_loop))
+    return out
+
+
+def _job_windows(items: Sequence[ScoreItem], dedup: bool, flat: FlatWindows | None) -> FlatWindows:
+    """The packed job's windows: ``flat`` when given (ValueError unless made from ``items``
+    with this ``dedup``), else ``flatten_windows(items)`` made here."""
+    # Dedup holds under a permuter too: ``WindowPermuter.collate`` permutes a window by its bytes
+    # alone (``permute_window(w, encoder.unit_lengths(w), perm, context, seed)``: the unit
+    # lengths are the tokenizer's cut of those bytes, perm/context/seed fixed per permuter, and
+    # MDM seeds a permuted window's masks by its fed bytes), never by its place in the batch or
+    # the document — so equal windows are fed equal streams.
+    if flat is None:
+        return flatten_windows(items, dedup_enabled(dedup))
+    if flat.dedup != dedup_enabled(dedup) or len(flat.distinct_of) != sum(len(it.windows) for it in items):
+        raise ValueError("score_items: `flat` was not made from these items with this dedup")
+    return flat
+
+
+def _assemble(items: Sequence[ScoreItem], needed: Sequence[bool] | None, fw: FlatWindows,
+              job: PackedBatches) -> list[DocScore | None]:
+    """Per item, its windows' results in document order: a ``DocScore`` (NLL nats, (n_scored,)
+    float64 per-byte NLL, units, segments, MC variance), or None for an item not ``needed``."""
+    per_window, per_window_units = job.per_window, job.per_window_units
+    per_window_var, per_window_segs = job.per_window_var, job.per_window_segs
     per_item_nll: list[list[np.ndarray]] = [[] for _ in items]
     per_item_units = [0] * len(items)
     # per item, per distinct estimate (``estimate_key``): (occurrences in the item, variance)
     per_item_var: list[dict[bytes, tuple[int, float]]] = [{} for _ in items]
     keys: dict[int, bytes] = {}  # distinct window -> its estimate_key, made once
     per_item_segs: list[list[int] | None] = [None] * len(items)
-    for (i, w, sf), d in zip(flat, fw.distinct_of):  # windows back in document order
+    for (i, w, sf), d in zip(fw.flat, fw.distinct_of):  # windows back in document order
         arr = per_window[d]
         if arr is None:  # in a skipped batch: its item is not needed
             continue
@@ -544,31 +349,40 @@ def _score_job(encoder: Encoder, items: Sequence[ScoreItem], device: torch.devic
         bn = np.concatenate(per_item_nll[i]) if per_item_nll[i] else np.zeros(0)
         var = McVariance(per_item_var[i]) if per_item_var[i] else 0.0
         out.append(DocScore(float(bn.sum()), per_item_units[i], per_item_segs[i], bn, var))
-    if stats is not None:
-        t_end = time.perf_counter()
-        seconds = t_end - t0
-        # every occurrence of a computed window is delivered; all but the first are duplicates
-        done = [(flat[fi], k > 0) for d, a in enumerate(per_window) if a is not None
-                for k, fi in enumerate(occurrences[d])]
-        _add_stats(stats, fwd_flops, seconds, done)
-        # where the wall outside the forwards' loop goes: windows flattened and sorted before it,
-        # the first collated batch awaited, the per-document scores assembled after it
-        for k, v in (("setup_seconds", t_setup - t_call), ("first_batch_seconds", (t_first or t_loop) - t0),
-                     ("assemble_seconds", t_end - t_loop),
-                     ("loop_wait_seconds", loop["wait"]), ("loop_launch_seconds", loop["launch"]),
-                     ("loop_sync_seconds", sync_seconds), ("loop_finish_seconds", loop["finish"] - sync_seconds),
-                     ("loop_launch_cpu_seconds", cpu["launch"]), ("loop_sync_cpu_seconds", sync_cpu),
-                     ("loop_finish_cpu_seconds", cpu["finish"] - sync_cpu),
-                     ("prefetch_cpu_seconds", feed.cpu_seconds)):
-            stats[k] = stats.get(k, 0.0) + v
-        if pinned:
-            stats["device_seconds"] = stats.get("device_seconds", 0.0) + device_seconds
-        if groups is not None:
-            for g in sorted({groups[f[0]] for f, _ in done}):
-                share = group_flops.get(g, 0.0) / fwd_flops if fwd_flops else 0.0
-                _add_stats(stats.setdefault("groups", {}).setdefault(g, {}), group_flops.get(g, 0.0),
-                           seconds * share, [x for x in done if groups[x[0][0]] == g])
     return out
+
+
+def _job_stats(stats: dict[str, Any], job: PackedBatches, flat: list[tuple[int, bytes, int]],
+               occurrences: list[list[int]], groups: Sequence[str] | None, prefetch_cpu: float,
+               clocks: tuple[float, float, float, float]) -> None:
+    """Add a packed job's FLOPs, seconds, windows and loop times to ``stats`` (per group too).
+    clocks: ``time.perf_counter`` at the call, the set-up's end, the loop's start and its end."""
+    t_call, t_setup, t0, t_loop = clocks
+    t_end = time.perf_counter()
+    seconds = t_end - t0
+    fwd_flops, group_flops, times = job.fwd_flops, job.group_flops, job.times
+    sync_seconds, sync_cpu = job.sync_seconds, job.sync_cpu
+    # every occurrence of a computed window is delivered; all but the first are duplicates
+    done = [(flat[fi], k > 0) for d, a in enumerate(job.per_window) if a is not None
+            for k, fi in enumerate(occurrences[d])]
+    _add_stats(stats, fwd_flops, seconds, done)
+    # where the wall outside the forwards' loop goes: windows flattened and sorted before it,
+    # the first collated batch awaited, the per-document scores assembled after it
+    for k, v in (("setup_seconds", t_setup - t_call), ("first_batch_seconds", (times.first or t_loop) - t0),
+                 ("assemble_seconds", t_end - t_loop),
+                 ("loop_wait_seconds", times.wait), ("loop_launch_seconds", times.launch),
+                 ("loop_sync_seconds", sync_seconds), ("loop_finish_seconds", times.finish - sync_seconds),
+                 ("loop_launch_cpu_seconds", times.launch_cpu), ("loop_sync_cpu_seconds", sync_cpu),
+                 ("loop_finish_cpu_seconds", times.finish_cpu - sync_cpu),
+                 ("prefetch_cpu_seconds", prefetch_cpu)):
+        stats[k] = stats.get(k, 0.0) + v
+    if job.pinned:
+        stats["device_seconds"] = stats.get("device_seconds", 0.0) + job.device_seconds
+    if groups is not None:
+        for g in sorted({groups[f[0]] for f, _ in done}):
+            share = group_flops.get(g, 0.0) / fwd_flops if fwd_flops else 0.0
+            _add_stats(stats.setdefault("groups", {}).setdefault(g, {}), group_flops.get(g, 0.0),
+                       seconds * share, [x for x in done if groups[x[0][0]] == g])
 
 
 def _add_stats(stats: dict[str, Any], flops: float, seconds: float,
