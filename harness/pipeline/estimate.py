@@ -42,7 +42,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
-import resource
 import shutil
 import tempfile
 import time
@@ -63,11 +62,11 @@ from harness.infra.accel import usable_cpus, want_compile
 from harness.infra.device import pick_device
 from harness.infra.results import RunDir
 from harness.infra.watchdog import stall_limit
-from harness.infra.writes import atomic_write_json, dumps
+from harness.infra.writes import dumps
 from harness.overlap.cellsbehind import cells_behind_wanted
 from harness.overlap.planahead import PlanAhead, plan_ahead_processes, plan_ahead_wanted
 from harness.pipeline.cells import cell_processes, score_cell
-from harness.pipeline.facts import ESTIMATE_FILE, estimate_key
+from harness.pipeline.estimate_sum import CellWork, SeedCost, summary_lines, write_estimate
 from harness.pipeline.models import TrainedModel
 from harness.pipeline.plans import clean_cells, perturbation_instances, plan_items, plan_rows
 from harness.pipeline.run import RunOptions
@@ -91,6 +90,8 @@ def dry_run(suite: Suite, opts: RunOptions, emit: Callable[[str], None] | None =
 
 
 def _dry_run(suite: Suite, opts: RunOptions, emit: Callable[[str], None] | None) -> str:
+    """``dry_run``'s body: set up as the run would, measure every model, add up a seed's phases
+    (``SeedCost``) and write estimate.json; returns the text."""
     lines: list[str] = []
 
     def say(line: str = "") -> None:
@@ -101,7 +102,7 @@ def _dry_run(suite: Suite, opts: RunOptions, emit: Callable[[str], None] | None)
     t_start = time.perf_counter()
     dev, ctx, root = _set_up(suite, opts)
     data = load_data(suite, ctx, prepare=False, limit=opts.limit, log=opts.log)  # fetches nothing
-    train, evals, t_data = data.train, data.evals, data.seconds
+    train, evals = data.train, data.evals
     if suite.scaling is not None:  # an IsoFLOP grid: per point, not per encoder
         from harness.pipeline.sweep import sweep_dry_run
 
@@ -109,29 +110,16 @@ def _dry_run(suite: Suite, opts: RunOptions, emit: Callable[[str], None] | None)
         if emit is not None:
             emit(text)
         return text
-    b, ev = suite.budget, suite.eval
-    cells_behind = cells_behind_wanted(suite.overlap.cells_behind, dev.type)  # as the run decides
-    cpu = dev.type != "cuda"
-    stride = ev.stride_bytes or max(1, b.context_bytes // 2)
+    b = suite.budget
+    stride = suite.eval.stride_bytes or max(1, b.context_bytes // 2)
     # On CUDA the perturbation timing (pure CPU work) runs in a process forked now, before CUDA
     # is initialised, while the GPU measures the models; on CPU it would compete for the cores.
     # under plan-ahead the run perturbs on half the CPUs, while its models fit, compile and
     # train: only what outlasts them counts below
     ahead = plan_ahead_wanted(suite.overlap.plan_ahead, dev.type, opts.plan_cache)
-    pert = _perturb_timing(suite, train, evals, stride, background=not cpu,
+    pert = _perturb_timing(suite, train, evals, stride, background=dev.type == "cuda",
                            processes=plan_ahead_processes() if ahead else usable_cpus())
-    n_cells_p = 1 + len(suite.perturbations)
-    # windows of one cell set (clean text; perturbations move lengths a little)
-    win_full = sum(len(rolling_windows(d.data, b.context_bytes, stride)) for e in evals for d in e.docs)
-    win_target = sum(len(e.docs) for e in evals)
-    score_windows = n_cells_p * ((win_full if "full" in ev.modes else 0) + (win_target if "clean_target" in ev.modes else 0))
-    doc_cells = n_cells_p * len(ev.modes) * sum(len(e.docs) for e in evals)  # (cell, document) rows per model
-    # bytes those rows score (the analyses' buckets cost per byte)
-    cell_bytes = n_cells_p * sum((len(d.data) if "full" in ev.modes else 0)
-                                 + (min(len(d.data), ev.target_bytes) if "clean_target" in ev.modes else 0)
-                                 for e in evals for d in e.docs)
-    cell_procs = cell_processes()
-    n_cells_model = n_cells_p * len(ev.modes) * len(evals)  # cells per model
+    work = _cell_work(suite, evals, dev, stride)
     compile_on = want_compile(b.compile, dev)
     say(f"suite '{suite.name}': {len(suite.seeds)} seed(s) x {len(suite.encoders)} encoder(s) on {dev}; "
         f"train part {train.n_bytes:,} bytes in {len(train.docs)} docs; dtype {b.dtype}, "
@@ -139,80 +127,128 @@ def _dry_run(suite: Suite, opts: RunOptions, emit: Callable[[str], None] | None)
     say()
     say(f"{'model':<16} {'params':>11} {'fwd FLOP/B':>10} {'train FLOPs':>11} {'peak mem':>9} "
         f"{'fit':>7} {'compile':>8} {'train':>8} {'score':>8}")
-    sample = _score_sample(evals, b.context_bytes, stride, 2 * _score_batch(ev.batch_windows, dev))
-    fit_s = train_s = compile_s = score_s = score_compile_s = fit_ahead_s = results_s = 0.0
-    window_s = 0.0  # the models' per-window forward time over every window of every cell
-    measuring: dict[str, float] = {}
-    tokenizers: dict[str, Any] = {}
-    per_model: dict[str, dict[str, float]] = {}
-    order = suite.training_order()  # the run's order: compiled code one model leaves, the next reuses
-    prestart = score_prestart_wanted()  # as the run's scoring decides (``harness.pipeline.scoring``)
+    sample = _score_sample(evals, b.context_bytes, stride, 2 * _score_batch(suite.eval.batch_windows, dev))
+    cost = SeedCost(data_s=data.seconds)
     with _private_compile_caches(compile_on):
-        for spec in order:
-            t_model = time.perf_counter()
-            m = _measure_model(suite, ctx.base_dir, spec, train, sample, dev)
-            peak = m["peak_bytes"]
-            dev_mem = torch.cuda.get_device_properties(dev).total_memory if not cpu else None
-            if peak is not None and dev_mem is not None and peak > 0.95 * dev_mem:
-                raise DoesNotFit(
-                    f"encoder '{spec.label}': predicted peak memory {peak / 2**30:.1f} GiB exceeds the device's "
-                    f"{dev_mem / 2**30:.1f} GiB; set budget.micro_batch_bytes (e.g. {max(b.context_bytes, b.batch_bytes // 4)})")
-            # the cells are made from the scores in up to cell_processes() forked processes
-            cell_work = (m["score_doc_s"] * doc_cells + m["score_cell_s"] * n_cells_model
-                         + m["score_sample_row_s"] * n_cells_model * ev.sample_docs)
-            # behind (harness.overlap.cellsbehind.CellsBehind, on CUDA): made while the next model scores; only
-            # the last job, the last model's cells of the last eval set, is waited for
-            if cells_behind:
-                cell_work = cell_work / len(evals) if spec is order[-1] else 0.0
-            # a job's fixed cost (set-up, workers forked, first batches collated) is hidden for
-            # every model but the first of an eval set: its job starts while the one before it
-            # runs (``harness.score.items.ScoreJob``)
-            job_s = m["score_job_s"] * len(evals) if spec is order[0] or not prestart else 0.0
-            t_score = (m["score_window_s"] * score_windows + job_s
-                       + cell_work / cell_procs + m["score_compile_s"])
-            fitted_ahead = bool(ahead and m["host_fit"])
-            if fitted_ahead:
-                fit_ahead_s += m["fit_s"]  # fitted in the fit-ahead process while others train
-            else:
-                fit_s += m["fit_s"]
-            train_s += m["train_s"]
-            compile_s += m["compile_s"]
-            score_s += t_score
-            window_s += m["score_window_s"] * score_windows
-            score_compile_s += m["score_compile_s"]
-            # the results files (results.csv, samples.jsonl, buckets.csv from every cell)
-            results_s += m["assemble_row_s"] * doc_cells + m["assemble_sample_s"] * n_cells_model * ev.sample_docs
-            mem = f"{peak / 2**30:.1f} GiB" if peak is not None else "-"
-            train_flops = "-" if m["elsewhere"] else f"{3 * m['fpb'] * b.train_bytes:.3g}"  # never trained here
-            say(f"{spec.label:<16} {m['params']:>11,} {m['fpb']:>10.3g} {train_flops:>11} {mem:>9} "
-                f"{_fmt(m['fit_s']):>7} {_fmt(m['compile_s'] + m['score_compile_s']):>8} {_fmt(m['train_s']):>8} "
-                f"{_fmt(t_score):>8}")
-            tokenizers[spec.label] = m["tokenizer"]
-            # what was measured, for reading an estimate against a run (estimate.json "models")
-            per_model[spec.label] = {k: v for k, v in m.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
-            per_model[spec.label]["score_s"] = t_score
-            del m
-            release_memory()
-            measuring[spec.label] = time.perf_counter() - t_model
+        _measure_models(suite, ctx.base_dir, train, sample, dev, work, ahead, cost, say)
+    _analyses_and_perturbation(suite, train, sample, work, ahead, pert, cost)
+    for line in summary_lines(suite, work, cost, compile_on, ahead, ctx.cache_dir):
+        say(line)
+    for line in write_estimate(root, suite, opts.limit, dev, work, cost, compile_on, ahead, t_start):
+        say(line)
+    return "\n".join(lines)
+
+
+def _cell_work(suite: Suite, evals: list[Any], dev: torch.device, stride: int) -> CellWork:
+    """The scoring work of one model and seed, counted from the eval sets (rolling windows
+    ``stride`` bytes apart), and how the run spreads it, as the run decides."""
+    ev = suite.eval
+    n_cells_p = 1 + len(suite.perturbations)
+    full, target = "full" in ev.modes, "clean_target" in ev.modes
+    win_full = sum(len(rolling_windows(d.data, suite.budget.context_bytes, stride)) for e in evals for d in e.docs)
+    n_docs = sum(len(e.docs) for e in evals)
+    return CellWork(
+        n_cells_p=n_cells_p, n_evals=len(evals), n_docs=n_docs,
+        score_windows=n_cells_p * ((win_full if full else 0) + (n_docs if target else 0)),
+        doc_cells=n_cells_p * len(ev.modes) * n_docs,
+        cell_bytes=n_cells_p * sum((len(d.data) if full else 0)
+                                   + (min(len(d.data), ev.target_bytes) if target else 0)
+                                   for e in evals for d in e.docs),
+        n_cells_model=n_cells_p * len(ev.modes) * len(evals),
+        cell_procs=cell_processes(),
+        cells_behind=cells_behind_wanted(suite.overlap.cells_behind, dev.type))
+
+
+def _measure_models(suite: Suite, base_dir: Path, train: Any, sample: list[EvalSet], dev: torch.device,
+                    work: CellWork, ahead: bool, cost: SeedCost, say: Callable[[str], None]) -> None:
+    """Measure every encoder in the run's order (compiled code one model leaves, the next
+    reuses), say its line as soon as it is measured, and add its seconds per seed to ``cost``."""
+    b, ev = suite.budget, suite.eval
+    order = suite.training_order()
+    prestart = score_prestart_wanted()  # as the run's scoring decides (``harness.pipeline.scoring``)
+    cost.n_models = len(order)
+    for spec in order:
+        t_model = time.perf_counter()
+        m = _measure_model(suite, base_dir, spec, train, sample, dev)
+        peak = m["peak_bytes"]
+        _refuse_if_too_big(spec.label, peak, dev, b)
+        t_score = _model_score_s(m, work, ev.sample_docs, spec is order[0], spec is order[-1], prestart)
+        if ahead and m["host_fit"]:
+            cost.fit_ahead_s += m["fit_s"]  # fitted in the fit-ahead process while others train
+        else:
+            cost.fit_s += m["fit_s"]
+        cost.train_s += m["train_s"]
+        cost.compile_s += m["compile_s"]
+        cost.score_s += t_score
+        cost.window_s += m["score_window_s"] * work.score_windows
+        cost.score_compile_s += m["score_compile_s"]
+        # the results files (results.csv, samples.jsonl, buckets.csv from every cell)
+        cost.results_s += (m["assemble_row_s"] * work.doc_cells
+                           + m["assemble_sample_s"] * work.n_cells_model * ev.sample_docs)
+        mem = f"{peak / 2**30:.1f} GiB" if peak is not None else "-"
+        train_flops = "-" if m["elsewhere"] else f"{3 * m['fpb'] * b.train_bytes:.3g}"  # never trained here
+        say(f"{spec.label:<16} {m['params']:>11,} {m['fpb']:>10.3g} {train_flops:>11} {mem:>9} "
+            f"{_fmt(m['fit_s']):>7} {_fmt(m['compile_s'] + m['score_compile_s']):>8} {_fmt(m['train_s']):>8} "
+            f"{_fmt(t_score):>8}")
+        cost.tokenizers[spec.label] = m["tokenizer"]
+        # what was measured, for reading an estimate against a run (estimate.json "models")
+        cost.per_model[spec.label] = {k: v for k, v in m.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+        cost.per_model[spec.label]["score_s"] = t_score
+        del m
+        release_memory()
+        cost.measuring[spec.label] = time.perf_counter() - t_model
+
+
+def _refuse_if_too_big(label: str, peak: int | None, dev: torch.device, b: Any) -> None:
+    """Raise DoesNotFit where a model's predicted peak memory (bytes, CUDA only) is over 95 % of
+    the device's."""
+    dev_mem = torch.cuda.get_device_properties(dev).total_memory if dev.type == "cuda" else None
+    if peak is not None and dev_mem is not None and peak > 0.95 * dev_mem:
+        raise DoesNotFit(
+            f"encoder '{label}': predicted peak memory {peak / 2**30:.1f} GiB exceeds the device's "
+            f"{dev_mem / 2**30:.1f} GiB; set budget.micro_batch_bytes (e.g. {max(b.context_bytes, b.batch_bytes // 4)})")
+
+
+def _model_score_s(m: dict[str, Any], work: CellWork, sample_docs: int, first: bool, last: bool,
+                   prestart: bool) -> float:
+    """Seconds per seed on the critical path to score one model (``m``: ``_measure_model``'s
+    times; ``first``/``last``: it is the first/last model the run trains)."""
+    # the cells are made from the scores in up to cell_processes() forked processes
+    cell_work = (m["score_doc_s"] * work.doc_cells + m["score_cell_s"] * work.n_cells_model
+                 + m["score_sample_row_s"] * work.n_cells_model * sample_docs)
+    # behind (harness.overlap.cellsbehind.CellsBehind, on CUDA): made while the next model scores; only
+    # the last job, the last model's cells of the last eval set, is waited for
+    if work.cells_behind:
+        cell_work = cell_work / work.n_evals if last else 0.0
+    # a job's fixed cost (set-up, workers forked, first batches collated) is hidden for
+    # every model but the first of an eval set: its job starts while the one before it
+    # runs (``harness.score.items.ScoreJob``)
+    job_s = m["score_job_s"] * work.n_evals if first or not prestart else 0.0
+    return (m["score_window_s"] * work.score_windows + job_s
+            + cell_work / work.cell_procs + m["score_compile_s"])
+
+
+def _analyses_and_perturbation(suite: Suite, train: Any, sample: list[EvalSet], work: CellWork, ahead: bool,
+                               pert: Callable[[], tuple[float, float, float]], cost: SeedCost) -> None:
+    """After the models: time the analyses, wait for the perturbation timing (``pert``), and set
+    ``cost``'s analyses and perturbation seconds per seed (only what outlasts training under
+    plan-ahead); scoring gains the analyses' buckets and loses the repeated windows' forwards."""
+    c = cost
     t_an = time.perf_counter()
-    an_fit, an_first, an_byte, an_tables = _analysis_timing(suite, train, sample, tokenizers)
-    an_s = an_fit
+    c.an_fit, c.an_first, c.an_byte, c.an_tables = _analysis_timing(suite, train, sample, c.tokenizers)
     # the analyses' buckets of every cell are made in scoring (in the cell processes); their word
     # tables of every distinct text before it, in "perturbation" (the analyses' text work, on all
     # CPUs; the first rows train the segmenters there)
-    score_s += an_byte * cell_bytes * (1 / len(evals) if cells_behind else len(order)) / cell_procs
-    measuring["analyses"] = time.perf_counter() - t_an
+    c.score_s += c.an_byte * work.cell_bytes * (1 / work.n_evals if work.cells_behind else c.n_models) / work.cell_procs
+    c.measuring["analyses"] = time.perf_counter() - t_an
     t_wait = time.perf_counter()
-    t_pert, pert_fit, kept = pert()
-    measuring["perturbation (wait)"] = time.perf_counter() - t_wait
+    t_pert, c.pert_fit, c.kept = pert()
+    c.measuring["perturbation (wait)"] = time.perf_counter() - t_wait
     # each distinct window is forwarded once: the repeats' share of the windows' time goes
-    dup_s = (1.0 - kept) * window_s
-    score_s -= dup_s
-    n_docs = sum(len(e.docs) for e in evals)
-    cells = suite.n_cells()
-    t_pert_all = t_pert  # the perturbation's own seconds per seed, overlapped or not
-    an_text = an_first + an_tables * cell_bytes * kept / max(1, usable_cpus())
-    movable = False  # the first seed's analyses' text work done in the plan-ahead process
+    c.dup_s = (1.0 - c.kept) * c.window_s
+    c.score_s -= c.dup_s
+    c.t_pert_all = t_pert  # the perturbation's own seconds per seed, overlapped or not
+    c.an_text = c.an_first + c.an_tables * work.cell_bytes * c.kept / max(1, usable_cpus())
     if ahead:
         # fitted and planned (every seed's plans) while the first seed's models fit, compile and
         # train; only what outlasts them is on the critical path. The analyses that can hand
@@ -222,61 +258,13 @@ def _dry_run(suite: Suite, opts: RunOptions, emit: Callable[[str], None] | None)
         from harness.analyses.base import Analysis
 
         n = len(suite.seeds)
-        movable = any(type(a.config).export_prepared is not Analysis.export_prepared for a in suite.analyses)
-        first = (an_first + an_tables * cell_bytes * kept / max(1, plan_ahead_processes())) if movable else 0.0
-        t_pert = max(0.0, t_pert * n + first - (fit_s + compile_s + train_s)) / n
-        t_pert += an_text * (n - 1) / n if movable else an_text
+        c.movable = any(type(a.config).export_prepared is not Analysis.export_prepared for a in suite.analyses)
+        first = (c.an_first + c.an_tables * work.cell_bytes * c.kept / max(1, plan_ahead_processes())) if c.movable else 0.0
+        t_pert = max(0.0, t_pert * n + first - (c.fit_s + c.compile_s + c.train_s)) / n
+        t_pert += c.an_text * (n - 1) / n if c.movable else c.an_text
     else:
-        t_pert += an_text
-    per_seed = t_data + fit_s + compile_s + train_s + t_pert + an_s + score_s + results_s
-    say()
-    say(f"cells to score: {cells} ({len(evals)} eval set(s), {n_docs} docs, "
-        f"{n_cells_p} perturbation cells incl. '{CLEAN.id}', modes {', '.join(ev.modes)}); "
-        f"{score_windows:,} windows per model and seed")
-    say(f"estimate per seed: data {_fmt(t_data)}, fits {_fmt(fit_s)}, compile {_fmt(compile_s)}, "
-        f"training {_fmt(train_s)}, perturbation {_fmt(t_pert)}, analyses {_fmt(an_s)}, scoring {_fmt(score_s)}, "
-        f"results files {_fmt(results_s)}: {_fmt(per_seed)}")
-    if compile_on:
-        say(f"  (compile: training {_fmt(compile_s)} above, scoring {_fmt(score_compile_s)} inside scoring; "
-            "sub-models' inside fits)")
-    if suite.analyses:
-        where = ("in perturbation; the first seed's in the plan-ahead process"
-                 if ahead and movable else "in perturbation")
-        say(f"  (analyses: fitting {_fmt(an_fit)} per seed; their text work {_fmt(an_text)} {where} "
-            f"(first use {_fmt(an_first)}); in scoring, not in the model lines: their buckets "
-            f"{_fmt(an_byte * cell_bytes / cell_procs)} per model in {cell_procs} process(es))")
-    if dup_s > 0:
-        say(f"  (scoring: {1 - kept:.1%} of the sampled cells' windows repeat another and are forwarded once: "
-            f"{_fmt(dup_s)} less than the model lines add up to)")
-    if ahead:
-        say("  (perturbation: in a process of its own while the models train (overlap.plan_ahead); "
-            "only what outlasts the training is counted)")
-    say(f"  (perturbation: fitting the perturbations {_fmt(pert_fit)}, once per run; plans cached in "
-        f"{ctx.cache_dir / 'perturbed'} are not perturbed again)")
-    say(f"estimated total: {_fmt(per_seed * len(suite.seeds))} for {len(suite.seeds)} seed(s) (report not included)")
-    if suite.baselines.compressors:  # model-free rows (docs/fragility.md), not in the estimate
-        say(f"compressor baseline cells: {suite.n_baseline_cells()} "
-            f"({', '.join(suite.baselines.compressors)} x {1 + len(suite.permutations)} stream(s))")
-    phases = {"data": t_data, "fits": fit_s, "compile": compile_s, "training": train_s,
-              "perturbation": t_pert, "analyses": an_s, "scoring": score_s, "results": results_s,
-              "per_seed": per_seed}
-    # The run in this directory reads it back and writes estimated vs actual into run.json.
-    root.mkdir(parents=True, exist_ok=True)
-    atomic_write_json(root / ESTIMATE_FILE, {
-        "key": estimate_key(suite, opts.limit),
-        "device": str(dev), "seeds": len(suite.seeds), "seconds_per_seed": phases,
-        "compile": {"on": compile_on, "training_seconds": compile_s, "scoring_seconds": score_compile_s},
-        "perturbation_fit_seconds": pert_fit, "score_distinct_fraction": kept,
-        "plan_ahead": {"on": ahead, "perturbation_seconds": t_pert_all, "host_fit_seconds": fit_ahead_s},
-        "analyses_timing": {"fit_seconds": an_fit, "first_use_seconds": an_first, "bucket_seconds_per_byte": an_byte,
-                            "table_seconds_per_byte": an_tables, "cell_bytes": cell_bytes, "cell_processes": cell_procs},
-        "models": per_model,
-        "dry_run_seconds": {"total": time.perf_counter() - t_start, "data": t_data, **measuring}})
-    say(f"(written to {root / ESTIMATE_FILE}; the next run of this suite into that directory reports estimated vs actual, once)")
-    say(f"dry run: {_fmt(time.perf_counter() - t_start)} (data {_fmt(t_data)}; "
-        + ", ".join(f"{k} {_fmt(v)}" for k, v in measuring.items())
-        + f"); max RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20:.2f} GiB")
-    return "\n".join(lines)
+        t_pert += c.an_text
+    c.t_pert = t_pert
 
 
 def _set_up(suite: Suite, opts: RunOptions) -> tuple[torch.device, Any, Path]:

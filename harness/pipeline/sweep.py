@@ -65,15 +65,7 @@ def train_sweep(runner: Any, seed: int, train: Any,
     Returns label → (encoder, meta, spec) like the Runner's own models, in grid order;
     meta["sweep"] holds the results.csv sweep columns. A refused point is logged, recorded in
     run.json (``scaling.refused``) and cached as refused, so a re-run skips it without refitting."""
-    import json
-    import time
-
-    import torch
-
-    from encoders.backbone import causal_attention_cost
     from harness.data.load import training_windows
-    from harness.infra.writes import atomic_torch_save, atomic_write_json
-    from harness.train.loop import Checkpointer, fit_context, train_encoder
 
     cfg: ScalingConfig = runner.suite.scaling
     b = runner.budget
@@ -82,31 +74,13 @@ def train_sweep(runner: Any, seed: int, train: Any,
     probe = list(training_windows(train.docs, 8 * b.batch_bytes, b.context_bytes, seed))
     done: dict[str, tuple[Any, dict[str, Any], Any]] = {}
     pending: list[dict[str, Any]] = []  # planned points, trained together by ``flush``
-    # threads share torch's global generator: only models that draw nothing from it in training
-    at_once = cfg.points_at_once if all(s.backbone is None or s.backbone.dropout == 0 for s in specs.values()) else 1
-    if b.cuda_graphs and at_once > 1:
-        # Capturing a graph synchronizes the device while the other threads keep launching: on an
-        # H100 six points with graphs stalled at capture (BENCHMARKS.md, "Sweep engine").
-        runner.log(f"[scaling] budget.cuda_graphs: points train one at a time, not {at_once} at once")
-        at_once = 1
+    at_once = _points_at_once(runner, cfg, specs)
 
     def train_one(job: dict[str, Any]) -> None:
-        p, key = job["point"], job["key"]
-        with causal_attention_cost(HEADLINE_ATTENTION):
-            job["stats"] = train_encoder(
-                job["enc"], training_windows(train.docs, 10 * p.train_bytes + b.batch_bytes, b.context_bytes, seed),
-                p.train_bytes, job["budget"], runner.device, max_flops=p.budget - p.fit_flops,
-                checkpoint=Checkpointer(runner.rd.partial_path(key), runner.opts.checkpoint_seconds),
-                progress=runner._bar(f"train {p.label} s{seed}", p.train_bytes))
+        _train_point(runner, train, seed, job)
 
     def finish(job: dict[str, Any]) -> None:
-        """Record a trained point (its ``stats`` set): the sweep facts, the model cache, the log."""
-        p, stats, meta = job["point"], job["stats"], point_meta(job, train)
-        atomic_torch_save(job["enc"].state_dict(), job["path"])
-        atomic_write_json(job["meta_path"], meta)
-        runner.log(f"[model] {p.label} seed {seed}: {stats['bytes']:,} bytes, {meta['total_flops']:.3g} FLOPs in "
-                   f"{stats['seconds']:.1f}s, final loss {stats['final_loss_bpb']:.3f} bpb")
-        done[p.label] = (job["enc"], meta, job["spec"])
+        _finish_point(runner, train, seed, job, done)
 
     def flush() -> None:
         rest = list(pending)
@@ -122,51 +96,124 @@ def train_sweep(runner: Any, seed: int, train: Any,
 
     points = [p for p in grid(cfg, list(specs)) if owned is None or owned(p.label)]
     for p in points:
-        spec = point_spec(cfg, specs[p.encoder], p)
-        key = _point_key(runner, spec, seed, train.fingerprint, cfg, p.budget)
-        path, meta_path = runner.rd.model_path(key), runner.rd.model_meta_path(key)
-        meta: dict[str, Any] | None = json.loads(meta_path.read_text()) if meta_path.exists() else None
-        if meta is not None and meta.get("refused"):
-            refused[p.label] = meta["refused"]
-            runner.log(f"[scaling] {p.label}: refused (cached): {meta['refused']}")
+        job = _plan_point(runner, p, specs[p.encoder], seed, train, probe, refused, done)
+        if job is None:  # refused, or loaded from the model cache
             continue
-        enc = runner.build(spec, seed)
-        if meta is not None and path.exists():
-            enc.load_state_dict(torch.load(path, map_location="cpu", weights_only=True))
-            enc.to(runner.device).eval()
-            runner.log(f"[model] {p.label} seed {seed}: loaded from cache {path.name}")
-            done[p.label] = (enc, meta, spec)
-            continue
-        enc.to(runner.device)
-        t0 = time.perf_counter()
-        # Everything this point spends — fit stage included — is counted in the headline
-        # convention, so the loop stops when the budget is spent under it.
-        with causal_attention_cost(HEADLINE_ATTENTION):
-            ctx = fit_context(train.docs, b, runner.device, seed, log=runner.log,
-                              progress=lambda what, n, lb=p.label: runner._bar(f"{lb} ({what})", n))
-            fit = enc.fit(ctx) or {}
-            fit.setdefault("seconds", time.perf_counter() - t0)
-            p.flops_per_byte, p.flops_per_byte_full = flops_per_byte(enc, probe, b.windows_per_step,
-                                                                      b.windows_per_micro_batch)
-            p.fit_flops = float(fit.get("flops", 0.0))
-            total = sum(x.numel() for x in enc.parameters())
-            p.params_non_embedding = total - enc.embedding_parameters()
-            plan_point(cfg, p, base_lr=b.lr, batch_bytes=b.batch_bytes, train_part_bytes=train.n_bytes)
-        if p.refused:
-            refused[p.label] = p.refused
-            runner.log(f"[scaling] {p.label}: refused: {p.refused}")
-            atomic_write_json(meta_path, {"key": key, "refused": p.refused})
-            continue
-        runner.log(f"[model] {p.label} seed {seed}: {p.budget:.3g} FLOPs = ~{p.train_bytes:,} bytes, "
-                   f"{p.steps} steps, lr {p.lr:.3g} ({runner.device})")
-        pending.append({"point": p, "spec": spec, "key": key, "path": path, "meta_path": meta_path, "enc": enc,
-                        "fit": fit, "total": total,
-                        "budget": replace(b, train_bytes=p.train_bytes, warmup_bytes=p.warmup_bytes, lr=p.lr)})
+        pending.append(job)
         if len(pending) >= at_once and not cfg.stack:  # stacked: all planned first, then grouped by rung
             flush()
     flush()
+    return _grid_models(runner, seed, points, done, refused, owned)
+
+
+def _points_at_once(runner: Any, cfg: ScalingConfig, specs: dict[str, Any]) -> int:
+    """How many points train at the same time: ``scaling.points_at_once``, or 1 where a model
+    draws from torch's global generator in training (dropout) or ``budget.cuda_graphs`` is on."""
+    # threads share torch's global generator: only models that draw nothing from it in training
+    at_once = cfg.points_at_once if all(s.backbone is None or s.backbone.dropout == 0 for s in specs.values()) else 1
+    if runner.budget.cuda_graphs and at_once > 1:
+        # Capturing a graph synchronizes the device while the other threads keep launching: on an
+        # H100 six points with graphs stalled at capture (BENCHMARKS.md, "Sweep engine").
+        runner.log(f"[scaling] budget.cuda_graphs: points train one at a time, not {at_once} at once")
+        at_once = 1
+    return at_once
+
+
+def _plan_point(runner: Any, p: GridPoint, base_spec: Any, seed: int, train: Any, probe: list[Any],
+                refused: dict[str, str],
+                done: dict[str, tuple[Any, dict[str, Any], Any]]) -> dict[str, Any] | None:
+    """Build, fit and plan one grid point; returns its training job, or None where the point is
+    refused (recorded in ``refused``, cached as refused) or loaded from the model cache (into ``done``)."""
+    import json
+    import time
+
+    import torch
+
+    from encoders.backbone import causal_attention_cost
+    from harness.infra.writes import atomic_write_json
+    from harness.train.loop import fit_context
+
+    cfg: ScalingConfig = runner.suite.scaling
+    b = runner.budget
+    spec = point_spec(cfg, base_spec, p)
+    key = _point_key(runner, spec, seed, train.fingerprint, cfg, p.budget)
+    path, meta_path = runner.rd.model_path(key), runner.rd.model_meta_path(key)
+    meta: dict[str, Any] | None = json.loads(meta_path.read_text()) if meta_path.exists() else None
+    if meta is not None and meta.get("refused"):
+        refused[p.label] = meta["refused"]
+        runner.log(f"[scaling] {p.label}: refused (cached): {meta['refused']}")
+        return None
+    enc = runner.build(spec, seed)
+    if meta is not None and path.exists():
+        enc.load_state_dict(torch.load(path, map_location="cpu", weights_only=True))
+        enc.to(runner.device).eval()
+        runner.log(f"[model] {p.label} seed {seed}: loaded from cache {path.name}")
+        done[p.label] = (enc, meta, spec)
+        return None
+    enc.to(runner.device)
+    t0 = time.perf_counter()
+    # Everything this point spends — fit stage included — is counted in the headline
+    # convention, so the loop stops when the budget is spent under it.
+    with causal_attention_cost(HEADLINE_ATTENTION):
+        ctx = fit_context(train.docs, b, runner.device, seed, log=runner.log,
+                          progress=lambda what, n, lb=p.label: runner._bar(f"{lb} ({what})", n))
+        fit = enc.fit(ctx) or {}
+        fit.setdefault("seconds", time.perf_counter() - t0)
+        p.flops_per_byte, p.flops_per_byte_full = flops_per_byte(enc, probe, b.windows_per_step,
+                                                                  b.windows_per_micro_batch)
+        p.fit_flops = float(fit.get("flops", 0.0))
+        total = sum(x.numel() for x in enc.parameters())
+        p.params_non_embedding = total - enc.embedding_parameters()
+        plan_point(cfg, p, base_lr=b.lr, batch_bytes=b.batch_bytes, train_part_bytes=train.n_bytes)
+    if p.refused:
+        refused[p.label] = p.refused
+        runner.log(f"[scaling] {p.label}: refused: {p.refused}")
+        atomic_write_json(meta_path, {"key": key, "refused": p.refused})
+        return None
+    runner.log(f"[model] {p.label} seed {seed}: {p.budget:.3g} FLOPs = ~{p.train_bytes:,} bytes, "
+               f"{p.steps} steps, lr {p.lr:.3g} ({runner.device})")
+    return {"point": p, "spec": spec, "key": key, "path": path, "meta_path": meta_path, "enc": enc,
+            "fit": fit, "total": total,
+            "budget": replace(b, train_bytes=p.train_bytes, warmup_bytes=p.warmup_bytes, lr=p.lr)}
+
+
+def _train_point(runner: Any, train: Any, seed: int, job: dict[str, Any]) -> None:
+    """Train one planned point (``job`` from ``_plan_point``) to its FLOP budget; sets
+    ``job["stats"]`` (the loop's facts)."""
+    from encoders.backbone import causal_attention_cost
+    from harness.data.load import training_windows
+    from harness.train.loop import Checkpointer, train_encoder
+
+    p, key, b = job["point"], job["key"], runner.budget
+    with causal_attention_cost(HEADLINE_ATTENTION):
+        job["stats"] = train_encoder(
+            job["enc"], training_windows(train.docs, 10 * p.train_bytes + b.batch_bytes, b.context_bytes, seed),
+            p.train_bytes, job["budget"], runner.device, max_flops=p.budget - p.fit_flops,
+            checkpoint=Checkpointer(runner.rd.partial_path(key), runner.opts.checkpoint_seconds),
+            progress=runner._bar(f"train {p.label} s{seed}", p.train_bytes))
+
+
+def _finish_point(runner: Any, train: Any, seed: int, job: dict[str, Any],
+                  done: dict[str, tuple[Any, dict[str, Any], Any]]) -> None:
+    """Record a trained point (its ``stats`` set): the sweep facts, the model cache, the log;
+    adds it to ``done``."""
+    from harness.infra.writes import atomic_torch_save, atomic_write_json
+
+    p, stats, meta = job["point"], job["stats"], point_meta(job, train)
+    atomic_torch_save(job["enc"].state_dict(), job["path"])
+    atomic_write_json(job["meta_path"], meta)
+    runner.log(f"[model] {p.label} seed {seed}: {stats['bytes']:,} bytes, {meta['total_flops']:.3g} FLOPs in "
+               f"{stats['seconds']:.1f}s, final loss {stats['final_loss_bpb']:.3f} bpb")
+    done[p.label] = (job["enc"], meta, job["spec"])
+
+
+def _grid_models(runner: Any, seed: int, points: list[GridPoint],
+                 done: dict[str, tuple[Any, dict[str, Any], Any]], refused: dict[str, str],
+                 owned: Callable[[str], bool] | None) -> dict[str, tuple[Any, dict[str, Any], Any]]:
+    """The trained and loaded points in grid order, whatever order they finished in, their facts
+    recorded in run.json; raises ValueError where every point was refused (``owned`` unset)."""
     models: dict[str, tuple[Any, dict[str, Any], Any]] = {}
-    for p in points:  # grid order, whatever order the points finished in
+    for p in points:
         if p.label in done:
             models[p.label] = done[p.label]
             runner.record_encoder_facts(p.label, done[p.label][2], seed, done[p.label][1], extra=("scaling",))
