@@ -131,11 +131,12 @@ def _seeds_note(t: Tables) -> str:
             f"seeds; {boot}; mean ± sd: across seeds, where there are several.")
 
 
-def build_tables(t: Tables) -> dict[str, Table]:
+def _verdict_table(t: Tables) -> Table:
+    """The per-encoder verdict table: clean BPB, seed spread, mean and worst degradation,
+    cost."""
     seeds_note = _seeds_note(t)
-    out: dict[str, Table] = {}
     v = t.verdict
-    out["verdict"] = spec_table("verdict", "Per encoder", [
+    return spec_table("verdict", "Per encoder", [
         ("encoder", lambda r: r.encoder, False),
         (f"clean BPB ({t.level_mode}) [95 % CI]",
          lambda r: f"{f3(r.clean_bpb)} {fci(r.clean_lo, r.clean_hi)}", True),
@@ -156,6 +157,11 @@ def build_tables(t: Tables) -> dict[str, Table]:
                "CI is paired over the documents scored in all of those cells. "
                f"{seeds_note}")
 
+
+def _robustness_tables(t: Tables) -> dict[str, Table]:
+    """Per mode: the robustness, family and degradation-matrix tables (keys suffixed
+    ``_<mode>`` for modes other than the primary one)."""
+    out: dict[str, Table] = {}
     rob_note = ("ΔBPB = BPB(perturbed) − BPB(clean) on the same eval sets and seeds; the CI is "
                 "paired (perturbed and clean NLL of a document taken together) over seeds × "
                 "documents. Slope: least-squares slope of BPB on measured character edit rate, "
@@ -191,8 +197,12 @@ def build_tables(t: Tables) -> dict[str, Table]:
                 ("worst ΔBPB", lambda r: fsign(r.worst_delta), True),
             ])
         out["matrix" + sfx] = degradation_matrix(t, mode)
-    out["matrix_clean"] = clean_matrix(t)
-    out["anomalies"] = spec_table("anomalies", "Anomalies: perturbations that improve an encoder", [
+    return out
+
+
+def _anomalies_table(t: Tables) -> Table:
+    """Cells where a perturbation significantly improves an encoder's BPB."""
+    return spec_table("anomalies", "Anomalies: perturbations that improve an encoder", [
         ("mode", lambda r: r.mode, False),
         ("perturbation", lambda r: f"{r.perturbation_id} @ {fsev(r.severity)}", False),
         ("encoder", lambda r: r.encoder, False),
@@ -206,8 +216,11 @@ def build_tables(t: Tables) -> dict[str, Table]:
                           "and a paired 95 % CI below zero. An improvement under noise is unexpected; read it as a question about "
                           "the data or the model, not as robustness."))
 
+
+def _comparisons_table(t: Tables) -> Table:
+    """The paired encoder-vs-encoder comparisons, in run order of mode."""
     cmp = _ordered(t, t.comparisons, ["mode"])
-    out["comparisons"] = spec_table("comparisons", "Paired comparisons", [
+    return spec_table("comparisons", "Paired comparisons", [
         ("A", lambda r: r.a, False),
         ("B", lambda r: r.b, False),
         ("mode", lambda r: r.mode, False),
@@ -239,6 +252,10 @@ def build_tables(t: Tables) -> dict[str, Table]:
                  "(unweighted); 'agree' = same decision at 0.05 as that permutation "
                  "test.", collapsed=len(cmp) > 60)
 
+
+def _language_tables(t: Tables) -> dict[str, Table]:
+    """The wide per-eval-set (clean BPB, mean ΔBPB) and per-script tables."""
+    out: dict[str, Table] = {}
     out["languages"] = _wide(
         "languages", "Clean BPB per eval set [95 % CI]", t.languages, "dataset",
         [("language", lambda g: g.language.iloc[0] or "—"), ("script", lambda g: g.script.iloc[0]
@@ -255,11 +272,13 @@ def build_tables(t: Tables) -> dict[str, Table]:
         [("documents", lambda g: str(int(g.n_docs.max())))], t.encoders,
         lambda r: f"{f3(r.bpb)} {fci(r.ci_lo, r.ci_hi)}",
         note="Scripts of the documents themselves (ISO 15924), so a mixed set splits by script.")
+    return out
 
-    out["efficiency"] = efficiency_table(t)
 
+def _cells_table(t: Tables) -> Table:
+    """Every cell group (mode, perturbation, severity, encoder), collapsed."""
     g = _ordered(t, t.groups, ["mode", "perturbation_id", "severity", "encoder"])
-    out["cells"] = spec_table("cells", "All cell groups", [
+    return spec_table("cells", "All cell groups", [
         ("mode", lambda r: r.mode, False),
         ("perturbation", lambda r: r.perturbation_id, False),
         ("severity", lambda r: fsev(r.severity), True),
@@ -276,7 +295,20 @@ def build_tables(t: Tables) -> dict[str, Table]:
     ], g, note="Pooled over eval sets and seeds. BPB is bpb in clean_target mode and bpb_clean "
                "(NLL per clean byte) in full mode; 'BPB per scored byte' divides by the bytes "
                "actually scored (the perturbed text in full mode).", collapsed=True)
-    return out
+
+
+def build_tables(t: Tables) -> dict[str, Table]:
+    """Every table of the report by key, in the order the report shows them."""
+    return {
+        "verdict": _verdict_table(t),
+        **_robustness_tables(t),
+        "matrix_clean": clean_matrix(t),
+        "anomalies": _anomalies_table(t),
+        "comparisons": _comparisons_table(t),
+        **_language_tables(t),
+        "efficiency": efficiency_table(t),
+        "cells": _cells_table(t),
+    }
 
 
 def efficiency_table(t: Tables) -> Table:

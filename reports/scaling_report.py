@@ -159,9 +159,20 @@ def make_figures(fit: ScalingFit, dataset: str) -> list[tuple[str, str, str, Any
     from reports.figures import palette  # the report's colours
 
     colors = palette(encs)
-    out = []
     prof = fit.profiles[fit.profiles.dataset == dataset]
     opt = fit.optima[fit.optima.dataset == dataset]
+    out = [_isoflop_figure(plt, prof, opt, encs, dataset),
+           _frontier_figure(plt, fit, opt, encs, colors, dataset)]
+    robustness = _robustness_figure(plt, fit, encs, colors, dataset)
+    if robustness is not None:
+        out.append(robustness)
+    return out
+
+
+def _isoflop_figure(plt: Any, prof: pd.DataFrame, opt: pd.DataFrame, encs: list[str],
+                    dataset: str) -> tuple[str, str, str, Any]:
+    """IsoFLOP profiles of one eval set: BPB vs N per budget with the fitted parabola, one
+    panel per encoder."""
     # IsoFLOP curves: one panel per encoder, one colour per budget (light → dark = more compute)
     fig, axes = plt.subplots(1, len(encs), figsize=(4.2 * len(encs), 3.4), squeeze=False,
                              constrained_layout=True)
@@ -187,9 +198,15 @@ def make_figures(fit: ScalingFit, dataset: str) -> list[tuple[str, str, str, Any
         ax.set_ylabel("clean BPB")
         ax.set_title(enc)
         ax.legend(title="budget (FLOPs)", fontsize=7, title_fontsize=7)
-    out.append((f"scaling_isoflop_{dataset}", f"IsoFLOP profiles ({dataset})",
-                "BPB vs parameters at each FLOP budget, with the fitted parabola in ln N; stars mark the "
-                "compute-optimal vertex (hollow = flagged at the ladder's edge).", fig))
+    return (f"scaling_isoflop_{dataset}", f"IsoFLOP profiles ({dataset})",
+            "BPB vs parameters at each FLOP budget, with the fitted parabola in ln N; stars mark the "
+            "compute-optimal vertex (hollow = flagged at the ladder's edge).", fig)
+
+
+def _frontier_figure(plt: Any, fit: ScalingFit, opt: pd.DataFrame, encs: list[str],
+                     colors: dict[str, Any], dataset: str) -> tuple[str, str, str, Any]:
+    """The compute-optimal frontier of one eval set with its bootstrap bands, one panel per
+    FLOP convention."""
     # Frontier per encoder, log-log, fit and bootstrap band; one panel per convention
     fig, axes = plt.subplots(1, len(CONVENTIONS), figsize=(5.0 * len(CONVENTIONS), 3.6), squeeze=False,
                              constrained_layout=True)
@@ -213,29 +230,34 @@ def make_figures(fit: ScalingFit, dataset: str) -> list[tuple[str, str, str, Any
         ax.set_ylabel("BPB at N_opt")
         ax.set_title(f"frontier, {conv} attention" + (" (headline)" if conv == fit.headline else ""))
         ax.legend(fontsize=7)
-    out.append((f"scaling_frontier_{dataset}", f"Compute-optimal frontier ({dataset})",
-                f"L(C) = E + A·C^(−α) per encoder, one E shared; bands are {fit.level:.0%} bootstrap "
-                "bands of the fitted curve. Left: causal attention at half cost (headline); right: at "
-                "full cost.", fig))
+    return (f"scaling_frontier_{dataset}", f"Compute-optimal frontier ({dataset})",
+            f"L(C) = E + A·C^(−α) per encoder, one E shared; bands are {fit.level:.0%} bootstrap "
+            "bands of the fitted curve. Left: causal attention at half cost (headline); right: at "
+            "full cost.", fig)
+
+
+def _robustness_figure(plt: Any, fit: ScalingFit, encs: list[str], colors: dict[str, Any],
+                       dataset: str) -> tuple[str, str, str, Any] | None:
+    """ΔBPB at N_opt vs compute, one panel per perturbation; None without robustness points."""
     rp = fit.robustness_points[fit.robustness_points.dataset == dataset]
-    if len(rp):
-        perts = sorted(rp.perturbation.unique())
-        fig, axes = plt.subplots(1, len(perts), figsize=(3.8 * len(perts), 3.2), squeeze=False,
-                                 constrained_layout=True)
-        for ax, pert in zip(axes[0], perts):
-            for enc in encs:
-                g = rp[(rp.perturbation == pert) & (rp.encoder == enc)].sort_values("c")
-                if len(g):
-                    ax.plot(g.c, g.delta, "o-", color=colors[enc], label=enc, ms=4)
-            ax.set_xscale("log")
-            ax.axhline(0, color="0.6", lw=0.8)
-            ax.set_xlabel("training FLOPs (half)")
-            ax.set_ylabel("ΔBPB at N_opt")
-            ax.set_title(pert, fontsize=9)
-            ax.legend(fontsize=7)
-        out.append((f"scaling_robustness_{dataset}", f"Robustness vs compute ({dataset})",
-                    "clean_target ΔBPB under each perturbation at the fitted N_opt of each budget.", fig))
-    return out
+    if not len(rp):
+        return None
+    perts = sorted(rp.perturbation.unique())
+    fig, axes = plt.subplots(1, len(perts), figsize=(3.8 * len(perts), 3.2), squeeze=False,
+                             constrained_layout=True)
+    for ax, pert in zip(axes[0], perts):
+        for enc in encs:
+            g = rp[(rp.perturbation == pert) & (rp.encoder == enc)].sort_values("c")
+            if len(g):
+                ax.plot(g.c, g.delta, "o-", color=colors[enc], label=enc, ms=4)
+        ax.set_xscale("log")
+        ax.axhline(0, color="0.6", lw=0.8)
+        ax.set_xlabel("training FLOPs (half)")
+        ax.set_ylabel("ΔBPB at N_opt")
+        ax.set_title(pert, fontsize=9)
+        ax.legend(fontsize=7)
+    return (f"scaling_robustness_{dataset}", f"Robustness vs compute ({dataset})",
+            "clean_target ΔBPB under each perturbation at the fitted N_opt of each budget.", fig)
 
 
 # ---------------------------------------------------------------------------------------------
