@@ -47,6 +47,7 @@ convention moves byte-level encoders (long sequences) more than BPE and can move
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -58,6 +59,7 @@ from reports.scaling_chain import (
     MIN_BUDGETS,
     ChainResult,
     Frontier,
+    Optimum,
     _finite_points,
     e_at_bound,
     frontier_design,
@@ -140,6 +142,27 @@ class ScalingFit:
         return not len(self.optima)
 
 
+# Column order of each ScalingFit table (``fit_scaling``'s working lists are keyed the same).
+_COLS: dict[str, list[str]] = {
+    "opt": ["dataset", "encoder", "budget", "n_opt", "d_opt", "loss_opt", "c_half", "c_full",
+            "edge", "n_points", "passes"],
+    "prof": ["dataset", "encoder", "budget", "size", "n", "loss", "c2", "c1", "c0"],
+    "exp": ["dataset", "convention", "encoder"] + [f"{n}{s}" for n in ("a", "b", "alpha", "lnA")
+                                                  for s in ("", "_lo", "_hi")],
+    "irr": ["dataset", "convention", "E", "E_lo", "E_hi", "identified"],
+    "par": ["dataset", "convention", "byte", "bpe", "status", "c_star", "c_lo", "c_hi", "range_lo",
+            "range_hi", "decades_outside", "frac_inside", "leader_low", "statement", "ci_decades",
+            "e_identified"],
+    "rob": ["dataset", "encoder", "perturbation", "slope", "slope_lo", "slope_hi"],
+    "robp": ["dataset", "encoder", "perturbation", "budget", "c", "delta"],
+    "law": ["dataset", "encoder"] + [f"{n}{s}" for n in ("E", "a", "b") for s in ("", "_lo", "_hi")]
+           + ["A", "B", "rms", "n_points"],
+}
+
+Tabs = dict[str, list[dict[str, Any]]]  # table key of _COLS → its rows, appended in order
+CiFn = Callable[[str], tuple[float, float]]  # scalar key → basic bootstrap interval (lo, hi)
+
+
 def fit_scaling(results: pd.DataFrame, *, n_boot: int = 200, seed: int = 0, level: float = 0.95,
                 band_points: int = 40, intervals_on_bound: bool = False) -> ScalingFit:
     """Fit every eval set of a (merged) results table; see the module docstring.
@@ -153,8 +176,7 @@ def fit_scaling(results: pd.DataFrame, *, n_boot: int = 200, seed: int = 0, leve
     ``identified`` columns still say which they are."""
     rows, notes = pool_points(sweep_rows(results))
     kinds = encoder_kinds(rows) if len(rows) else {}
-    tabs: dict[str, list[dict[str, Any]]] = {k: [] for k in
-                                             ("opt", "prof", "exp", "irr", "par", "rob", "robp", "law")}
+    tabs: Tabs = {k: [] for k in _COLS}
     frontiers: dict[str, dict[str, Frontier]] = {}
     bands: dict[str, Any] = {}
     rng = np.random.default_rng(seed)
@@ -162,123 +184,155 @@ def fit_scaling(results: pd.DataFrame, *, n_boot: int = 200, seed: int = 0, leve
         groups = build_groups(rows, dataset)
         if not groups:
             continue
-        encs = sorted(groups)
-        pairs = [(a, b) for a in encs for b in encs if kinds.get(a) == "byte" and kinds.get(b) == "bpe"]
-        point = run_chain(groups, pairs)
-        law = law_point(groups)
-        smooth = smooth_sweep(groups, law)
-        sweeps = [_redraw(groups, smooth, rng) for _ in range(n_boot)]
-        boots: list[ChainResult] = [run_chain(g, pairs, point) for g in sweeps]
-        tabs["law"] += law_rows(dataset, law, groups, sweeps, level)
-
-        centre = run_chain(_redraw(groups, smooth, None), pairs, point)
-
-        def ci(key: str, boots: list[ChainResult] = boots, point: ChainResult = point,
-               centre: ChainResult = centre) -> tuple[float, float]:
-            return _ci([b.scalars.get(key, math.nan) for b in boots], level,
-                       point.scalars.get(key, math.nan), centre.scalars.get(key, math.nan))
-
-        frontiers[dataset] = point.frontier
-        for enc, opts in point.optima.items():
-            for g, o in zip(groups[enc], opts):
-                tabs["opt"].append(dict(
-                    dataset=dataset, encoder=enc, budget=g.budget, n_opt=math.exp(o.ln_n),
-                    d_opt=math.exp(o.ln_d), loss_opt=o.loss, c_half=math.exp(o.ln_c["half"]),
-                    c_full=math.exp(o.ln_c["full"]), edge=o.edge, n_points=len(g.loss),
-                    passes=math.exp(o.ln_d) / g.part_bytes))
-                for k in range(len(g.loss)):
-                    tabs["prof"].append(dict(
-                        dataset=dataset, encoder=enc, budget=g.budget, size=g.sizes[k],
-                        n=math.exp(g.ln_n[k]), loss=g.loss[k], c2=o.coef[0], c1=o.coef[1], c0=o.coef[2]))
-                for p, v in o.delta.items():
-                    tabs["robp"].append(dict(dataset=dataset, encoder=enc, perturbation=p, budget=g.budget,
-                                             c=math.exp(o.ln_c[HEADLINE]), delta=v))
-            edges = [o for o in opts if o.edge]
-            if edges:
-                notes.append(f"{dataset}: {enc}: {len(edges)} of {len(opts)} IsoFLOP minima flagged "
-                             f"({', '.join(sorted({o.edge for o in edges}))}), left out of the fits across "
-                             "budgets: widen the ladder there.")
-            repeated = [(g.budget, math.exp(o.ln_d) / g.part_bytes) for g, o in zip(groups[enc], opts)
-                        if math.exp(o.ln_d) > FREE_PASSES * g.part_bytes]  # False when NaN
-            if repeated:
-                at = ", ".join(f"{b:.3g} ({p:.1f} passes)" for b, p in repeated)
-                notes.append(f"{dataset}: {enc}: the compute-optimal D reads the training text more than "
-                             f"{FREE_PASSES:g} times at {at}; past ~{FREE_PASSES:g} passes repetition is no "
-                             "longer nearly free (Muennighoff et al. 2023), so these vertices' BPB may "
-                             "sit high. More text would remove this.")
-        notes += _underdetermined_notes(dataset, point)
-        bands[dataset] = {}
-        for conv, fr in point.frontier.items():
-            # E is identified when its estimate lies inside the fit's range (0, lowest vertex
-            # loss). On a bound the estimator has an atom there and the basic bootstrap interval
-            # is not valid (a parameter on the boundary: Andrews 2000); measured on the project's
-            # design, such intervals rarely hold the truth (docs/scaling.md, "Intervals"). Those of
-            # E, and of what moves with E (α, A, the crossing C*), are then not given: the report
-            # says why.
-            bound = e_at_bound(fr, point.optima)
-            identified = not bound  # (a frontier not fitted has E NaN, no bound, no intervals)
-            gate = identified or intervals_on_bound  # whether E, α, A, C* get intervals
-            lo_e, hi_e = ci(f"E|{conv}") if gate else (math.nan, math.nan)
-            lo_e = max(lo_e, 0.0) if math.isfinite(lo_e) else lo_e  # E ≥ 0 (fit_frontier's bound)
-            tabs["irr"].append(dict(dataset=dataset, convention=conv, E=fr.e, E_lo=lo_e, E_hi=hi_e,
-                                    identified=identified))
-            if bound:
-                where = ("lower bound, 0 (each frontier is then a pure power law)" if bound == "lower" else
-                         f"upper bound, the lowest compute-optimal loss ({fr.e:.3g} BPB)")
-                notes.append(f"{dataset}, FLOPs at {conv} attention: the shared irreducible loss E sits on its "
-                             f"{where}: these budgets do not identify E, and the frontier exponents α, A "
-                             "and any crossing rest on that bound, so no interval is given for E, α, A or "
-                             "C* (one would not hold the truth at its stated level). The allocation "
-                             "exponents a and b do not depend on E. Less noise per point, or more or "
-                             "larger budgets, are needed to fit E.")
-            bands[dataset][conv] = {}
-            for enc in encs:
-                row: dict[str, Any] = dict(dataset=dataset, convention=conv, encoder=enc)
-                for name in ("a", "b", "alpha", "lnA"):
-                    key = f"{name}|{conv}|{enc}"
-                    row[name] = point.scalars.get(key, math.nan)
-                    row[f"{name}_lo"], row[f"{name}_hi"] = (ci(key) if gate or name in ("a", "b")
-                                                             else (math.nan, math.nan))
-                tabs["exp"].append(row)
-                if enc in fr.alpha:
-                    lnc = np.array([o.ln_c[conv] for o in point.optima[enc]])
-                    grid = np.linspace(lnc.min() - 0.5, lnc.max() + 0.5, band_points)
-                    preds = np.array([b.frontier[conv].predict(enc, grid) for b in boots
-                                      if enc in b.frontier[conv].alpha and np.isfinite(b.frontier[conv].e)])
-                    cf = centre.frontier[conv]
-                    if len(preds) >= 2 and enc in cf.alpha and np.isfinite(cf.e):
-                        # the basic interval of ``_ci``, point by point along the grid
-                        q = (1 - level) / 2
-                        est, mid = fr.predict(enc, grid), cf.predict(enc, grid)
-                        bands[dataset][conv][enc] = (grid, est - (np.quantile(preds, 1 - q, axis=0) - mid),
-                                                     est - (np.quantile(preds, q, axis=0) - mid))
-            for a, b in pairs:
-                tabs["par"].append(_parity_row(dataset, conv, a, b, point, boots, level, centre,
-                                                 identified, gate))
-        for enc in encs:
-            for p in sorted({p for o in point.optima[enc] for p in o.delta}):
-                key = f"rob|{enc}|{p}"
-                lo, hi = ci(key)
-                tabs["rob"].append(dict(dataset=dataset, encoder=enc, perturbation=p,
-                                        slope=point.scalars.get(key, math.nan), slope_lo=lo, slope_hi=hi))
-    cols = {
-        "opt": ["dataset", "encoder", "budget", "n_opt", "d_opt", "loss_opt", "c_half", "c_full",
-                "edge", "n_points", "passes"],
-        "prof": ["dataset", "encoder", "budget", "size", "n", "loss", "c2", "c1", "c0"],
-        "exp": ["dataset", "convention", "encoder"] + [f"{n}{s}" for n in ("a", "b", "alpha", "lnA")
-                                                      for s in ("", "_lo", "_hi")],
-        "irr": ["dataset", "convention", "E", "E_lo", "E_hi", "identified"],
-        "par": ["dataset", "convention", "byte", "bpe", "status", "c_star", "c_lo", "c_hi", "range_lo",
-                "range_hi", "decades_outside", "frac_inside", "leader_low", "statement", "ci_decades",
-                "e_identified"],
-        "rob": ["dataset", "encoder", "perturbation", "slope", "slope_lo", "slope_hi"],
-        "robp": ["dataset", "encoder", "perturbation", "budget", "c", "delta"],
-        "law": ["dataset", "encoder"] + [f"{n}{s}" for n in ("E", "a", "b") for s in ("", "_lo", "_hi")]
-               + ["A", "B", "rms", "n_points"],
-    }
-    df = {k: pd.DataFrame(v, columns=cols[k]) for k, v in tabs.items()}
+        frontiers[dataset], bands[dataset] = _fit_dataset(
+            dataset, groups, kinds, rng, tabs, notes, n_boot=n_boot, level=level,
+            band_points=band_points, intervals_on_bound=intervals_on_bound)
+    df = {k: pd.DataFrame(v, columns=_COLS[k]) for k, v in tabs.items()}
     return ScalingFit(df["opt"], df["prof"], df["exp"], df["irr"], df["par"], df["rob"], df["robp"],
                       frontiers, bands, n_boot, level, HEADLINE, notes, df["law"])
+
+
+def _fit_dataset(dataset: str, groups: dict[str, list[Group]], kinds: dict[str, str],
+                 rng: np.random.Generator, tabs: Tabs, notes: list[str], *, n_boot: int, level: float,
+                 band_points: int, intervals_on_bound: bool) -> tuple[dict[str, Frontier], dict[str, Any]]:
+    """One eval set: point chain, ``n_boot`` redrawn chains (drawing from ``rng``), rows appended to
+    ``tabs`` and notes to ``notes``. Returns (convention → point Frontier, convention → encoder →
+    band), the ScalingFit's ``frontier`` and ``bands`` entries for this dataset."""
+    encs = sorted(groups)
+    pairs = [(a, b) for a in encs for b in encs if kinds.get(a) == "byte" and kinds.get(b) == "bpe"]
+    point = run_chain(groups, pairs)
+    law = law_point(groups)
+    smooth = smooth_sweep(groups, law)
+    sweeps = [_redraw(groups, smooth, rng) for _ in range(n_boot)]
+    boots: list[ChainResult] = [run_chain(g, pairs, point) for g in sweeps]
+    tabs["law"] += law_rows(dataset, law, groups, sweeps, level)
+
+    centre = run_chain(_redraw(groups, smooth, None), pairs, point)
+
+    def ci(key: str) -> tuple[float, float]:
+        return _ci([b.scalars.get(key, math.nan) for b in boots], level,
+                   point.scalars.get(key, math.nan), centre.scalars.get(key, math.nan))
+
+    for enc, opts in point.optima.items():
+        _vertex_rows(dataset, enc, groups[enc], opts, tabs)
+        notes += _vertex_notes(dataset, enc, groups[enc], opts)
+    notes += _underdetermined_notes(dataset, point)
+    bands: dict[str, Any] = {}
+    for conv, fr in point.frontier.items():
+        bands[conv] = _convention_rows(dataset, conv, fr, encs, pairs, point, boots, centre, ci, tabs,
+                                       notes, level=level, band_points=band_points,
+                                       intervals_on_bound=intervals_on_bound)
+    for enc in encs:
+        for p in sorted({p for o in point.optima[enc] for p in o.delta}):
+            key = f"rob|{enc}|{p}"
+            lo, hi = ci(key)
+            tabs["rob"].append(dict(dataset=dataset, encoder=enc, perturbation=p,
+                                    slope=point.scalars.get(key, math.nan), slope_lo=lo, slope_hi=hi))
+    return point.frontier, bands
+
+
+def _vertex_rows(dataset: str, enc: str, groups: list[Group], opts: list[Optimum], tabs: Tabs) -> None:
+    """Append one encoder's IsoFLOP vertices (``opt``), ladder points with their parabola
+    (``prof``) and ΔBPB at N_opt (``robp``) to ``tabs``; groups and opts pair up budget by budget."""
+    for g, o in zip(groups, opts):
+        tabs["opt"].append(dict(
+            dataset=dataset, encoder=enc, budget=g.budget, n_opt=math.exp(o.ln_n),
+            d_opt=math.exp(o.ln_d), loss_opt=o.loss, c_half=math.exp(o.ln_c["half"]),
+            c_full=math.exp(o.ln_c["full"]), edge=o.edge, n_points=len(g.loss),
+            passes=math.exp(o.ln_d) / g.part_bytes))
+        for k in range(len(g.loss)):
+            tabs["prof"].append(dict(
+                dataset=dataset, encoder=enc, budget=g.budget, size=g.sizes[k],
+                n=math.exp(g.ln_n[k]), loss=g.loss[k], c2=o.coef[0], c1=o.coef[1], c0=o.coef[2]))
+        for p, v in o.delta.items():
+            tabs["robp"].append(dict(dataset=dataset, encoder=enc, perturbation=p, budget=g.budget,
+                                     c=math.exp(o.ln_c[HEADLINE]), delta=v))
+
+
+def _vertex_notes(dataset: str, enc: str, groups: list[Group], opts: list[Optimum]) -> list[str]:
+    """Notes on one encoder's vertices: flagged (edge) minima, and compute-optimal D past
+    FREE_PASSES passes over the training text (D in bytes, ``part_bytes`` per pass)."""
+    out: list[str] = []
+    edges = [o for o in opts if o.edge]
+    if edges:
+        out.append(f"{dataset}: {enc}: {len(edges)} of {len(opts)} IsoFLOP minima flagged "
+                   f"({', '.join(sorted({o.edge for o in edges}))}), left out of the fits across "
+                   "budgets: widen the ladder there.")
+    repeated = [(g.budget, math.exp(o.ln_d) / g.part_bytes) for g, o in zip(groups, opts)
+                if math.exp(o.ln_d) > FREE_PASSES * g.part_bytes]  # False when NaN
+    if repeated:
+        at = ", ".join(f"{b:.3g} ({p:.1f} passes)" for b, p in repeated)
+        out.append(f"{dataset}: {enc}: the compute-optimal D reads the training text more than "
+                   f"{FREE_PASSES:g} times at {at}; past ~{FREE_PASSES:g} passes repetition is no "
+                   "longer nearly free (Muennighoff et al. 2023), so these vertices' BPB may "
+                   "sit high. More text would remove this.")
+    return out
+
+
+def _convention_rows(dataset: str, conv: str, fr: Frontier, encs: list[str],
+                     pairs: list[tuple[str, str]], point: ChainResult, boots: list[ChainResult],
+                     centre: ChainResult, ci: CiFn, tabs: Tabs, notes: list[str], *, level: float,
+                     band_points: int, intervals_on_bound: bool) -> dict[str, Any]:
+    """One FLOP convention of one eval set: append its ``irr``, ``exp`` and ``par`` rows (and the
+    note when E sits on a bound); return encoder → (ln C grid, lo, hi) bands (BPB)."""
+    # E is identified when its estimate lies inside the fit's range (0, lowest vertex
+    # loss). On a bound the estimator has an atom there and the basic bootstrap interval
+    # is not valid (a parameter on the boundary: Andrews 2000); measured on the project's
+    # design, such intervals rarely hold the truth (docs/scaling.md, "Intervals"). Those of
+    # E, and of what moves with E (α, A, the crossing C*), are then not given: the report
+    # says why.
+    bound = e_at_bound(fr, point.optima)
+    identified = not bound  # (a frontier not fitted has E NaN, no bound, no intervals)
+    gate = identified or intervals_on_bound  # whether E, α, A, C* get intervals
+    lo_e, hi_e = ci(f"E|{conv}") if gate else (math.nan, math.nan)
+    lo_e = max(lo_e, 0.0) if math.isfinite(lo_e) else lo_e  # E ≥ 0 (fit_frontier's bound)
+    tabs["irr"].append(dict(dataset=dataset, convention=conv, E=fr.e, E_lo=lo_e, E_hi=hi_e,
+                            identified=identified))
+    if bound:
+        where = ("lower bound, 0 (each frontier is then a pure power law)" if bound == "lower" else
+                 f"upper bound, the lowest compute-optimal loss ({fr.e:.3g} BPB)")
+        notes.append(f"{dataset}, FLOPs at {conv} attention: the shared irreducible loss E sits on its "
+                     f"{where}: these budgets do not identify E, and the frontier exponents α, A "
+                     "and any crossing rest on that bound, so no interval is given for E, α, A or "
+                     "C* (one would not hold the truth at its stated level). The allocation "
+                     "exponents a and b do not depend on E. Less noise per point, or more or "
+                     "larger budgets, are needed to fit E.")
+    bands: dict[str, Any] = {}
+    for enc in encs:
+        row: dict[str, Any] = dict(dataset=dataset, convention=conv, encoder=enc)
+        for name in ("a", "b", "alpha", "lnA"):
+            key = f"{name}|{conv}|{enc}"
+            row[name] = point.scalars.get(key, math.nan)
+            row[f"{name}_lo"], row[f"{name}_hi"] = (ci(key) if gate or name in ("a", "b")
+                                                     else (math.nan, math.nan))
+        tabs["exp"].append(row)
+        if enc in fr.alpha:
+            band = _band(enc, conv, fr, point, boots, centre, level, band_points)
+            if band is not None:
+                bands[enc] = band
+    for a, b in pairs:
+        tabs["par"].append(_parity_row(dataset, conv, a, b, point, boots, level, centre,
+                                         identified, gate))
+    return bands
+
+
+def _band(enc: str, conv: str, fr: Frontier, point: ChainResult, boots: list[ChainResult],
+          centre: ChainResult, level: float,
+          band_points: int) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """Bootstrap prediction band of one encoder's frontier: (ln C grid of ``band_points``, lo, hi
+    in BPB), the basic interval of ``_ci`` point by point; None with under two usable resamples."""
+    lnc = np.array([o.ln_c[conv] for o in point.optima[enc]])
+    grid = np.linspace(lnc.min() - 0.5, lnc.max() + 0.5, band_points)
+    preds = np.array([b.frontier[conv].predict(enc, grid) for b in boots
+                      if enc in b.frontier[conv].alpha and np.isfinite(b.frontier[conv].e)])
+    cf = centre.frontier[conv]
+    if len(preds) >= 2 and enc in cf.alpha and np.isfinite(cf.e):
+        # the basic interval of ``_ci``, point by point along the grid
+        q = (1 - level) / 2
+        est, mid = fr.predict(enc, grid), cf.predict(enc, grid)
+        return (grid, est - (np.quantile(preds, 1 - q, axis=0) - mid),
+                est - (np.quantile(preds, q, axis=0) - mid))
+    return None
 
 
 def _vertex_counts(point: ChainResult, conv: str) -> dict[str, int]:

@@ -99,24 +99,16 @@ def fit_law(data: dict[str, np.ndarray], variant: str, x0: np.ndarray | None = N
         return out
 
     jac_arg = jac if free_exp else "2-point"
-    lead_lo = [0.0] * (n_e - shared_a) + [0.02] * shared_a
-    lead_hi = [lmin - 1e-6] * (n_e - shared_a) + [3.0] * shared_a
-    q_lo = {4: [-20.0, 0.02, -20.0, 0.02], 3: [-20.0, -20.0, 0.02], 2: [-20.0, -20.0]}[per]
-    q_hi = {4: [20.0, 3.0, 20.0, 3.0], 3: [20.0, 20.0, 3.0], 2: [20.0, 20.0]}[per]
-    lo, hi = lead_lo + q_lo * len(encs), lead_hi + q_hi * len(encs)
+    lo, hi = _law_bounds(per, n_e, shared_a, lmin, len(encs))
     best = None
     if x0 is not None:
         best = least_squares(resid, np.clip(x0, np.array(lo) + 1e-9, np.array(hi) - 1e-9), jac=jac_arg,
                              bounds=(lo, hi))
-    exps = [(CHINCHILLA_A, CHINCHILLA_B)] if per == 2 else [(0.3, 0.3), (0.6, 0.6), (1.0, 0.5), (0.5, 1.0)]
-    for e0 in (0.0, 0.4 * lmin, 0.8 * lmin) if x0 is None else ():
-        for a0, b0 in exps:
-            q = {4: [0.0, a0, 0.0, b0], 3: [0.0, 0.0, b0], 2: [0.0, 0.0]}[per]
-            lead = [e0] * (n_e - shared_a) + [a0] * shared_a
-            x0 = np.clip(np.array(lead + q * len(encs)), np.array(lo) + 1e-9, np.array(hi) - 1e-9)
-            r = least_squares(resid, x0, jac=jac_arg, bounds=(lo, hi))
-            if best is None or r.cost < best.cost:
-                best = r
+    for start in _law_starts(per, n_e, shared_a, lmin, len(encs)) if x0 is None else []:
+        x0 = np.clip(np.array(start), np.array(lo) + 1e-9, np.array(hi) - 1e-9)
+        r = least_squares(resid, x0, jac=jac_arg, bounds=(lo, hi))
+        if best is None or r.cost < best.cost:
+            best = r
     assert best is not None
     laws = unpack(best.x)
     res = resid(best.x)
@@ -124,20 +116,51 @@ def fit_law(data: dict[str, np.ndarray], variant: str, x0: np.ndarray | None = N
     names = (["E"] if shared_e else [f"E_{e}" for e in encs]) + (["a"] if shared_a else [])
     names += [f"{p}_{e}" for e in encs for p in {4: ["lnA", "a", "lnB", "b"], 3: ["lnA", "lnB", "b"],
                                                   2: ["lnA", "lnB"]}[per]]
-    dof = max(1, len(res) - k)
-    try:
-        cov = np.linalg.pinv(best.jac.T @ best.jac) * float(res @ res) / dof
-        se_all = dict(zip(names, np.sqrt(np.clip(np.diag(cov), 0, None))))
-    except np.linalg.LinAlgError:
-        se_all = {n: math.nan for n in names}
-    se = {e: {n.rsplit("_", 1)[0] if n.endswith(f"_{e}") else n: s for n, s in se_all.items()
-              if n.endswith(f"_{e}") or "_" not in n or n == f"E_{e}"} for e in encs}
+    se = _law_se(best.jac, res, names, encs)
     i = 0
     residuals = {}
     for e, v in data.items():
         residuals[e] = res[i: i + len(v)]
         i += len(v)
     return LawFit(variant, laws, residuals, k, se, best.x)
+
+
+def _law_bounds(per: int, n_e: int, shared_a: bool, lmin: float,
+                n_enc: int) -> tuple[list[float], list[float]]:
+    """(lo, hi) bounds of ``fit_law``'s solution vector: ``n_e`` leading shared parameters (E in
+    [0, lmin), a shared a last), then ``per`` per encoder (lnA, a, lnB, b minus the shared/fixed)."""
+    lead_lo = [0.0] * (n_e - shared_a) + [0.02] * shared_a
+    lead_hi = [lmin - 1e-6] * (n_e - shared_a) + [3.0] * shared_a
+    q_lo = {4: [-20.0, 0.02, -20.0, 0.02], 3: [-20.0, -20.0, 0.02], 2: [-20.0, -20.0]}[per]
+    q_hi = {4: [20.0, 3.0, 20.0, 3.0], 3: [20.0, 20.0, 3.0], 2: [20.0, 20.0]}[per]
+    return lead_lo + q_lo * n_enc, lead_hi + q_hi * n_enc
+
+
+def _law_starts(per: int, n_e: int, shared_a: bool, lmin: float, n_enc: int) -> list[list[float]]:
+    """``fit_law``'s grid of starting vectors (unclipped, same layout as ``_law_bounds``), in the
+    order they are tried: E over (0, 0.4, 0.8)·lmin, then the exponent pairs."""
+    out = []
+    exps = [(CHINCHILLA_A, CHINCHILLA_B)] if per == 2 else [(0.3, 0.3), (0.6, 0.6), (1.0, 0.5), (0.5, 1.0)]
+    for e0 in (0.0, 0.4 * lmin, 0.8 * lmin):
+        for a0, b0 in exps:
+            q = {4: [0.0, a0, 0.0, b0], 3: [0.0, 0.0, b0], 2: [0.0, 0.0]}[per]
+            lead = [e0] * (n_e - shared_a) + [a0] * shared_a
+            out.append(lead + q * n_enc)
+    return out
+
+
+def _law_se(jac: np.ndarray, res: np.ndarray, names: list[str],
+            encs: list[str]) -> dict[str, dict[str, float]]:
+    """Jacobian standard errors of ``fit_law``'s parameters (``names``, one per column of the
+    (P, K) ``jac``; ``res`` (P,) residuals in BPB), keyed per encoder → parameter name."""
+    dof = max(1, len(res) - len(names))
+    try:
+        cov = np.linalg.pinv(jac.T @ jac) * float(res @ res) / dof
+        se_all = dict(zip(names, np.sqrt(np.clip(np.diag(cov), 0, None))))
+    except np.linalg.LinAlgError:
+        se_all = {n: math.nan for n in names}
+    return {e: {n.rsplit("_", 1)[0] if n.endswith(f"_{e}") else n: s for n, s in se_all.items()
+                if n.endswith(f"_{e}") or "_" not in n or n == f"E_{e}"} for e in encs}
 
 
 def _law_data(groups: dict[str, list[Group]]) -> dict[str, np.ndarray]:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import heapq
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 
 def train_merges(
@@ -46,24 +46,8 @@ def train_merges(
         raise ValueError(f"vocab_size={vocab_size} is below 256 (the single bytes)")
     vocab: list[bytes] = [bytes([i]) for i in range(256)]
     index: dict[bytes, int] = {t: i for i, t in enumerate(vocab)}
-    sym: list[int] = []
-    cnt: list[int] = []
-    for w, c in sorted(counts.items()):  # sorted: positions (and so merge order) are reproducible
-        if len(w) >= 2 and c > 0:
-            sym.extend(w)
-            cnt.extend([c] * len(w))
-            sym.append(-1)  # separator: a dead symbol between words
-            cnt.append(0)
-    n = len(sym)
-    nxt = [p + 1 if p + 1 < n and sym[p + 1] >= 0 else -1 for p in range(n)]
-    prv = [p - 1 if p > 0 and sym[p - 1] >= 0 else -1 for p in range(n)]
-    pair_count: dict[tuple[int, int], int] = defaultdict(int)
-    where: dict[tuple[int, int], list[int]] = defaultdict(list)
-    for p in range(n - 1):
-        if sym[p] >= 0 and sym[p + 1] >= 0:
-            q = (sym[p], sym[p + 1])
-            pair_count[q] += cnt[p]
-            where[q].append(p)
+    sym, cnt, nxt, prv = _flatten(counts)
+    pair_count, where = _count_pairs(sym, cnt)
 
     def entry(p: tuple[int, int], c: int) -> tuple[int, bytes, bytes, int, int]:
         return (-c, vocab[p[0]], vocab[p[1]], p[0], p[1])
@@ -107,17 +91,62 @@ def train_merges(
             if y >= 0:
                 prv[y] = p
         pair_count.pop((a, b), None)
-        for q, d in delta.items():
-            if d == 0 or q == (a, b):
-                continue
-            nc = pair_count.get(q, 0) + d
-            if nc > 0:
-                pair_count[q] = nc
-                if d > 0:  # a pair that grew is (re)queued; shrinking ones are fixed lazily
-                    heapq.heappush(heap, entry(q, nc))
-            else:
-                pair_count.pop(q, None)
+        _apply_delta(delta, (a, b), pair_count, heap, entry)
     return vocab, merges
+
+
+def _apply_delta(
+    delta: Mapping[tuple[int, int], int],
+    merged: tuple[int, int],
+    pair_count: dict[tuple[int, int], int],
+    heap: list[tuple[int, bytes, bytes, int, int]],
+    entry: Callable[[tuple[int, int], int], tuple[int, bytes, bytes, int, int]],
+) -> None:
+    """Add one merge's pair-count changes ``delta`` to ``pair_count`` in place (pairs at ≤ 0 are
+    dropped, the ``merged`` pair skipped) and push every pair that grew onto ``heap``."""
+    for q, d in delta.items():
+        if d == 0 or q == merged:
+            continue
+        nc = pair_count.get(q, 0) + d
+        if nc > 0:
+            pair_count[q] = nc
+            if d > 0:  # a pair that grew is (re)queued; shrinking ones are fixed lazily
+                heapq.heappush(heap, entry(q, nc))
+        else:
+            pair_count.pop(q, None)
+
+
+def _flatten(counts: Mapping[bytes, int]) -> tuple[list[int], list[int], list[int], list[int]]:
+    """``train_merges``'s flat arrays (sym, cnt, nxt, prv), one slot per byte of each pre-token of
+    length ≥ 2 with a positive count, in sorted order, plus a dead separator (-1, count 0) after each."""
+    sym: list[int] = []
+    cnt: list[int] = []
+    for w, c in sorted(counts.items()):  # sorted: positions (and so merge order) are reproducible
+        if len(w) >= 2 and c > 0:
+            sym.extend(w)
+            cnt.extend([c] * len(w))
+            sym.append(-1)  # separator: a dead symbol between words
+            cnt.append(0)
+    n = len(sym)
+    nxt = [p + 1 if p + 1 < n and sym[p + 1] >= 0 else -1 for p in range(n)]
+    prv = [p - 1 if p > 0 and sym[p - 1] >= 0 else -1 for p in range(n)]
+    return sym, cnt, nxt, prv
+
+
+def _count_pairs(
+    sym: list[int], cnt: list[int]
+) -> tuple[defaultdict[tuple[int, int], int], defaultdict[tuple[int, int], list[int]]]:
+    """(pair_count, where) over the flat arrays: each adjacent live pair's total count (word
+    counts summed) and its left positions, ascending."""
+    n = len(sym)
+    pair_count: defaultdict[tuple[int, int], int] = defaultdict(int)
+    where: defaultdict[tuple[int, int], list[int]] = defaultdict(list)
+    for p in range(n - 1):
+        if sym[p] >= 0 and sym[p + 1] >= 0:
+            q = (sym[p], sym[p + 1])
+            pair_count[q] += cnt[p]
+            where[q].append(p)
+    return pair_count, where
 
 
 def apply_merges(
