@@ -219,12 +219,14 @@ def test_architecture_md_lists_every_harness_layer_and_only_those() -> None:
         assert named == set(below), f"{path}: may import {sorted(named)}, the layers below it are {list(below)}"
 
 
-# Small rooms: no file of harness/ or core/ over MAX_FILE_LINES lines, no function over
-# MAX_FUNCTION_LINES (reports/ is left out for now). The rooms still over a limit are listed with
-# their size today: none may grow, none may be added, and one that shrinks under the limit must
-# leave the list.
+# Small rooms: no file of the project's packages over MAX_FILE_LINES lines, no function over
+# MAX_FUNCTION_LINES. The rooms still over a limit are listed with their size today: none may
+# grow, none may be added, and one that shrinks under the limit must leave the list. The FuzzyTok
+# kernels are one file on purpose: the Triton kernels and their launch code read together.
 MAX_FILE_LINES, MAX_FUNCTION_LINES = 600, 80
+ROOM_PACKAGES = ("core", "harness", "encoders", "perturbations", "sources", "reports")
 OVER_FILE_LIMIT = {
+    "encoders/fuzzytok/kernels.py": 1383,
 }
 OVER_FUNCTION_LIMIT = {
 }
@@ -232,7 +234,7 @@ OVER_FUNCTION_LIMIT = {
 
 def _room_sizes() -> tuple[dict[str, int], dict[str, int]]:
     files, functions = {}, {}
-    for pkg in ("harness", "core"):
+    for pkg in ROOM_PACKAGES:
         for p in sorted((ROOT / pkg).rglob("*.py")):
             rel = str(p.relative_to(ROOT))
             text = p.read_text(encoding="utf-8")
