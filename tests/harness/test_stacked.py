@@ -90,12 +90,16 @@ def test_train_stack_equals_train_encoder(tmp_path: Path, which: int) -> None:
     suite, encs = _build(tmp_path, which, 6)
     cpu = torch.device("cpu")
     ws = _windows(200)
-    per_step = encs[0].flops(encs[0].collate(ws[:4], [0] * 4)) * 3
+    # FLOPs after each step (4 windows a step; BPE's vary with its windows' token counts): a cap
+    # halfway into step ``steps`` stops a point after exactly that many steps
+    done = [0.0]
+    for i in range(0, 4 * 16, 4):
+        done.append(done[-1] + 3 * encs[0].flops(encs[0].collate(ws[i:i + 4], [0] * 4)))
     plans = [(6, 0.02, 0), (10, 0.01, 256), (15, 0.005, 512)]  # (steps, lr, warm-up bytes)
     members, alone = [], []
     for k, (steps, lr, warm) in enumerate(plans):
         b = replace(suite.budget, lr=lr, warmup_bytes=warm, train_bytes=steps * 256)
-        cap = per_step * (steps - 0.5)
+        cap = (done[steps - 1] + done[steps]) / 2
         alone.append(train_encoder(encs[k], iter(ws), steps * 256, b, cpu, max_flops=cap))
         members.append(Member(encs[3 + k], b, steps * 256, cap, f"m{k}"))
     order: list[str] = []
