@@ -11,7 +11,8 @@
 # one stacked model, each step a CUDA-graph replay; should it fail, again eagerly), then the same
 # whole grid one point at a time with graphs (BASE=0 skips it): the two walls are the ratio, each
 # summary the TFLOP/s and % of the GEMM rate; BASE=only runs the baseline alone. A command of one
-# budget has one point per rung, so nothing to stack. STACK=0: the one-budget jobs below instead.
+# budget has one point per rung, so nothing to stack. STACK=0: the one-budget jobs below instead;
+# STACK=ranks: the one budget's points dealt over RANKS ranks (default 6) sharing the GPU, graphs on.
 # Within ten minutes a call, one encoder a call: ONLY=bytes BASE=0 DRY=0 bash benchmarks/gpu_sweep.sh
 #
 # Each encoder (STACK=0): one process, one point at a time, each step a CUDA-graph replay
@@ -57,6 +58,10 @@ for enc in "bytes $BYTES" "bpe {name: bpe, vocab_size: 4096}"; do
       || job "$name-stack-eager" 1 "$spec" --set 'scaling.only_budgets=[]' --set scaling.stack=true; }
     [ "${BASE:-1}" != 0 ] && job "$name-graphs-all" 1 "$spec" --set 'scaling.only_budgets=[]' \
       --set budget.cuda_graphs=true
+    continue
+  fi
+  if [ "${STACK:-1}" = ranks ]; then  # the one budget's points dealt over RANKS ranks sharing the GPU
+    job "$name-ranks" "${RANKS:-6}" "$spec" --set budget.cuda_graphs=true
     continue
   fi
   job "$name-graphs" 1 "$spec" --set budget.cuda_graphs=true \
