@@ -11,7 +11,7 @@ in the forward, unit count from ``nonzero``, segments computed per window on the
 Prints per path: the host-device syncs CUDA reports in one training forward + backward
 (``torch.cuda.set_sync_debug_mode``), MB/s over the whole run and after the first step (its cold compile), training
 MFU (counted FLOPs with causal attention at half ÷ the bf16 8192³ GEMM rate measured here), GPU
-idle share of steps 10–30 (torch profiler, ``TOKBENCH_IDLE_STEPS``) and the mean patch size.
+idle share of steps 10–30 (torch profiler, ``budget.idle_steps``) and the mean patch size.
 
 The text is Python stdlib source (no data cache needed). The entropy model is untrained: θ is
 fitted on this text for 4 bytes per patch, which is what the speed depends on (patch counts set
@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import os
 import sysconfig
 from pathlib import Path
 from typing import Any
@@ -38,6 +37,8 @@ from harness.config.suite import BudgetConfig
 from harness.infra.accel import pin
 from harness.infra.meters import gemm_tflops
 from harness.train.loop import autocast_for, train_encoder
+
+IDLE_STEPS = (10, 30)  # the GPU's idle share is measured over these training steps (budget.idle_steps)
 
 
 class HostPatchingBlt(BltEncoder):
@@ -120,15 +121,14 @@ def main() -> None:
                         entropy_dim=32, entropy_layers=1, entropy_heads=2)
         backbone = BackboneConfig(layers=1, dim=32, heads=2)
         budget = BudgetConfig(train_bytes=args.train_bytes, context_bytes=128, batch_bytes=2048,
-                              warmup_bytes=1000, compile=False)
+                              warmup_bytes=1000, compile=False, idle_steps=IDLE_STEPS)
     else:  # suites/standard.yaml
         cfg = BltConfig(target_patch_size=4.0, entropy_dim=128, entropy_layers=2, local_dim=192,
                         local_heads=4, decoder_layers=2, ngram_table_size=16384)
         backbone = BackboneConfig(layers=6, dim=384, heads=6)
         budget = BudgetConfig(train_bytes=args.train_bytes, context_bytes=1024, batch_bytes=262_144,
                               lr=1e-3, warmup_bytes=1_000_000, min_lr_ratio=0.1,
-                              dtype="bfloat16" if device.type == "cuda" else "float32")
-    os.environ.setdefault("TOKBENCH_IDLE_STEPS", "10:30")
+                              dtype="bfloat16" if device.type == "cuda" else "float32", idle_steps=IDLE_STEPS)
     text = stdlib_text(4_000_000)
     ctx = budget.context_bytes
     windows = [text[i : i + ctx] for i in range(0, len(text) - ctx + 1, ctx)]

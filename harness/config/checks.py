@@ -102,6 +102,10 @@ def check_budget(b: BudgetConfig, where: Where) -> None:
         raise where.at("warmup_bytes").error(
             f"warmup_bytes ({b.warmup_bytes}) must be <= train_bytes ({b.train_bytes})"
         )
+    if b.idle_steps is not None and not 0 <= b.idle_steps[0] < b.idle_steps[1]:
+        raise where.at("idle_steps").error(
+            f"must be [first, last] with 0 <= first < last, got {show_value(b.idle_steps)}"
+        )
 
 
 def check_lr(lr: float, where: Where, what: str = "the learning rate") -> None:

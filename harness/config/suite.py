@@ -90,6 +90,9 @@ class BudgetConfig:
     so a seed's numbers repeat on the same GPU and software; on a GPU two trainings of one seed
     otherwise differ (BENCHMARKS.md). Slower; CPU runs are deterministic either way.
     Part of the model cache key when true. See harness/infra/determinism.py.
+    idle_steps: [first, last] — measure the GPU's idle share of each model's training steps first
+    to last (0-based, last excluded) with the torch profiler, into run.json's ``gpu_idle`` (CUDA
+    only; null = off; harness/infra/meters.py). Measurement only: left out of the cache key.
     """
 
     train_bytes: int = 1_000_000
@@ -111,6 +114,7 @@ class BudgetConfig:
     cuda_graphs: bool = False
     data_parallel: bool = False
     deterministic: bool = False
+    idle_steps: tuple[int, int] | None = None
 
     @property
     def windows_per_step(self) -> int:

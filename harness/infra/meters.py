@@ -113,14 +113,14 @@ class StepClock:
 class IdleMeter:
     """GPU idle share of training steps ``first`` to ``last`` (exclusive), measured with the torch
     profiler: idle = 1 − Σ kernel and copy time on the device / wall time of those steps
-    (synchronised at both ends). Off unless ``TOKBENCH_IDLE_STEPS=first:last`` is set and the
-    device is CUDA; the profiler's own host overhead makes the share an upper bound."""
+    (synchronised at both ends). ``steps``: (first, last), from ``budget.idle_steps``; off when
+    None or the device is not CUDA. The profiler's own host overhead makes the share an upper
+    bound."""
 
-    def __init__(self, device: torch.device, spec: str | None) -> None:
+    def __init__(self, device: torch.device, steps: tuple[int, int] | None) -> None:
         self.range: tuple[int, int] | None = None
-        if spec and device.type == "cuda":
-            a, b = (int(x) for x in spec.split(":"))
-            self.range = (a, b)
+        if steps is not None and device.type == "cuda":
+            self.range = steps
         self.device = device
         self._prof: Any = None
         self._t0 = 0.0

@@ -16,14 +16,15 @@ from harness.config.suite import EncoderSpec, PerturbationSpec, Suite
 from harness.infra.provenance import tokbench_version
 from harness.infra.writes import stable_hash
 
-SPEED_KEYS = ("compile", "micro_batch_bytes", "cuda_graphs")  # budget keys that change speed/memory, not the model
+# budget keys that change speed, memory or what is measured, not the model
+SPEED_KEYS = ("compile", "micro_batch_bytes", "cuda_graphs", "idle_steps")
 
 
 def cache_budget(budget: Any) -> dict[str, Any]:
     """The budget as it enters the model cache key: without the speed-only keys, so turning
-    compile or micro-batching on reuses the models trained without them (and old caches); and
-    ``data_parallel`` and ``deterministic`` only when true, so the keys (and caches) of earlier
-    runs did not change when those keys were added."""
+    compile, micro-batching or the idle meter on reuses the models trained without them (and old
+    caches); and ``data_parallel`` and ``deterministic`` only when true, so the keys (and caches)
+    of earlier runs did not change when those keys were added."""
     out = {k: v for k, v in asdict(budget).items() if k not in SPEED_KEYS}
     for key in ("data_parallel", "deterministic"):
         if not out.get(key):

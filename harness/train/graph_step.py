@@ -62,6 +62,19 @@ def dense_logits(encoder: nn.Module, inputs: torch.Tensor) -> torch.Tensor:
     return encoder.head(encoder.hidden(inputs))
 
 
+def load_padded(s: dict[str, Any], batch: TensorBatch, step_bytes: int) -> None:
+    """Copy ``batch`` into the static buffers ``s``: ``inputs`` and ``targets`` (B, T_pad) long
+    get the batch's (B, T) in their first T columns, then 0 and -1 past T; ``bytes`` (0-d float32)
+    gets ``step_bytes``, the step's scored bytes. Causal attention: the padding changes no real
+    position's output, and its loss terms are 0."""
+    t = batch["inputs"].shape[1]
+    s["inputs"][:, :t].copy_(batch["inputs"], non_blocking=True)
+    s["targets"][:, :t].copy_(batch["targets"], non_blocking=True)
+    s["inputs"][:, t:].zero_()
+    s["targets"][:, t:].fill_(-1)
+    s["bytes"].fill_(float(step_bytes))
+
+
 class GraphStep:
     """``train_step`` for one micro-batch a step, captured as a CUDA graph per batch shape (on
     CPU the same body runs eagerly: what the tests check)."""
@@ -127,22 +140,12 @@ class GraphStep:
                     if isinstance(v, torch.Tensor):
                         v.copy_(state[id(p)][k]) if id(p) in state else v.zero_()
 
-    def _load(self, s: dict[str, Any], batch: TensorBatch, step_bytes: int) -> None:
-        """The batch into the static buffers: inputs 0 and targets -1 past its length (causal
-        attention: the padding changes no real position's output, and its loss terms are 0)."""
-        t = batch["inputs"].shape[1]
-        s["inputs"][:, :t].copy_(batch["inputs"], non_blocking=True)
-        s["targets"][:, :t].copy_(batch["targets"], non_blocking=True)
-        s["inputs"][:, t:].zero_()
-        s["targets"][:, t:].fill_(-1)
-        s["bytes"].fill_(float(step_bytes))
-
     def _capture(self, batch: TensorBatch) -> dict[str, Any]:
         b, t = self.shape(batch)
         s: dict[str, Any] = {"inputs": torch.zeros((b, t), dtype=torch.long, device=self.device),
                              "targets": torch.full((b, t), -1, dtype=torch.long, device=self.device),
                              "bytes": torch.ones((), dtype=torch.float32, device=self.device)}
-        self._load(s, batch, batch.scored_bytes)
+        load_padded(s, batch, batch.scored_bytes)
         weights, state = self._snapshot()
         self._set_lr(0.0)
         side = torch.cuda.Stream() if self.cuda else None
@@ -173,7 +176,7 @@ class GraphStep:
         if s is None:
             with _CAPTURE:
                 s = self.graphs[key] = self._capture(batch)
-        self._load(s, batch, step_bytes)
+        load_padded(s, batch, step_bytes)
         self._set_lr(lr)
         self.replays += 1
         if self.cuda:

@@ -455,7 +455,7 @@ def train_encoder(
     feed = Prefetcher(collated, _flop_counter(encoder, device), depth=4, name="training batches")
     clock0 = compile_clock()
     cache0 = cache_counts()
-    idle = IdleMeter(device, os.environ.get("TOKBENCH_IDLE_STEPS"))
+    idle = IdleMeter(device, budget.idle_steps)
     clock = StepClock(device)
     setup_s = time.perf_counter() - t_setup
     t0 = time.perf_counter() - tally.elapsed
@@ -473,7 +473,7 @@ def train_encoder(
         feed.close()
     if device.type == "cuda":
         torch.cuda.current_stream(device).synchronize()
-    # the idle meter's profiler teardown (TOKBENCH_IDLE_STEPS only) is the measurement's cost
+    # the idle meter's profiler teardown (budget.idle_steps only) is the measurement's cost
     seconds = time.perf_counter() - t0 - idle.overhead_seconds
     step_clock = clock.summary(time.perf_counter() - t_close)
     encoder.eval()

@@ -47,7 +47,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from encoders.base import TensorBatch
-from harness.train.graph_step import _CAPTURE, BATCH_KEYS, PAD, dense_logits
+from harness.train.graph_step import _CAPTURE, BATCH_KEYS, PAD, dense_logits, load_padded
 
 MAX_GRAPHS = 4  # captured shapes (windows, padded length) per stack; other shapes run eagerly
 
@@ -217,14 +217,9 @@ class StackedStep:
 
     @staticmethod
     def _load(s: dict[str, torch.Tensor], batch: TensorBatch, step_bytes: int, hyper: torch.Tensor) -> None:
-        """The batch into the buffers, inputs 0 and targets -1 past its length (causal: the
-        padding changes no real position's output and adds no loss term)."""
-        t = batch["inputs"].shape[1]
-        s["inputs"][:, :t].copy_(batch["inputs"], non_blocking=True)
-        s["targets"][:, :t].copy_(batch["targets"], non_blocking=True)
-        s["inputs"][:, t:].zero_()
-        s["targets"][:, t:].fill_(-1)
-        s["bytes"].fill_(float(step_bytes))
+        """The batch into the buffers as ``load_padded`` copies it, and ``hyper`` (2K + 1,)
+        float32 into ``s["hyper"]``."""
+        load_padded(s, batch, step_bytes)
         s["hyper"].copy_(hyper, non_blocking=True)
 
     def _capture(self, s: dict[str, torch.Tensor]) -> None:

@@ -116,7 +116,7 @@ def test_busy_time_is_the_union_of_device_intervals() -> None:
 
     assert union_length([(0, 2), (1, 3), (5, 6), (5.5, 5.8)]) == 4.0  # [0,3) + [5,6)
     assert union_length([]) == 0.0
-    meter = IdleMeter(CPU, "1:3")  # off on CPU: no profiler, no result
+    meter = IdleMeter(CPU, (1, 3))  # off on CPU: no profiler, no result
     for i in range(4):
         meter.step(i)
     meter.finish()

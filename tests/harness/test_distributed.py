@@ -63,8 +63,8 @@ def test_model_cache_key_budget() -> None:
 
     b = BudgetConfig()
     key = cache_budget(b)
-    assert not {"compile", "micro_batch_bytes", "data_parallel"} & key.keys()
-    assert cache_budget(replace(b, compile=True, micro_batch_bytes=4096)) == key
+    assert not {"compile", "micro_batch_bytes", "idle_steps", "data_parallel"} & key.keys()
+    assert cache_budget(replace(b, compile=True, micro_batch_bytes=4096, idle_steps=(20, 40))) == key
     assert cache_budget(replace(b, data_parallel=True)) == {**key, "data_parallel": True}
 
 

@@ -9,36 +9,16 @@ from pathlib import Path
 
 import pytest
 import torch
+from _builders import fitted_encoders
 
 from harness.train.graph_step import GraphStep, graph_capable
 from harness.train.loop import autocast_for, make_optimizer, train_step
 
-SUITE = """\
-name: g
-seeds: [0]
-data:
-  train: {paths: [c.txt]}
-  eval: [{name: e, paths: [c.txt]}]
-budget: {train_bytes: 4000, context_bytes: 64, batch_bytes: 256, lr: 0.01, warmup_bytes: 0, grad_clip: 0.5}
-backbone: {layers: 1, dim: 16, heads: 2}
-encoders: [{name: bytes}, {name: bpe, vocab_size: 300}]
-eval: {target_bytes: 24}
-"""
 TEXT = b"the quick brown fox jumps over the lazy dog; " * 40
 
 
 def _setup(tmp: Path, which: int = 0) -> tuple[object, object, object]:
-    from encoders.base import FitContext
-    from harness.config import load_suite
-    from harness.train.loop import build_encoder
-
-    (tmp / "c.txt").write_text("x")
-    (tmp / "s.yaml").write_text(SUITE)
-    suite = load_suite(tmp / "s.yaml")
-    pair = [build_encoder(suite.encoders[which], 0, tmp) for _ in range(2)]
-    for enc in pair:  # BPE learns its merges (the same ones twice); bytes has nothing to fit
-        enc.fit(FitContext(train_docs=lambda: iter([TEXT]), train_bytes=2000, context_bytes=64, seed=0,
-                           device=torch.device("cpu"), train=None, log=lambda s: None))  # type: ignore[arg-type]
+    suite, pair = fitted_encoders(tmp, which, 2, layers=1, text=TEXT)
     return suite, pair[0], pair[1]
 
 

@@ -11,38 +11,17 @@ from typing import Any
 
 import pytest
 import torch
+from _builders import fitted_encoders
 
 from harness.train.loop import autocast_for, make_optimizer, train_encoder, train_step
 from harness.train.stacked import Stack, StackedStep
 from harness.train.stacked_loop import Member, train_stack
 
-SUITE = """\
-name: g
-seeds: [0]
-data:
-  train: {paths: [c.txt]}
-  eval: [{name: e, paths: [c.txt]}]
-budget: {train_bytes: 4000, context_bytes: 64, batch_bytes: 256, lr: 0.01, warmup_bytes: 0, grad_clip: 0.5}
-backbone: {layers: 2, dim: 16, heads: 2}
-encoders: [{name: bytes}, {name: bpe, vocab_size: 300}]
-eval: {target_bytes: 24}
-"""
 TEXT = b"the quick brown fox jumps over the lazy dog; pack my box with five dozen liquor jugs. " * 30
 
 
 def _build(tmp: Path, which: int, n: int) -> tuple[Any, list[Any]]:
-    from encoders.base import FitContext
-    from harness.config import load_suite
-    from harness.train.loop import build_encoder
-
-    (tmp / "c.txt").write_text("x")
-    (tmp / "s.yaml").write_text(SUITE)
-    suite = load_suite(tmp / "s.yaml")
-    encs = [build_encoder(suite.encoders[which], 0, tmp) for _ in range(n)]
-    for enc in encs:  # BPE learns its merges (the same ones each time); bytes has nothing to fit
-        enc.fit(FitContext(train_docs=lambda: iter([TEXT]), train_bytes=2000, context_bytes=64, seed=0,
-                           device=torch.device("cpu"), train=None, log=lambda s: None))  # type: ignore[arg-type]
-    return suite, encs
+    return fitted_encoders(tmp, which, n, layers=2, text=TEXT)
 
 
 def _windows(n: int) -> list[bytes]:

@@ -7,46 +7,12 @@ from __future__ import annotations
 
 import csv
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from _procs import kill_when
+from _builders import ROOT, SWEEP_SUITE, kill_and_resume, run_sweep, write_sweep
 
 from harness.pipeline.sweep_ranks import merged_refusals, plan_sweep, point_cost
-
-ROOT = Path(__file__).resolve().parents[2]
-
-# 2 budgets x 5 sizes: 5 points trained (74-182 steps of 256 bytes), 5 refused below min_steps
-SUITE = """\
-name: tinysweep
-seeds: [0]
-data:
-  train: {paths: [corpus], docs: paragraph, language: en}
-  eval:
-    - {name: heldout, paths: [corpus], language: en}
-budget: {train_bytes: 6000, context_bytes: 64, batch_bytes: 256, lr: 0.003, warmup_bytes: 0}
-backbone: {layers: 1, dim: 8, heads: 2}
-encoders:
-  - name: bytes
-scaling:
-  budgets: [2.5e8, 3.5e8, 5e8, 7e8, 1e9]
-  only_budgets: [5e8, 1e9]
-  ladder:
-    - {name: s0, layers: 1, dim: 8, heads: 2}
-    - {name: s1, layers: 1, dim: 12, heads: 2}
-    - {name: s2, layers: 1, dim: 16, heads: 2}
-    - {name: s3, layers: 2, dim: 12, heads: 2}
-    - {name: s4, layers: 2, dim: 16, heads: 2}
-  min_steps: 60
-  max_passes: 100
-  lr_ref_dim: 8
-perturbations:
-  - {name: case.upper, severity: 1.0}
-eval: {max_docs: 3, target_bytes: 24, sample_docs: 1}
-"""
 
 
 def test_point_cost_and_deal_by_hand() -> None:
@@ -56,52 +22,17 @@ def test_point_cost_and_deal_by_hand() -> None:
     assert plan_sweep(costs, 2) == {(0, "a"): 0, (0, "b"): 1, (0, "c"): 1, (1, "a"): 0, (1, "b"): 1}
 
 
-def _env() -> dict[str, str]:
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}  # threads pinned
-    env.pop("WORLD_SIZE", None)
-    return env
-
-
-def _cmd(tmp: Path, out: str, *extra: str) -> list[str]:
-    return [sys.executable, "-m", "harness.cli", "run", str(tmp / "sweep.yaml"), "--out", str(tmp / out),
-            "--quiet", "--no-report", "--device", "cpu", *extra]
-
-
-def _run(tmp: Path, out: str, *extra: str) -> subprocess.CompletedProcess[str]:
-    r = subprocess.run(_cmd(tmp, out, *extra), cwd=tmp, env=_env(), capture_output=True, text=True, timeout=300)
-    assert r.returncode == 0, r.stderr[-3000:]
-    return r
-
-
-def _kill_after_first_point(tmp: Path, out: str, *extra: str) -> int:
-    """kill -9 the launcher of a 2-rank sweep (``extra``: more arguments) once a grid point is on
-    disk; wait until every process of the job is gone; returns the finished points on disk."""
-    models = tmp / out / "models"
-
-    def committed() -> int:  # a model's meta is written after its weights
-        return sum(1 for m in models.glob("*.json") if m.with_suffix(".pt").exists())
-
-    return kill_when(_cmd(tmp, out, "--nproc", "2", *extra), tmp, _env(), committed, "the sweep", poll=0.05)
-
-
 def test_sweep_on_two_ranks_equals_one_process(tmp_path: Path) -> None:
-    (tmp_path / "corpus").mkdir()
-    for f in range(2):
-        paras = [f"File {f} paragraph {p}: the quick brown fox jumps over the lazy dog." for p in range(25)]
-        (tmp_path / "corpus" / f"f{f}.txt").write_text("\n\n".join(paras))
-    (tmp_path / "sweep.yaml").write_text(SUITE)
-    _run(tmp_path, "one")
+    write_sweep(tmp_path, SWEEP_SUITE)
+    run_sweep(tmp_path, "one")
     # three points at a time in one process (threads): each trains as alone, so the same bytes
-    r = _run(tmp_path, "three", "--set", "scaling.points_at_once=3")
+    r = run_sweep(tmp_path, "three", "--set", "scaling.points_at_once=3")
     assert r.stderr.count("final loss") == 5
     assert (tmp_path / "one" / "results.csv").read_bytes() == (tmp_path / "three" / "results.csv").read_bytes()
     three = json.loads((tmp_path / "three" / "run.json").read_text())
-    done = _kill_after_first_point(tmp_path, "two")
-    assert 1 <= done <= 5
-    r = _run(tmp_path, "two", "--nproc", "2")
+    done, r = kill_and_resume(tmp_path, "two")
     # the resumed job trains only what the killed one had not finished (refusals are cached too)
-    assert r.stderr.count("loaded from cache") == done
-    assert r.stderr.count("final loss") == 5 - done
+    assert done <= 5 and r.stderr.count("final loss") == 5 - done
     assert "[rank 1]" in r.stderr
     # each point trains in one process exactly as alone: the files are byte-identical
     assert (tmp_path / "one" / "results.csv").read_bytes() == (tmp_path / "two" / "results.csv").read_bytes()

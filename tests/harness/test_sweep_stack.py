@@ -12,14 +12,14 @@ import math
 from pathlib import Path
 
 import pytest
-from test_sweep_ranks import SUITE, _kill_after_first_point, _run
+from _builders import SWEEP_SUITE, kill_and_resume, run_sweep, write_sweep
 
 from harness.pipeline.sweep_ranks import plan_sweep
 
 pytestmark = pytest.mark.slow
 
 # two encoders, three budgets: each rung trained at two or three budgets (a stack of 2-3 points)
-STACK_SUITE = (SUITE.replace("  only_budgets: [5e8, 1e9]\n", "  only_budgets: [3.5e8, 7e8, 1e9]\n")
+STACK_SUITE = (SWEEP_SUITE.replace("  only_budgets: [5e8, 1e9]\n", "  only_budgets: [3.5e8, 7e8, 1e9]\n")
                .replace("  - name: bytes\n", "  - name: bytes\n  - {name: bpe, vocab_size: 300}\n"))
 
 
@@ -52,13 +52,9 @@ def test_stack_deal_keeps_a_rung_on_one_rank() -> None:
 
 
 def test_stacked_sweep_equals_one_point_at_a_time(tmp_path: Path) -> None:
-    (tmp_path / "corpus").mkdir()
-    for f in range(2):
-        paras = [f"File {f} paragraph {p}: the quick brown fox jumps over the lazy dog." for p in range(25)]
-        (tmp_path / "corpus" / f"f{f}.txt").write_text("\n\n".join(paras))
-    (tmp_path / "sweep.yaml").write_text(STACK_SUITE)
-    _run(tmp_path, "one")
-    r = _run(tmp_path, "stack", "--set", "scaling.stack=true")
+    write_sweep(tmp_path, STACK_SUITE)
+    run_sweep(tmp_path, "one")
+    r = run_sweep(tmp_path, "stack", "--set", "scaling.stack=true")
     assert r.stderr.count("as one stacked model") >= 5 and "bpe:s0 seed 0: 3 points" in r.stderr
     _same_rows(tmp_path / "one", tmp_path / "stack")
     one = json.loads((tmp_path / "one" / "run.json").read_text())
@@ -69,10 +65,7 @@ def test_stacked_sweep_equals_one_point_at_a_time(tmp_path: Path) -> None:
         assert (a["steps"], a["bytes"], a["flops"]) == (b["steps"], b["bytes"], b["flops"]), label
     assert sum("stack" in f["seeds"]["0"]["train"] for f in st["encoders"].values()) >= 10
     # killed after its first cached point under --nproc 2, then resumed: the stacked run's rows
-    done = _kill_after_first_point(tmp_path, "two", "--set", "scaling.stack=true")
-    assert done >= 1
-    r = _run(tmp_path, "two", "--nproc", "2", "--set", "scaling.stack=true")
-    assert r.stderr.count("loaded from cache") == done
+    kill_and_resume(tmp_path, "two", "--set", "scaling.stack=true")
     _same_rows(tmp_path / "stack", tmp_path / "two")
     two = json.loads((tmp_path / "two" / "run.json").read_text())
     owner = two["distributed"]["owner"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from config_fixtures import BASE, err, write
 
 from harness.config import (
@@ -36,3 +37,27 @@ def test_fractions_leave_training_data(tmp_path: Path) -> None:
     assert err(tmp_path, text) == (
         "suite.yaml:5: data.test_fraction: valid_fraction + test_fraction = 1 leaves no training documents"
     )
+
+
+def test_idle_steps_is_a_pair_of_steps(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from harness.cli import main
+
+    with_idle = BASE.replace("  lr: 3e-4\n", "  lr: 3e-4\n  idle_steps: [20, 40]\n")
+    assert load_suite(write(tmp_path, with_idle).name).budget.idle_steps == (20, 40)
+    assert load_suite(write(tmp_path, BASE).name, ["budget.idle_steps=[0,5]"]).budget.idle_steps == (0, 5)
+    assert load_suite(write(tmp_path, BASE).name).budget.idle_steps is None
+    for value, message in [
+        ("[40, 20]", "must be [first, last] with 0 <= first < last, got a list [40, 20]"),
+        ("[-1, 5]", "must be [first, last] with 0 <= first < last, got a list [-1, 5]"),
+        ("[20]", "expected a list of 2 items, got 1"),
+        ("'20:40'", "expected a list of ints or null, got '20:40'"),
+    ]:
+        text = BASE.replace("  lr: 3e-4\n", f"  lr: 3e-4\n  idle_steps: {value}\n")
+        assert err(tmp_path, text) == f"suite.yaml:15: budget.idle_steps: {message}"
+    # from the command line: one line, exit status 2
+    write(tmp_path, BASE)
+    capsys.readouterr()
+    assert main(["validate", str(tmp_path / "suite.yaml"), "--set", "budget.idle_steps=[3,3]"]) == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        "tokbench: error: --set budget.idle_steps=[3,3]: budget.idle_steps: must be [first, last] with "
+        "0 <= first < last, got a list [3, 3]")
