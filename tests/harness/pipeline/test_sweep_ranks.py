@@ -17,7 +17,7 @@ from _procs import kill_when
 
 from harness.pipeline.sweep_ranks import merged_refusals, plan_sweep, point_cost
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 # 2 budgets x 5 sizes: 5 points trained (74-182 steps of 256 bytes), 5 refused below min_steps
 SUITE = """\
