@@ -200,7 +200,7 @@ def _sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor 
     backward asserts that the attention output saved for it has the strides of the length the
     graph was first traced at (N_hint * C at dim 0), so a block trained at any other length fails
     with "expected size ..., stride 264192==393216" (torch 2.11 on an H200, 2.13 on CPU;
-    tests/harness/test_compile_shapes.py reproduces it). Out of the graph the step is correct at
+    tests/harness/infra/test_compile_shapes.py reproduces it). Out of the graph the step is correct at
     every length but slower (the byte model's training step on an H200: +36 %, BENCHMARKS.md), so
     blocks call that one only when training at a length other than the first
     (``attention_in_graph``): fixed-length byte models keep the fused graph, BPE and BLT (lengths

@@ -1,7 +1,7 @@
 """The docs' references resolve: every relative link (and its #anchor, as GitHub makes heading
-anchors) and every `benchmarks/...` path named in README.md, BENCHMARKS.md and docs/*.md exists,
-and every results log BENCHMARKS.md names exists under benchmarks/results/ (its tables name logs
-relative to that folder)."""
+anchors), every `benchmarks/...` path and every `tests/....py` file named in README.md,
+BENCHMARKS.md and docs/*.md exists, and every results log BENCHMARKS.md names exists under
+benchmarks/results/ (its tables name logs relative to that folder)."""
 
 from __future__ import annotations
 
@@ -52,6 +52,11 @@ def bench_paths(text: str) -> set[str]:
     return found
 
 
+def cited_tests(text: str) -> set[str]:
+    """`tests/....py` files named anywhere in the text (the docs cite a guarantee's test by path)."""
+    return set(re.findall(r"(?<![\w/.:])tests/[\w/]+\.py", text))
+
+
 def results_names(text: str) -> set[str]:
     """Log-like names in backticks (a `_` or `/` in them, ending in a results file's suffix or `/`)."""
     names = set()
@@ -68,6 +73,7 @@ def test_links_and_benchmark_paths_exist(doc: Path) -> None:
     text = doc.read_text(encoding="utf-8")
     missing = sorted(t for t in links(text) if not (doc.parent / t).exists())
     missing += sorted(p for p in bench_paths(text) if not (ROOT / p).exists())
+    missing += sorted(p for p in cited_tests(text) if not (ROOT / p).is_file())
     for target in re.findall(r"\]\(([^)\s#]*\.md)#([^)\s]+)\)", text):
         path, anchor = target
         if (doc.parent / path).exists() and anchor not in anchors(doc.parent / path):

@@ -9,7 +9,7 @@ micro-batches are array slices of a block (``collate_tokenized``): tens of µs o
 micro-batch instead of tens of ms of tokenization, and no per-step tensors or Python lists
 crossing between processes. Same windows, same order, same micro-batch split, and each batch
 equals ``encoder.collate(window slice, [0] * n)`` tensor for tensor
-(tests/harness/test_pretokenize.py), so training computes the same numbers.
+(tests/harness/data/test_pretokenize.py), so training computes the same numbers.
 """
 
 from __future__ import annotations

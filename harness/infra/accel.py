@@ -115,7 +115,7 @@ def warm_compile_pool() -> bool:
 
 # What ``torch.nn.attention.sdpa_kernel`` leaves in a graph it is traced into: calls of these two
 # helpers, which AOTAutograd's cache does not know, so every such graph bypassed that cache
-# (torch 2.11 on an H200, 2.13 on CPU; tests/harness/test_compile_cache.py) and was compiled
+# (torch 2.11 on an H200, 2.13 on CPU; tests/harness/infra/test_compile_cache.py) and was compiled
 # anew in each process that ran it. Under the "fixed" cuDNN mode that is every compiled graph
 # with attention inside: the byte-level models' training steps (cuDNN first) and scoring
 # forwards (cuDNN left out) — the compile-ahead process's work on them was redone in the run

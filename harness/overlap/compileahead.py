@@ -11,7 +11,7 @@ It skips the first model's training graphs (the run compiles those itself at the
 
 What it changes: nothing the run computes. A cache hit hands back the code a fresh compile of
 that graph would make (the caches are keyed by the graph, the input layouts and the compiler's
-settings), so numbers are the same (tests/harness/test_compile_ahead.py). The process trains
+settings), so numbers are the same (tests/harness/overlap/test_compile_ahead.py). The process trains
 on the run's own batch on a GPU of 100 GiB or more, on half of it on a smaller GPU where every
 model's estimated training memory fits in ``MID_GPU_SHARE`` of it (the process then caps itself
 at ``AHEAD_MEMORY_SHARE`` of the device and takes a model it cannot fit at ``WARM_WINDOWS``

@@ -7,7 +7,7 @@
 was measured for: the report in the run's process took 15.4 s against 8.8 s rendered again in a
 fresh one, one H100, BENCHMARKS.md; on the 2-core CPU machine the extra interpreter
 would compete with the run for the cores). The files are the same bytes either way
-(tests/harness/test_report_process.py). If the process cannot start or dies, ``render`` raises
+(tests/harness/overlap/test_report_process.py). If the process cannot start or dies, ``render`` raises
 ``ReportProcessFailed`` and the run renders in its own process, as before.
 """
 

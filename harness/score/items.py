@@ -209,7 +209,7 @@ class ScoreJob:
     first collated batch while the GPU idled (run.json ``speed.score.*.first_batch_seconds``: 7.0
     s of a standard seed on the H200), so the run starts the next model's job while this
     one's forwards run (``harness.pipeline.run``). The batches and their order are the same either way, so
-    are the numbers (tests/harness/test_score_prestart.py)."""
+    are the numbers (tests/harness/score/test_score_prestart.py)."""
 
     def __init__(self, gen: Any) -> None:
         self._gen = gen

@@ -19,7 +19,7 @@ Shapes: a batch's length is padded up to a multiple of ``PAD`` (inputs 0, target
 causal attention no real position sees the padding), one graph per (windows, padded length), at
 most ``MAX_GRAPHS``; other steps run eagerly through ``train_step`` on the same optimizer. Capturing warms up on a side stream with
 the learning rate at 0, then puts the weights and the optimizer state back bit for bit, so the
-trained model is the one the eager loop trains (tests/harness/test_graph_step.py runs the same
+trained model is the one the eager loop trains (tests/harness/train/test_graph_step.py runs the same
 code without capture on CPU). Byte-level and BPE encoders with the autoregressive objective and
 one micro-batch a step qualify.
 """

@@ -29,7 +29,7 @@ one model whose parameters carry a leading K axis:
 
 The step is ``harness.train.graph_step``'s dense form (logits at every position, unscored targets
 -1, inputs padded to a multiple of ``PAD``), so the eager step (CPU, the tests) and the replayed
-graph (CUDA) run the same code. tests/harness/test_stacked.py checks the per-step losses and final
+graph (CUDA) run the same code. tests/harness/train/test_stacked.py checks the per-step losses and final
 weights against the same points trained alone by ``train_step``.
 """
 

@@ -13,7 +13,7 @@ import pytest
 
 from harness.overlap import reportproc
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(ROOT / "tests" / "reports"))
 
 from synthetic_run import write_synthetic_run  # noqa: E402

@@ -23,7 +23,7 @@ from harness.pipeline.launch import (
     torchrun_command,
 )
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 SUITE = """\
 name: tinydist

@@ -138,7 +138,7 @@ def test_flop_counts_in_the_prefetch_thread_follow_the_callers_attention_convent
 def test_forked_workers_die_with_a_killed_parent(tmp_path: Path) -> None:
     # A run killed with SIGKILL must not leave its forked workers idling (they kept the killed
     # run's files open): each worker records its pid, the parent is killed, the workers must go.
-    root = Path(__file__).resolve().parents[2]
+    root = Path(__file__).resolve().parents[3]
     code = (
         "import os, sys, time\n"
         f"sys.path.insert(0, {str(root)!r})\n"
@@ -232,10 +232,8 @@ def test_compile_workers_are_asked_for_before_the_data_loads_when_compiling(
     """``warm_compile_pool`` (inductor's workers started early) runs before the run loads its
     data when the run compiles, never otherwise; ``WARM_POOL = False`` skips it."""
     import json
-    import sys as _sys
 
-    _sys.path.insert(0, str(Path(__file__).parent))
-    from test_run import make_suite
+    from test_run import make_suite  # tests/harness/cli/ (on sys.path: tests/harness/conftest.py)
 
     import harness.infra.accel as accel
     import harness.pipeline.run as run_mod

@@ -20,7 +20,7 @@ import torch
 
 from harness.infra.accel import SDPA_KERNEL_HELPERS, cacheable_attention_graphs, compile_backbones
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 CHILD = r'''
 import json, sys

@@ -12,7 +12,7 @@ import pytest
 
 from harness.cli import main
 
-SUITE = Path(__file__).resolve().parents[2] / "suites" / "mdm.yaml"
+SUITE = Path(__file__).resolve().parents[3] / "suites" / "mdm.yaml"
 TINY = [
     "data.train={source: stdlib, max_bytes: 200000}",
     "data.eval=[{name: stdlib, source: stdlib, max_bytes: 200000}]",

@@ -159,7 +159,7 @@ def test_dedup_gives_every_windows_numbers_with_fewer_windows_fed(make: Callable
     if x.segments is not None:  # each window's segments, twice
         assert x.segments[: len(x.segments) // 2] == x.segments[len(x.segments) // 2 :]
     if make is byte_mdm:  # the two equal windows are one estimate: 2² times its variance, not 2
-        half = items[20].data[:80]  # (tests/harness/test_mdm_se_repeats.py)
+        half = items[20].data[:80]  # (tests/harness/score/test_mdm_se_repeats.py)
         (one,) = score_items(enc, [ScoreItem(half, [Window(0, 0, 80)])], CPU, mc_samples=4)
         assert one is not None and one.nll_var > 0 and x.nll_var == pytest.approx(4 * one.nll_var, rel=1e-4)
     # (c) stats: every window delivered, the duplicates counted, fewer FLOPs computed

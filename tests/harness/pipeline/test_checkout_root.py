@@ -10,7 +10,7 @@ from harness.data import batchscore
 from harness.overlap import reportproc
 from harness.pipeline.launch import rank_env
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def test_every_module_finds_the_checkout() -> None:

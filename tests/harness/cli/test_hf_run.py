@@ -16,7 +16,7 @@ from harness.cli import main
 
 pytest.importorskip("transformers")
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 HF_ONLY = """\
 name: hf_only

@@ -16,7 +16,7 @@ from harness.cli import main
 
 pytestmark = pytest.mark.slow
 
-SMOKE = str(Path(__file__).resolve().parents[2] / "suites" / "scaling_smoke.yaml")
+SMOKE = str(Path(__file__).resolve().parents[3] / "suites" / "scaling_smoke.yaml")
 REDUCED = ["--set", "scaling.budgets=[8e8, 1.04e9, 1.35e9, 1.75e9, 2.3e9]", "--set", "scaling.min_steps=22",
            "--set", "eval.max_docs=3", "--quiet", "--no-report"]
 SWEEP = ["flop_budget", "model_size", "params_non_embedding", "train_bytes", "train_flops", "train_flops_full_attn"]

@@ -1,6 +1,6 @@
 """The dry run (harness/pipeline/estimate.py): lines handed out as they are known, the phases it writes,
 and its private compile caches. Its accuracy against a run is a benchmark (BENCHMARKS.md), not a
-test; tests/harness/test_run.py checks that a run reads the estimate back."""
+test; tests/harness/cli/test_run.py checks that a run reads the estimate back."""
 
 from __future__ import annotations
 

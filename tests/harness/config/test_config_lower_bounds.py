@@ -16,7 +16,13 @@ import pytest
 from harness.config import ConfigError, load_suite
 from harness.config.bounds import lower_bound_problem
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
+
+
+@pytest.fixture(autouse=True)
+def in_tmp() -> None:
+    """Stays in the working directory (this folder's conftest moves into tmp_path): the messages
+    checked here name the suite by the full path the test gave."""
 
 SUITE = """name: bounds
 seeds: [0]

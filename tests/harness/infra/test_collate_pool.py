@@ -24,7 +24,7 @@ import torch
 
 from harness.infra.accel import Prefetcher, WorkerDied, ordered_pool_map
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def alive(pid: int) -> bool:

@@ -1,6 +1,6 @@
 """A guarded loop without progress ends the process with one line and every thread's stack
 (``harness.infra.watchdog``); beats keep it quiet. A bad limit is one line before any training:
-``tests/harness/test_cells_behind.py::test_bad_env_is_one_line_exit_2_before_any_training``."""
+``tests/harness/overlap/test_cells_behind.py::test_bad_env_is_one_line_exit_2_before_any_training``."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import pytest
 
 from harness.infra.watchdog import Watchdog, stacks_name, stall_limit
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 STUCK = """
 import sys, time

@@ -72,7 +72,7 @@ def test_mfu_median_step_absent_without_a_step_clock(clock: dict | None) -> None
 
 
 def test_train_mfu_script_reads_a_run_json(tmp_path: Path) -> None:
-    root = Path(__file__).resolve().parents[2]
+    root = Path(__file__).resolve().parents[3]
     train = {"steps": 11, "flops": 6.6e14, "flops_causal_attn_half": 5.5e14, "seconds": 10.0,
              "first_step_seconds": 4.0, "first_step_flops_causal_attn_half": 5e13,
              "step_clock": {"median_ms": 500.0, "p90_ms": 600.0, "excess_over_median_ms": 1200.0}}

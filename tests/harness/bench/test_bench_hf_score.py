@@ -12,7 +12,7 @@ import pytest
 
 pytest.importorskip("transformers")
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def test_tiny_run_prints_both_paths_with_equal_nll() -> None:

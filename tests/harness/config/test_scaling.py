@@ -81,7 +81,7 @@ def test_suite_errors_are_one_located_line() -> None:
 
     from harness.config import ConfigError, load_suite
 
-    smoke = Path(__file__).resolve().parents[2] / "suites" / "scaling_smoke.yaml"
+    smoke = Path(__file__).resolve().parents[3] / "suites" / "scaling_smoke.yaml"
     s = load_suite(smoke, ["scaling.only_budgets=[1.25e10]"])
     assert s.scaling is not None and s.scaling.selected() == [1.25e10] and len(s.scaling.ladder) == 5
     with pytest.raises(ConfigError) as e:

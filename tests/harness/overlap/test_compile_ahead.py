@@ -2,8 +2,8 @@
 with every model's training and scoring graphs, so the run compiles them from the cache; the
 run's numbers are the same as without it, and its failures never fail the run.
 
-The run-level test compiles on the CPU (inductor's C++ backend, as tests/harness/
-test_compile_shapes.py does) with private, empty caches: about a minute on 2 cores."""
+The run-level test compiles on the CPU (inductor's C++ backend, as
+tests/harness/infra/test_compile_shapes.py does) with private, empty caches: about a minute on 2 cores."""
 
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ from harness.overlap.compileahead import (
     warm_windows,
 )
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def test_wanted_default_and_setting() -> None:

@@ -27,7 +27,7 @@ from harness.config.permutation import (
     variant_label,
 )
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 PERMS = [Permutation(kind="none"), Permutation(kind="global"),
          Permutation(kind="inter_block", block_bytes=4), Permutation(kind="intra_block", block_bytes=4),
          Permutation(kind="inter_block", block_bytes=1), Permutation(kind="intra_block", block_bytes=64)]

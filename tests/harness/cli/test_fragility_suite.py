@@ -19,7 +19,7 @@ from harness.config.permutation import Permutation, permute_window
 from harness.data.load import load_data, source_context, training_windows
 from harness.score.items import plan_partition
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 SUITE = ROOT / "suites" / "fragility.yaml"
 TINY = [
     "data.train={source: stdlib, max_bytes: 200000}",

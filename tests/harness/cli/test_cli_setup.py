@@ -14,7 +14,7 @@ import pytest
 from harness.cli import main, plain_doc, suite_description, suites_dir
 from harness.pipeline.preflight import load_warning
 
-ROOT = Path(__file__).resolve().parent.parent.parent
+ROOT = Path(__file__).resolve().parent.parent.parent.parent
 
 SUITE = """\
 name: paths
