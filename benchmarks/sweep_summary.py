@@ -3,18 +3,21 @@ command's wall, the grid's training FLOPs (causal attention at half), TFLOP/s an
 rate the run measured over the training wall, per-rung MFU, and how each point's steps ran (a
 point of a stack, ``scaling.stack``: its share of the stack's wall, and the stack's size).
 
-    python benchmarks/sweep_summary.py RUN_DIR [COMMAND_WALL_SECONDS]
+    python benchmarks/sweep_summary.py RUN_DIR [COMMAND_WALL_SECONDS]      # run.json or run.json.gz
 """
 
 from __future__ import annotations
 
+import gzip
 import json
 import sys
 from pathlib import Path
 
 
 def summary(run: Path, command_wall: float | None = None) -> str:
-    facts = json.loads((run / "run.json").read_text())
+    # committed results keep run.json gzipped (benchmarks/results)
+    path = run / "run.json"
+    facts = json.loads(path.read_text() if path.exists() else gzip.decompress((run / "run.json.gz").read_bytes()))
     sp = facts["speed"]
     sw = sp["sweep"]
     gemm = sp.get("gemm_bf16_tflops")
