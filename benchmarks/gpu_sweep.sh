@@ -20,6 +20,7 @@
 # "Sweep engine"); should that job fail, it runs again as RANKS ranks sharing the GPU (default 6,
 # graphs on), then eager in one process. Afterwards (DRY=1, the default) the bytes
 # job's dry run on the GPU, to set its estimated wall beside the measured one.
+# RESUME=1: each job resumes its earlier run directory (/tmp/sweep/NAME) instead of starting empty.
 # Data as for gpu_scaling.sh ($GPU_DIR/scaling-data.tar.gz).
 source "$(dirname "$0")/gpu_common.sh"
 gpu_unpack scaling
@@ -37,6 +38,8 @@ mkdir -p /tmp/sweep
 job() {  # job NAME RANKS ENCODER [--set ...]: one command, timed, summarised and packed; its rc
   local name=$1 ranks=$2 enc=$3; shift 3
   local RUN=/tmp/sweep/$name t0 rc wall
+  # a kept directory would resume an earlier (killed) run from its model cache, so its wall is no baseline
+  [ "${RESUME:-0}" = 1 ] || rm -rf "$RUN"
   t0=$(date +%s.%N)
   python3 -m harness.cli run "$SUITE" --device "$DEVICE" --no-prepare --quiet --no-report --nproc "$ranks" \
     "${GRID[@]}" --set "encoders=[$enc]" "$@" "${SETS[@]}" --out "$RUN" >"$RUN.log" 2>&1

@@ -59,9 +59,6 @@ class ScalingConfig:
     lr_ref_dim: the width at which ``budget.lr`` applies.
     lr_width_power: lr = budget.lr * (lr_ref_dim / dim) ** lr_width_power (0 = one lr for all).
     only_budgets: train only these budgets (one piece of the grid per command); empty = all.
-    points_at_once: grid points one process trains at the same time, each in its own thread
-    (and CUDA stream): the small models' kernels then share the GPU. Each point is trained as
-    alone (its own windows, schedule, seed and optimizer); 1 = one after another.
     stack: train the points of one rung (same encoder and size, every selected budget) as one
     stacked model — weights with a leading axis of the points, one batched step for all, each
     point with its own schedule and stop, finished and saved as it would be alone
@@ -77,7 +74,6 @@ class ScalingConfig:
     lr_ref_dim: int = 256
     lr_width_power: float = 0.5
     only_budgets: tuple[float, ...] = ()
-    points_at_once: int = 1
     stack: bool = False
 
     def __post_init__(self) -> None:
@@ -113,8 +109,8 @@ class ScalingConfig:
                                  "or start with '=', '+' or '-' (a formula in results.csv)")
         if not 0 <= self.warmup_fraction < 1:
             raise ValueError(f"warmup_fraction: must be in [0, 1), got {self.warmup_fraction}")
-        if self.min_steps < 1 or self.max_passes <= 0 or self.lr_ref_dim < 1 or self.points_at_once < 1:
-            raise ValueError("min_steps, max_passes, lr_ref_dim and points_at_once must be positive")
+        if self.min_steps < 1 or self.max_passes <= 0 or self.lr_ref_dim < 1:
+            raise ValueError("min_steps, max_passes and lr_ref_dim must be positive")
         for x in self.only_budgets:
             if not any(math.isclose(x, y, rel_tol=1e-9) for y in b):
                 raise ValueError(f"only_budgets: {x:g} is not one of the budgets {', '.join(f'{y:g}' for y in b)}")

@@ -16,7 +16,6 @@ collating in the loop (same windows, same order). The meters of MFU and step tim
 
 from __future__ import annotations
 
-import contextlib
 import contextvars
 import os
 import queue
@@ -468,30 +467,14 @@ def pool_map(fn: Callable[[Any], Any], tasks: Sequence[Any], processes: int, sta
                      setup=one_torch_thread)
 
 
-# Training loops this process runs at the same time (a sweep's ``scaling.points_at_once``):
-# their collation workers share the CPUs. Set through ``loops_at_once``.
-_LOOPS = [1]
-
-
-@contextlib.contextmanager
-def loops_at_once(n: int) -> Iterator[None]:
-    """Inside: ``n`` training loops of this process run side by side (``collate_processes``
-    gives each its share of the workers)."""
-    _LOOPS.append(max(1, n))
-    try:
-        yield
-    finally:
-        _LOOPS.pop()
-
-
 def collate_processes(device: torch.device) -> int:
     """Worker processes for training-batch collation: on CUDA up to 8 (half the CPUs, shared by
-    the torchrun ranks of this node and the loops this process runs at once), so tokenization
-    keeps up with the GPU; on CPU none (the CPU is busy training)."""
+    the torchrun ranks of this node), so tokenization keeps up with the GPU; on CPU none (the CPU
+    is busy training)."""
     if device.type != "cuda":
         return 0
     ranks = max(1, int(os.environ.get("LOCAL_WORLD_SIZE", "1") or 1))  # set by torchrun
-    return min(8, usable_cpus() // 2 // (ranks * _LOOPS[-1]))
+    return min(8, usable_cpus() // 2 // ranks)
 
 
 def pin(batch: Any) -> Any:

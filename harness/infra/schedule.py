@@ -1,5 +1,5 @@
 """Dealing jobs of known cost over workers: the models of a run over torchrun ranks, the points of
-a sweep over ranks and the lanes that train points side by side."""
+a sweep over ranks."""
 
 from __future__ import annotations
 

@@ -4,7 +4,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
@@ -59,8 +59,8 @@ def point_meta(job: dict[str, Any], train: Any) -> dict[str, Any]:
 def train_sweep(runner: Any, seed: int, train: Any,
                 owned: Callable[[str], bool] | None = None) -> dict[str, tuple[Any, dict[str, Any], Any]]:
     """Train (or load) every grid point of the selected budgets for one seed (with ``owned``,
-    only the points whose label it accepts: this rank's share, ``harness.pipeline.sweep_ranks``), up to
-    ``scaling.points_at_once`` at the same time (``train_together``).
+    only the points whose label it accepts: this rank's share, ``harness.pipeline.sweep_ranks``),
+    one after another, or a rung's points as one stacked model under ``scaling.stack``.
 
     Returns label → (encoder, meta, spec) like the Runner's own models, in grid order;
     meta["sweep"] holds the results.csv sweep columns. A refused point is logged, recorded in
@@ -73,50 +73,28 @@ def train_sweep(runner: Any, seed: int, train: Any,
     refused: dict[str, str] = runner.scaling_facts.setdefault("refused", {})
     probe = list(training_windows(train.docs, 8 * b.batch_bytes, b.context_bytes, seed))
     done: dict[str, tuple[Any, dict[str, Any], Any]] = {}
-    pending: list[dict[str, Any]] = []  # planned points, trained together by ``flush``
-    at_once = _points_at_once(runner, cfg, specs)
+    pending: list[dict[str, Any]] = []  # planned points, stacked once all are planned
 
-    def train_one(job: dict[str, Any]) -> None:
+    def train_alone(job: dict[str, Any]) -> None:
         _train_point(runner, train, seed, job)
-
-    def finish(job: dict[str, Any]) -> None:
         _finish_point(runner, train, seed, job, done)
-
-    def flush() -> None:
-        rest = list(pending)
-        if cfg.stack:  # a rung's points as one stacked model, each finished as it ends
-            from harness.pipeline.sweep_stack import train_stacks
-
-            rest = train_stacks(pending, runner, train, seed, finish)
-        for i in range(0, len(rest), at_once):
-            train_together(rest[i : i + at_once], train_one, runner.device)
-            for job in rest[i : i + at_once]:
-                finish(job)
-        pending.clear()
 
     points = [p for p in grid(cfg, list(specs)) if owned is None or owned(p.label)]
     for p in points:
         job = _plan_point(runner, p, specs[p.encoder], seed, train, probe, refused, done)
         if job is None:  # refused, or loaded from the model cache
             continue
-        pending.append(job)
-        if len(pending) >= at_once and not cfg.stack:  # stacked: all planned first, then grouped by rung
-            flush()
-    flush()
+        if cfg.stack:  # stacked: all planned first, then grouped by rung
+            pending.append(job)
+        else:
+            train_alone(job)
+    if pending:
+        from harness.pipeline.sweep_stack import train_stacks
+
+        for job in train_stacks(pending, runner, train, seed,
+                                lambda job: _finish_point(runner, train, seed, job, done)):
+            train_alone(job)
     return _grid_models(runner, seed, points, done, refused, owned)
-
-
-def _points_at_once(runner: Any, cfg: ScalingConfig, specs: dict[str, Any]) -> int:
-    """How many points train at the same time: ``scaling.points_at_once``, or 1 where a model
-    draws from torch's global generator in training (dropout) or ``budget.cuda_graphs`` is on."""
-    # threads share torch's global generator: only models that draw nothing from it in training
-    at_once = cfg.points_at_once if all(s.backbone is None or s.backbone.dropout == 0 for s in specs.values()) else 1
-    if runner.budget.cuda_graphs and at_once > 1:
-        # Capturing a graph synchronizes the device while the other threads keep launching: on an
-        # H100 six points with graphs stalled at capture (BENCHMARKS.md, "Sweep engine").
-        runner.log(f"[scaling] budget.cuda_graphs: points train one at a time, not {at_once} at once")
-        at_once = 1
-    return at_once
 
 
 def _plan_point(runner: Any, p: GridPoint, base_spec: Any, seed: int, train: Any, probe: list[Any],
@@ -224,35 +202,6 @@ def _grid_models(runner: Any, seed: int, points: list[GridPoint],
     return models
 
 
-def train_together(jobs: Sequence[Any], train_one: Callable[[Any], None], device: Any) -> None:
-    """``train_one(job)`` for every job: one after another when there is one; else each in its
-    own thread — on CUDA on its own stream, so the jobs' kernels run side by side — in a copy of
-    the caller's context (``causal_attention_cost`` is a context variable). A job's error is
-    raised here once all have stopped."""
-    import contextlib
-    import contextvars
-    from concurrent.futures import ThreadPoolExecutor
-
-    import torch
-
-    if len(jobs) <= 1:
-        for job in jobs:
-            train_one(job)
-        return
-
-    def run(job: Any) -> None:
-        stream = torch.cuda.Stream(device) if device.type == "cuda" else None
-        with torch.cuda.stream(stream) if stream is not None else contextlib.nullcontext():
-            train_one(job)
-
-    from harness.infra.accel import loops_at_once
-
-    with loops_at_once(len(jobs)), ThreadPoolExecutor(len(jobs), thread_name_prefix="tokbench-point") as pool:
-        futures = [pool.submit(contextvars.copy_context().run, run, job) for job in jobs]
-    for f in futures:
-        f.result()
-
-
 def sweep_dry_run(suite: Any, train: Any, device: Any, base_dir: Any, ranks: int = 1) -> str:
     """``--dry-run`` of a scaling suite: per point its size, FLOPs per byte, bytes, steps, passes,
     lr, refusals and an estimated training time (the training loop's own step — a CUDA-graph
@@ -304,11 +253,10 @@ def sweep_dry_run(suite: Any, train: Any, device: Any, base_dir: Any, ranks: int
     from harness.pipeline.sweep_estimate import sweep_wall
 
     trained = [p for p in points if not p.refused] * len(suite.seeds)
-    lanes = ranks * cfg.points_at_once  # points trained at the same time
-    wall = sweep_wall(trained, lanes, 1)
-    engine = (f"{lanes} at a time ({ranks} rank(s) x scaling.points_at_once {cfg.points_at_once}) on this "
-              f"device: {_fmt(wall['wall'])} (the larger of their makespan {_fmt(wall['makespan'])} and the "
-              f"device's work one step after another {_fmt(wall['gpu_work'])}; more ranks: --nproc N with --dry-run)")
+    wall = sweep_wall(trained, ranks, 1)
+    engine = (f"{ranks} rank(s) on this device: {_fmt(wall['wall'])} (the larger of their makespan "
+              f"{_fmt(wall['makespan'])} and the device's work one step after another "
+              f"{_fmt(wall['gpu_work'])}; more ranks: --nproc N with --dry-run)")
     if cfg.stack:  # a rung's points as one stacked model, in one process
         from harness.pipeline.sweep_estimate import stack_estimate
 

@@ -27,7 +27,6 @@ one micro-batch a step qualify.
 from __future__ import annotations
 
 import contextlib
-import threading
 from typing import Any
 
 import torch
@@ -37,10 +36,6 @@ from torch import nn
 from encoders.base import ByteLevelEncoder, TensorBatch
 
 MAX_GRAPHS = 3  # shapes: (windows, padded length); a step of other windows or length is rare
-# one capture at a time in this process (a sweep trains points in threads); the others may go on
-# replaying on their own streams meanwhile (capture_error_mode="thread_local")
-_CAPTURE = threading.Lock()
-
 
 PAD = 64  # a batch's length is padded up to a multiple of this: a few shapes, a few graphs
 BATCH_KEYS = {"inputs", "targets", "unit_window", "unit_pos", "start", "end"}  # what collation makes
@@ -174,8 +169,7 @@ class GraphStep:
         key = self.shape(batch)
         s = self.graphs.get(key)
         if s is None:
-            with _CAPTURE:
-                s = self.graphs[key] = self._capture(batch)
+            s = self.graphs[key] = self._capture(batch)
         load_padded(s, batch, step_bytes)
         self._set_lr(lr)
         self.replays += 1

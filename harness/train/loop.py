@@ -361,7 +361,7 @@ def _run_steps(stepper: _Stepper, feed: Prefetcher, tally: _Tally, losses: LossC
         tally.seen += step_bytes
         tally.steps += 1
         if first_step_s is None:
-            if device.type == "cuda":  # this loop's stream (a sweep trains points side by side)
+            if device.type == "cuda":
                 torch.cuda.current_stream(device).synchronize()
             first_step_s = time.perf_counter() - t0  # includes the cold compile
             first_step_causal = tally.causal_flops

@@ -47,7 +47,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from encoders.base import ByteLevelEncoder, TensorBatch
-from harness.train.graph_step import _CAPTURE, BATCH_KEYS, PAD, dense_logits, load_padded
+from harness.train.graph_step import BATCH_KEYS, PAD, dense_logits, load_padded
 
 MAX_GRAPHS = 4  # captured shapes (windows, padded length) per stack; other shapes run eagerly
 
@@ -269,8 +269,7 @@ class StackedStep:
         self.stack.steps += 1
         if graphed:
             if "graph" not in s:
-                with _CAPTURE:
-                    self._capture(s)
+                self._capture(s)
             s["graph"].replay()  # type: ignore[attr-defined]
             self.replays += 1
             return s["loss"].clone()  # the next replay overwrites the static loss
