@@ -3,8 +3,8 @@
 The pools' waits are bounded (``TOKBENCH_STALL_SECONDS``: a worker that sends nothing is a
 named error), but the loops that drive the device are not: a training step or a scoring
 forward that never returns — a deadlock between threads, a GPU that stopped — left the run
-waiting until something outside killed it, with nothing said about where. On an H100 (session
-28) one standard seed sat in scoring from about 150 s until a 400 s timeout killed it, with no
+waiting until something outside killed it, with nothing said about where. On an H100 one standard
+seed once sat in scoring from about 150 s until a 400 s timeout killed it, with no
 error and no stack. ``Watchdog`` guards such a loop: the loop calls ``beat()`` once per step or
 batch; when no beat comes for the stall limit, every thread's Python stack goes to a file, one
 line naming the stage, the limit and that file goes to stderr, and the process exits with code

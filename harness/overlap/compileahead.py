@@ -71,8 +71,8 @@ def compile_ahead_wanted(setting: Literal["auto"] | bool, device_type: str, comp
 def cuda_index(dev: torch.device) -> int:
     """The CUDA device's index: `dev`'s own, else the current device's.
 
-    `torch.cuda.set_per_process_memory_fraction` refuses a bare `torch.device("cuda")` (session
-    22's first H100 run lost its compile-ahead process to that ValueError).
+    `torch.cuda.set_per_process_memory_fraction` refuses a bare `torch.device("cuda")` with a
+    ValueError, which once cost an H100 run its compile-ahead process.
     """
     import torch
 
