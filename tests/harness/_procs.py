@@ -1,4 +1,5 @@
-"""A process-group helper shared by the tests that kill a multi-process job mid-run."""
+"""Process helpers shared by the tests that kill a multi-process job mid-run or check that a
+pool's workers are gone."""
 
 from __future__ import annotations
 
@@ -38,3 +39,26 @@ def kill_when(cmd: list[str], cwd: Path, env: dict[str, str], done: Callable[[],
         os.killpg(proc.pid, signal.SIGKILL)
         pytest.fail("ranks outlived the killed launcher")
     return done()
+
+
+def alive(pid: int) -> bool:
+    """Whether process ``pid`` exists and has not exited (a zombie has: only its reaping is left)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return state != "Z"
+
+
+def children() -> set[int]:
+    """Live (non-zombie) child processes of this process."""
+    out = set()
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                after = (d / "stat").read_text().rsplit(")", 1)[1].split()
+            except (FileNotFoundError, ProcessLookupError, IndexError):
+                continue
+            if int(after[1]) == os.getpid() and after[0] != "Z":
+                out.add(int(d.name))
+    return out

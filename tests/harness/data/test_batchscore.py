@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from _procs import children
 
 from encoders.backbone import BackboneConfig
 from encoders.base import FitContext
@@ -197,7 +198,7 @@ def test_a_dead_perturbation_worker_is_a_one_line_error(how: str, code: int, mon
     monkeypatch.setenv("TOKBENCH_STALL_SECONDS", "20")
     from harness.infra.accel import WorkerDied
 
-    before = _children()
+    before = children()
     t0 = time.perf_counter()
     with pytest.raises(WorkerDied) as err:
         perturb_many([(i, how) for i in range(6)], _killed_at, processes=3)
@@ -206,9 +207,9 @@ def test_a_dead_perturbation_worker_is_a_one_line_error(how: str, code: int, mon
     assert re.fullmatch(rf"perturbation: worker \d \(pid \d+\) died \(exit code {code}\) before sending its result", msg)
     assert isinstance(err.value, OSError)  # the CLI's one line, exit 2 (tests/reliability/test_plugin_safety.py)
     deadline = time.time() + 10  # the other workers were ended, not left running
-    while _children() - before and time.time() < deadline:
+    while children() - before and time.time() < deadline:
         time.sleep(0.05)
-    assert not _children() - before
+    assert not children() - before
 
 
 def _raises_at_3(i: int) -> list:
@@ -236,18 +237,6 @@ def test_a_stalled_perturbation_worker_is_a_one_line_error(monkeypatch: pytest.M
     assert time.perf_counter() - t0 < 30  # the sleeping worker was killed, not waited for
 
 
-def _children() -> set[int]:
-    """Live (non-zombie) child processes of this process."""
-    out = set()
-    for d in Path("/proc").iterdir():
-        if d.name.isdigit():
-            try:
-                after = (d / "stat").read_text().rsplit(")", 1)[1].split()
-            except (FileNotFoundError, ProcessLookupError, IndexError):
-                continue
-            if int(after[1]) == os.getpid() and after[0] != "Z":
-                out.add(int(d.name))
-    return out
 
 
 def test_bf16_switch_is_cuda_only() -> None:

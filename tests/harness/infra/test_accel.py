@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from _procs import alive
 
 import harness.train.loop as train_mod
 from encoders.backbone import BackboneConfig
@@ -159,13 +160,6 @@ def test_forked_workers_die_with_a_killed_parent(tmp_path: Path) -> None:
     finally:
         proc.kill()
         proc.wait()
-
-    def alive(pid: int) -> bool:
-        try:
-            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        except (FileNotFoundError, ProcessLookupError):
-            return False
-        return state != "Z"  # a zombie has exited; only its parent's reaping is left
 
     deadline = time.time() + 20
     while any(alive(p) for p in pids) and time.time() < deadline:

@@ -21,18 +21,11 @@ from pathlib import Path
 
 import pytest
 import torch
+from _procs import alive, children
 
 from harness.infra.accel import Prefetcher, WorkerDied, ordered_pool_map
 
 ROOT = Path(__file__).resolve().parents[3]
-
-
-def alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (FileNotFoundError, ProcessLookupError):
-        return False
-    return state != "Z"  # a zombie has exited; only its parent's reaping is left
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="fork + PR_SET_PDEATHSIG are Linux's")
@@ -186,20 +179,6 @@ def test_errors_in_workers_keep_their_type_and_order() -> None:
         for x in ordered_pool_map(_bad_window, iter(range(8)), 3):
             got.append(x)
     assert got == [0, 1]
-
-
-def children() -> set[int]:
-    """Live (non-zombie) child processes of this process."""
-    out = set()
-    for d in Path("/proc").iterdir():
-        if d.name.isdigit():
-            try:
-                after = (d / "stat").read_text().rsplit(")", 1)[1].split()
-            except (FileNotFoundError, ProcessLookupError, IndexError):
-                continue
-            if int(after[1]) == os.getpid() and after[0] != "Z":
-                out.add(int(d.name))
-    return out
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
