@@ -229,7 +229,9 @@ def hunspell_dirs() -> list[Path]:
     return [d for d in dirs if d.is_dir()]
 
 
-_FOUND: dict[str, Path | None] = {}
+# lookups by (language, the directories searched): the directories follow $TOKBENCH_CACHE and the
+# packages fetched into it, so a lookup made before a change there is not reused after it
+_FOUND: dict[tuple[str, tuple[Path, ...]], Path | None] = {}
 
 
 def find_hunspell(lang: str | None, dirs: Sequence[Path] | None = None) -> Path | None:
@@ -239,9 +241,10 @@ def find_hunspell(lang: str | None, dirs: Sequence[Path] | None = None) -> Path 
         return None
     ll = lang.split("-")[0].lower()
     if dirs is None:
-        if ll not in _FOUND:
-            _FOUND[ll] = find_hunspell(ll, hunspell_dirs())
-        return _FOUND[ll]
+        key = (ll, tuple(hunspell_dirs()))
+        if key not in _FOUND:
+            _FOUND[key] = find_hunspell(ll, key[1])
+        return _FOUND[key]
     preferred = {"en": "en_US"}.get(ll, f"{ll}_{ll.upper()}")
     for d in dirs:
         for name in (f"{preferred}.dic", f"{ll}.dic"):

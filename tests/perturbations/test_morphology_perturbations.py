@@ -185,6 +185,23 @@ def test_compound_severity_is_fraction_of_sites() -> None:
 
 
 # ------------------------------------------------------------------------------ affix_swap
+def test_dictionary_lookup_follows_the_cache(dictionary: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A process that looked a language up under one $TOKBENCH_CACHE (a run's, with Hunspell
+    fetched) answers for another as a fresh process would: AffixSwap's forms depend on it."""
+    with_dic = tmp_path / "with"
+    share = with_dic / "debian" / "hunspell-xx" / "root" / "usr" / "share" / "hunspell"
+    share.mkdir(parents=True)
+    for suffix in (".dic", ".aff"):
+        (share / f"xx_XX{suffix}").write_bytes(dictionary.with_suffix(suffix).read_bytes())
+    monkeypatch.setenv("TOKBENCH_CACHE", str(with_dic))
+    assert find_hunspell("xx") == share / "xx_XX.dic"
+    (tmp_path / "without").mkdir()
+    monkeypatch.setenv("TOKBENCH_CACHE", str(tmp_path / "without"))
+    assert find_hunspell("xx") is None
+    monkeypatch.setenv("TOKBENCH_CACHE", str(with_dic))
+    assert find_hunspell("xx") == share / "xx_XX.dic"
+
+
 def test_hunspell_paradigms(dictionary: Path) -> None:
     index, paradigms = hunspell_paradigms(dictionary)
     forms = {tuple(p) for p in paradigms}
