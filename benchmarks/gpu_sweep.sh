@@ -13,6 +13,10 @@
 # summary the TFLOP/s and % of the GEMM rate; BASE=only runs the baseline alone. A command of one
 # budget has one point per rung, so nothing to stack. STACK=0: the one-budget jobs below instead;
 # STACK=ranks: the one budget's points dealt over RANKS ranks (default 6) sharing the GPU, graphs on.
+# STACK=streams: the one budget's points trained at once, each a stack of one on its own CUDA stream
+# (scaling.streams=STREAMS, default 6, graphs on), then its dry run, then the same points one at a
+# time with graphs (BASE=0 skips it), then eagerly as the issue's baseline command (EAGER=1). STREAMS
+# also applies to STACK=1's stacked job. JOB_TIMEOUT: seconds a job may run (default: no limit).
 # Within ten minutes a call, one encoder a call: ONLY=bytes BASE=0 DRY=0 bash benchmarks/gpu_sweep.sh
 #
 # Each encoder (STACK=0): one process, one point at a time, each step a CUDA-graph replay
@@ -41,7 +45,8 @@ job() {  # job NAME RANKS ENCODER [--set ...]: one command, timed, summarised an
   # a kept directory would resume an earlier (killed) run from its model cache, so its wall is no baseline
   [ "${RESUME:-0}" = 1 ] || rm -rf "$RUN"
   t0=$(date +%s.%N)
-  python3 -m harness.cli run "$SUITE" --device "$DEVICE" --no-prepare --quiet --no-report --nproc "$ranks" \
+  ${JOB_TIMEOUT:+timeout $JOB_TIMEOUT} python3 -m harness.cli run "$SUITE" --device "$DEVICE" --no-prepare \
+    --quiet --no-report --nproc "$ranks" \
     "${GRID[@]}" --set "encoders=[$enc]" "$@" "${SETS[@]}" --out "$RUN" >"$RUN.log" 2>&1
   rc=$?; wall=$(python3 -c "import time; print(f'{time.time() - $t0:.1f}')")
   echo "$name: rc=$rc command wall $wall s ($ranks rank(s); $*)" | tee -a "$OUT/env.log"
@@ -57,10 +62,19 @@ for enc in "bytes $BYTES" "bpe {name: bpe, vocab_size: 4096}"; do
   [ -n "${ONLY:-}" ] && [ "$ONLY" != "$name" ] && continue
   if [ "${STACK:-1}" = 1 ]; then  # the whole grid: every budget (only_budgets empty overrides GRID's)
     [ "${BASE:-1}" != only ] && { job "$name-stack" 1 "$spec" --set 'scaling.only_budgets=[]' \
-      --set scaling.stack=true --set budget.cuda_graphs=true \
+      --set scaling.stack=true --set budget.cuda_graphs=true --set "scaling.streams=${STREAMS:-1}" \
       || job "$name-stack-eager" 1 "$spec" --set 'scaling.only_budgets=[]' --set scaling.stack=true; }
     [ "${BASE:-1}" != 0 ] && job "$name-graphs-all" 1 "$spec" --set 'scaling.only_budgets=[]' \
       --set budget.cuda_graphs=true
+    continue
+  fi
+  if [ "${STACK:-1}" = streams ]; then  # the one budget's points at once, each on its own stream
+    job "$name-streams" 1 "$spec" --set "scaling.streams=${STREAMS:-6}" --set budget.cuda_graphs=true
+    [ "${DRY:-1}" = 1 ] && python3 -m harness.cli run "$SUITE" --dry-run --device "$DEVICE" "${GRID[@]}" \
+      --set "encoders=[$spec]" --set budget.cuda_graphs=true --set "scaling.streams=${STREAMS:-6}" "${SETS[@]}" \
+      2>&1 | grep -v "^  $name@" | tail -12 | tee -a "$OUT/env.log"
+    [ "${BASE:-1}" != 0 ] && job "$name-graphs" 1 "$spec" --set budget.cuda_graphs=true
+    [ "${EAGER:-0}" = 1 ] && job "$name-eager" 1 "$spec"
     continue
   fi
   if [ "${STACK:-1}" = ranks ]; then  # the one budget's points dealt over RANKS ranks sharing the GPU
@@ -71,7 +85,7 @@ for enc in "bytes $BYTES" "bpe {name: bpe, vocab_size: 4096}"; do
     || job "$name-ranks" "${RANKS:-6}" "$spec" --set budget.cuda_graphs=true \
     || job "$name-eager" 1 "$spec"
 done
-if [ "${DRY:-1}" = 1 ]; then  # last: the measurements above are complete if the call is cut here
+if [ "${DRY:-1}" = 1 ] && [ "${STACK:-1}" != streams ]; then  # last: the measurements above are complete if the call is cut here
   STACKED=(); [ "${STACK:-1}" = 1 ] && STACKED=(--set 'scaling.only_budgets=[]' --set scaling.stack=true)
   python3 -m harness.cli run "$SUITE" --dry-run --device "$DEVICE" "${GRID[@]}" --set "encoders=[$BYTES]" \
     --set budget.cuda_graphs=true "${STACKED[@]}" "${SETS[@]}" \

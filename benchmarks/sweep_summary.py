@@ -39,7 +39,8 @@ def summary(run: Path, command_wall: float | None = None) -> str:
             st = meta["train"]
             stack = st.get("stack")
             # a stacked point's seconds are its share of the stack's wall (harness/train/stacked_loop.py)
-            how = (f" in a stack of {stack['members']} (its share; the stack's wall {stack['wall_seconds']:.1f} s when it "
+            beside = f", {stack['at_once']} stacks at once" if stack and stack.get("at_once", 1) > 1 else ""
+            how = (f" in a stack of {stack['members']}{beside} (its share; the stack's wall {stack['wall_seconds']:.1f} s when it "
                    f"ended{', vmap ran one model at a time: ' + ', '.join(stack['vmap_fallback']) if stack.get('vmap_fallback') else ''})"
                    if stack else "")
             lines.append(f"  {label} s{seed}: {st['steps']} steps, {1e3 * st['seconds'] / max(1, st['steps']):.2f} ms a step{how}, "

@@ -27,6 +27,7 @@ from encoders.backbone import BackboneConfig
 # Budgets and ladder sizes of one sweep, at most: an IsoFLOP fit needs 5 of each, and the dry run
 # builds, fits and times every (encoder, size) once (a 2000-size ladder kept it silent for minutes).
 MAX_POINTS = 32
+MAX_STREAMS = 64  # stacks in flight on one GPU: each holds its graphs, buffers and a feed thread
 HEADLINE_ATTENTION = 0.5  # causal attention counted at half its dense cost in train_flops
 
 
@@ -64,6 +65,10 @@ class ScalingConfig:
     point with its own schedule and stop, finished and saved as it would be alone
     (``harness.pipeline.sweep_stack``). Byte-level and BPE models with the autoregressive objective,
     no dropout and one micro-batch a step; other points train one at a time.
+    streams: how many stacks (a point that qualifies for ``stack`` but is not stacked: a stack of
+    one) train at once on one GPU, each on its own CUDA stream, stepped in turn by one host
+    thread (``harness.train.stacked_loop.train_at_once``): one small model's step leaves most of
+    the GPU idle. 1: one after another, as without it. Speed only: the points are the same.
     """
 
     budgets: tuple[float, ...]
@@ -75,6 +80,7 @@ class ScalingConfig:
     lr_width_power: float = 0.5
     only_budgets: tuple[float, ...] = ()
     stack: bool = False
+    streams: int = 1
 
     def __post_init__(self) -> None:
         b = self.budgets
@@ -111,6 +117,8 @@ class ScalingConfig:
             raise ValueError(f"warmup_fraction: must be in [0, 1), got {self.warmup_fraction}")
         if self.min_steps < 1 or self.max_passes <= 0 or self.lr_ref_dim < 1:
             raise ValueError("min_steps, max_passes and lr_ref_dim must be positive")
+        if not 1 <= self.streams <= MAX_STREAMS:
+            raise ValueError(f"streams: stacks trained at once must be 1 to {MAX_STREAMS}, got {self.streams}")
         for x in self.only_budgets:
             if not any(math.isclose(x, y, rel_tol=1e-9) for y in b):
                 raise ValueError(f"only_budgets: {x:g} is not one of the budgets {', '.join(f'{y:g}' for y in b)}")

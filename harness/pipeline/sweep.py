@@ -60,7 +60,8 @@ def train_sweep(runner: Any, seed: int, train: Any,
                 owned: Callable[[str], bool] | None = None) -> dict[str, tuple[Any, dict[str, Any], Any]]:
     """Train (or load) every grid point of the selected budgets for one seed (with ``owned``,
     only the points whose label it accepts: this rank's share, ``harness.pipeline.sweep_ranks``),
-    one after another, or a rung's points as one stacked model under ``scaling.stack``.
+    one after another, or a rung's points as one stacked model under ``scaling.stack``, several
+    stacks at once under ``scaling.streams``.
 
     Returns label → (encoder, meta, spec) like the Runner's own models, in grid order;
     meta["sweep"] holds the results.csv sweep columns. A refused point is logged, recorded in
@@ -84,7 +85,7 @@ def train_sweep(runner: Any, seed: int, train: Any,
         job = _plan_point(runner, p, specs[p.encoder], seed, train, probe, refused, done)
         if job is None:  # refused, or loaded from the model cache
             continue
-        if cfg.stack:  # stacked: all planned first, then grouped by rung
+        if cfg.stack or cfg.streams > 1:  # stacked: all planned first, then grouped
             pending.append(job)
         else:
             train_alone(job)
@@ -257,11 +258,12 @@ def sweep_dry_run(suite: Any, train: Any, device: Any, base_dir: Any, ranks: int
     engine = (f"{ranks} rank(s) on this device: {_fmt(wall['wall'])} (the larger of their makespan "
               f"{_fmt(wall['makespan'])} and the device's work one step after another "
               f"{_fmt(wall['gpu_work'])}; more ranks: --nproc N with --dry-run)")
-    if cfg.stack:  # a rung's points as one stacked model, in one process
+    if cfg.stack or cfg.streams > 1:  # stacks, in one process
         from harness.pipeline.sweep_estimate import stack_estimate
 
-        engine += (f"; scaling.stack, one process: "
-                   f"{_fmt(stack_estimate(points, built, b, device) * len(suite.seeds))}")
+        what = " + ".join(x for x, on in (("scaling.stack", cfg.stack), (f"scaling.streams {cfg.streams}", cfg.streams > 1)) if on)
+        engine += (f"; {what}, one process: "
+                   f"{_fmt(stack_estimate(points, built, b, device, cfg.stack, cfg.streams) * len(suite.seeds))}")
     return "\n".join([head, "", grid_table(points, _fmt), "",
                       f"estimated training time, all selected budgets and seeds: {_fmt(total)} one point at a "
                       f"time, {engine} (fit stages and scoring not included)"])

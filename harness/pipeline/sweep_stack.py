@@ -35,52 +35,75 @@ def stackable(job: dict[str, Any], budget: Any) -> bool:
             and job["point"].fit_flops == 0 and budget.windows_per_micro_batch >= budget.windows_per_step)
 
 
-def stack_groups(jobs: list[dict[str, Any]], budget: Any) -> tuple[list[list[dict[str, Any]]], list[dict[str, Any]]]:
-    """(groups of two or more stackable points of one (encoder, size), in grid order; the rest)."""
-    by_rung: dict[tuple[str, str], list[dict[str, Any]]] = {}
+def stack_groups(jobs: list[dict[str, Any]], budget: Any, by_rung: bool = True,
+                 smallest: int = 2) -> tuple[list[list[dict[str, Any]]], list[dict[str, Any]]]:
+    """(groups of at least ``smallest`` stackable points — of one (encoder, size) if ``by_rung``,
+    else each point its own — in grid order; the rest)."""
+    groups_of: dict[Any, list[dict[str, Any]]] = {}
     rest: list[dict[str, Any]] = []
     for job in jobs:
         if stackable(job, budget):
-            by_rung.setdefault((job["point"].encoder, job["point"].rung.name), []).append(job)
+            p = job["point"]
+            groups_of.setdefault((p.encoder, p.rung.name) if by_rung else p.label, []).append(job)
         else:
             rest.append(job)
-    groups = [g for g in by_rung.values() if len(g) > 1]
-    rest += [g[0] for g in by_rung.values() if len(g) == 1]
+    groups = [g for g in groups_of.values() if len(g) >= smallest]
+    rest += [j for g in groups_of.values() if len(g) < smallest for j in g]
     order = {id(j): i for i, j in enumerate(jobs)}
     return groups, sorted(rest, key=lambda j: order[id(j)])
 
 
 def train_stacks(jobs: list[dict[str, Any]], runner: Any, train: Any, seed: int,
                  finish: Callable[[dict[str, Any]], None]) -> list[dict[str, Any]]:
-    """Train every stackable group of ``jobs`` as one stacked model, each point handed to
-    ``finish`` (with its ``stats``) the moment it ends; returns the jobs left to train alone."""
+    """Train the stackable ``jobs`` as stacked models, each point handed to ``finish`` (with its
+    ``stats``) the moment it ends; returns the jobs left to train alone. ``scaling.stack``: a
+    rung's points are one stack (a rung at one budget trains alone); ``scaling.streams`` N > 1:
+    N stacks at once on their own CUDA streams (``train_at_once``), a lone stackable point a
+    stack of one."""
+    from harness.train.stacked_loop import train_at_once
+
+    cfg, b = runner.suite.scaling, runner.budget
+    groups, rest = stack_groups(jobs, b, by_rung=cfg.stack, smallest=1 if cfg.streams > 1 else 2)
     from encoders.backbone import causal_attention_cost
+
+    # FLOPs counted in the headline convention (the feeds' threads copy this context as they start)
+    with causal_attention_cost(HEADLINE_ATTENTION):
+        train_at_once([_stack_run(group, runner, train, seed, finish) for group in groups], runner.device,
+                      cfg.streams)
+    return rest
+
+
+def _stack_run(group: list[dict[str, Any]], runner: Any, train: Any, seed: int,
+               finish: Callable[[dict[str, Any]], None]) -> Callable[[Any, int], Any]:
+    """What starts ``group``'s stack for ``train_at_once``: its ``stack_steps``, on its windows,
+    with its checkpoint."""
     from harness.data.load import training_windows
     from harness.train.loop import Checkpointer
-    from harness.train.stacked_loop import Member, train_stack
+    from harness.train.stacked_loop import Member, stack_steps
 
     b = runner.budget
-    groups, rest = stack_groups(jobs, b)
-    for group in groups:
-        members = [Member(j["enc"], j["budget"], j["point"].train_bytes, j["point"].budget - j["point"].fit_flops,
-                          j["point"].label) for j in group]
-        by_label = {j["point"].label: j for j in group}
-        longest = max(group, key=lambda j: j["point"].budget)
-        p = longest["point"]
-        name = f"{p.encoder}:{p.rung.name}"
-        runner.log(f"[scaling] {name} seed {seed}: {len(group)} points as one stacked model "
-                   f"({', '.join(j['point'].label for j in group)})")
+    members = [Member(j["enc"], j["budget"], j["point"].train_bytes, j["point"].budget - j["point"].fit_flops,
+                      j["point"].label) for j in group]
+    by_label = {j["point"].label: j for j in group}
+    longest = max(group, key=lambda j: j["point"].budget)
+    p = longest["point"]
+    name = f"{p.encoder}:{p.rung.name}"
 
-        def done(m: Member, stats: dict[str, Any], by_label: dict[str, dict[str, Any]] = by_label) -> None:
-            by_label[m.label]["stats"] = stats
-            finish(by_label[m.label])
+    def done(m: Member, stats: dict[str, Any]) -> None:
+        by_label[m.label]["stats"] = stats
+        finish(by_label[m.label])
 
-        with causal_attention_cost(HEADLINE_ATTENTION):
-            train_stack(members, training_windows(train.docs, 10 * p.train_bytes + b.batch_bytes, b.context_bytes, seed),
-                        runner.device, on_finish=done,
-                        # keyed by the longest point: it is in the stack until the end, so a resumed
-                        # run whose shorter points are cached finds the checkpoint
-                        checkpoint=Checkpointer(runner.rd.partial_path(longest["key"] + "-stack"),
-                                                runner.opts.checkpoint_seconds),
-                        progress=runner._bar(f"train {name} s{seed} (stack of {len(group)})", p.train_bytes))
-    return rest
+    def start(share: Any, at_once: int) -> Any:
+        runner.log(f"[scaling] {name} seed {seed}: " + (
+            f"{len(group)} points as one stacked model ({', '.join(j['point'].label for j in group)})"
+            if len(group) > 1 else f"{p.label} as a stack of one") + (f", {at_once} stacks at once" if at_once > 1 else ""))
+        return stack_steps(
+            members, training_windows(train.docs, 10 * p.train_bytes + b.batch_bytes, b.context_bytes, seed),
+            runner.device, on_finish=done,
+            # keyed by the longest point: it is in the stack until the end, so a resumed run
+            # whose shorter points are cached finds the checkpoint
+            checkpoint=Checkpointer(runner.rd.partial_path(longest["key"] + "-stack"), runner.opts.checkpoint_seconds),
+            progress=runner._bar(f"train {name} s{seed} (stack of {len(group)})", p.train_bytes),
+            share=share, at_once=at_once)
+
+    return start

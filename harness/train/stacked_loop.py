@@ -2,6 +2,7 @@
 each stopped exactly where ``harness.train.loop.train_encoder`` would stop it alone.
 
     stats = train_stack(members, windows, device, on_finish=save)   # one stats dict per member
+    train_at_once([start_a, start_b, ...], device, at_once=6)       # several stacks, one stream each
 
 Each member is a built encoder with its own budget (learning rate, warm-up and schedule length:
 ``lr_at(member.budget, seen, member.n_bytes)``) and FLOP cap. Before every step, as the lone loop
@@ -11,7 +12,14 @@ sweep saves it to the model cache there, so a killed run keeps it), and the rest
 with their optimizer state. The step's FLOPs are the template's count of the shared batch, the
 same for every member (same shape, same batch), so each member's bytes, steps and FLOPs are the
 lone loop's. Its ``seconds`` is its share of the stack's wall (each step's time split evenly over
-the members it trained), so the members' seconds sum to the wall the stack ran.
+the members it trained, and over the members of every stack in flight beside it), so the members'
+seconds sum to the wall the stacks ran.
+
+Several stacks at once (``scaling.streams``, ``train_at_once``): the loop is a generator that
+yields after each step, and one host thread steps the stacks in flight in turn, each on its own
+CUDA stream. A step of these small models is a few hundred kernels that each fill a fraction of
+the GPU, so steps queued on several streams run at the same time; each stack's computation is
+unchanged (tests/harness/train/test_stacked.py: bit for bit on CPU).
 
 Resumable like the lone loop: with a ``Checkpointer`` the stack (weights, moments, counters, the
 members' curves) is saved every ``every_seconds``; a restarted run whose unfinished members are
@@ -20,10 +28,11 @@ among the checkpoint's resumes there (a member finished and cached since is drop
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Generator, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -107,14 +116,17 @@ class _Losses:
 
 
 def _feed(template: Encoder, windows: Iterable[bytes], budget: BudgetConfig, device: torch.device,
-          skip: int) -> Prefetcher:
+          skip: int, at_once: int = 1) -> Prefetcher:
     """The steps' batches with the template's FLOP counts, as ``train_encoder`` makes them: BPE
-    tokenized in bulk, byte-level collated per step; (batch, forward, frozen, causal-half FLOPs)."""
+    tokenized in bulk, byte-level collated per step; (batch, forward, frozen, causal-half FLOPs).
+    ``at_once`` stacks in flight share the collation workers."""
     per_step = budget.windows_per_step
-    collated = pretokenized_batches(template, windows, per_step, per_step, skip, collate_processes(device))
+    workers = collate_processes(device)
+    workers = max(1, workers // at_once) if workers else 0
+    collated = pretokenized_batches(template, windows, per_step, per_step, skip, workers)
     if collated is None:
         todo = (chunk for i, chunk in enumerate(batched(windows, per_step)) if i >= skip)
-        collated = ordered_pool_map(lambda c: [template.collate(c, [0] * len(c))], todo, collate_processes(device))
+        collated = ordered_pool_map(lambda c: [template.collate(c, [0] * len(c))], todo, workers)
 
     def prepare(batches: list[Any]) -> list[tuple[Any, float, float, float]]:
         out = []
@@ -129,7 +141,7 @@ def _feed(template: Encoder, windows: Iterable[bytes], budget: BudgetConfig, dev
 
 
 def _stats(m: Member, c: dict[str, Any], k0: int, wall: float, step: StackedStep | None,
-           device: torch.device) -> dict[str, Any]:
+           device: torch.device, at_once: int = 1) -> dict[str, Any]:
     """A finished member's run.json training facts, in ``train_encoder``'s form."""
     return {"forward_flops": c["fwd"], "bytes": c["seen"], "steps": c["steps"], "flops": c["flops"],
             "flops_causal_attn_half": c["causal"], "seconds": m.seconds,
@@ -141,8 +153,9 @@ def _stats(m: Member, c: dict[str, Any], k0: int, wall: float, step: StackedStep
             "peak_mem_kind": "cuda_allocated" if device.type == "cuda" else "process_max_rss",
             "final_loss_bpb": sum(m.recent) / len(m.recent) if m.recent else math.nan,
             "loss_curve": m.curve,
-            # the stack it trained in: members at the start, the stack's wall when this one ended
-            "stack": {"members": k0, "wall_seconds": wall, **({"resumed_at_step": c["resumed"]} if "resumed" in c else {}),
+            # the stack it trained in: members at the start, the stack's wall when this one ended,
+            # stacks in flight beside it
+            "stack": {"members": k0, "wall_seconds": wall, "at_once": at_once, **({"resumed_at_step": c["resumed"]} if "resumed" in c else {}),
                       **({"vmap_fallback": sorted(step.fallbacks)} if step is not None and step.fallbacks else {})}}
 
 
@@ -184,6 +197,30 @@ def _checkpoint(stack: Stack, alive: list[Member], c: dict[str, Any], elapsed: f
             "model": {}, "optimizer": {}}  # the lone loop's checkpoint keys, so its reader accepts the file
 
 
+class WallShare:
+    """The wall split evenly over the members training at each moment, across every stack in
+    flight (``train_at_once``), so the members' ``seconds`` sum to the wall the stacks ran."""
+
+    def __init__(self) -> None:
+        self.alive: list[Member] = []
+        self.t = time.perf_counter()
+
+    def tick(self) -> None:
+        """Add the wall since the last tick to each member alive in it, in equal shares."""
+        now = time.perf_counter()
+        for m in self.alive:
+            m.seconds += (now - self.t) / len(self.alive)
+        self.t = now
+
+    def join(self, members: Sequence[Member]) -> None:
+        self.tick()
+        self.alive += members
+
+    def leave(self, members: Sequence[Member]) -> None:
+        self.tick()
+        self.alive = [m for m in self.alive if m not in members]
+
+
 def train_stack(members: Sequence[Member], windows: Iterable[bytes], device: torch.device, *,
                 on_finish: Callable[[Member, dict[str, Any]], None],
                 checkpoint: Checkpointer | None = None,
@@ -192,7 +229,62 @@ def train_stack(members: Sequence[Member], windows: Iterable[bytes], device: tor
     weights) on the shared ``windows``; the shared settings (batch, betas, decay, clip, dtype,
     cuda_graphs) are the shortest member's budget's. Returns label → stats; ``on_finish`` gets
     each member as it ends, shortest first."""
+    steps = stack_steps(members, windows, device, on_finish=on_finish, checkpoint=checkpoint, progress=progress)
+    while True:
+        try:
+            next(steps)
+        except StopIteration as end:
+            return end.value  # type: ignore[no-any-return]
+
+
+def train_at_once(runs: Sequence[Callable[[WallShare, int], Generator[None, None, Any]]], device: torch.device,
+                  at_once: int) -> None:
+    """Step the stacks of ``runs`` in turn from this thread, at most ``at_once`` in flight, each on
+    its own CUDA stream (one stack's small kernels leave most of the GPU idle; the streams let
+    the GPU run several stacks' steps at the same time). ``runs[i](share, at_once)`` starts run i
+    (``stack_steps``), which yields after each step. Each stack's computation is its own, so the
+    order of the turns changes no number. ``at_once`` 1 (or CPU): one after another on the
+    current stream. A failing run closes the others (their ``finally`` ends their feeds)."""
+    from collections import deque
+
+    share = WallShare()
+    cuda = device.type == "cuda" and at_once > 1
+    free: list[torch.cuda.Stream | None] = [torch.cuda.Stream(device) for _ in range(at_once)] if cuda else [None] * at_once
+    todo = deque(runs)
+    active: list[tuple[Generator[None, None, Any], torch.cuda.Stream | None]] = []
+    try:
+        while todo or active:
+            while todo and len(active) < at_once:
+                stream = free.pop()
+                if stream is not None:  # after what the caller's stream queued (the models' weights)
+                    stream.wait_stream(torch.cuda.current_stream(device))
+                with torch.cuda.stream(stream) if stream is not None else contextlib.nullcontext():
+                    active.append((todo.popleft()(share, at_once), stream))
+            for item in list(active):
+                gen, stream = item
+                with torch.cuda.stream(stream) if stream is not None else contextlib.nullcontext():
+                    try:
+                        next(gen)
+                    except StopIteration:
+                        active.remove(item)
+                        free.append(stream)
+    finally:
+        for gen, _ in active:
+            gen.close()
+        if cuda:  # the models' weights were written on the side streams: visible to what follows
+            torch.cuda.synchronize(device)
+
+
+def stack_steps(members: Sequence[Member], windows: Iterable[bytes], device: torch.device, *,
+                on_finish: Callable[[Member, dict[str, Any]], None],
+                checkpoint: Checkpointer | None = None,
+                progress: Callable[[int, int, float], None] | None = None,
+                share: WallShare | None = None, at_once: int = 1) -> Generator[None, None, dict[str, dict[str, Any]]]:
+    """``train_stack`` as a generator that yields after each step (``train_at_once`` takes turns
+    over several); returns label → stats. ``share``: the wall's split over the members of every
+    stack in flight (a fresh one: this stack's alone); ``at_once``: stacks in flight, recorded."""
     t_setup = time.perf_counter()
+    share = share if share is not None else WallShare()
     alive = sorted(members, key=lambda m: m.max_flops)
     template, budget = alive[0].encoder, alive[0].budget
     for m in alive:
@@ -200,38 +292,35 @@ def train_stack(members: Sequence[Member], windows: Iterable[bytes], device: tor
     stack, c = _resume(alive, checkpoint, template, device)
     k0 = stack.k
     step = StackedStep(stack, template, budget, device, budget.cuda_graphs and device.type == "cuda")
-    feed = _feed(template, windows, budget, device, c["steps"])
+    feed = _feed(template, windows, budget, device, c["steps"], at_once)
     losses = _Losses(device.type == "cuda")
     c.update(first_s=0.0, first_causal=0.0, setup=time.perf_counter() - t_setup, wait=0.0)
     t0 = time.perf_counter() - c["elapsed"]
-    # the start of the steps since the stack last changed, and of the checkpoint's period
-    seg, seg_steps, last_ckpt = time.perf_counter(), 0, time.perf_counter()
+    last_ckpt = time.perf_counter()
     out: dict[str, dict[str, Any]] = {}
 
     def settle() -> None:
-        """Split the wall since ``seg`` evenly over the members alive in it (after a sync)."""
-        nonlocal seg, seg_steps
+        """Split the wall since the last split over the members alive in it (after a sync)."""
         if device.type == "cuda":
             torch.cuda.current_stream(device).synchronize()
-        now = time.perf_counter()
-        for m in alive if seg_steps else ():
-            m.seconds += (now - seg) / len(alive)
-        seg, seg_steps = now, 0
+        share.tick()
 
     def finish(done: list[Member]) -> None:
         losses.drain(wait=True)
         settle()
+        share.leave(done)
         c["wait"] = feed.wait_seconds
         for m in done:
             step.stack.write_into(alive.index(m), m.encoder)
             m.encoder.eval()  # also the template's mode, if m is: no output of a stackable model depends on it
-            out[m.label] = _stats(m, c, k0, time.perf_counter() - t0, step, device)
+            out[m.label] = _stats(m, c, k0, time.perf_counter() - t0, step, device, at_once)
             on_finish(m, out[m.label])
         keep = [i for i, m in enumerate(alive) if m not in done]
         alive[:] = [alive[i] for i in keep]
         if alive:
             step.shrink(keep)
 
+    share.join(alive)
     try:
         for parts in feed:
             if done := [m for m in alive if c["flops"] >= m.max_flops]:
@@ -245,7 +334,6 @@ def train_stack(members: Sequence[Member], windows: Iterable[bytes], device: tor
             lrs = [lr_at(m.budget, c["seen"], m.n_bytes) for m in alive]
             loss = step(batches[0], lrs, nb, step.stack.steps)
             _count(c, parts, nb)
-            seg_steps += 1
             losses.put(loss, list(alive), nb, c["seen"], c["steps"] - 1)
             if not c["first_s"]:  # the first step of this call (cold start and capture included)
                 settle()
@@ -257,10 +345,12 @@ def train_stack(members: Sequence[Member], windows: Iterable[bytes], device: tor
                 settle()
                 checkpoint.save(_checkpoint(step.stack, alive, c, time.perf_counter() - t0))
                 last_ckpt = time.perf_counter()
+            yield
         if alive:  # the stream ended first (as the lone loop's for-loop ends)
             finish(list(alive))
     finally:
         feed.close()
+        share.leave(alive)  # a stack closed early (another failed) takes no more of the wall
     if checkpoint is not None and checkpoint.path.exists():
         os.unlink(checkpoint.path)
     return out

@@ -84,3 +84,30 @@ def test_stack_takes_a_boolean(tmp_path: Path, capsys: pytest.CaptureFixture[str
     assert main(["run", str(tmp_path / "sweep.yaml"), "--dry-run", "--set", "scaling.stack=maybe"]) != 0
     err = capsys.readouterr().err.strip().splitlines()
     assert err[-1] == "tokbench: error: --set scaling.stack=maybe: scaling.stack: expected true or false, got 'maybe'"
+
+
+def test_streams_train_stacks_at_once(tmp_path: Path) -> None:
+    """``scaling.streams``: three stacks in flight (a rung at one budget a stack of one) give the
+    stacked run's rows, every point's run.json names the stacks in flight; killed with -9 under
+    ``--nproc 2`` and resumed, the same rows."""
+    write_sweep(tmp_path, STACK_SUITE)
+    run_sweep(tmp_path, "stack", "--set", "scaling.stack=true")
+    r = run_sweep(tmp_path, "streams", "--set", "scaling.stack=true", "--set", "scaling.streams=3")
+    assert "bytes:s2 seed 0: bytes@1e9:s2 as a stack of one, 3 stacks at once" in r.stderr
+    _same_rows(tmp_path / "stack", tmp_path / "streams")
+    st = json.loads((tmp_path / "streams" / "run.json").read_text())
+    trains = [f["seeds"]["0"]["train"] for f in st["encoders"].values()]
+    assert len(trains) == 22 and all(t["stack"]["at_once"] == 3 for t in trains)
+    kill_and_resume(tmp_path, "two", "--set", "scaling.stack=true", "--set", "scaling.streams=2")
+    _same_rows(tmp_path / "streams", tmp_path / "two")
+
+
+def test_streams_is_a_count_of_stacks(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from harness.cli import main
+
+    (tmp_path / "corpus").mkdir()
+    (tmp_path / "corpus" / "a.txt").write_text("x")
+    (tmp_path / "sweep.yaml").write_text(STACK_SUITE)
+    assert main(["run", str(tmp_path / "sweep.yaml"), "--dry-run", "--set", "scaling.streams=0"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "sweep.yaml:12: scaling: streams:" in err[0] and "1 to 64, got 0" in err[0], err

@@ -147,3 +147,84 @@ def test_stacked_wall_by_hand() -> None:
 
     # 10 steps of three members, 10 of two, 20 of one; a step costs k seconds with k members
     assert stacked_wall([40, 10, 20], lambda k: float(k)) == 10 * 3 + 10 * 2 + 20 * 1
+
+
+def test_train_at_once_equals_each_stack_alone(tmp_path: Path) -> None:
+    """Three stacks stepped in turn, two in flight (``scaling.streams`` 2): each member's steps,
+    curve and weights are bit for bit those of its stack trained alone; the third starts only when
+    one of the first two ends; the members' seconds add up to the wall they ran."""
+    import time
+
+    from harness.train.stacked_loop import stack_steps, train_at_once
+
+    torch.set_num_threads(1)
+    suite, encs = _build(tmp_path, 0, 10)
+    cpu = torch.device("cpu")
+    ws = _windows(200)
+    per_step = encs[0].flops(encs[0].collate(ws[:4], [0] * 4)) * 3
+    plans = [[(3, 0.02), (6, 0.01)], [(9, 0.005)], [(4, 0.01), (5, 0.02)]]  # (steps, lr) of each member
+
+    def members(which: list[Any], plan: list[tuple[int, float]], tag: str) -> list[Member]:
+        return [Member(e, replace(suite.budget, lr=lr, train_bytes=n * 256), n * 256, per_step * (n - 0.5), f"{tag}{k}")
+                for k, (e, (n, lr)) in enumerate(zip(which, plan))]
+
+    alone = [train_stack(members(encs[i:i + len(pl)], pl, f"u{u}"), iter(ws), cpu, on_finish=lambda m, s: None)
+             for u, (i, pl) in enumerate(zip((0, 2, 3), plans))]
+    events: list[str] = []
+    together = [members(encs[i:i + len(pl)], pl, f"u{u}") for u, (i, pl) in enumerate(zip((5, 7, 8), plans))]
+    got: dict[str, dict[str, Any]] = {}
+
+    def run(u: int) -> Any:
+        def start(share: Any, at_once: int) -> Any:
+            events.append(f"start u{u}")
+            return stack_steps(together[u], iter(ws), cpu, share=share, at_once=at_once,
+                               on_finish=lambda m, s: (got.__setitem__(m.label, s), events.append(f"end {m.label}")))
+        return start
+
+    t0 = time.perf_counter()
+    train_at_once([run(0), run(1), run(2)], cpu, 2)
+    wall = time.perf_counter() - t0
+    assert events[:2] == ["start u0", "start u1"] and events.index("start u2") == events.index("end u01") + 1
+    for want in alone:
+        for label, st in want.items():
+            g = got[label]
+            assert (g["steps"], g["bytes"], g["flops"], g["loss_curve"]) == (st["steps"], st["bytes"], st["flops"], st["loss_curve"])
+            assert g["stack"]["at_once"] == 2
+    for a, b in zip([encs[i] for i in (0, 1, 2, 3, 4)], [encs[i] for i in (5, 6, 7, 8, 9)]):
+        for p, q in zip(a.parameters(), b.parameters()):
+            assert torch.equal(p, q)
+    assert sum(g["seconds"] for g in got.values()) == pytest.approx(wall, rel=0.1)
+
+
+def test_train_at_once_closes_the_others_when_one_fails(tmp_path: Path) -> None:
+    from harness.train.stacked_loop import train_at_once
+
+    closed: list[int] = []
+
+    def run(u: int, fail_at: int) -> Any:
+        def steps() -> Any:
+            try:
+                for i in range(10):
+                    if i == fail_at:
+                        raise RuntimeError(f"run {u} failed")
+                    yield
+            finally:
+                closed.append(u)
+
+        return lambda share, at_once: steps()
+
+    with pytest.raises(RuntimeError, match="run 1 failed"):
+        train_at_once([run(0, 99), run(1, 3), run(2, 99)], torch.device("cpu"), 2)
+    assert sorted(closed) == [0, 1]  # the third had not started
+
+
+def test_at_once_wall_by_hand() -> None:
+    from harness.pipeline.sweep_estimate import at_once_wall
+
+    units = [([10], lambda k: 1.0), ([30], lambda k: 2.0), ([20, 5], lambda k: float(k))]
+    # one at a time: 10 x 1 + 30 x 2 + (5 x 2 + 15 x 1)
+    assert at_once_wall(units, 1, 1.0) == 10 + 60 + 25
+    # two at once, the GPU runs 1.5 steps in the time of one: rounds of units 0 and 1 cost
+    # max(2, 3 / 1.5) = 2 (10 rounds, unit 0 ends); then units 1 and 2 (k = 2): 5 rounds at
+    # max(2, 4 / 1.5); then unit 2 at k = 1: 15 rounds at max(2, 3 / 1.5), and both end
+    assert at_once_wall(units, 2, 1.5) == pytest.approx(10 * 2 + 5 * 4 / 1.5 + 15 * 2)
