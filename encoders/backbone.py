@@ -380,6 +380,8 @@ class Backbone(nn.Module):
         # RoPE tables per device: (the longest table made, {n: its first n rows as views}); not
         # module state (not in state_dict, not moved by .to: a new device makes its own).
         self._rope: dict[torch.device, tuple[int, dict[int, tuple[torch.Tensor, torch.Tensor]]]] = {}
+        # tables replaced by a longer one (a new longest length is rare: a few in a run)
+        self._rope_superseded: list[tuple[torch.Tensor, torch.Tensor]] = []
         for name, p in self.named_parameters():
             if p.dim() == 2:
                 # GPT-2 style init; residual projections scaled down with depth.
@@ -419,7 +421,10 @@ class Backbone(nn.Module):
         One table per device, of the longest length seen, and each length a view of its first
         rows (bit-identical to ``rope_cache(n, ...)``, see there): lengths vary (BPE's token
         counts, BLT's patches, scoring), and a table per length would add up. Made outside
-        inference mode, so tables first made while scoring can be saved for backward later."""
+        inference mode, so tables first made while scoring can be saved for backward later. A
+        table replaced by a longer one is kept: a CUDA graph captured at a shorter length reads
+        its memory on every replay and holds no reference to it (freed, it was reused or
+        returned to the driver: BPE steps replayed garbage or crashed)."""
         if torch.compiler.is_compiling():  # traced into a graph: constants there, no cache
             return rope_cache(n, self.cfg.dim // self.cfg.heads, self.cfg.rope_base, device)
         longest, views = self._rope.get(device, (0, {}))
@@ -428,6 +433,8 @@ class Backbone(nn.Module):
             return hit
         with torch.inference_mode(False), torch.no_grad():
             if n > longest:
+                if longest:  # a captured CUDA graph still reads the views handed out: keep their table
+                    self._rope_superseded.append(views[longest])
                 cos, sin = rope_cache(n, self.cfg.dim // self.cfg.heads, self.cfg.rope_base, device)
                 longest, views = n, {n: (cos, sin)}
                 self._rope[device] = (longest, views)

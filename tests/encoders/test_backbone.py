@@ -143,6 +143,25 @@ def test_rope_tables_are_made_once_and_sliced_for_shorter_lengths() -> None:
     assert x.grad is not None and bool(torch.isfinite(x.grad).all())
 
 
+def test_a_replaced_rope_table_stays_alive() -> None:
+    """A CUDA graph captured at one length reads that table's memory on every replay without
+    holding it: a longer length later must not free it (BPE stacks crashed with an illegal memory
+    access when it did)."""
+    import gc
+    import weakref
+
+    m = Backbone(BackboneConfig(layers=1, dim=32, heads=2))
+    cpu = torch.device("cpu")
+    c40, _ = m.rope(40, cpu)
+    ptr, table = c40.untyped_storage().data_ptr(), weakref.ref(c40)
+    del c40
+    m.rope(100, cpu)
+    m.rope(300, cpu)
+    gc.collect()
+    assert table() is not None and table().untyped_storage().data_ptr() == ptr  # type: ignore[union-attr]
+    assert len(m._rope_superseded) == 2  # the 40- and 100-row tables
+
+
 def test_cudnn_first_attention_is_the_same_call_and_traces_without_a_break() -> None:
     """``_sdpa_cudnn_first`` only reorders the backends: where cuDNN cannot run (here: CPU) the
     same math kernel gives the same numbers, and the priority context stays inside one graph."""
