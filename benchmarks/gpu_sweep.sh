@@ -70,7 +70,7 @@ for enc in "bytes $BYTES" "bpe {name: bpe, vocab_size: 4096}"; do
   fi
   if [ "${STACK:-1}" = streams ]; then  # the one budget's points at once, each on its own stream
     job "$name-streams" 1 "$spec" --set "scaling.streams=${STREAMS:-6}" --set budget.cuda_graphs=true
-    [ "${DRY:-1}" = 1 ] && python3 -m harness.cli run "$SUITE" --dry-run --device "$DEVICE" "${GRID[@]}" \
+    [ "${DRY:-1}" = 1 ] && ${JOB_TIMEOUT:+timeout $JOB_TIMEOUT} python3 -m harness.cli run "$SUITE" --dry-run --device "$DEVICE" "${GRID[@]}" \
       --set "encoders=[$spec]" --set budget.cuda_graphs=true --set "scaling.streams=${STREAMS:-6}" "${SETS[@]}" \
       2>&1 | grep -v "^  $name@" | tail -12 | tee -a "$OUT/env.log"
     [ "${BASE:-1}" != 0 ] && job "$name-graphs" 1 "$spec" --set budget.cuda_graphs=true
