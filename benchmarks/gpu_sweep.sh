@@ -8,7 +8,7 @@
 #
 # STACK=1 (the default), per encoder (ONLY=bytes or ONLY=bpe: that one only): first the whole
 # seven-budget grid in one command with scaling.stack (a rung's points at every budget trained as
-# one stacked model, each step a CUDA-graph replay; should it fail, again eagerly), then the same
+# one stacked model, each step a CUDA-graph replay for bytes, eager for BPE; should it fail, again eagerly), then the same
 # whole grid one point at a time with graphs (BASE=0 skips it): the two walls are the ratio, each
 # summary the TFLOP/s and % of the GEMM rate; BASE=only runs the baseline alone. A command of one
 # budget has one point per rung, so nothing to stack. STACK=0: the one-budget jobs below instead;

@@ -46,10 +46,20 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from encoders.base import TensorBatch
+from encoders.base import ByteLevelEncoder, TensorBatch
 from harness.train.graph_step import BATCH_KEYS, PAD, dense_logits, load_padded
 
 MAX_GRAPHS = 4  # captured shapes (windows, padded length) per stack; other shapes run eagerly
+
+
+def fixed_shape(template: nn.Module) -> bool:
+    """Whether every training batch of this encoder has one shape (byte-level: windows of
+    ``context_bytes``), the only case a stack replays as CUDA graphs. BPE's lengths vary, so its
+    stack captures several graphs and runs the rest eagerly; on an H100 that ended in an illegal
+    memory access (BENCHMARKS.md, "Sweep engine"). The likely cause, a RoPE table freed while
+    graphs of shorter lengths still read it, is fixed (``Backbone.rope``); BPE stacks step
+    eagerly until a GPU run shows the mix works."""
+    return isinstance(template, ByteLevelEncoder)
 
 
 class _Dense(nn.Module):
@@ -133,7 +143,7 @@ class StackedStep:
         self.stack, self.budget, self.device = stack, budget, device
         self.wrap = _Dense(template)
         self.cuda = device.type == "cuda"
-        self.use_graphs = graphs and self.cuda
+        self.use_graphs = graphs and self.cuda and fixed_shape(template)
         self.autocast = (torch.autocast("cuda", dtype=torch.bfloat16, cache_enabled=False)
                          if self.cuda and budget.dtype == "bfloat16" else contextlib.nullcontext())
         self.graphs: dict[tuple[int, int], dict[str, Any]] = {}  # (windows, padded length) -> buffers, graph

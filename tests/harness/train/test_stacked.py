@@ -14,7 +14,7 @@ import torch
 from _builders import fitted_encoders
 
 from harness.train.loop import autocast_for, make_optimizer, train_encoder, train_step
-from harness.train.stacked import Stack, StackedStep
+from harness.train.stacked import Stack, StackedStep, fixed_shape
 from harness.train.stacked_loop import Member, train_stack
 
 # AdamW divides by the root of its second moment: where that is tiny, the batched GEMM's other
@@ -54,6 +54,15 @@ def test_stacked_step_equals_each_model_alone(tmp_path: Path, which: int) -> Non
         step.stack.write_into(k, stacked_encs[k])
         for (name, p), q in zip(e.named_parameters(), stacked_encs[k].parameters()):
             torch.testing.assert_close(q, p, rtol=1e-5, atol=WEIGHT_ATOL, msg=name)
+
+
+def test_only_byte_level_stacks_replay_graphs(tmp_path: Path) -> None:
+    """Graphs need one batch shape: byte-level windows have it, BPE's token counts do not."""
+    _, byte_encs = _build(tmp_path, 0, 1)
+    _, bpe_encs = _build(tmp_path, 1, 1)
+    assert fixed_shape(byte_encs[0]) and not fixed_shape(bpe_encs[0])
+    shapes = {tuple(bpe_encs[0].collate([w], [0])["inputs"].shape) for w in _windows(8)}
+    assert len(shapes) > 1  # why: BPE's windows of equal bytes hold different numbers of tokens
 
 
 def test_keep_carries_weights_and_moments(tmp_path: Path) -> None:
