@@ -218,7 +218,8 @@ class WallShare:
 
     def leave(self, members: Sequence[Member]) -> None:
         self.tick()
-        self.alive = [m for m in self.alive if m not in members]
+        gone = {id(m) for m in members}
+        self.alive = [m for m in self.alive if id(m) not in gone]
 
 
 def train_stack(members: Sequence[Member], windows: Iterable[bytes], device: torch.device, *,
@@ -243,7 +244,7 @@ def train_at_once(runs: Sequence[Callable[[WallShare, int], Generator[None, None
     its own CUDA stream (one stack's small kernels leave most of the GPU idle; the streams let
     the GPU run several stacks' steps at the same time). ``runs[i](share, at_once)`` starts run i
     (``stack_steps``), which yields after each step. Each stack's computation is its own, so the
-    order of the turns changes no number. ``at_once`` 1 (or CPU): one after another on the
+    order of the turns changes no number. On CPU, or with ``at_once`` 1, the turns run on the
     current stream. A failing run closes the others (their ``finally`` ends their feeds)."""
     from collections import deque
 

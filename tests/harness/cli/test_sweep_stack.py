@@ -105,9 +105,10 @@ def test_streams_train_stacks_at_once(tmp_path: Path) -> None:
 def test_streams_is_a_count_of_stacks(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from harness.cli import main
 
-    (tmp_path / "corpus").mkdir()
-    (tmp_path / "corpus" / "a.txt").write_text("x")
-    (tmp_path / "sweep.yaml").write_text(STACK_SUITE)
+    write_sweep(tmp_path, STACK_SUITE)
     assert main(["run", str(tmp_path / "sweep.yaml"), "--dry-run", "--set", "scaling.streams=0"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "sweep.yaml:12: scaling: streams:" in err[0] and "1 to 64, got 0" in err[0], err
+    # the dry run plays the stacks in flight out (on CPU the steps of a round add up)
+    assert main(["run", str(tmp_path / "sweep.yaml"), "--dry-run", "--device", "cpu", "--set", "scaling.streams=3"]) == 0
+    assert "; scaling.streams 3, one process: " in capsys.readouterr().out
