@@ -100,22 +100,22 @@ def at_once_wall(units: Sequence[tuple[Sequence[int], Callable[[int], float]]], 
     return wall
 
 
-def measure_overlap(steps: Sequence[Callable[[], Any]], device: torch.device, rounds: int = 5) -> float:
-    """How many of ``steps`` (training steps on device data, each already warmed up: captured)
-    the GPU runs in the time of one when each is queued on its own CUDA stream in turn: Σ of
-    their walls alone / the wall of a round. 1 on CPU or for one step."""
+def measure_overlap(steps: Sequence[tuple[Callable[[], Any], float]], device: torch.device, rounds: int = 5) -> float:
+    """How many of ``steps`` (training steps on device data, each already warmed up: captured,
+    with its wall alone from ``step_times``) the GPU runs in the time of one when each is queued
+    on its own CUDA stream in turn: Σ of their walls alone / the wall of a round. 1 on CPU or
+    for one step."""
     if device.type != "cuda" or len(steps) < 2:
         return 1.0
-    alone = sum(step_times(s, device)[0] for s in steps)
     streams = [torch.cuda.Stream(device) for _ in steps]
     torch.cuda.synchronize(device)
     t0 = time.perf_counter()
     for _ in range(rounds):
-        for s, st in zip(steps, streams):
+        for (s, _), st in zip(steps, streams):
             with torch.cuda.stream(st):
                 s()
     torch.cuda.synchronize(device)
-    return alone / ((time.perf_counter() - t0) / rounds)
+    return sum(wall for _, wall in steps) / ((time.perf_counter() - t0) / rounds)
 
 
 def stack_estimate(points: Sequence[Any], built: dict[tuple[str, str], tuple[Any, Any]], budget: Any,
@@ -125,6 +125,7 @@ def stack_estimate(points: Sequence[Any], built: dict[tuple[str, str], tuple[Any
     ``scaling.streams`` (``streams`` stacks at once, a lone stackable point a stack of one): a
     stack's step timed at its full size K and at 1 (``built``: the rung's encoder and a step's
     batch on the device), linear between; every other point alone (steps × its measured step)."""
+    from harness.pipeline.sweep_stack import smallest_stack
     from harness.train.graph_step import graph_capable
     from harness.train.stacked import Stack, StackedStep
 
@@ -134,11 +135,11 @@ def stack_estimate(points: Sequence[Any], built: dict[tuple[str, str], tuple[Any
             groups.setdefault((p.encoder, p.rung.name) if stack else p.label, []).append(p)
     total = 0.0
     units: list[tuple[list[int], Callable[[int], float]]] = []
-    first: list[Callable[[], Any]] = []  # a full-size step of each unit of the first wave
+    first: list[tuple[Callable[[], Any], float]] = []  # each first-wave unit's full-size step, its wall
     for pts in groups.values():
         enc, batch = built[(pts[0].encoder, pts[0].rung.name)]
         cfg = getattr(enc, "backbone_config", None)
-        if (len(pts) < (2 if streams == 1 else 1) or not graph_capable(enc) or any(p.fit_flops for p in pts)
+        if (len(pts) < smallest_stack(streams) or not graph_capable(enc) or any(p.fit_flops for p in pts)
                 or (cfg is not None and cfg.dropout) or budget.windows_per_micro_batch < budget.windows_per_step):
             total += sum(p.steps * p.seconds_per_step for p in pts)
             continue
@@ -152,7 +153,7 @@ def stack_estimate(points: Sequence[Any], built: dict[tuple[str, str], tuple[Any
         full = made(k)
         t_one, t_full = step_times(made(1), device)[0], step_times(full, device)[0]
         if len(first) < streams:
-            first.append(full)
+            first.append((full, t_full))
         units.append(([p.steps for p in pts],
                       lambda n, k=k, a=t_one, b=t_full: a + (b - a) * (n - 1) / max(1, k - 1)))
     return total + at_once_wall(units, streams, measure_overlap(first, device))

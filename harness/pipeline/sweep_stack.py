@@ -35,6 +35,12 @@ def stackable(job: dict[str, Any], budget: Any) -> bool:
             and job["point"].fit_flops == 0 and budget.windows_per_micro_batch >= budget.windows_per_step)
 
 
+def smallest_stack(streams: int) -> int:
+    """The fewest points a stack holds: 2, but 1 with several stacks in flight (a lone point then
+    steps beside the others instead of alone)."""
+    return 1 if streams > 1 else 2
+
+
 def stack_groups(jobs: list[dict[str, Any]], budget: Any, by_rung: bool = True,
                  smallest: int = 2) -> tuple[list[list[dict[str, Any]]], list[dict[str, Any]]]:
     """(groups of at least ``smallest`` stackable points — of one (encoder, size) if ``by_rung``,
@@ -60,12 +66,11 @@ def train_stacks(jobs: list[dict[str, Any]], runner: Any, train: Any, seed: int,
     rung's points are one stack (a rung at one budget trains alone); ``scaling.streams`` N > 1:
     N stacks at once on their own CUDA streams (``train_at_once``), a lone stackable point a
     stack of one."""
+    from encoders.backbone import causal_attention_cost
     from harness.train.stacked_loop import train_at_once
 
     cfg, b = runner.suite.scaling, runner.budget
-    groups, rest = stack_groups(jobs, b, by_rung=cfg.stack, smallest=1 if cfg.streams > 1 else 2)
-    from encoders.backbone import causal_attention_cost
-
+    groups, rest = stack_groups(jobs, b, by_rung=cfg.stack, smallest=smallest_stack(cfg.streams))
     # FLOPs counted in the headline convention (the feeds' threads copy this context as they start)
     with causal_attention_cost(HEADLINE_ATTENTION):
         train_at_once([_stack_run(group, runner, train, seed, finish) for group in groups], runner.device,
