@@ -62,6 +62,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -329,17 +330,11 @@ def optimum(law: Law, budget: float, ns: np.ndarray, fpb: np.ndarray) -> tuple[f
     return float(math.exp(g[i])), float(d[i]), float(lg[i])
 
 
-def design(suite_path: str, sets: list[str], cache: Path | None, fits: list[LawFit], tm: TimeModel,
-           timed_one_batch: bool = False) -> str:
-    from harness.config import load_suite
-    from harness.config.scaling import GridPoint, plan_point
-
-    suite = load_suite(suite_path, sets)
+def _header(suite_path: str, sets: list[str], suite: Any, facts: dict, part: int, tm: TimeModel,
+            timed_one_batch: bool) -> list[str]:
+    """The candidate's first lines: its train part, passes, batch, ladder and each rung's N and
+    FLOPs per byte per encoder."""
     cfg, b = suite.scaling, suite.budget
-    assert cfg is not None, "not a scaling suite"
-    facts, part = rung_facts(suite, cache, tm.batch_bytes, timed_one_batch)
-    encs = [s.label for s in suite.encoders]
-    names = {s.label: s.name for s in suite.encoders}
     lines = [f"candidate {suite_path} {' '.join(sets)}".rstrip(),
              f"  train part {part:,} bytes; max_passes {cfg.max_passes:g} (≤ {cfg.max_passes * part / 1e6:.1f} MB "
              f"per point); batch {b.batch_bytes:,} bytes; min_steps {cfg.min_steps} "
@@ -349,13 +344,68 @@ def design(suite_path: str, sets: list[str], cache: Path | None, fits: list[LawF
         lines.append(f"  NOTE: steps were timed at batch {tm.batch_bytes:,} bytes, this suite uses {b.batch_bytes:,}: "
                      f"the extra windows' GPU work is assumed at {tm.gpu_tflops:g} TFLOP/s on top of the "
                      f"measured per-step host cost (pessimistic: half that rate), not measured")
-    for e in encs:
-        lines.append(f"  {names[e]:<6} " + "; ".join(
+    for s in suite.encoders:
+        e = s.label
+        lines.append(f"  {s.name:<6} " + "; ".join(
             f"{r.name} N={facts[(e, r.name)][0] / 1e6:.3g}M {facts[(e, r.name)][1]:.3g} FLOPs/B" for r in cfg.ladder))
         over = [facts[(e, r.name)][3] for r in cfg.ladder]
         if timed_one_batch:
-            lines.append(f"  {names[e]:<6} loop reads x{min(over):.3f}-{max(over):.3f} the bytes its steps-run/planned "
+            lines.append(f"  {s.name:<6} loop reads x{min(over):.3f}-{max(over):.3f} the bytes its steps-run/planned "
                          f"ratio at {tm.batch_bytes:,} implies (the timed runs' one-batch plan divided out)")
+    return lines
+
+
+def _encoder_at_budget(suite: Any, c: float, e: str, name: str, facts: dict, part: int, fits: list[LawFit],
+                       tm: TimeModel, bracketed: dict[str, dict[str, int]]) -> tuple[str, str, float, float, int]:
+    """One encoder at budget ``c``: its table line, its line of predicted costs per point, the
+    predicted training seconds (and pessimistic) and the number of admissible points;
+    ``bracketed`` counts the budgets whose N_opt has admissible rungs on both sides."""
+    from harness.config.scaling import GridPoint, plan_point
+
+    cfg, b = suite.scaling, suite.budget
+    pts = []
+    for r in cfg.ladder:
+        n, half, full, _ = facts[(e, r.name)]
+        p = GridPoint(budget=c, rung=r, encoder=e, label="")
+        p.params_non_embedding, p.flops_per_byte, p.flops_per_byte_full = n, half, full
+        plan_point(cfg, p, base_lr=b.lr, batch_bytes=b.batch_bytes, train_part_bytes=part)
+        pts.append(p)
+    adm = [p for p in pts if not p.refused]
+    wall = wall_hi = 0.0
+    costs = []
+    for p in adm:
+        steps = p.steps * tm.steps_factor.get(name, 1.0) * facts[(e, p.rung.name)][3]
+        ms = tm.ms(name, p.rung.layers, p.flops_per_byte, b.batch_bytes)
+        ms_hi = tm.ms(name, p.rung.layers, p.flops_per_byte, b.batch_bytes, pessimistic=True)
+        wall += steps * ms / 1000 + tm.first_step_s + tm.setup_s
+        wall_hi += steps * ms_hi / 1000 + tm.first_step_s + tm.setup_s
+        costs.append(f"{p.rung.name}: {p.train_bytes / 1e6:.0f}MB {p.steps}st {ms:.1f}ms {steps * ms / 1000:.0f}s")
+    ns = np.array([facts[(e, r.name)][0] for r in cfg.ladder], float)
+    fpb = np.array([facts[(e, r.name)][1] for r in cfg.ladder], float)
+    opts, marks = [], []
+    for f in fits:
+        n_opt, d_opt, l_opt = optimum(f.laws[name], c, ns, fpb)
+        lo = sum(p.params_non_embedding < n_opt for p in adm)
+        hi = sum(p.params_non_embedding > n_opt for p in adm)
+        bracketed[f.variant][e] += bool(lo and hi)
+        marks.append(f"{lo}|{hi}" + ("" if lo and hi else "!"))
+        opts.append(f"{n_opt / 1e6:6.3f}M {d_opt / 1e6:5.0f}MB{'' if lo and hi else '*':1}")
+    adm_s = " ".join(f"{p.rung.name}:{p.params_non_embedding / 1e6:.2g}" for p in adm) or "-"
+    line = f"{c:>8.3g} {name:<6} {adm_s:<58} " + " ".join(f"{o:>18}" for o in opts) + "  " + "/".join(marks)
+    return line, f"  {c:>8.3g} {name:<6} " + "  ".join(costs), wall, wall_hi, len(adm)
+
+
+def design(suite_path: str, sets: list[str], cache: Path | None, fits: list[LawFit], tm: TimeModel,
+           timed_one_batch: bool = False) -> str:
+    from harness.config import load_suite
+
+    suite = load_suite(suite_path, sets)
+    cfg = suite.scaling
+    assert cfg is not None, "not a scaling suite"
+    facts, part = rung_facts(suite, cache, tm.batch_bytes, timed_one_batch)
+    encs = [s.label for s in suite.encoders]
+    names = {s.label: s.name for s in suite.encoders}
+    lines = _header(suite_path, sets, suite, facts, part, tm, timed_one_batch)
     lines.append("")
     lines.append(f"{'budget':>8} {'enc':<6} {'admissible rungs (N in M)':<58} "
                  + " ".join(f"{'N_opt ' + f.variant:>18}" for f in fits) + "  bracket")
@@ -368,37 +418,10 @@ def design(suite_path: str, sets: list[str], cache: Path | None, fits: list[LawF
         wall_hi = wall
         n_models = 0
         for e in encs:
-            pts = []
-            for r in cfg.ladder:
-                n, half, full, _ = facts[(e, r.name)]
-                p = GridPoint(budget=c, rung=r, encoder=e, label="")
-                p.params_non_embedding, p.flops_per_byte, p.flops_per_byte_full = n, half, full
-                plan_point(cfg, p, base_lr=b.lr, batch_bytes=b.batch_bytes, train_part_bytes=part)
-                pts.append(p)
-            adm = [p for p in pts if not p.refused]
-            n_models += len(adm)
-            costs = []
-            for p in adm:
-                steps = p.steps * tm.steps_factor.get(names[e], 1.0) * facts[(e, p.rung.name)][3]
-                ms = tm.ms(names[e], p.rung.layers, p.flops_per_byte, b.batch_bytes)
-                ms_hi = tm.ms(names[e], p.rung.layers, p.flops_per_byte, b.batch_bytes, pessimistic=True)
-                wall += steps * ms / 1000 + tm.first_step_s + tm.setup_s
-                wall_hi += steps * ms_hi / 1000 + tm.first_step_s + tm.setup_s
-                costs.append(f"{p.rung.name}: {p.train_bytes / 1e6:.0f}MB {p.steps}st {ms:.1f}ms {steps * ms / 1000:.0f}s")
-            ns = np.array([facts[(e, r.name)][0] for r in cfg.ladder], float)
-            fpb = np.array([facts[(e, r.name)][1] for r in cfg.ladder], float)
-            opts, marks = [], []
-            for f in fits:
-                n_opt, d_opt, l_opt = optimum(f.laws[names[e]], c, ns, fpb)
-                lo = sum(p.params_non_embedding < n_opt for p in adm)
-                hi = sum(p.params_non_embedding > n_opt for p in adm)
-                bracketed[f.variant][e] += bool(lo and hi)
-                marks.append(f"{lo}|{hi}" + ("" if lo and hi else "!"))
-                opts.append(f"{n_opt / 1e6:6.3f}M {d_opt / 1e6:5.0f}MB{'' if lo and hi else '*':1}")
-            adm_s = " ".join(f"{p.rung.name}:{p.params_non_embedding / 1e6:.2g}" for p in adm) or "-"
-            detail.append(f"  {c:>8.3g} {names[e]:<6} " + "  ".join(costs))
-            lines.append(f"{c:>8.3g} {names[e]:<6} {adm_s:<58} " + " ".join(f"{o:>18}" for o in opts)
-                         + "  " + "/".join(marks))
+            line, costs, w, w_hi, n = _encoder_at_budget(suite, c, e, names[e], facts, part, fits, tm, bracketed)
+            lines.append(line)
+            detail.append(costs)
+            wall, wall_hi, n_models = wall + w, wall_hi + w_hi, n_models + n
         wall += n_models * tm.score_s_per_model
         wall_hi += n_models * tm.score_s_per_model
         total_wall[c] = (wall, wall_hi, n_models)
