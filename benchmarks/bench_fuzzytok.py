@@ -49,6 +49,7 @@ import os
 import sys
 import time
 import traceback
+from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 
@@ -541,17 +542,9 @@ def _host_us(fn, n: int = 300) -> float:  # noqa: ANN001
     return us
 
 
-def part_host(quick: bool) -> None:
-    """Host µs per call, thin launches against the path through Triton's wrappers, the eager
-    autograd.Function against the custom op, and cuDNN (F.conv1d) on the same tiny shape."""
-    import cProfile
-    import io
-    import pstats
-
-    from encoders.fuzzytok import ops
-
-    dt = torch.bfloat16
-    B, T, C, K, d = 1, 256, 64, 3, 2
+def _host_calls(B: int, T: int, C: int, K: int, d: int, dt: torch.dtype) -> tuple[dict, Callable[[], None]]:
+    """``part_host``'s calls by name on one tiny shape (tensors made here), and the public op's
+    forward and backward, which it profiles."""
     g = torch.Generator(device="cuda").manual_seed(0)
     x = torch.randn(B, T, C, device="cuda", dtype=dt, generator=g).requires_grad_()
     wt = (torch.randn(C, C, K, device="cuda", generator=g) / (C * K) ** 0.5).to(dt).requires_grad_()
@@ -608,6 +601,21 @@ def part_host(quick: bool) -> None:
         "public_fwd_grad": lambda: dilated_causal_conv(x, wt, bias, d),
         "public_fwd_bwd": fwd_bwd(lambda: dilated_causal_conv(x, wt, bias, d)),
     }
+    return calls, fwd_bwd(lambda: dilated_causal_conv(x, wt, bias, d))
+
+
+def part_host(quick: bool) -> None:
+    """Host µs per call, thin launches against the path through Triton's wrappers, the eager
+    autograd.Function against the custom op, and cuDNN (F.conv1d) on the same tiny shape."""
+    import cProfile
+    import io
+    import pstats
+
+    from encoders.fuzzytok import ops
+
+    dt = torch.bfloat16
+    B, T, C, K, d = 1, 256, 64, 3, 2
+    calls, fb = _host_calls(B, T, C, K, d, dt)
     out: dict = {}
     for thin in (True, False):
         kn.THIN = thin
@@ -630,7 +638,6 @@ def part_host(quick: bool) -> None:
     calls_per = {name: (la.tuned_calls, la.direct_calls) for name, la in kn.LAUNCHERS.items()}
     log(f"host: launcher calls (through the wrappers, direct): {calls_per}")
     prof = cProfile.Profile()
-    fb = fwd_bwd(lambda: dilated_causal_conv(x, wt, bias, d))
     prof.enable()
     for _ in range(200):
         fb()
