@@ -219,14 +219,17 @@ def test_architecture_md_lists_every_harness_layer_and_only_those() -> None:
         assert named == set(below), f"{path}: may import {sorted(named)}, the layers below it are {list(below)}"
 
 
-# Small rooms: no file of the project's packages over MAX_FILE_LINES lines, no function over
-# MAX_FUNCTION_LINES. The rooms still over a limit are listed with their size today: none may
-# grow, none may be added, and one that shrinks under the limit must leave the list. The FuzzyTok
-# kernels are one file on purpose: the Triton kernels and their launch code read together.
+# Small rooms: no file of the project's packages, benchmarks or tests over MAX_FILE_LINES lines,
+# no function over MAX_FUNCTION_LINES. The rooms still over a limit are listed with their size
+# today: none may grow, none may be added, and one that shrinks under the limit must leave the
+# list. The FuzzyTok kernels are one file on purpose: the Triton kernels and their launch code
+# read together. bench_fuzzytok.py's parts run only on a GPU, so it is split once a GPU can run
+# it after the move.
 MAX_FILE_LINES, MAX_FUNCTION_LINES = 600, 80
-ROOM_PACKAGES = ("core", "harness", "encoders", "perturbations", "sources", "reports")
+ROOM_PACKAGES = ("core", "harness", "encoders", "perturbations", "sources", "reports", "benchmarks", "tests")
 OVER_FILE_LIMIT = {
     "encoders/fuzzytok/kernels.py": 1383,
+    "benchmarks/bench_fuzzytok.py": 939,
 }
 OVER_FUNCTION_LIMIT = {
 }
