@@ -187,7 +187,7 @@ def instrument(suite: Any, models: dict[str, Any], args: argparse.Namespace) -> 
     RunDir.save_cell = timed("write cells", RunDir.save_cell)  # type: ignore[method-assign]
     if args.no_forward:
         scoring_mod.start_forwards = fake_start_forwards
-    if args.count_duplicates:  # outside the timed call: hashing is not scoring's time
+    if args.count_duplicates:  # its hashing counts in the packed jobs' seconds (docstring)
         scoring_mod.start_forwards = counting_duplicates(scoring_mod.start_forwards)
     scoring_mod.run_forwards = timed("packed jobs (score_items)", scoring_mod.run_forwards)
     UnitNLL.byte_nll = timed("unit NLL -> bytes (d2h)", UnitNLL.byte_nll)  # type: ignore[method-assign]

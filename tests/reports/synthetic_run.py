@@ -7,6 +7,7 @@ fully determined by ``seed``; per-document sums are consistent with results.csv.
 from __future__ import annotations
 
 import csv
+import itertools
 import json
 import math
 import random
@@ -239,7 +240,7 @@ def write_synthetic_run(
             for dataset in datasets:
                 lang, script, texts = DOCS[dataset]
                 for pname, pid, severities in perturbations or PERTURBATIONS:
-                    for sev, mode in ((sev, mode) for sev in severities for mode in modes):
+                    for sev, mode in itertools.product(severities, modes):
                         cell = dict(encoder=label, encoder_name=name, seed=seed, dataset=dataset, language=lang,
                                     script=script, perturbation=pname, perturbation_id=pid, severity=sev, mode=mode)
                         agg = _Cell()
